@@ -1,0 +1,263 @@
+"""The events of a session's journal, as they travel on the bridge.
+
+Every event carries ``seq`` (1, 2, 3 … per session), ``type`` and ``at`` (UTC). `decode_event`
+reads one from JSON; an event type this version does not know becomes an `UnknownEvent`, never an
+error, since a newer worker may send more.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+__all__ = [
+    "By",
+    "Event",
+    "EventBody",
+    "KnownEvent",
+    "Option",
+    "QueueChanged",
+    "QueueItem",
+    "QuestionAsked",
+    "QuestionResolved",
+    "Status",
+    "TextChunk",
+    "ToolEnded",
+    "ToolOutput",
+    "ToolStarted",
+    "TurnEnded",
+    "TurnStarted",
+    "UnknownEvent",
+    "WorkerLeaving",
+    "WorkerStarted",
+    "ModelChanged",
+    "Note",
+    "decode_event",
+    "now",
+]
+
+
+def now() -> datetime:
+    """The current UTC time, the one clock of every event."""
+    return datetime.now(UTC)
+
+
+class By(BaseModel):
+    """Who did something: set by the server, never by the client."""
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["owner", "participant"] = "owner"
+    """`owner` for the machine's user, `participant` for a share."""
+    name: str = ""
+    """The login name of the owner, or the participant's share name."""
+
+
+class Option(BaseModel):
+    """One choice of a question."""
+
+    model_config = ConfigDict(frozen=True)
+    label: str
+    description: str = ""
+
+
+class QueueItem(BaseModel):
+    """A prompt waiting behind the running turn."""
+
+    model_config = ConfigDict(frozen=True)
+    queue_id: str
+    request_id: str | None = None
+    prompt: str
+    client_id: str | None = None
+    by: By = By()
+
+
+class EventBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    seq: int = 0
+    """Position in the journal; 0 only before the worker has appended it."""
+    at: datetime = Field(default_factory=now)
+
+
+class WorkerStarted(EventBase):
+    type: Literal["worker_started"] = "worker_started"
+    epoch: int
+    pid: int
+    version: str
+    agent: str
+    model: str | None = None
+
+
+class TurnStarted(EventBase):
+    type: Literal["turn_started"] = "turn_started"
+    turn_id: str
+    prompt: str
+    client_id: str | None = None
+    request_id: str | None = None
+    queue_id: str | None = None
+    by: By = By()
+    origin: Literal["user", "queue", "note"] = "user"
+
+
+class TextChunk(EventBase):
+    type: Literal["text"] = "text"
+    turn_id: str
+    text: str
+
+
+class ToolStarted(EventBase):
+    type: Literal["tool_started"] = "tool_started"
+    turn_id: str
+    call_id: str
+    name: str
+    args: dict[str, Any] = {}
+
+
+class ToolOutput(EventBase):
+    type: Literal["tool_output"] = "tool_output"
+    turn_id: str
+    call_id: str
+    text: str
+
+
+class ToolEnded(EventBase):
+    type: Literal["tool_ended"] = "tool_ended"
+    turn_id: str
+    call_id: str
+    status: Literal["completed", "still_working", "terminated", "error"] = "completed"
+    value: Any = None
+    error: str | None = None
+
+
+class QuestionAsked(EventBase):
+    type: Literal["question_asked"] = "question_asked"
+    turn_id: str
+    question_id: str
+    text: str
+    options: list[Option] = []
+    multiple: bool = False
+    freeform: bool = True
+
+
+class QuestionResolved(EventBase):
+    type: Literal["question_resolved"] = "question_resolved"
+    question_id: str
+    how: Literal["answered", "dismissed", "cancelled"]
+    selected: list[str] = []
+    freeform: str | None = None
+    client_id: str | None = None
+    by: By = By()
+
+
+class TurnEnded(EventBase):
+    type: Literal["turn_ended"] = "turn_ended"
+    turn_id: str
+    outcome: Literal["completed", "failed", "interrupted"]
+    reply: str = ""
+    error: str | None = None
+    usage: dict[str, int] = {}
+
+
+class QueueChanged(EventBase):
+    type: Literal["queue_changed"] = "queue_changed"
+    items: list[QueueItem] = []
+
+
+class Status(EventBase):
+    type: Literal["status"] = "status"
+    state: Literal["idle", "working", "asking"]
+    model: str | None = None
+    context_used: int = 0
+    context_limit: int = 0
+    children: dict[str, int] = {}
+
+
+class ModelChanged(EventBase):
+    type: Literal["model_changed"] = "model_changed"
+    model: str
+
+
+class Note(EventBase):
+    type: Literal["note"] = "note"
+    text: str
+    source: str = ""
+
+
+class WorkerLeaving(EventBase):
+    type: Literal["worker_leaving"] = "worker_leaving"
+    reason: str = ""
+
+
+class UnknownEvent(EventBase):
+    """An event of a type this version does not know; its fields are kept as they came."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str
+
+
+KnownEvent = Annotated[
+    WorkerStarted
+    | TurnStarted
+    | TextChunk
+    | ToolStarted
+    | ToolOutput
+    | ToolEnded
+    | QuestionAsked
+    | QuestionResolved
+    | TurnEnded
+    | QueueChanged
+    | Status
+    | ModelChanged
+    | Note
+    | WorkerLeaving,
+    Field(discriminator="type"),
+]
+Event = KnownEvent | UnknownEvent
+EventBody = Event
+"""Any event; `UnknownEvent` for a type this version does not know."""
+
+_known: TypeAdapter[Any] = TypeAdapter(KnownEvent)
+
+
+def decode_event(data: str | bytes) -> Event:
+    """Decode one event from its JSON text.
+
+    Args:
+        data: one journal line or one SSE message's ``data``.
+
+    Returns:
+        The typed event, or an `UnknownEvent` when its type is not one this version knows.
+
+    Raises:
+        ValueError: the text is not an event at all (not JSON, no ``type``).
+    """
+    try:
+        event: Event = _known.validate_json(data)
+        return event
+    except ValidationError as exc:
+        try:
+            unknown = UnknownEvent.model_validate_json(data)
+        except ValidationError:
+            raise ValueError(f"not an event: {exc.errors()[0]['msg']}") from exc
+        if unknown.type in _KNOWN_TYPES:
+            raise ValueError(f"malformed {unknown.type} event: {exc.errors()[0]['msg']}") from exc
+        return unknown
+
+
+_KNOWN_TYPES = {
+    "worker_started",
+    "turn_started",
+    "text",
+    "tool_started",
+    "tool_output",
+    "tool_ended",
+    "question_asked",
+    "question_resolved",
+    "turn_ended",
+    "queue_changed",
+    "status",
+    "model_changed",
+    "note",
+    "worker_leaving",
+}

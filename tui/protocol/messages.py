@@ -1,0 +1,148 @@
+"""Request and reply bodies of the bridge routes (`protocol.md`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tui.protocol.events import By, Option, QueueItem
+
+__all__ = [
+    "FEATURES",
+    "AnswerRequest",
+    "DismissRequest",
+    "ImageRef",
+    "Info",
+    "InterruptRequest",
+    "LeaveRequest",
+    "ModelRequest",
+    "PendingQuestion",
+    "Stats",
+    "ToolRecord",
+    "Transcript",
+    "TurnAccepted",
+    "TurnRecord",
+    "TurnRequest",
+]
+
+FEATURES = ("turns", "queue", "unqueue", "interrupt", "questions", "images", "stats", "model", "transcript")
+"""What a worker of this version can do, as `GET /info` names it."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Info(BaseModel):
+    app: str = "tui-worker"
+    version: str
+    session_id: str
+    epoch: int
+    agent: str
+    model: str | None = None
+    features: list[str] = list(FEATURES)
+
+
+class ImageRef(BaseModel):
+    file: str
+    name: str
+
+
+class TurnRequest(_Body):
+    prompt: str = Field(max_length=1_000_000)
+    client_id: str | None = None
+    request_id: str | None = Field(default=None, max_length=200)
+    images: list[ImageRef] = []
+    delivery: Literal["now", "queue"] = "now"
+
+
+class TurnAccepted(BaseModel):
+    turn_id: str | None = None
+    queue_id: str | None = None
+    seq: int
+
+
+class AnswerRequest(_Body):
+    question_id: str
+    selected: list[str] = []
+    freeform: str | None = None
+    client_id: str | None = None
+
+
+class DismissRequest(_Body):
+    question_id: str
+    client_id: str | None = None
+
+
+class InterruptRequest(_Body):
+    client_id: str | None = None
+
+
+class ModelRequest(_Body):
+    model: str
+
+
+class LeaveRequest(_Body):
+    wait: float = 2.0
+
+
+class ToolRecord(BaseModel):
+    call_id: str
+    name: str
+    args: dict[str, Any] = {}
+    output: str = ""
+    status: str = "completed"
+    value: Any = None
+    error: str | None = None
+
+
+class TurnRecord(BaseModel):
+    """One turn, compact: what a fresh attach shows without replaying the journal."""
+
+    turn_id: str
+    prompt: str
+    by: By = By()
+    client_id: str | None = None
+    request_id: str | None = None
+    origin: str = "user"
+    started_seq: int = 0
+    ended_seq: int | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    reply: str = ""
+    tools: list[ToolRecord] = []
+    outcome: Literal["completed", "failed", "interrupted"] | None = None
+    """None while the turn runs."""
+    error: str | None = None
+    answered: list[str] = []
+    """One line for each question this turn asked: what was answered, and by whom."""
+
+
+class PendingQuestion(BaseModel):
+    turn_id: str
+    question_id: str
+    text: str
+    options: list[Option] = []
+    multiple: bool = False
+    freeform: bool = True
+
+
+class Transcript(BaseModel):
+    turns: list[TurnRecord] = []
+    current: TurnRecord | None = None
+    question: PendingQuestion | None = None
+    queue: list[QueueItem] = []
+    state: Literal["idle", "working", "asking"] = "idle"
+    model: str | None = None
+    cursor: int = 0
+    has_more: bool = False
+
+
+class Stats(BaseModel):
+    turns: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    uptime: float = 0.0
+    events: int = 0
+    attached: list[str] = []
