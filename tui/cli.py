@@ -1,20 +1,196 @@
-"""The command line: parse arguments, call one command."""
+"""The command line: parse arguments, call one command.
+
+Each command lives in `tui.commands`; they are imported only when called, so that ``tui --help``
+and the piped surface do not pay for Textual's import.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Callable
 
 from tui import __version__
+from tui.errors import TuiError, UsageError
+
+Command = Callable[[argparse.Namespace], int]
+
+_SUBCOMMANDS = (
+    "attach",
+    "sessions",
+    "send",
+    "answer",
+    "dismiss",
+    "stop",
+    "archive",
+    "delete",
+    "web",
+    "remote",
+    "share",
+)
+
+
+def _command(module: str, name: str) -> str:
+    return f"{module}:{name}"
+
+
+def _global_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    # A subcommand's copy must not overwrite a value given before the subcommand's name.
+    default = argparse.SUPPRESS if nested else None
+    parser.add_argument(
+        "--state-dir", metavar="DIR", default=default, help="where sessions live (env TUI_STATE_DIR)"
+    )
+    parser.add_argument(
+        "--remote", metavar="NAME", default=default, help="run the command on another machine's sessions"
+    )
+
+
+def _piped_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("piped input (stdin not a terminal)")
+    group.add_argument(
+        "--output", choices=("text", "jsonl"), default="text", help="replies as text, or events"
+    )
+    group.add_argument("--keep-going", action="store_true", help="run the rest after a failed turn")
+    group.add_argument("--answers", metavar="FILE", help="answers for expected questions (JSON or TOML)")
+    group.add_argument("--question-timeout", type=float, metavar="S", help="wait S seconds for an answer")
+    group.add_argument("--default-answer", metavar="A", help="answer given after --question-timeout")
+    group.add_argument("--timeout", type=float, metavar="S", help="bound the whole run")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tui", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"tui {__version__}")
-    return parser
+    """The whole command line of cli.md."""
+    top = argparse.ArgumentParser(
+        prog="tui",
+        description="Attach a full-screen terminal UI to long-lived agent sessions.",
+        epilog="Commands: " + ", ".join(_SUBCOMMANDS) + ". `tui COMMAND --help` for each.",
+    )
+    top.add_argument("--version", action="version", version=f"tui {__version__}")
+    _global_options(top)
+    top.add_argument("--dir", metavar="D", help="the new session's folder (default: the current one)")
+    top.add_argument("prompt", nargs="?", help="the new session's first turn")
+    _piped_options(top)
+    top.set_defaults(run=_command("attach", "run_new"))
+    return top
+
+
+def build_subparsers() -> argparse.ArgumentParser:
+    """The parser for ``tui COMMAND …``."""
+    top = argparse.ArgumentParser(prog="tui")
+    _global_options(top)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_: str, target: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        _global_options(p, nested=True)
+        p.set_defaults(run=target)
+        return p
+
+    p = add(
+        "attach", "attach to a session; starts its worker when none runs", _command("attach", "run_attach")
+    )
+    p.add_argument("id", help="session id or unique prefix")
+    _piped_options(p)
+
+    p = add("sessions", "list sessions", _command("sessions", "run_sessions"))
+    p.add_argument("--json", action="store_true", help="a JSON list of objects")
+    p.add_argument("--all", action="store_true", help="include archived sessions")
+
+    p = add("send", "deliver a turn without a TUI", _command("sessions", "run_send"))
+    p.add_argument(
+        "args", nargs="*", metavar="ID PROMPT", help="session id and prompt (with --new: the prompt)"
+    )
+    p.add_argument("--new", action="store_true", help="to a new session (its id printed on stderr)")
+    p.add_argument("--dir", metavar="D", help="with --new: the new session's folder")
+    p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
+    p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
+    p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
+
+    p = add("answer", "answer the pending question", _command("sessions", "run_answer"))
+    p.add_argument("id")
+    p.add_argument(
+        "--option", type=int, action="append", default=[], metavar="N", help="option number (1-based)"
+    )
+    p.add_argument("--text", metavar="T", help="a freeform answer")
+
+    p = add("dismiss", "dismiss the pending question", _command("sessions", "run_dismiss"))
+    p.add_argument("id")
+
+    p = add("stop", "stop the worker; the session stays", _command("sessions", "run_stop"))
+    p.add_argument("id")
+
+    p = add("archive", "hide a session from lists", _command("sessions", "run_archive"))
+    p.add_argument("id")
+
+    p = add("delete", "remove a session", _command("sessions", "run_delete"))
+    p.add_argument("id")
+    p.add_argument("--force", action="store_true", help="stop a live worker first")
+
+    p = add("web", "serve this machine's sessions to other machines", _command("web", "run_web"))
+    p.add_argument("--host", default="127.0.0.1", metavar="ADDR")
+    p.add_argument("--port", type=int, default=7433, metavar="P", help="0 picks a free one, printed")
+    p.add_argument("--token-file", metavar="F", help="where the owner token is written (0600)")
+
+    p = add("remote", "other machines' web bridges", _command("web", "run_remote"))
+    rsub = p.add_subparsers(dest="action", required=True)
+    r = rsub.add_parser("add", help="add a remote (checks it first)")
+    r.add_argument("name")
+    r.add_argument("url")
+    r.add_argument("--token-file", required=True, metavar="F")
+    rsub.add_parser("list", help="list remotes")
+    r = rsub.add_parser("remove", help="forget a remote")
+    r.add_argument("name")
+
+    p = add("share", "invite a participant to a session", _command("web", "run_share"))
+    p.add_argument("args", nargs="+", metavar="ID | list ID | revoke ID")
+    p.add_argument("--name", metavar="N")
+    p.add_argument("--kind", choices=("viewer", "collaborator"))
+    p.add_argument("--ttl", metavar="DURATION", help="e.g. 2h, 30m, 1d")
+    p.add_argument("--turns", type=int, metavar="N", help="a collaborator's turn limit")
+    p.add_argument("--token-file", metavar="F", help="write the token here (0600) instead of printing it")
+    p.add_argument("--participant", metavar="N", help="with revoke: only this participant")
+    return top
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse a command line: ``tui [PROMPT]``, ``tui -- PROMPT`` or ``tui COMMAND …``."""
+    # Global options that take a value hide the command's position; skip them.
+    i, words = 0, []
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            break
+        if a in ("--state-dir", "--remote", "--dir") and i + 1 < len(argv):
+            i += 2
+            continue
+        if not a.startswith("-"):
+            words.append(a)
+            break
+        i += 1
+    first = words[0] if words else None
+    if first in _SUBCOMMANDS:
+        return build_subparsers().parse_args(argv)
+    if "--" in argv:
+        cut = argv.index("--")
+        ns = build_parser().parse_args(argv[:cut])
+        ns.prompt = " ".join(argv[cut + 1 :]) or None
+        return ns
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.parse_args(argv if argv is not None else sys.argv[1:])
-    return 0
+    """Run one command and return its exit code (cli.md)."""
+    args = parse(list(sys.argv[1:] if argv is None else argv))
+    module_name, func_name = args.run.split(":")
+    try:
+        module = importlib.import_module(f"tui.commands.{module_name}")
+        command: Command = getattr(module, func_name)
+        return command(args)
+    except UsageError as exc:
+        print(f"tui: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except TuiError as exc:
+        print(f"tui: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130

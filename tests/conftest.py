@@ -1,0 +1,26 @@
+"""Fixtures every part of the suite may use."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def state_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh state dir of this test's own, short enough for Unix socket paths, as TUI_STATE_DIR."""
+    with tempfile.TemporaryDirectory(prefix="tui-", dir="/tmp") as d:
+        path = Path(d)
+        monkeypatch.setenv("TUI_STATE_DIR", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def _no_user_state(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads or writes the user's real state dir."""
+    if "TUI_STATE_DIR" not in os.environ:
+        monkeypatch.setenv("TUI_STATE_DIR", str(tmp_path_factory.mktemp("state")))

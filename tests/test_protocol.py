@@ -1,0 +1,35 @@
+"""The wire models: every event decodes, unknown ones are kept, refusals map back to errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.errors import AmbiguousId, Conflict, Refused, error_from_wire
+from tui.protocol import TextChunk, UnknownEvent, decode_event
+
+
+def test_known_event_decodes_to_its_type() -> None:
+    event = decode_event('{"seq": 3, "type": "text", "turn_id": "t1", "text": "hi"}')
+    assert isinstance(event, TextChunk)
+    assert (event.seq, event.text) == (3, "hi")
+
+
+def test_unknown_event_type_is_kept_not_an_error() -> None:
+    event = decode_event('{"seq": 9, "type": "thinking", "words": 12}')
+    assert isinstance(event, UnknownEvent)
+    assert event.type == "thinking"
+    assert event.model_extra == {"words": 12}
+
+
+def test_a_malformed_known_event_is_an_error() -> None:
+    with pytest.raises(ValueError, match="malformed text event"):
+        decode_event('{"seq": 3, "type": "text"}')
+
+
+def test_refusals_map_back_to_the_same_exception() -> None:
+    err = error_from_wire({"error": "ambiguous_id", "detail": "3f matches 2", "ids": ["3f1", "3f2"]}, 409)
+    assert isinstance(err, AmbiguousId)
+    assert err.fields["ids"] == ["3f1", "3f2"]
+    assert isinstance(error_from_wire({"error": "question_not_pending", "detail": "x"}, 409), Conflict)
+    revoked = error_from_wire({"error": "token_revoked", "detail": "revoked"}, 401)
+    assert isinstance(revoked, Refused) and revoked.exit_code == 6

@@ -1,0 +1,80 @@
+"""`SessionAccess`: the session commands, one interface for this machine and another one.
+
+`tui.access.local.LocalAccess` works on the state dir and starts workers; `tui.access.remote`
+(later) makes the same calls through a web bridge and raises the same exceptions, so the command
+line cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+from tui.link.base import AttachLink
+
+__all__ = ["SessionAccess", "SessionSummary"]
+
+
+class SessionSummary(BaseModel):
+    """One session as `tui sessions` lists it."""
+
+    id: str
+    title: str = ""
+    state: Literal["working", "idle", "asking", "stopped", "archived"] = "stopped"
+    live: bool = False
+    folder: str = ""
+    """The session's working directory."""
+    created_at: datetime
+    updated_at: datetime | None = None
+    agent: str = "python"
+    model: str | None = None
+    archived: bool = False
+
+
+class SessionAccess(ABC):
+    """Session commands on one machine."""
+
+    where: str = "local"
+
+    @abstractmethod
+    async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
+        """Every session, newest first."""
+
+    @abstractmethod
+    async def resolve(self, prefix: str) -> str:
+        """The full id for an id or unique prefix. Raises NotFound, AmbiguousId (listing matches)."""
+
+    @abstractmethod
+    async def show(self, session_id: str) -> SessionSummary:
+        """One session."""
+
+    @abstractmethod
+    async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
+        """A new session with its worker started; returns its id."""
+
+    @abstractmethod
+    async def wake(self, session_id: str, *, wait: float = 10.0) -> None:
+        """Start the session's worker if none runs, and wait for its bridge."""
+
+    @abstractmethod
+    async def stop(self, session_id: str) -> bool:
+        """Stop the worker; the session stays. False when none was running."""
+
+    @abstractmethod
+    async def archive(self, session_id: str) -> None:
+        """Hide the session from lists."""
+
+    @abstractmethod
+    async def delete(self, session_id: str, *, force: bool = False) -> None:
+        """Remove the session. Raises Conflict when a worker is live and not `force`."""
+
+    @abstractmethod
+    async def link(self, session_id: str, *, client_id: str) -> AttachLink:
+        """An `AttachLink` to the session (its worker started if none runs)."""
+
+    def command(self, *words: str) -> str:
+        """A command as the user must type it for this machine."""
+        return " ".join(("tui", *words))

@@ -1,0 +1,1 @@
+"""One module per group of commands; `tui.cli` imports the one it runs."""
