@@ -1,1 +1,46 @@
-"""tui.store."""
+"""The state dir: session records, the journal, the owner lock, the worker sidecar, turn records.
+
+Everything here is plain files and no Textual; the worker writes, everyone else reads.
+"""
+
+from tui.store.journal import Journal, JournalLine
+from tui.store.lock import OwnerLock, is_live
+from tui.store.paths import MAX_SOCKET_PATH, SessionPaths, StatePaths, is_session_id, socket_path_for
+from tui.store.sessions import (
+    SessionRecord,
+    archive_session,
+    create_session,
+    delete_session,
+    get_session,
+    list_sessions,
+    new_session_id,
+    resolve_id,
+    save_session,
+)
+from tui.store.sidecar import WorkerSidecar, read_sidecar, write_sidecar
+from tui.store.turns import TurnStore
+
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "Journal",
+    "JournalLine",
+    "OwnerLock",
+    "SessionPaths",
+    "SessionRecord",
+    "StatePaths",
+    "TurnStore",
+    "WorkerSidecar",
+    "archive_session",
+    "create_session",
+    "delete_session",
+    "get_session",
+    "is_live",
+    "is_session_id",
+    "list_sessions",
+    "new_session_id",
+    "read_sidecar",
+    "resolve_id",
+    "save_session",
+    "socket_path_for",
+    "write_sidecar",
+]

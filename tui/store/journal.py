@@ -1,0 +1,257 @@
+"""The journal (``journal.jsonl``): a session's events, one JSON object a line, the only truth.
+
+One worker appends (it holds the owner lock); each line is written with a single ``write`` on an
+``O_APPEND`` descriptor before the event is sent to anyone. Every open journal keeps an index of
+each line's byte offset and seq, so reading the events after a cursor costs a bisection and one
+read of exactly those bytes, never a parse of the whole file. A reader in another process calls
+`Journal.refresh` (or just reads: reads refresh) to index lines appended since.
+
+A worker killed mid-write can leave a torn last line; `Journal.open_for_append` cuts it back to
+the last complete line and logs that it did.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import os
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from tui.errors import TuiError
+from tui.protocol import Event, decode_event, now
+from tui.protocol.events import EventBase
+
+__all__ = ["Journal", "JournalLine"]
+
+log = logging.getLogger("tui.store.journal")
+
+E = TypeVar("E", bound=EventBase)
+
+# What this version writes: seq, at and type lead every line, so the index needs no JSON parse.
+_HEAD = re.compile(rb'^\{"seq":(\d+),"at":"[^"]*","type":"([^"\\]+)"')
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLine:
+    """One event as it is stored: its seq, its type and its JSON text (no newline)."""
+
+    seq: int
+    type: str
+    raw: bytes
+
+    def decode(self) -> Event:
+        """The typed event."""
+        return decode_event(self.raw)
+
+
+def _head(line: bytes) -> tuple[int, str] | None:
+    m = _HEAD.match(line)
+    if m:
+        return int(m.group(1)), m.group(2).decode()
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if not isinstance(obj.get("seq"), int) or not isinstance(obj.get("type"), str):
+        return None
+    return obj["seq"], obj["type"]
+
+
+class Journal:
+    """A session's journal, opened to append (the worker) or to read (anyone else)."""
+
+    def __init__(self, path: Path, *, writable: bool) -> None:
+        self.path = path
+        self.writable = writable
+        self._seqs = array("q")
+        self._offsets = array("q")
+        self._types: list[str] = []
+        self._end = 0
+        """Byte offset just past the last indexed (complete) line."""
+        self._read_fd: int | None = None
+        self._write_fd: int | None = None
+
+    # --- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open_for_append(cls, path: Path) -> Journal:
+        """Open the journal to append, making it if missing and cutting a torn last line.
+
+        The caller must hold the session's owner lock.
+        """
+        journal = cls(path, writable=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            journal._read_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            journal._index_until(size)
+            if journal._end < size:
+                log.warning(
+                    "journal %s: cut a torn last line (%d bytes after offset %d)",
+                    path,
+                    size - journal._end,
+                    journal._end,
+                )
+                os.ftruncate(fd, journal._end)
+        finally:
+            os.close(fd)
+        journal._write_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        return journal
+
+    @classmethod
+    def open_for_reading(cls, path: Path) -> Journal:
+        """Open the journal to read; a missing journal reads as empty until it appears."""
+        journal = cls(path, writable=False)
+        journal.refresh()
+        return journal
+
+    def close(self) -> None:
+        """Close the descriptors; the index stays readable."""
+        for fd in (self._read_fd, self._write_fd):
+            if fd is not None:
+                os.close(fd)
+        self._read_fd = self._write_fd = None
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the index ---------------------------------------------------------------------------
+    def _index_until(self, size: int) -> None:
+        """Index the complete lines between the indexed end and `size`.
+
+        A line that does not parse stops the index there: in the worker that is the torn line to
+        cut; in a reader it is a line still being written.
+        """
+        assert self._read_fd is not None
+        pos = self._end
+        carry = b""
+        while pos < size:
+            chunk = os.pread(self._read_fd, min(_CHUNK, size - pos), pos)
+            if not chunk:
+                break
+            data = carry + chunk
+            start = 0
+            base = pos - len(carry)
+            while True:
+                nl = data.find(b"\n", start)
+                if nl < 0:
+                    break
+                line = data[start:nl]
+                head = _head(line) if line.strip() else None
+                if line.strip() and head is None:
+                    self._end = base + start
+                    return
+                if head is not None:
+                    seq, typ = head
+                    self._seqs.append(seq)
+                    self._offsets.append(base + start)
+                    self._types.append(typ)
+                start = nl + 1
+                self._end = base + start
+            carry = data[start:]
+            pos += len(chunk)
+
+    def refresh(self) -> None:
+        """Index lines another process appended since (a reader's catch-up)."""
+        if self._read_fd is None:
+            try:
+                self._read_fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                return
+        size = os.fstat(self._read_fd).st_size
+        if size < self._end:
+            raise TuiError(f"journal {self.path} shrank while it was read; attach again")
+        if size > self._end:
+            self._index_until(size)
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event (0 when empty)."""
+        return self._seqs[-1] if self._seqs else 0
+
+    def __len__(self) -> int:
+        return len(self._seqs)
+
+    # --- appending ---------------------------------------------------------------------------
+    def append(self, event: E) -> E:
+        """Give `event` the next seq and the current time, write it, and return it.
+
+        The line reaches the kernel before this returns; send the event only after.
+
+        Raises:
+            TuiError: the journal is not open to append, or the write failed.
+        """
+        if self._write_fd is None:
+            raise TuiError(f"journal {self.path} is not open to append")
+        stamped = event.model_copy(update={"seq": self.last_seq + 1, "at": now()})
+        raw = stamped.model_dump_json().encode()
+        self._write_raw(stamped.seq, str(getattr(stamped, "type", "")), raw)
+        return stamped
+
+    def _write_raw(self, seq: int, typ: str, raw: bytes) -> None:
+        assert self._write_fd is not None
+        data = raw + b"\n"
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._write_fd, data[written:])
+        except OSError as exc:
+            raise TuiError(f"could not append to journal {self.path}: {exc.strerror}") from exc
+        self._seqs.append(seq)
+        self._offsets.append(self._end)
+        self._types.append(typ)
+        self._end += len(data)
+
+    def last_line(self) -> JournalLine | None:
+        """The last event as stored."""
+        return self._line_at(len(self._seqs) - 1) if self._seqs else None
+
+    # --- reading -----------------------------------------------------------------------------
+    def read_after(self, cursor: int, limit: int = 1000) -> list[JournalLine]:
+        """At most `limit` events with ``seq > cursor``, in order.
+
+        A reader refreshes its index first, so it sees what the worker appended since.
+        """
+        if not self.writable:
+            self.refresh()
+        i = bisect.bisect_right(self._seqs, cursor)
+        j = min(len(self._seqs), i + max(0, limit))
+        if i >= j:
+            return []
+        assert self._read_fd is not None
+        start = self._offsets[i]
+        end = self._offsets[j] if j < len(self._offsets) else self._end
+        data = os.pread(self._read_fd, end - start, start)
+        lines: list[JournalLine] = []
+        for k in range(i, j):
+            a = self._offsets[k] - start
+            b = (self._offsets[k + 1] - start if k + 1 < j else end - start) - 1
+            lines.append(JournalLine(self._seqs[k], self._types[k], data[a:b]))
+        return lines
+
+    def iter_after(self, cursor: int = 0, batch: int = 1000) -> Iterator[JournalLine]:
+        """Every event with ``seq > cursor``, read in batches."""
+        while True:
+            lines = self.read_after(cursor, batch)
+            if not lines:
+                return
+            yield from lines
+            cursor = lines[-1].seq
+
+    def _line_at(self, k: int) -> JournalLine:
+        assert self._read_fd is not None
+        start = self._offsets[k]
+        end = self._offsets[k + 1] if k + 1 < len(self._offsets) else self._end
+        data = os.pread(self._read_fd, end - start, start)
+        return JournalLine(self._seqs[k], self._types[k], data.rstrip(b"\n"))

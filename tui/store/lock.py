@@ -1,0 +1,86 @@
+"""The owner lock: ``owner.lock`` is flock()ed by the session's one worker while it lives.
+
+The file is never unlinked (unlinking would let a second worker lock a fresh inode while the first
+still holds the old one). Asking "is a worker live" takes a shared lock without blocking and lets
+go at once; a worker starting in that instant retries for a few milliseconds before giving up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from tui.errors import Conflict
+
+__all__ = ["OwnerLock", "is_live"]
+
+
+class OwnerLock:
+    """The exclusive lock a worker holds for its whole life."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Take the lock or refuse at once.
+
+        Raises:
+            Conflict: another worker holds it (code ``locked``).
+        """
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        # A liveness probe holds a shared lock for microseconds: a few short retries ride it out.
+        for attempt in range(5):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if attempt == 4:
+                    os.close(fd)
+                    raise Conflict(
+                        f"another worker holds this session ({self.path}); attach to it instead",
+                        code="locked",
+                    ) from None
+                time.sleep(0.003)
+            else:
+                break
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let go (closing the descriptor releases the flock)."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> OwnerLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def is_live(path: Path) -> bool:
+    """Whether a worker holds the lock at `path` (asked without blocking)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

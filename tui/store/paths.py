@@ -1,0 +1,100 @@
+"""Where each file of the state dir lives (spec README, "The state dir")."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.config import state_dir as _config_state_dir
+
+__all__ = ["MAX_SOCKET_PATH", "SessionPaths", "StatePaths", "is_session_id", "socket_path_for"]
+
+MAX_SOCKET_PATH = 107
+"""The longest Unix socket path the kernel takes, in bytes."""
+
+_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def is_session_id(text: str) -> bool:
+    """Whether `text` is a whole session id (16 lowercase hex characters)."""
+    return bool(_ID.match(text))
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    """The files of one session."""
+
+    root: Path
+    """``sessions/ID``."""
+    session_id: str
+
+    @property
+    def record(self) -> Path:
+        return self.root / "session.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "owner.lock"
+
+    @property
+    def sidecar(self) -> Path:
+        return self.root / "worker.json"
+
+    @property
+    def turns(self) -> Path:
+        return self.root / "turns"
+
+    @property
+    def images(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "worker.log"
+
+    @property
+    def socket(self) -> Path:
+        """Where this session's worker binds its bridge (see `socket_path_for`)."""
+        return socket_path_for(self.root, self.session_id)
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """The state dir and what is in it."""
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, override: str | os.PathLike[str] | None = None) -> StatePaths:
+        """The state dir of `override`, ``$TUI_STATE_DIR`` or the platform's default (made if missing)."""
+        return cls(_config_state_dir(override))
+
+    @property
+    def sessions(self) -> Path:
+        return self.root / "sessions"
+
+    def session(self, session_id: str) -> SessionPaths:
+        """The paths of one session (nothing is made)."""
+        return SessionPaths(self.sessions / session_id, session_id)
+
+
+def socket_path_for(session_root: Path, session_id: str) -> Path:
+    """The bridge socket of a session: ``sessions/ID/bridge.sock`` when that fits in 107 bytes.
+
+    A deeper state dir puts it at ``$XDG_RUNTIME_DIR/tui/ID.sock``, else ``/tmp/tui-$UID/ID.sock``;
+    that folder is made with mode 0700. `worker.json` always records the real path.
+    """
+    local = session_root / "bridge.sock"
+    if len(os.fsencode(local)) <= MAX_SOCKET_PATH:
+        return local
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(runtime) / "tui" if runtime and Path(runtime).is_dir() else Path(f"/tmp/tui-{os.getuid()}")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder / f"{session_id}.sock"

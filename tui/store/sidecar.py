@@ -1,0 +1,39 @@
+"""The worker sidecar (``worker.json``): how clients find a live worker's bridge."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from tui.store._atomic import write_atomic
+
+__all__ = ["WorkerSidecar", "read_sidecar", "write_sidecar"]
+
+
+class WorkerSidecar(BaseModel):
+    """What a worker writes once its bridge listens."""
+
+    pid: int
+    epoch: int
+    socket: str
+    """The real path of the bridge socket (it may live outside the session's folder)."""
+    started_at: datetime
+    version: str
+    features: list[str] = []
+    leaving: bool = False
+    """True once the worker is stopping on purpose: a launcher waits for its lock instead."""
+
+
+def read_sidecar(path: Path) -> WorkerSidecar | None:
+    """The sidecar at `path`, or None when there is none or it cannot be read."""
+    try:
+        return WorkerSidecar.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
+def write_sidecar(path: Path, sidecar: WorkerSidecar) -> None:
+    """Write the sidecar atomically (mode 0600)."""
+    write_atomic(path, sidecar.model_dump_json(indent=2) + "\n")

@@ -1,0 +1,83 @@
+"""``turns/``: one compact record per ended turn, what a fresh attach loads instead of the journal.
+
+Each record is ``turns/<started_seq, 12 digits>-<turn_id>.json``, so the folder's names sort in
+the order the turns started, and a page of the last K turns reads K files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tui.protocol import TurnRecord
+from tui.store._atomic import write_atomic
+
+__all__ = ["TurnStore"]
+
+
+class TurnStore:
+    """The ended turns of one session."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._names: list[str] | None = None
+
+    def _listing(self) -> list[str]:
+        if self._names is None:
+            try:
+                names = [n for n in os.listdir(self.folder) if n.endswith(".json") and not n.startswith(".")]
+            except FileNotFoundError:
+                names = []
+            self._names = sorted(names)
+        return self._names
+
+    @staticmethod
+    def _name(record: TurnRecord) -> str:
+        return f"{record.started_seq:012d}-{record.turn_id}.json"
+
+    def save(self, record: TurnRecord) -> None:
+        """Write (or rewrite) an ended turn's record."""
+        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = self._name(record)
+        write_atomic(self.folder / name, record.model_dump_json() + "\n")
+        names = self._listing()
+        if name not in names:
+            names.append(name)
+            names.sort()
+
+    def __len__(self) -> int:
+        return len(self._listing())
+
+    def has(self, turn_id: str) -> bool:
+        """Whether a record of `turn_id` exists."""
+        return any(n.endswith(f"-{turn_id}.json") for n in self._listing())
+
+    def page(self, limit: int, before: str | None = None) -> tuple[list[TurnRecord], bool]:
+        """The last `limit` ended turns, oldest first, that started before turn `before`.
+
+        Returns:
+            The records and whether older ones remain.
+
+        Raises:
+            KeyError: `before` names no ended turn.
+        """
+        names = self._listing()
+        end = len(names)
+        if before is not None:
+            suffix = f"-{before}.json"
+            for i, n in enumerate(names):
+                if n.endswith(suffix):
+                    end = i
+                    break
+            else:
+                raise KeyError(before)
+        start = max(0, end - max(0, limit))
+        records: list[TurnRecord] = []
+        for n in names[start:end]:
+            try:
+                records.append(TurnRecord.model_validate_json((self.folder / n).read_bytes()))
+            except (OSError, ValidationError):
+                continue
+        return records, start > 0
