@@ -1,0 +1,541 @@
+"""The program runner inside the sandbox.
+
+This file runs in the sandboxed interpreter as a script, with the standard library only (it never
+imports ``tui``). It talks to the parent over two inherited pipes with frames of a 5-byte header
+(kind, length) and a payload: kind 0 is a JSON message, kind 1 raw output bytes.
+
+Threads: the main thread runs programs; the control thread reads the parent's messages (run,
+tool replies, interrupt); the pump thread ships output, both the Python-level writes buffered by
+`_Output` and whatever C code and subprocesses write to fd 1 and 2, which are a pipe it reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import errno
+import fcntl
+import json
+import linecache
+import os
+import platform
+import resource
+import select
+import signal
+import struct
+import sys
+import threading
+import traceback
+from typing import Any
+
+HEADER = struct.Struct(">BI")
+ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+KIND_JSON = 0
+KIND_OUTPUT = 1
+CHUNK = 1 << 20
+READ_SIZE = 65536  # os.read allocates this much each call: keep it small for fast round trips
+FLUSH_SECONDS = 0.01
+HERE = os.path.abspath(__file__)
+
+
+class LimitExceeded(Exception):
+    """The program ran into one of its limits."""
+
+
+class ToolError(Exception):
+    """A tool call failed; the message says why."""
+
+
+class Channel:
+    """Frames to the parent; any thread may send."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, kind: int, payload: bytes) -> None:
+        with self.lock:
+            data = memoryview(HEADER.pack(kind, len(payload)) + payload)
+            while data:
+                written = os.write(self.fd, data)
+                data = data[written:]
+
+    def message(self, **fields: Any) -> None:
+        self.send(KIND_JSON, ENCODE(fields).encode())
+
+
+class Output:
+    """Both sys.stdout and sys.stderr: one buffer, so their order is kept."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.lock = threading.Lock()
+        self.pending = bytearray()
+
+    def write_bytes(self, data: bytes) -> None:
+        with self.lock:
+            self.pending += data
+            if len(self.pending) >= 65536:
+                self.flush_locked()
+
+    def flush(self) -> None:
+        with self.lock:
+            self.flush_locked()
+
+    def flush_locked(self) -> None:
+        while self.pending:
+            chunk = bytes(self.pending[:CHUNK])
+            del self.pending[:CHUNK]
+            self.channel.send(KIND_OUTPUT, chunk)
+
+
+class _Binary:
+    def __init__(self, output: Output) -> None:
+        self._output = output
+
+    def write(self, data: bytes) -> int:
+        self._output.write_bytes(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        self._output.flush()
+
+
+class TextStream:
+    """A text stream writing into `Output`, with what code usually asks of sys.stdout."""
+
+    encoding = "utf-8"
+    errors = "backslashreplace"
+    newlines = None
+    closed = False
+    line_buffering = False
+
+    def __init__(self, output: Output, fd: int, name: str) -> None:
+        self._output = output
+        self._fd = fd
+        self.name = name
+        self.buffer = _Binary(output)
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._output.write_bytes(text.encode("utf-8", "backslashreplace"))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self._output.flush()
+
+    def fileno(self) -> int:
+        self._output.flush()
+        return self._fd
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+
+class Runner:
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.channel = Channel(config["out_fd"])
+        self.in_fd = config["in_fd"]
+        self.output = Output(self.channel)
+        self.state = threading.Lock()
+        self.running = False
+        self.interrupt_requested = False
+        self.cpu_deadline: float | None = None
+        self.cpu_hit = False
+        self.runs: list[dict[str, Any]] = []
+        self.runs_ready = threading.Semaphore(0)
+        self.reply_fd = config["reply_fd"]
+        self.replies = bytearray()
+        self.next_call = 0
+        self.main_ident = threading.get_ident()
+        self.globals: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+        self.fd_pipe = -1
+        self.pump_lock = threading.Lock()
+
+    # setup -----------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        for fd in (self.in_fd, self.channel.fd, self.reply_fd):
+            os.set_inheritable(fd, False)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        os.set_blocking(read_end, False)
+        self.fd_pipe = read_end
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives as long as we do
+        sys.stdout = sys.__stdout__ = TextStream(self.output, 1, "<stdout>")  # type: ignore[misc,assignment]
+        sys.stderr = sys.__stderr__ = TextStream(self.output, 2, "<stderr>")  # type: ignore[misc,assignment]
+        signal.signal(signal.SIGINT, self.on_sigint)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        self.apply_limits()
+        if self.config.get("seccomp"):
+            install_socket_filter()
+        self.globals["ToolError"] = ToolError
+        self.globals["LimitExceeded"] = LimitExceeded
+
+    def apply_limits(self) -> None:
+        limits = self.config["limits"]
+        pairs = [
+            (resource.RLIMIT_AS, limits["memory_bytes"]),
+            (resource.RLIMIT_NOFILE, limits["open_files"]),
+            (resource.RLIMIT_FSIZE, limits["file_size_bytes"]),
+            (resource.RLIMIT_CORE, 0),
+        ]
+        if self.config.get("nproc"):
+            pairs.append((resource.RLIMIT_NPROC, limits["processes"]))
+        for which, value in pairs:
+            if value is not None:
+                resource.setrlimit(which, (value, value))
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if self.running:
+            raise KeyboardInterrupt
+
+    # threads ---------------------------------------------------------------------------------
+
+    def control(self) -> None:
+        buffer = bytearray()
+        while True:
+            try:
+                data = os.read(self.in_fd, READ_SIZE)
+            except InterruptedError:
+                continue
+            if not data:
+                os._exit(0)
+            buffer += data
+            while len(buffer) >= HEADER.size:
+                _kind, size = HEADER.unpack_from(buffer)
+                if len(buffer) < HEADER.size + size:
+                    break
+                message = json.loads(bytes(buffer[HEADER.size : HEADER.size + size]))
+                del buffer[: HEADER.size + size]
+                self.dispatch(message)
+
+    def dispatch(self, message: dict[str, Any]) -> None:
+        kind = message["t"]
+        if kind == "run":
+            self.runs.append(message)
+            self.runs_ready.release()
+        elif kind == "interrupt":
+            self.interrupt()
+        elif kind == "exit":
+            os._exit(0)
+
+    def interrupt(self) -> None:
+        with self.state:
+            if self.running:
+                self.interrupt_requested = True
+                signal.pthread_kill(self.main_ident, signal.SIGINT)
+
+    def pump(self) -> None:
+        while True:
+            select.select([self.fd_pipe], [], [], FLUSH_SECONDS)
+            self.output.flush()
+            self.drain()
+            self.check_cpu()
+
+    def drain(self) -> None:
+        with self.pump_lock:
+            while True:
+                try:
+                    data = os.read(self.fd_pipe, READ_SIZE)
+                except BlockingIOError:
+                    return
+                if not data:
+                    return
+                self.channel.send(KIND_OUTPUT, data)
+
+    def check_cpu(self) -> None:
+        deadline = self.cpu_deadline
+        if deadline is not None and not self.cpu_hit and cpu_time() > deadline:
+            self.cpu_hit = True
+            self.interrupt()
+
+    # tools -----------------------------------------------------------------------------------
+
+    def make_tool(self, name: str, properties: list[str], description: str) -> Any:
+        runner = self
+
+        def tool(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > len(properties):
+                raise TypeError(
+                    f"{name}() takes {len(properties)} positional arguments but {len(args)} were given"
+                )
+            for prop, arg in zip(properties, args, strict=False):
+                if prop in kwargs:
+                    raise TypeError(f"{name}() got multiple values for argument {prop!r}")
+                kwargs[prop] = arg
+            return runner.call(name, kwargs)
+
+        tool.__name__ = tool.__qualname__ = name
+        tool.__doc__ = description
+        return tool
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            payload = ENCODE(arguments)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name}() takes JSON values only: {exc}") from None
+        self.next_call += 1
+        call_id = self.next_call
+        self.channel.send(
+            KIND_JSON,
+            b'{"t":"call","id":%d,"tool":%s,"args":%s}'
+            % (call_id, json.dumps(name).encode(), payload.encode()),
+        )
+        reply = self.read_reply(call_id)
+        if "error" in reply:
+            if reply.get("kind") == "arguments":
+                raise TypeError(f"{name}(): {reply['error']}")
+            raise ToolError(reply["error"])
+        return reply.get("value")
+
+    def read_reply(self, call_id: int) -> dict[str, Any]:
+        """Block until the parent answers this call; replies to abandoned calls are skipped.
+
+        Only the main thread reads the reply pipe, so an answer reaches the program without a
+        thread switch; an interrupt arrives as SIGINT and breaks the read.
+        """
+        buffer = self.replies
+        while True:
+            while len(buffer) >= HEADER.size:
+                _kind, size = HEADER.unpack_from(buffer)
+                if len(buffer) < HEADER.size + size:
+                    break
+                reply = json.loads(bytes(buffer[HEADER.size : HEADER.size + size]))
+                del buffer[: HEADER.size + size]
+                if reply.get("id") == call_id:
+                    return reply  # type: ignore[no-any-return]
+            data = os.read(self.reply_fd, 4096)
+            if not data:
+                os._exit(0)
+            buffer += data
+
+    # programs --------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        threading.Thread(target=self.control, name="control", daemon=True).start()
+        threading.Thread(target=self.pump, name="pump", daemon=True).start()
+        self.channel.message(t="ready", python=platform.python_version())
+        while True:
+            self.runs_ready.acquire()
+            message = self.runs.pop(0)
+            outcome = self.run(message)
+            self.output.flush()
+            self.drain()
+            self.channel.message(t="done", id=message["id"], **outcome)
+
+    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+        source: str = message["source"]
+        filename = f"<program {message['id']}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = self.globals
+        namespace["FRAME"] = message.get("frame")
+        namespace["ToolError"] = ToolError
+        for tool in message.get("tools", []):
+            namespace[tool["name"]] = self.make_tool(tool["name"], tool["properties"], tool["description"])
+        try:
+            tree = ast.parse(source, filename, "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body[-1].value)
+                del tree.body[-1]
+            body = compile(tree, filename, "exec")
+            tail = compile(last, filename, "eval") if last is not None else None
+        except (SyntaxError, ValueError) as exc:
+            return self.failure(exc)
+        cpu_seconds = self.config["limits"].get("cpu_seconds")
+        self.cpu_hit = False
+        self.cpu_deadline = cpu_time() + cpu_seconds if cpu_seconds else None
+        value: Any = None
+        try:
+            with self.state:
+                self.interrupt_requested = False
+                self.running = True
+            try:
+                exec(body, namespace)
+                if tail is not None:
+                    value = eval(tail, namespace)
+            finally:
+                with self.state:
+                    self.running = False
+                self.cpu_deadline = None
+        except KeyboardInterrupt as exc:
+            if self.cpu_hit:
+                return self.limit("cpu", f"the program used more than {cpu_seconds} s of CPU time")
+            if self.interrupt_requested:
+                return {"status": "interrupted"}
+            return self.failure(exc)
+        except MemoryError:
+            size = self.config["limits"]["memory_bytes"]
+            return self.limit("memory", f"the program needed more than {size} bytes of memory")
+        except SystemExit as exc:
+            if exc.code in (None, 0):
+                return {"status": "completed"}
+            return self.failure(exc)
+        except BaseException as exc:
+            if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+                size = self.config["limits"]["file_size_bytes"]
+                return self.limit("file_size", f"the program wrote a file larger than {size} bytes")
+            return self.failure(exc)
+        namespace["_"] = value if tail is not None and value is not None else namespace.get("_")
+        if tail is None:
+            return {"status": "completed"}
+        return {"status": "completed", **describe_value(value)}
+
+    def limit(self, name: str, detail: str) -> dict[str, Any]:
+        message = f"{name}: {detail}"
+        error = {"type": "LimitExceeded", "message": message, "traceback": f"LimitExceeded: {message}\n"}
+        return {"status": "error", "error": error}
+
+    def failure(self, exc: BaseException) -> dict[str, Any]:
+        return {
+            "status": "error",
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "traceback": "".join(trimmed(exc).format()),
+            },
+        }
+
+
+def trimmed(exc: BaseException) -> traceback.TracebackException:
+    """The exception's traceback without the frames of this runner."""
+    report = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+    seen: set[int] = set()
+    stack: list[traceback.TracebackException] = [report]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        item.stack = traceback.StackSummary.from_list([f for f in item.stack if f.filename != HERE])
+        stack.extend(x for x in (item.__cause__, item.__context__) if x is not None)
+    return report
+
+
+def describe_value(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {"value": None, "repr": None}
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not break the program's result
+        text = f"<{type(value).__name__} object: repr() failed: {exc}>"
+    jsonable = to_json(value)
+    return {"value": jsonable if jsonable is not NOT_JSON else text, "repr": text}
+
+
+NOT_JSON = object()
+
+
+def to_json(value: Any, depth: int = 0) -> Any:
+    """The value as plain JSON data, or NOT_JSON when any part of it is not JSON-compatible."""
+    if depth > 100:
+        return NOT_JSON
+    if value is None or isinstance(value, bool | int | str):
+        return value if type(value) in (bool, int, str) or value is None else NOT_JSON
+    if isinstance(value, float):
+        return value if type(value) is float and value == value and abs(value) != float("inf") else NOT_JSON
+    if type(value) is list:
+        items = [to_json(v, depth + 1) for v in value]
+        return NOT_JSON if any(i is NOT_JSON for i in items) else items
+    if type(value) is dict:
+        if not all(type(k) is str for k in value):
+            return NOT_JSON
+        pairs = {k: to_json(v, depth + 1) for k, v in value.items()}
+        return NOT_JSON if any(v is NOT_JSON for v in pairs.values()) else pairs
+    return NOT_JSON
+
+
+def cpu_time() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
+
+
+# seccomp: refuse every socket that is not a Unix socket ---------------------------------------
+
+_ARCHES = {
+    # machine: (AUDIT_ARCH, socket, socketpair, io_uring_setup)
+    "x86_64": (0xC000003E, 41, 53, 425),
+    "aarch64": (0xC00000B7, 198, 199, 425),
+}
+
+
+def install_socket_filter() -> None:
+    """Load a seccomp filter that makes socket(2) fail with EPERM for any family but AF_UNIX."""
+    arch = _ARCHES.get(platform.machine())
+    if arch is None:
+        raise OSError(f"no socket filter for {platform.machine()}")
+    audit, nr_socket, nr_socketpair, nr_uring = arch
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    program = [
+        (ld_abs, 0, 0, 4),  # arch
+        (jeq, 1, 0, audit),
+        (ret, 0, 0, deny),
+        (ld_abs, 0, 0, 0),  # syscall number
+        (jge, 0, 1, 0x40000000),  # x32 calls on x86_64
+        (ret, 0, 0, deny),
+        (jeq, 3, 0, nr_socket),
+        (jeq, 2, 0, nr_socketpair),
+        (jeq, 4, 0, nr_uring),
+        (ret, 0, 0, allow),
+        (ld_abs, 0, 0, 16),  # args[0]: the address family
+        (jeq, 0, 1, 1),  # AF_UNIX
+        (ret, 0, 0, allow),
+        (ret, 0, 0, deny),
+    ]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [
+            ("code", ctypes.c_ushort),
+            ("jt", ctypes.c_ubyte),
+            ("jf", ctypes.c_ubyte),
+            ("k", ctypes.c_uint),
+        ]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*f) for f in program])
+    prog = Program(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    runner = Runner(config)
+    runner.setup()
+    fcntl.fcntl(runner.channel.fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+    del sys.argv[1:]
+    sys.argv[0] = ""
+    runner.serve()
+
+
+if __name__ == "__main__":
+    main()

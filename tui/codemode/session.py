@@ -1,0 +1,681 @@
+"""`PythonSession`: programs in a warm, sandboxed CPython process.
+
+The parent keeps one sandboxed interpreter per session and talks to it over two pipes with
+length-prefixed frames (see ``_child.py``). Output arrives as raw bytes and is decoded here, so
+the output limit is enforced by the parent, which the program cannot tamper with; so are the
+wall-clock limit and the broker that runs tool handlers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import functools
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tui.codemode.broker import Broker
+from tui.codemode.errors import (
+    CleanupError,
+    NoActiveProgram,
+    ProgramActive,
+    SandboxError,
+    SessionBusy,
+)
+from tui.codemode.output import shorten
+from tui.codemode.sandbox import PidsCgroup, SandboxPlan, plan_sandbox
+from tui.codemode.types import Limits, ProgramError, ProgramResult, RunContext, Tool
+
+__all__ = ["PythonSession"]
+
+_HEADER = struct.Struct(">BI")
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+_KIND_JSON = 0
+_KIND_OUTPUT = 1
+_READ_SIZE = 65536  # larger reads allocate (and free) that much each time, slowing every round trip
+_STOP_GRACE = 1.0
+_CANCEL_GRACE = 0.08
+_START_TIMEOUT = 15.0
+_LOST = "[the interpreter exited; its variables were lost]\n"
+_RESTARTED = (
+    "[the program did not stop within 1 s of being interrupted; "
+    "the interpreter was restarted and its variables were lost]\n"
+)
+
+
+@dataclass(eq=False)
+class _Program:
+    """The parent's view of the active program."""
+
+    number: int
+    broker: Broker
+    done: asyncio.Future[dict[str, Any]]
+    chunks: list[str] = field(default_factory=list)
+    output_bytes: int = 0
+    decoder: codecs.IncrementalDecoder = field(
+        default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace")
+    )
+    limit: tuple[str, str] | None = None
+    stopping: bool = False
+    wall_timer: asyncio.TimerHandle | None = None
+    kill_timer: asyncio.TimerHandle | None = None
+    note: str = ""
+
+    def take_output(self) -> str:
+        text = "".join(self.chunks)
+        self.chunks.clear()
+        return text
+
+
+class _Interpreter:
+    """One sandboxed interpreter process and its two pipes."""
+
+    def __init__(
+        self, process: asyncio.subprocess.Process, to_child: int, replies: int, from_child: int
+    ) -> None:
+        self.process = process
+        self.to_child = to_child
+        self.replies = replies
+        self.from_child = from_child
+        self.buffer = b""
+        self.alive = True
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+
+class PythonSession:
+    """Runs Python programs in a warm, sandboxed interpreter.
+
+    Module globals persist from one program to the next while the interpreter lives, as in a
+    Jupyter kernel. Use it as an async context manager, or call `start` and `close`.
+
+    Attributes:
+        workdir: the folder programs run in and may write.
+        limits: what each program may use.
+        sandbox: in words, how the program is confined (empty until started).
+    """
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        limits: Limits | None = None,
+        *,
+        bwrap: str | None = None,
+    ) -> None:
+        """Prepare a session; nothing starts until `start` (or ``async with``).
+
+        Args:
+            workdir: the folder programs run in; the only one they may write, with a private /tmp.
+            limits: what each program may use; defaults to `Limits()`.
+            bwrap: the bubblewrap executable; None looks for it on PATH.
+        """
+        self.workdir = Path(workdir).resolve()
+        self.limits = limits or Limits()
+        self.sandbox = ""
+        self._bwrap = bwrap
+        self._plan: SandboxPlan | None = None
+        self._cgroup: PidsCgroup | None = None
+        self._interp: _Interpreter | None = None
+        self._active: _Program | None = None
+        # the program the interpreter runs: the active one, or one terminated by a cancelled
+        # context that has not yet reported its end
+        self._running: _Program | None = None
+        self._busy = False
+        self._closed = False
+        self._started = False
+        self._numbers = 0
+        self._stray: list[str] = []
+        self._note = ""
+        self._restart: asyncio.Task[None] | None = None
+        self._ready: asyncio.Future[dict[str, Any]] | None = None
+
+    # lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> PythonSession:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def processes_limited(self) -> bool:
+        """Whether a fork bomb in a program is contained (a pids cgroup or RLIMIT_NPROC)."""
+        return self._cgroup is not None or bool(self._plan and self._plan.nproc)
+
+    async def start(self) -> None:
+        """Start the sandboxed interpreter (once; later calls do nothing).
+
+        Raises:
+            SandboxError: the workdir is missing, or the sandbox would not start or reach the
+                required level.
+        """
+        if self._closed:
+            raise SandboxError("this Code Mode session was closed; start a new one")
+        if self._started:
+            return
+        if not self.workdir.is_dir():
+            raise SandboxError(f"the working folder {self.workdir} does not exist; create it first")
+        self._cgroup = await asyncio.to_thread(PidsCgroup.create, self.limits.processes)
+        try:
+            self._plan = plan_sandbox(self.workdir, bwrap=self._bwrap, cgroup=self._cgroup)
+            await self._spawn()
+        except BaseException:
+            await self._release_cgroup()
+            raise
+        self.sandbox = self._plan.description
+        self._started = True
+
+    async def _spawn(self) -> None:
+        assert self._plan is not None
+        loop = asyncio.get_running_loop()
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        config = {
+            "in_fd": to_child_r,
+            "reply_fd": replies_r,
+            "out_fd": from_child_w,
+            "seccomp": self._plan.seccomp,
+            "nproc": self._plan.nproc,
+            "limits": {
+                "memory_bytes": self.limits.memory_bytes,
+                "open_files": self.limits.open_files,
+                "file_size_bytes": self.limits.file_size_bytes,
+                "processes": self.limits.processes + 8,
+                "cpu_seconds": self.limits.cpu_seconds,
+            },
+        }
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *self._plan.argv,
+                json.dumps(config),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(to_child_r, from_child_w, replies_r),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (to_child_r, to_child_w, from_child_r, from_child_w, replies_r, replies_w):
+                os.close(fd)
+            raise SandboxError(f"the sandbox could not be started: {exc}") from exc
+        for fd in (to_child_r, from_child_w, replies_r):
+            os.close(fd)
+        os.set_blocking(from_child_r, False)
+        interp = _Interpreter(process, to_child_w, replies_w, from_child_r)
+        self._interp = interp
+        self._ready = loop.create_future()
+        loop.add_reader(from_child_r, self._on_readable, interp)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
+        except (TimeoutError, SandboxError) as exc:
+            detail = await self._stderr_text(process)
+            await self._kill(interp)
+            raise SandboxError(
+                f"the sandboxed interpreter did not start: {detail or exc or 'no reason given'}"
+            ) from exc
+
+    @staticmethod
+    async def _stderr_text(process: asyncio.subprocess.Process) -> str:
+        if process.stderr is None:
+            return ""
+        try:
+            data = await asyncio.wait_for(process.stderr.read(8192), 1.0)
+        except (TimeoutError, OSError):
+            return ""
+        return data.decode(errors="replace").strip()
+
+    async def close(self) -> None:
+        """End any program and release the sandbox; a second call does nothing.
+
+        Raises:
+            CleanupError: the interpreter or one of its processes did not end within a few seconds.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        program, self._active = self._active, None
+        if program is not None:
+            self._cancel_calls(program)
+            self._cancel_timers(program)
+            if not program.done.done():
+                program.done.set_exception(SandboxError("the Code Mode session was closed"))
+                program.done.exception()
+        if self._restart is not None:
+            with contextlib.suppress(BaseException):
+                await self._restart
+        interp, self._interp = self._interp, None
+        ended = True
+        if interp is not None:
+            ended = await self._kill(interp)
+        emptied = await self._release_cgroup()
+        if not (ended and emptied):
+            raise CleanupError(
+                "the sandboxed interpreter or a process it started did not end within 3 s; "
+                "check for leftover processes (ps -ef) and end them"
+            )
+
+    async def _release_cgroup(self) -> bool:
+        cgroup, self._cgroup = self._cgroup, None
+        if cgroup is None:
+            return True
+        emptied = await asyncio.to_thread(cgroup.kill_all)
+        removed = await asyncio.to_thread(cgroup.remove)
+        return emptied and removed
+
+    async def _kill(self, interp: _Interpreter) -> bool:
+        """Kill the interpreter and everything it started; return whether they all ended."""
+        if interp.alive:
+            self._detach(interp)
+        with contextlib.suppress(ProcessLookupError):
+            interp.process.kill()
+        emptied = True
+        if self._cgroup is not None:
+            emptied = await asyncio.to_thread(self._cgroup.kill_all)
+        try:
+            await asyncio.wait_for(interp.process.wait(), 3.0)
+        except TimeoutError:
+            return False
+        finally:
+            for fd in (interp.to_child, interp.replies):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return emptied
+
+    def _detach(self, interp: _Interpreter) -> None:
+        if not interp.alive:
+            return
+        interp.alive = False
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(interp.from_child)
+        with contextlib.suppress(OSError):
+            os.close(interp.from_child)
+        if not interp.ended.done():
+            interp.ended.set_result(None)
+
+    # the pipe from the child -----------------------------------------------------------------
+
+    def _on_readable(self, interp: _Interpreter) -> None:
+        try:
+            data = os.read(interp.from_child, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._on_child_gone(interp)
+            return
+        buffer = interp.buffer + data if interp.buffer else data
+        view = memoryview(buffer)
+        offset = 0
+        total = len(buffer)
+        while total - offset >= _HEADER.size:
+            kind, size = _HEADER.unpack_from(buffer, offset)
+            end = offset + _HEADER.size + size
+            if end > total:
+                break
+            if kind == _KIND_OUTPUT:
+                self._on_output(view[offset + _HEADER.size : end])
+            else:
+                self._on_message(interp, json.loads(buffer[offset + _HEADER.size : end]))
+            offset = end
+        interp.buffer = buffer[offset:]
+
+    def _on_output(self, payload: memoryview) -> None:
+        program = self._running
+        if program is None:
+            # a process the program left behind still writes: keep it for the next result
+            self._stray.append(payload.tobytes().decode("utf-8", "replace"))
+            return
+        if program.limit is not None or program is not self._active:
+            return
+        allowed = self.limits.max_output_bytes - program.output_bytes
+        if len(payload) > allowed:
+            program.chunks.append(program.decoder.decode(payload[: max(allowed, 0)].tobytes(), final=True))
+            program.output_bytes = self.limits.max_output_bytes
+            self._hit_limit(
+                program,
+                "output",
+                f"the program printed more than {self.limits.max_output_bytes} bytes; print less, "
+                "or write large results to a file in the working folder",
+            )
+            return
+        program.output_bytes += len(payload)
+        program.chunks.append(program.decoder.decode(payload.tobytes()))
+
+    def _on_message(self, interp: _Interpreter, message: dict[str, Any]) -> None:
+        kind = message.get("t")
+        if kind == "call":
+            program = self._active
+            if program is not None and program is self._running and not program.stopping:
+                program.broker.call(message.get("id"), message.get("tool", ""), message.get("args"))
+        elif kind == "done":
+            program = self._running
+            if program is not None and program.number == message.get("id"):
+                self._running = None
+                if not program.done.done():
+                    program.done.set_result(message)
+        elif kind == "ready" and self._ready is not None and not self._ready.done():
+            self._ready.set_result(message)
+
+    def _on_child_gone(self, interp: _Interpreter) -> None:
+        self._detach(interp)
+        if self._ready is not None and not self._ready.done():
+            self._ready.set_exception(SandboxError("the interpreter exited during start"))
+        program = self._running
+        if program is not None and self._interp is interp:
+            self._running = None
+            if program.stopping or program.limit is not None:
+                program.note = _LOST
+            if not program.done.done():
+                program.done.set_result({"t": "gone"})
+
+    def _reply(self, interp: _Interpreter, reply: dict[str, Any]) -> None:
+        if interp.alive:
+            self._send(interp, reply, interp.replies)
+
+    def _send(self, interp: _Interpreter, message: dict[str, Any], fd: int | None = None) -> None:
+        payload = _ENCODE(message).encode()
+        data = _HEADER.pack(_KIND_JSON, len(payload)) + payload
+        try:
+            while data:
+                written = os.write(interp.to_child if fd is None else fd, data)
+                data = data[written:]
+        except OSError:
+            # the child is gone; the reader notices EOF and ends the program
+            pass
+
+    # control operations ----------------------------------------------------------------------
+
+    async def execute(
+        self,
+        source: str,
+        catalog: list[Tool] | None = None,
+        frame: Any = None,
+        max_output_tokens: int | None = None,
+        context: RunContext | None = None,
+    ) -> ProgramResult:
+        """Start a fresh program and return its first result.
+
+        Args:
+            source: the Python program. When its last line is an expression, its value is the
+                result's ``value``.
+            catalog: the tools the program can call, each as a function of its name.
+            frame: JSON-compatible data from a trusted caller, visible to the program as ``FRAME``.
+            max_output_tokens: bounds this result's output (a token is 4 characters).
+            context: cancels the program when cancelled.
+
+        Returns:
+            ``completed``, ``error``, ``terminated``, or ``still_working`` after ``observe_seconds``.
+
+        Raises:
+            SessionBusy: another control operation is in flight.
+            ProgramActive: a program is still active; `wait` it out or `stop` it first.
+            SandboxError: the sandbox would not start or the interpreter died.
+        """
+        with self._control():
+            if self._active is not None:
+                raise ProgramActive(
+                    "a program is still running; wait for it (wait) or stop it (stop) before starting another"
+                )
+            await self.start()
+            if self._restart is not None:
+                await self._restart
+            interp = self._interp
+            if interp is None or not interp.alive:
+                await self._replace_interpreter()
+                interp = self._interp
+                assert interp is not None
+            tools = list(catalog or [])
+            try:
+                json.dumps(frame, allow_nan=False)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"frame must be JSON-compatible: {exc}") from exc
+            loop = asyncio.get_running_loop()
+            self._numbers += 1
+            program = _Program(
+                number=self._numbers,
+                broker=Broker(tools, functools.partial(self._reply, interp)),
+                done=loop.create_future(),
+            )
+            if self._note or self._stray:
+                program.chunks.append(self._note)
+                program.chunks.extend(self._stray)
+                self._note = ""
+                self._stray.clear()
+            if context is not None and context.cancelled:
+                return ProgramResult(
+                    output=shorten(program.take_output(), max_output_tokens), status="terminated"
+                )
+            self._active = self._running = program
+            if self.limits.wall_seconds is not None:
+                program.wall_timer = loop.call_later(
+                    self.limits.wall_seconds,
+                    self._hit_limit,
+                    program,
+                    "wall",
+                    f"the program ran longer than {self.limits.wall_seconds} s",
+                )
+            self._send(
+                interp,
+                {
+                    "t": "run",
+                    "id": program.number,
+                    "source": source,
+                    "frame": frame,
+                    "tools": program.broker.describe(),
+                },
+            )
+            return await self._observe(program, max_output_tokens, context)
+
+    async def wait(
+        self, max_output_tokens: int | None = None, context: RunContext | None = None
+    ) -> ProgramResult:
+        """Observe the active program for up to ``observe_seconds`` without disturbing it.
+
+        Args:
+            max_output_tokens: bounds this result's output (a token is 4 characters).
+            context: cancels the program when cancelled.
+
+        Returns:
+            The next result; its output is what was printed since the previous one.
+
+        Raises:
+            SessionBusy: another control operation is in flight.
+            NoActiveProgram: no program is active.
+            SandboxError: the interpreter died.
+        """
+        with self._control():
+            program = self._require_active()
+            return await self._observe(program, max_output_tokens, context)
+
+    async def stop(
+        self, max_output_tokens: int | None = None, context: RunContext | None = None
+    ) -> ProgramResult:
+        """Terminate the active program and return ``terminated`` with its last output.
+
+        The program is interrupted first (its variables survive); if it has not stopped within
+        one second the interpreter is replaced and the output says that variables were lost.
+        A tool call in flight is cancelled, not waited for.
+
+        Args:
+            max_output_tokens: bounds this result's output (a token is 4 characters).
+            context: accepted for symmetry; stopping is already bounded.
+
+        Raises:
+            SessionBusy: another control operation is in flight.
+            NoActiveProgram: no program is active.
+            SandboxError: a fresh interpreter could not be started.
+        """
+        with self._control():
+            program = self._require_active()
+            return await self._terminate(program, max_output_tokens, _STOP_GRACE)
+
+    @contextlib.contextmanager
+    def _control(self) -> Any:
+        if self._busy:
+            raise SessionBusy("another operation on this Code Mode session is in flight; await it first")
+        if self._closed:
+            raise SandboxError("this Code Mode session was closed; start a new one")
+        self._busy = True
+        try:
+            yield
+        finally:
+            self._busy = False
+
+    def _require_active(self) -> _Program:
+        if self._active is None:
+            raise NoActiveProgram("no program is running; start one with execute")
+        return self._active
+
+    async def _observe(
+        self, program: _Program, max_output_tokens: int | None, context: RunContext | None
+    ) -> ProgramResult:
+        cancelled = context._future() if context is not None else None
+        try:
+            waiting: set[asyncio.Future[Any]] = {program.done}
+            if cancelled is not None:
+                waiting.add(cancelled)
+            if not program.done.done():
+                await asyncio.wait(
+                    waiting, timeout=self.limits.observe_seconds, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            if cancelled is not None and context is not None:
+                context._forget(cancelled)
+        if program.done.done():
+            return self._finish(program, max_output_tokens)
+        if cancelled is not None and cancelled.done():
+            return await self._terminate(program, max_output_tokens, _CANCEL_GRACE)
+        return ProgramResult(output=shorten(program.take_output(), max_output_tokens), status="still_working")
+
+    def _finish(self, program: _Program, max_output_tokens: int | None) -> ProgramResult:
+        """The result of a program that ended; it is no longer active afterwards."""
+        self._active = None
+        self._cancel_timers(program)
+        self._cancel_calls(program)
+        message = program.done.result()
+        output = program.take_output() + program.decoder.decode(b"", final=True) + program.note
+        status = "gone" if message.get("t") == "gone" else message.get("status")
+        if program.limit is not None:
+            name, detail = program.limit
+            text = f"{name}: {detail}"
+            error = ProgramError("LimitExceeded", text, f"LimitExceeded: {text}\n")
+            return ProgramResult(output=shorten(output, max_output_tokens), status="error", error=error)
+        if program.stopping:
+            return ProgramResult(output=shorten(output, max_output_tokens), status="terminated")
+        if status == "gone":
+            self._note = ""
+            raise SandboxError(
+                "the sandboxed interpreter exited while running the program; its variables were lost "
+                "and the next execute starts a fresh one"
+                + (f". Output so far: {output[-2000:]}" if output else "")
+            )
+        if status == "error":
+            err = message["error"]
+            return ProgramResult(
+                output=shorten(output, max_output_tokens),
+                status="error",
+                error=ProgramError(err["type"], err["message"], err.get("traceback", "")),
+            )
+        if status == "interrupted":
+            return ProgramResult(output=shorten(output, max_output_tokens), status="terminated")
+        return ProgramResult(
+            output=shorten(output, max_output_tokens),
+            value=message.get("value"),
+            value_repr=message.get("repr"),
+            status="completed",
+        )
+
+    def _hit_limit(self, program: _Program, name: str, detail: str) -> None:
+        if program.limit is not None or program.stopping or program.done.done():
+            return
+        program.limit = (name, detail)
+        self._cancel_calls(program)
+        self._interrupt(program)
+
+    def _interrupt(self, program: _Program) -> None:
+        """Interrupt the program; replace the interpreter if it has not ended within a second."""
+        interp = self._interp
+        if interp is None:
+            return
+        self._send(interp, {"t": "interrupt"})
+        if program.kill_timer is None:
+            loop = asyncio.get_running_loop()
+            program.kill_timer = loop.call_later(_STOP_GRACE, self._kill_unresponsive, program)
+
+    def _kill_unresponsive(self, program: _Program) -> None:
+        if program.done.done() or self._restart is not None:
+            return
+        program.note = _RESTARTED
+        self._restart = asyncio.get_running_loop().create_task(self._replace_after(program))
+
+    async def _replace_after(self, program: _Program) -> None:
+        try:
+            await self._replace_interpreter()
+        finally:
+            self._restart = None
+            if not program.done.done():
+                program.done.set_result({"status": "interrupted"})
+
+    async def _replace_interpreter(self) -> None:
+        self._running = None
+        interp, self._interp = self._interp, None
+        if interp is not None:
+            await self._kill(interp)
+        await self._spawn()
+
+    async def _terminate(
+        self, program: _Program, max_output_tokens: int | None, grace: float
+    ) -> ProgramResult:
+        if not program.done.done():
+            if program.limit is None:
+                program.stopping = True
+            self._cancel_calls(program)
+            self._interrupt(program)
+            await asyncio.wait({program.done}, timeout=grace)
+            if not program.done.done() and grace >= _STOP_GRACE:
+                self._kill_unresponsive(program)
+            if not program.done.done() and self._restart is not None and grace >= _STOP_GRACE:
+                await asyncio.wait({program.done}, timeout=_START_TIMEOUT)
+        else:
+            program.stopping = program.limit is None
+        if program.done.done():
+            return self._finish(program, max_output_tokens)
+        # cancelled: answer now; the program is interrupted or replaced in the background and
+        # the next result says so if its variables were lost
+        self._active = None
+        output = program.take_output()
+        loop = asyncio.get_running_loop()
+        self._restart = self._restart or loop.create_task(self._settle_later(program))
+        return ProgramResult(output=shorten(output, max_output_tokens), status="terminated")
+
+    async def _settle_later(self, program: _Program) -> None:
+        try:
+            await asyncio.wait({program.done}, timeout=_STOP_GRACE)
+            if not program.done.done():
+                self._note = _RESTARTED
+                self._cancel_timers(program)
+                await self._replace_interpreter()
+        finally:
+            self._cancel_timers(program)
+            self._restart = None
+
+    @staticmethod
+    def _cancel_calls(program: _Program) -> None:
+        program.broker.cancel_all()
+
+    @staticmethod
+    def _cancel_timers(program: _Program) -> None:
+        for timer in (program.wall_timer, program.kill_timer):
+            if timer is not None:
+                timer.cancel()
+        program.wall_timer = program.kill_timer = None
