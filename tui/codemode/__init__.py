@@ -5,6 +5,7 @@ return `ProgramResult`s; tools in a catalog are plain functions inside the progr
 by their async handlers in this process. See docs/codemode.md for the design.
 """
 
+from tui.codemode.broker import Broker
 from tui.codemode.errors import (
     CleanupError,
     NoActiveProgram,
@@ -19,6 +20,7 @@ from tui.codemode.session import PythonSession
 from tui.codemode.types import Limits, ProgramError, ProgramResult, ProgramStatus, RunContext, Tool
 
 __all__ = [
+    "Broker",
     "CleanupError",
     "Limits",
     "NoActiveProgram",

@@ -456,7 +456,7 @@ def to_json(value: Any, depth: int = 0) -> Any:
         return value if type(value) in (bool, int, str) or value is None else NOT_JSON
     if isinstance(value, float):
         return value if type(value) is float and value == value and abs(value) != float("inf") else NOT_JSON
-    if type(value) is list:
+    if type(value) in (list, tuple):
         items = [to_json(v, depth + 1) for v in value]
         return NOT_JSON if any(i is NOT_JSON for i in items) else items
     if type(value) is dict:

@@ -1,0 +1,296 @@
+"""The Code Mode contract, against the real sandbox: results, output, errors, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from tui.codemode import (
+    Limits,
+    NoActiveProgram,
+    ProgramActive,
+    ProgramResult,
+    PythonSession,
+    RunContext,
+    SandboxError,
+    SessionBusy,
+)
+
+
+async def run_out(session: PythonSession, first: ProgramResult) -> tuple[str, ProgramResult]:
+    """Collect every result's output until the program ends; return it with the last result."""
+    output, result = first.output, first
+    while result.status == "still_working":
+        result = await session.wait()
+        output += result.output
+    return output, result
+
+
+class TestResults:
+    async def test_final_expression_is_the_value_and_not_printed(self, session: PythonSession) -> None:
+        result = await session.execute(source="x = 20\nprint('working')\nx * 2 + 2")
+        assert result.status == "completed"
+        assert result.value == 42
+        assert result.value_repr == "42"
+        assert result.output == "working\n"
+
+    async def test_value_is_json_compatible_else_its_repr(self, session: PythonSession) -> None:
+        plain = await session.execute(source="{'a': [1, 2.5, None, True, 'x']}")
+        assert plain.value == {"a": [1, 2.5, None, True, "x"]}
+        other = await session.execute(source="(1, {2})")
+        assert other.value == "(1, {2})"
+        assert other.value_repr == "(1, {2})"
+        keyed = await session.execute(source="{1: 'one'}")
+        assert keyed.value == "{1: 'one'}"
+
+    async def test_no_final_expression_gives_no_value(self, session: PythonSession) -> None:
+        assert (await session.execute(source="x = 1")).value is None
+        none = await session.execute(source="None")
+        assert none.value is None and none.value_repr is None
+        assert (await session.execute(source="")).status == "completed"
+
+    async def test_stdout_stderr_and_fd_output_arrive_in_order(self, session: PythonSession) -> None:
+        source = (
+            "import os, sys, subprocess\n"
+            "print('one')\n"
+            "print('two', file=sys.stderr)\n"
+            "sys.stdout.flush()\n"
+            "os.write(1, b'three\\n')\n"
+            "subprocess.run(['echo', 'four'], check=True)\n"
+            "sys.stdout.buffer.write(b'five\\n')\n"
+        )
+        result = await session.execute(source=source)
+        assert result.status == "completed", result.error
+        assert result.output == "one\ntwo\nthree\nfour\nfive\n"
+
+    async def test_output_decodes_utf8_split_across_writes(self, session: PythonSession) -> None:
+        source = (
+            "import sys\n"
+            "b = 'héllo ✓'.encode()\n"
+            "for i in range(len(b)):\n"
+            "    sys.stdout.buffer.write(b[i : i + 1])\n"
+            "    sys.stdout.flush()\n"
+        )
+        result = await session.execute(source=source)
+        assert result.output == "héllo ✓"
+
+    async def test_globals_persist_between_programs(self, session: PythonSession) -> None:
+        await session.execute(
+            source="import math\ncounter = 1\ndef bump():\n    global counter\n    counter += 1"
+        )
+        await session.execute(source="bump()")
+        result = await session.execute(source="counter, math.pi > 3")
+        assert result.value == [2, True]
+
+    async def test_frame_is_visible_as_FRAME(self, session: PythonSession) -> None:
+        result = await session.execute(source="FRAME['turn'] + 1", frame={"turn": 6})
+        assert result.value == 7
+        assert (await session.execute(source="FRAME")).value is None
+
+    async def test_program_runs_in_the_working_folder(self, session: PythonSession, workdir: Path) -> None:
+        result = await session.execute(source="import os\nopen('made.txt', 'w').write('hi')\nos.getcwd()")
+        assert result.value == str(workdir)
+        assert (workdir / "made.txt").read_text() == "hi"
+
+
+class TestErrors:
+    async def test_exception_is_an_error_result_with_the_program_frames(self, session: PythonSession) -> None:
+        source = "print('before')\ndef explode(n):\n    raise ValueError(f'bad {n}')\nexplode(3)\n"
+        result = await session.execute(source=source)
+        assert result.status == "error"
+        assert result.output == "before\n"
+        assert result.error is not None
+        assert (result.error.type, result.error.message) == ("ValueError", "bad 3")
+        assert str(result.error) == "ValueError: bad 3"
+        trace = result.error.traceback
+        assert trace.startswith("Traceback (most recent call last):")
+        assert "line 4, in <module>" in trace and "line 3, in explode" in trace
+        assert "raise ValueError(f'bad {n}')" in trace
+        assert "_child" not in trace and "codemode" not in trace
+        assert trace.rstrip().endswith("ValueError: bad 3")
+
+    async def test_syntax_error_is_an_error_result(self, session: PythonSession) -> None:
+        result = await session.execute(source="def broken(:\n    pass")
+        assert result.status == "error"
+        assert result.error is not None and result.error.type == "SyntaxError"
+        assert "_child" not in result.error.traceback
+
+    async def test_state_survives_an_error(self, session: PythonSession) -> None:
+        await session.execute(source="kept = 'yes'")
+        await session.execute(source="1 / 0")
+        assert (await session.execute(source="kept")).value == "yes"
+
+    async def test_sys_exit(self, session: PythonSession) -> None:
+        assert (await session.execute(source="import sys\nprint('bye')\nsys.exit()")).status == "completed"
+        failed = await session.execute(source="import sys\nsys.exit(3)")
+        assert failed.status == "error" and failed.error is not None and failed.error.type == "SystemExit"
+
+    async def test_a_dying_interpreter_raises_and_the_next_program_gets_a_fresh_one(
+        self, session: PythonSession
+    ) -> None:
+        await session.execute(source="lost = 1")
+        with pytest.raises(SandboxError, match="variables were lost"):
+            await session.execute(source="import os\nos._exit(9)")
+        result = await session.execute(source="'lost' in globals()")
+        assert result.value is False
+
+
+class TestObservation:
+    async def test_still_working_then_incremental_output_nothing_twice(self, quick: PythonSession) -> None:
+        source = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.1)\n'done'"
+        first = await quick.execute(source=source)
+        assert first.status == "still_working"
+        output, last = await run_out(quick, first)
+        assert output == "".join(f"{i}\n" for i in range(6))
+        assert last.status == "completed" and last.value == "done"
+
+    async def test_still_working_keeps_the_program_active(self, quick: PythonSession) -> None:
+        first = await quick.execute(source="import time\ntime.sleep(0.3)\n5")
+        assert first.status == "still_working"
+        with pytest.raises(ProgramActive):
+            await quick.execute(source="1")
+        await asyncio.sleep(0.3)
+        # it ended meanwhile, but stays active until observed
+        result = await quick.wait()
+        assert (result.status, result.value) == ("completed", 5)
+        with pytest.raises(NoActiveProgram):
+            await quick.wait()
+
+    async def test_wait_and_stop_without_program(self, session: PythonSession) -> None:
+        with pytest.raises(NoActiveProgram):
+            await session.wait()
+        with pytest.raises(NoActiveProgram):
+            await session.stop()
+
+    async def test_overlapping_operations_are_rejected_at_once(self, quick: PythonSession) -> None:
+        await quick.execute(source="import time\ntime.sleep(30)")
+        waiting = asyncio.create_task(quick.wait())
+        await asyncio.sleep(0)
+        with pytest.raises(SessionBusy):
+            await quick.stop()
+        with pytest.raises(SessionBusy):
+            await quick.execute(source="1")
+        assert (await waiting).status == "still_working"
+        assert (await quick.stop()).status == "terminated"
+
+    async def test_max_output_tokens_bounds_one_result(self, session: PythonSession) -> None:
+        source = "for i in range(2000):\n    print(f'line {i:04d}')"
+        result = await session.execute(source=source, max_output_tokens=50)
+        assert len(result.output) <= 200
+        assert result.output.startswith("line 0000\n")
+        assert result.output.endswith("line 1999\n")
+        assert result.output.count("characters left out") == 1
+        assert result.status == "completed"
+
+
+class TestStop:
+    async def test_stop_interrupts_and_keeps_state(self, quick: PythonSession) -> None:
+        source = "state = 'kept'\nprint('started', flush=True)\nwhile True:\n    pass"
+        first = await quick.execute(source=source)
+        assert first.status == "still_working"
+        stopped = await quick.stop()
+        assert stopped.status == "terminated"
+        assert (first.output + stopped.output) == "started\n"
+        assert "variables were lost" not in stopped.output
+        assert (await quick.execute(source="state")).value == "kept"
+
+    async def test_stop_a_sleeping_program(self, quick: PythonSession) -> None:
+        await quick.execute(source="import time\ntime.sleep(60)")
+        assert (await quick.stop()).status == "terminated"
+        assert (await quick.execute(source="2")).value == 2
+
+    async def test_stop_kills_a_program_that_ignores_the_interrupt(self, quick: PythonSession) -> None:
+        source = (
+            "state = 'doomed'\n"
+            "while True:\n"
+            "    try:\n"
+            "        while True:\n"
+            "            pass\n"
+            "    except KeyboardInterrupt:\n"
+            "        pass\n"
+        )
+        assert (await quick.execute(source=source)).status == "still_working"
+        stopped = await quick.stop()
+        assert stopped.status == "terminated"
+        assert "variables were lost" in stopped.output
+        assert (await quick.execute(source="'state' in globals()")).value is False
+
+    async def test_output_printed_while_stopping_is_kept(self, quick: PythonSession) -> None:
+        source = "import time\ntry:\n    time.sleep(60)\nfinally:\n    print('cleaned up')"
+        await quick.execute(source=source)
+        assert (await quick.stop()).output == "cleaned up\n"
+
+
+class TestContext:
+    async def test_cancelled_context_terminates_execute(self, session: PythonSession) -> None:
+        context = RunContext()
+        asyncio.get_running_loop().call_later(0.2, context.cancel)
+        result = await session.execute(source="import time\ntime.sleep(60)", context=context)
+        assert result.status == "terminated"
+        assert (await session.execute(source="3")).value == 3
+
+    async def test_cancel_from_another_thread_terminates_wait(self, quick: PythonSession) -> None:
+        context = RunContext()
+        await quick.execute(source="while True:\n    pass", context=context)
+        threading.Timer(0.05, context.cancel).start()
+        result = await quick.wait(context=context)
+        while result.status == "still_working":
+            result = await quick.wait(context=context)
+        assert result.status == "terminated"
+
+    async def test_context_cancelled_before_execute(self, session: PythonSession) -> None:
+        context = RunContext()
+        context.cancel()
+        result = await session.execute(source="print('never')", context=context)
+        assert result.status == "terminated"
+        assert result.output == ""
+
+    async def test_cancel_of_a_stubborn_program_answers_now_and_replaces_later(
+        self, session: PythonSession
+    ) -> None:
+        context = RunContext()
+        source = (
+            "x = 1\n"
+            "while True:\n"
+            "    try:\n"
+            "        while True:\n"
+            "            x += 1\n"
+            "    except KeyboardInterrupt:\n"
+            "        pass\n"
+        )
+        asyncio.get_running_loop().call_later(0.1, context.cancel)
+        result = await session.execute(source=source, context=context)
+        assert result.status == "terminated"
+        after = await session.execute(source="'x' in globals()")
+        assert after.value is False
+        assert "variables were lost" in after.output
+
+
+class TestLifecycle:
+    async def test_close_is_idempotent_and_ends_a_running_program(self, workdir: Path) -> None:
+        session = PythonSession(workdir, Limits(observe_seconds=0.1))
+        await session.start()
+        assert "bubblewrap" in session.sandbox
+        await session.execute(source="import time\ntime.sleep(60)")
+        await session.close()
+        await session.close()
+        with pytest.raises(SandboxError):
+            await session.execute(source="1")
+
+    async def test_missing_workdir_is_a_sandbox_error(self, tmp_path: Path) -> None:
+        with pytest.raises(SandboxError, match="does not exist"):
+            await PythonSession(tmp_path / "nowhere").start()
+
+    async def test_missing_bubblewrap_is_a_sandbox_error(self, tmp_path: Path) -> None:
+        with pytest.raises(SandboxError, match="bubblewrap"):
+            await PythonSession(tmp_path, bwrap="/nonexistent/bwrap").start()
+
+    async def test_execute_starts_the_session_when_needed(self, workdir: Path) -> None:
+        session = PythonSession(workdir)
+        try:
+            assert (await session.execute(source="6 * 7")).value == 42
+        finally:
+            await session.close()
