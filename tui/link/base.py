@@ -65,6 +65,10 @@ class Located:
     status: Literal["live", "starting", "gone"]
     reason: str = ""
     exit_code: int = 4
+    version: str = ""
+    """The live worker's version, when known."""
+    epoch: int = 0
+    """The live worker's epoch, when known."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,10 @@ class AttachLink(ABC):
     paths_complete: bool = False
     failure: str | None = None
     """Why the session's machine could not be asked the last time, for the closing line."""
+    no_worker_timeout: float = 10.0
+    """Seconds with no live worker after which the follower gives up (10 locally, 120 remotely)."""
+    retry_hint: float | None = None
+    """The last ``retry:`` a stream sent, in seconds: the follower waits at least that long."""
 
     # --- following -------------------------------------------------------------------------
     @abstractmethod
@@ -105,8 +113,11 @@ class AttachLink(ABC):
         """
 
     @abstractmethod
-    def open_stream(self, cursor: int) -> AsyncIterator[Event]:
+    def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         """The events after `cursor`, then live ones, until the stream drops.
+
+        A link may yield a `Live` first, once the stream is open, so that a follower knows the
+        worker is there before it sends anything.
 
         Raises:
             WorkerUnavailable: the stream could not be opened or dropped (the follower retries).

@@ -1,0 +1,258 @@
+"""`BridgeClient`: the one HTTP client of the bridge protocol (protocol.md).
+
+It talks to a worker over its Unix socket, or to the web bridge with a base URL such as
+``https://host/api/sessions/ID`` and a bearer token, so both links share it. Every refusal is
+mapped to the `tui.errors` tree in one place (`_raise_for`), and every transport failure becomes
+`WorkerUnavailable` (a local worker) or `Unreachable` (another machine), raised from the httpx
+error that caused it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource, SSEError
+
+from tui.errors import (
+    NotFound,
+    Refused,
+    TuiError,
+    Unreachable,
+    WorkerUnavailable,
+    error_from_wire,
+)
+from tui.link.base import Live
+from tui.protocol import (
+    AnswerRequest,
+    DismissRequest,
+    Event,
+    ImageRef,
+    Info,
+    InterruptRequest,
+    LeaveRequest,
+    ModelRequest,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRequest,
+    decode_event,
+)
+
+__all__ = ["BridgeClient"]
+
+log = logging.getLogger("tui.link.client")
+
+_GONE_STATUSES = {502, 503, 504}
+
+
+class BridgeClient:
+    """Requests and the event stream of one session's bridge.
+
+    Args:
+        socket_path: the worker's Unix socket; None for a base URL reached over TCP.
+        base_url: the session's routes (``http://worker`` for a socket; the web bridge's
+            ``https://host/api/sessions/ID`` for a remote session).
+        token: a bearer token sent with every request (remote sessions).
+        label: how messages name the other end, e.g. ``the worker of session 3f2a1b2c``.
+        timeout: seconds for a request (not for the event stream, which waits for events).
+        stream_idle: seconds of silence (not even a keepalive) after which a stream counts as dropped.
+        transport: an httpx transport to use instead (tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        socket_path: str | Path | None = None,
+        base_url: str = "http://worker",
+        token: str | None = None,
+        label: str = "the worker",
+        timeout: float = 10.0,
+        stream_idle: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.socket_path = str(socket_path) if socket_path is not None else None
+        self.label = label
+        self.remote = socket_path is None
+        self.stream_idle = stream_idle
+        self.retry_hint: float | None = None
+        """The last ``retry:`` the stream sent, in seconds: a minimum wait before reconnecting."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if transport is None and self.socket_path is not None:
+            transport = httpx.AsyncHTTPTransport(uds=self.socket_path)
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            transport=transport,
+        )
+
+    async def close(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> BridgeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- mapping ---------------------------------------------------------------------------------
+    def _transport_error(self, exc: Exception) -> TuiError:
+        what = type(exc).__name__
+        if self.remote:
+            return Unreachable(f"{self.label} could not be reached ({what}: {exc}); check the network")
+        return WorkerUnavailable(
+            f"{self.label} is not answering ({what}); it may have stopped", code="worker_gone"
+        )
+
+    def _raise_for(self, response: httpx.Response, body: bytes) -> None:
+        """Raise the `TuiError` a refusal stands for (the one place codes become exceptions)."""
+        if response.status_code < 400:
+            return
+        try:
+            decoded: Any = json.loads(body) if body else None
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and isinstance(decoded.get("error"), str):
+            raise error_from_wire(decoded, response.status_code)
+        status = response.status_code
+        if status in _GONE_STATUSES:
+            raise WorkerUnavailable(f"{self.label} is not available (HTTP {status})", code="worker_gone")
+        if status in (401, 403):
+            raise Refused(f"{self.label} refused this client (HTTP {status})")
+        if status == 404:
+            raise NotFound(f"{self.label} has no {response.request.url.path} (HTTP 404)")
+        raise error_from_wire(decoded, status)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        params: dict[str, Any] | None = None,
+        seconds: float | None = None,
+    ) -> Any:
+        kwargs: dict[str, Any] = {}
+        if seconds is not None:
+            kwargs["timeout"] = seconds
+        try:
+            response = await self._http.request(
+                method, path, json=json_body, content=content, params=params, **kwargs
+            )
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+        self._raise_for(response, response.content)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise TuiError(f"{self.label} answered {path} with something that is not JSON") from exc
+
+    # --- routes ----------------------------------------------------------------------------------
+    async def info(self) -> Info:
+        """``GET /info``."""
+        return Info.model_validate(await self._request("GET", "/info"))
+
+    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
+        """``GET /transcript``: the last `limit` ended turns, the current one, question, queue, cursor."""
+        params: dict[str, Any] = {"limit": limit}
+        if before is not None:
+            params["before"] = before
+        return Transcript.model_validate(await self._request("GET", "/transcript", params=params))
+
+    async def send_turn(self, request: TurnRequest) -> TurnAccepted:
+        """``POST /turn``: start a turn now or queue it (409 ``busy`` when `now` and one runs)."""
+        body = request.model_dump(mode="json", exclude_none=True)
+        return TurnAccepted.model_validate(await self._request("POST", "/turn", json_body=body))
+
+    async def unqueue(self, queue_id: str) -> None:
+        """``DELETE /queue/{queue_id}``."""
+        await self._request("DELETE", f"/queue/{queue_id}")
+
+    async def answer(self, request: AnswerRequest) -> None:
+        """``POST /answer``."""
+        await self._request("POST", "/answer", json_body=request.model_dump(mode="json", exclude_none=True))
+
+    async def dismiss(self, request: DismissRequest) -> None:
+        """``POST /question/dismiss``."""
+        body = request.model_dump(mode="json", exclude_none=True)
+        await self._request("POST", "/question/dismiss", json_body=body)
+
+    async def interrupt(self, client_id: str | None = None) -> bool:
+        """``POST /interrupt``: whether a running turn was interrupted."""
+        body = InterruptRequest(client_id=client_id).model_dump(exclude_none=True)
+        reply = await self._request("POST", "/interrupt", json_body=body)
+        return bool(isinstance(reply, dict) and reply.get("interrupted"))
+
+    async def set_model(self, model: str) -> None:
+        """``POST /model``."""
+        await self._request("POST", "/model", json_body=ModelRequest(model=model).model_dump())
+
+    async def stats(self) -> Stats:
+        """``GET /stats``."""
+        return Stats.model_validate(await self._request("GET", "/stats"))
+
+    async def upload_image(self, data: bytes, name: str) -> ImageRef:
+        """``POST /images``: store an image where the worker reads it."""
+        reply = await self._request("POST", "/images", content=data, params={"name": name})
+        return ImageRef.model_validate(reply)
+
+    async def leave(self, wait: float = 2.0) -> bool:
+        """``POST /leave``: the worker ends its turn, writes ``worker_leaving`` and exits."""
+        body = LeaveRequest(wait=wait).model_dump()
+        reply = await self._request("POST", "/leave", json_body=body, seconds=wait + 10.0)
+        return bool(isinstance(reply, dict) and reply.get("released", True))
+
+    # --- the event stream ------------------------------------------------------------------------
+    async def events(
+        self, cursor: int, *, client_id: str | None = None, announce_open: bool = False
+    ) -> AsyncIterator[Event | Live]:
+        """``GET /events?cursor=N``: every event after `cursor`, then live ones, until the stream ends.
+
+        With `announce_open`, a `Live` comes first, as soon as the stream is open.
+
+        The stream ending (end of body) simply ends the iteration; a transport failure or a
+        502/503/504 raises `WorkerUnavailable` (or `Unreachable`), a refusal its own error.
+
+        Raises:
+            WorkerUnavailable, Unreachable: the stream could not be opened or dropped.
+            Refused, NotFound, InvalidRequest: the server refused it (``bad_cursor`` included).
+        """
+        params: dict[str, Any] = {"cursor": cursor}
+        if client_id:
+            params["client_id"] = client_id
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
+        try:
+            async with self._http.stream(
+                "GET", "/events", params=params, headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    self._raise_for(response, await response.aread())
+                    raise TuiError(f"{self.label} answered /events with HTTP {response.status_code}")
+                if announce_open:
+                    yield Live()
+                async for sse in EventSource(response).aiter_sse():
+                    if sse.retry is not None:
+                        self.retry_hint = sse.retry / 1000.0
+                    if not sse.data:
+                        continue
+                    try:
+                        event = decode_event(sse.data)
+                    except ValueError as exc:
+                        raise TuiError(
+                            f"{self.label} sent an event this version cannot read (id {sse.id}): {exc}"
+                        ) from exc
+                    yield event
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+        except SSEError as exc:
+            raise WorkerUnavailable(f"{self.label} did not answer with an event stream ({exc})") from exc
