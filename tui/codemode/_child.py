@@ -161,6 +161,7 @@ class Runner:
         self.runs_ready = threading.Semaphore(0)
         self.reply_fd = config["reply_fd"]
         self.replies = bytearray()
+        self.call_lock = threading.Lock()
         self.next_call = 0
         self.main_ident = threading.get_ident()
         self.globals: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -296,14 +297,13 @@ class Runner:
             payload = ENCODE(arguments)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name}() takes JSON values only: {exc}") from None
-        self.next_call += 1
-        call_id = self.next_call
-        self.channel.send(
-            KIND_JSON,
-            b'{"t":"call","id":%d,"tool":%s,"args":%s}'
-            % (call_id, json.dumps(name).encode(), payload.encode()),
-        )
-        reply = self.read_reply(call_id)
+        # one call at a time: the reply pipe has one reader, whichever thread of the program calls
+        with self.call_lock:
+            self.next_call += 1
+            call_id = self.next_call
+            head = b'{"t":"call","id":%d,"tool":%s,"args":' % (call_id, json.dumps(name).encode())
+            self.channel.send(KIND_JSON, head + payload.encode() + b"}")
+            reply = self.read_reply(call_id)
         if "error" in reply:
             if reply.get("kind") == "arguments":
                 raise TypeError(f"{name}(): {reply['error']}")
@@ -397,6 +397,9 @@ class Runner:
             if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
                 size = self.config["limits"]["file_size_bytes"]
                 return self.limit("file_size", f"the program wrote a file larger than {size} bytes")
+            if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
+                count = self.config["limits"]["open_files"]
+                return self.limit("open_files", f"the program opened more than {count} files at once")
             return self.failure(exc)
         namespace["_"] = value if tail is not None and value is not None else namespace.get("_")
         if tail is None:

@@ -202,6 +202,8 @@ class PythonSession:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(to_child_r, from_child_w, replies_r),
                 start_new_session=True,
+                # bwrap's own init stays visible inside (/proc/1/environ): give it nothing to leak
+                env={"PATH": "/usr/bin:/bin"},
             )
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w, replies_r, replies_w):
