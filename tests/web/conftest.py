@@ -1,0 +1,157 @@
+"""A real `tui web` under uvicorn on 127.0.0.1 port 0, started as `python -m tui web`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tui.store import StatePaths, create_session, read_sidecar
+from tui.web.participants import ParticipantStore, parse_ttl
+from tui.web.paths import WebPaths
+
+
+@dataclass
+class Web:
+    """One running `tui web` and what a test needs to talk to it."""
+
+    url: str
+    token: str
+    state: Path
+    proc: subprocess.Popen[str]
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def host(self) -> str:
+        return self.url.removeprefix("http://")
+
+    def client(self, token: str | None = "owner", **kw: Any) -> httpx.Client:
+        """An httpx client of this web bridge with `token` (the owner's by default, None: none)."""
+        headers = dict(kw.pop("headers", {}))
+        if token == "owner":
+            token = self.token
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        c = httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 30.0), **kw)
+        self.clients.append(c)
+        return c
+
+    def session(self, *, folder: str | None = None) -> str:
+        """A new session of this machine (no worker yet)."""
+        return create_session(StatePaths(self.state), working_directory=folder or str(self.state)).id
+
+    def share(self, session_id: str, kind: str, **kw: Any) -> str:
+        """A participant's token for `session_id`."""
+        ttl = kw.pop("ttl", None)
+        store = ParticipantStore(WebPaths.of(self.state))
+        _, token = store.add(
+            session_id,
+            name=kw.pop("name", f"{kind}-{len(store.load())}"),
+            kind=kind,
+            ttl=parse_ttl(ttl) if ttl else None,
+            **kw,
+        )
+        return token
+
+    def stop(self) -> int:
+        for c in self.clients:
+            c.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(10)
+        finally:
+            for pipe in (self.proc.stdout, self.proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            stop_workers(self.state)
+
+
+def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    try:
+        if not sel.select(timeout):
+            return ""
+        return proc.stdout.readline()
+    finally:
+        sel.close()
+
+
+def start_web(state: Path, *args: str) -> Web:
+    """Start `tui web --port 0` on `state`; returns once it serves."""
+    token_file = state / "owner.token"
+    env = {**os.environ, "TUI_STATE_DIR": str(state)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "web", "--port", "0", "--token-file", str(token_file), *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=str(state),
+    )
+    line = _readline(proc, 20.0)
+    if "serving" not in line:
+        proc.kill()
+        _, err = proc.communicate(5)
+        raise AssertionError(f"tui web did not start: {line!r} {err}")
+    url = line.split()[-1]
+    return Web(url=url, token=token_file.read_text().strip(), state=state, proc=proc)
+
+
+def stop_workers(state: Path) -> None:
+    """End every worker of the state dir (they are detached: a test must not leave them behind)."""
+    sessions = state / "sessions"
+    if not sessions.is_dir():
+        return
+    pids = []
+    for folder in sessions.iterdir():
+        car = read_sidecar(folder / "worker.json")
+        if car is not None and _alive(car.pid):
+            pids.append(car.pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(car.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for pid in pids:
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture
+def web(state_dir: Path) -> Iterator[Web]:
+    """A `tui web` of this test's own state dir."""
+    w = start_web(state_dir)
+    yield w
+    w.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_web() -> Iterator[Web]:
+    """One `tui web` for a module's read-only checks."""
+    with tempfile.TemporaryDirectory(prefix="tui-w", dir="/tmp") as d:
+        w = start_web(Path(d))
+        yield w
+        w.stop()

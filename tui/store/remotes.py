@@ -1,0 +1,99 @@
+"""Other machines' web bridges (``remotes.toml``): name, url and the token file's path.
+
+The token itself is never written here: only where it is kept, so that it stays in a file of the
+user's choosing with mode 0600.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.errors import NotFound, TuiError, UsageError
+from tui.store._atomic import write_atomic
+from tui.store.paths import StatePaths
+
+__all__ = ["Remote", "add_remote", "get_remote", "list_remotes", "remove_remote"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class Remote:
+    """One other machine's ``tui web``."""
+
+    name: str
+    url: str
+    """Its base URL, e.g. ``http://192.168.1.20:7433``."""
+    token_file: str
+    """Where the token is kept (absolute path)."""
+
+
+def _path(state: StatePaths) -> Path:
+    return state.root / "remotes.toml"
+
+
+def list_remotes(state: StatePaths) -> list[Remote]:
+    """Every remote, by name."""
+    path = _path(state)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TuiError(f"{path} cannot be read ({exc}); fix it or remove it and add remotes again") from exc
+    table = data.get("remotes", {})
+    out = []
+    for name, entry in sorted(table.items()):
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
+            out.append(Remote(name, entry["url"], str(entry.get("token_file", ""))))
+    return out
+
+
+def get_remote(state: StatePaths, name: str) -> Remote:
+    """One remote by name.
+
+    Raises:
+        NotFound: there is none of that name.
+    """
+    for remote in list_remotes(state):
+        if remote.name == name:
+            return remote
+    known = ", ".join(r.name for r in list_remotes(state)) or "none yet"
+    raise NotFound(
+        f"no remote named {name!r} (known: {known}); `tui remote add {name} URL --token-file F` adds it"
+    )
+
+
+def add_remote(state: StatePaths, remote: Remote) -> None:
+    """Add or replace a remote.
+
+    Raises:
+        UsageError: a name that is not a plain word.
+    """
+    if not _NAME.match(remote.name):
+        raise UsageError(f"remote name {remote.name!r} must be letters, digits, '.', '-' or '_'")
+    kept = [r for r in list_remotes(state) if r.name != remote.name]
+    _write(state, sorted([*kept, remote], key=lambda r: r.name))
+
+
+def remove_remote(state: StatePaths, name: str) -> None:
+    """Forget a remote (NotFound when there is none of that name)."""
+    get_remote(state, name)
+    _write(state, [r for r in list_remotes(state) if r.name != name])
+
+
+def _write(state: StatePaths, remotes: list[Remote]) -> None:
+    lines = ["# Other machines' `tui web`: the token stays in its own file.", ""]
+    for r in remotes:
+        # JSON strings are valid TOML basic strings for everything a URL or a path holds.
+        lines += [
+            f'[remotes."{r.name}"]',
+            f"url = {json.dumps(r.url)}",
+            f"token_file = {json.dumps(r.token_file)}",
+            "",
+        ]
+    write_atomic(_path(state), "\n".join(lines))

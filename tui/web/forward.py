@@ -1,0 +1,229 @@
+"""Forwarding a session's routes to its worker's bridge over the worker's Unix socket.
+
+Plain requests are answered with the worker's status and body as they are. The event stream is
+passed through chunk by chunk as it arrives (never buffered); the web bridge may end it early
+(the token was revoked, the server is stopping, the client went away) and adds an SSE comment
+as keepalive when the worker has been quiet for `KEEPALIVE` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import anyio
+import httpx
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from tui.errors import WorkerUnavailable
+
+__all__ = ["KEEPALIVE", "Forwarder", "OpenStream", "StreamResponse"]
+
+KEEPALIVE = 15.0
+"""Seconds of silence on a remote stream before the web bridge sends ``: ping``."""
+
+_PASS_REQUEST = ("content-type", "last-event-id", "accept")
+_PASS_REPLY = ("content-type", "retry-after", "location")
+
+
+@dataclass(eq=False)
+class OpenStream:
+    """One event stream the web bridge is forwarding, so it can be ended from outside."""
+
+    token_digest: str
+    session_id: str
+    participant_id: str | None = None
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    why: str = ""
+
+    def close(self, why: str) -> None:
+        """End the stream at its next chance (within a few milliseconds)."""
+        self.why = self.why or why
+        self.closed.set()
+
+
+class Forwarder:
+    """One httpx client per worker socket, reused across requests."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, httpx.AsyncClient] = {}
+
+    def _client(self, socket: str) -> httpx.AsyncClient:
+        client = self._clients.get(socket)
+        if client is None or client.is_closed:
+            client = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=socket),
+                base_url="http://worker",
+                timeout=httpx.Timeout(60.0, connect=5.0),
+            )
+            self._clients[socket] = client
+        return client
+
+    async def forget(self, socket: str) -> None:
+        """Drop the client of a socket whose worker went away."""
+        client = self._clients.pop(socket, None)
+        if client is not None:
+            await client.aclose()
+
+    async def close(self) -> None:
+        """Close every client (on shutdown)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    def _request(
+        self,
+        socket: str,
+        method: str,
+        path: str,
+        *,
+        query: bytes,
+        headers: Mapping[str, str],
+        body: bytes,
+        extra: Mapping[str, str],
+    ) -> tuple[httpx.AsyncClient, httpx.Request]:
+        client = self._client(socket)
+        sent = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST}
+        sent.update(extra)
+        url = httpx.URL(path, query=query)
+        return client, client.build_request(method, url, headers=sent, content=body or None)
+
+    async def send(
+        self,
+        socket: str,
+        method: str,
+        path: str,
+        *,
+        query: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        extra: Mapping[str, str] | None = None,
+    ) -> Response:
+        """Forward one plain request; the worker's answer as a response.
+
+        Raises:
+            WorkerUnavailable: the worker could not be reached (``no_worker``).
+        """
+        client, request = self._request(
+            socket, method, path, query=query, headers=headers or {}, body=body, extra=extra or {}
+        )
+        try:
+            reply = await client.send(request)
+        except httpx.TransportError as exc:
+            await self.forget(socket)
+            raise _unavailable(exc) from exc
+        kept = {k: v for k, v in reply.headers.items() if k.lower() in _PASS_REPLY}
+        return Response(reply.content, status_code=reply.status_code, headers=kept)
+
+    async def open_stream(
+        self,
+        socket: str,
+        path: str,
+        *,
+        query: bytes,
+        headers: Mapping[str, str],
+        extra: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """Open the worker's event stream; the caller reads its body and closes it.
+
+        Raises:
+            WorkerUnavailable: the worker could not be reached (``no_worker``).
+        """
+        client, request = self._request(
+            socket, "GET", path, query=query, headers=headers, body=b"", extra=extra or {}
+        )
+        request.extensions["timeout"] = httpx.Timeout(None, connect=5.0).as_dict()
+        try:
+            return await client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            await self.forget(socket)
+            raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: Exception) -> WorkerUnavailable:
+    return WorkerUnavailable(
+        f"the session's worker did not answer ({type(exc).__name__}); it may be starting or gone: "
+        "POST …/wake starts it",
+        code="no_worker",
+    )
+
+
+class StreamResponse(Response):
+    """The worker's event stream passed through to the client, endable from outside."""
+
+    def __init__(
+        self,
+        upstream: httpx.Response,
+        handle: OpenStream,
+        *,
+        keepalive: float = KEEPALIVE,
+        on_end: Callable[[OpenStream], None] | None = None,
+    ) -> None:
+        self.upstream = upstream
+        self.handle = handle
+        self.keepalive = keepalive
+        self.on_end = on_end
+        self.status_code = upstream.status_code
+        self.background = None
+        self.init_headers(
+            {
+                "content-type": upstream.headers.get("content-type", "text/event-stream"),
+                "cache-control": "no-cache",
+                "x-accel-buffering": "no",
+            }
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lock = anyio.Lock()
+        last = time.monotonic()
+        at_boundary = True
+
+        async def emit(chunk: bytes) -> None:
+            nonlocal last, at_boundary
+            async with lock:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            last = time.monotonic()
+
+        async def pump(tg: anyio.abc.TaskGroup) -> None:
+            nonlocal at_boundary
+            with contextlib.suppress(httpx.HTTPError):
+                async for chunk in self.upstream.aiter_raw():
+                    at_boundary = chunk.endswith(b"\n\n")
+                    await emit(chunk)
+            tg.cancel_scope.cancel()
+
+        async def ping(tg: anyio.abc.TaskGroup) -> None:
+            while True:
+                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
+                if at_boundary and time.monotonic() - last >= self.keepalive:
+                    await emit(b": ping\n\n")
+
+        async def ended(tg: anyio.abc.TaskGroup) -> None:
+            await self.handle.closed.wait()
+            tg.cancel_scope.cancel()
+
+        async def gone(tg: anyio.abc.TaskGroup) -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.handle.close("client went away")
+                    tg.cancel_scope.cancel()
+                    return
+
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        try:
+            async with anyio.create_task_group() as tg:
+                for task in (pump, ping, ended, gone):
+                    tg.start_soon(task, tg)
+        finally:
+            if self.on_end is not None:
+                self.on_end(self.handle)
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
+        if self.handle.why != "client went away":
+            with contextlib.suppress(OSError, anyio.ClosedResourceError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -1,0 +1,182 @@
+"""Running the web bridge: the owner token, the listening socket, uvicorn, ``web/server.json``."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import uvicorn
+
+from tui.errors import TuiError, UsageError
+from tui.store import StatePaths
+from tui.store._atomic import write_atomic
+from tui.web.app import WebBridge, create_app
+from tui.web.paths import WebPaths
+from tui.web.tokens import digest, new_token, read_token_file, write_token_file
+
+__all__ = ["OwnerToken", "is_loopback", "read_server", "serve", "setup_owner_token"]
+
+SHUTDOWN_GRACE = 2
+"""Seconds an open connection gets to finish once ``tui web`` is asked to stop."""
+
+
+@dataclass(frozen=True)
+class OwnerToken:
+    """The owner token's digest, and the token itself when it was made (or read) just now."""
+
+    digest: str
+    token: str | None = None
+    written_to: Path | None = None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (or ``localhost``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def setup_owner_token(web: WebPaths, token_file: str | None) -> OwnerToken:
+    """The owner token: made on first start, or taken from `token_file`.
+
+    - `token_file` given and holding a token: that token is the owner's (its digest stored).
+    - `token_file` given and missing: a new token is made and written there (0600).
+    - no `token_file`: the stored digest, or on first start a new token (shown once).
+    """
+    stored = _read_digest(web)
+    if token_file is not None:
+        path = Path(token_file).expanduser()
+        if path.exists():
+            token = read_token_file(path)
+            if digest(token) != stored:
+                write_atomic(web.owner_digest, digest(token) + "\n")
+            return OwnerToken(digest(token), None, path)
+        token = new_token()
+        write_token_file(path, token)
+        write_atomic(web.owner_digest, digest(token) + "\n")
+        return OwnerToken(digest(token), token, path)
+    if stored:
+        return OwnerToken(stored)
+    token = new_token()
+    write_atomic(web.owner_digest, digest(token) + "\n")
+    return OwnerToken(digest(token), token)
+
+
+def _read_digest(web: WebPaths) -> str:
+    try:
+        return web.owner_digest.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def read_server(state: StatePaths) -> dict[str, Any] | None:
+    """``web/server.json`` of a running ``tui web`` (None when none is running)."""
+    path = WebPaths.of(state.root).server
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int):
+        return None
+    pid: int = data["pid"]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    server: dict[str, Any] = data
+    return server
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, telling the bridge to end its streams as soon as a stop is asked for."""
+
+    def __init__(self, config: uvicorn.Config, bridge: WebBridge) -> None:
+        super().__init__(config)
+        self.bridge = bridge
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        # Streams never end by themselves: end them now, or the shutdown waits for them.
+        self.bridge.begin_stop()
+        super().handle_exit(sig, frame)
+
+
+def serve(
+    state: StatePaths,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 7433,
+    token_file: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Run ``tui web`` until it is stopped (Ctrl+C, SIGTERM).
+
+    Raises:
+        UsageError: a non-loopback address without a token set up, or an address in use.
+    """
+    web = WebPaths.of(state.root)
+    if not is_loopback(host) and not _read_digest(web) and token_file is None:
+        raise UsageError(
+            f"`tui web --host {host}` serves other machines, so it needs a token first: "
+            f"`tui web --host {host} --token-file ~/.tui-web-token` makes one and writes it there"
+        )
+    owner = setup_owner_token(web, token_file)
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; `tui web --port 0` picks a free port"
+        ) from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    bound_port = sock.getsockname()[1]
+    bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port)
+    app = create_app(bridge)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        lifespan="on",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+    )
+    server = _Server(config, bridge)
+    _announce(out, bridge.url, owner)
+    write_atomic(web.server, json.dumps({"url": bridge.url, "pid": os.getpid()}) + "\n")
+    try:
+        server.run(sockets=[sock])
+    except TuiError:
+        raise
+    finally:
+        sock.close()
+        with contextlib.suppress(OSError):
+            data = json.loads(web.server.read_text())
+            if data.get("pid") == os.getpid():
+                web.server.unlink()
+    return 0
+
+
+def _announce(out: TextIO, url: str, owner: OwnerToken) -> None:
+    print(f"tui web: serving this machine's sessions on {url}", file=out)
+    if owner.token is not None and owner.written_to is None:
+        print(f"owner token (shown once, keep it secret): {owner.token}", file=out)
+    if owner.written_to is not None:
+        print(f"owner token in {owner.written_to}", file=out)
+    print(f"on another machine: tui remote add NAME {url} --token-file FILE", file=out)
+    print("stop with Ctrl+C", file=out, flush=True)
