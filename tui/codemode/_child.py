@@ -46,6 +46,25 @@ class ToolError(Exception):
     """A tool call failed; the message says why."""
 
 
+MAIN_THREAD = threading.get_ident()
+SIGINT_ONLY = {signal.SIGINT}
+
+
+class NoInterrupt:
+    """Hold SIGINT back while the main thread is inside the block."""
+
+    __slots__ = ("main",)
+
+    def __enter__(self) -> None:
+        self.main = threading.get_ident() == MAIN_THREAD
+        if self.main:
+            signal.pthread_sigmask(signal.SIG_BLOCK, SIGINT_ONLY)
+
+    def __exit__(self, *_: object) -> None:
+        if self.main:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGINT_ONLY)
+
+
 class Channel:
     """Frames to the parent; any thread may send."""
 
@@ -54,11 +73,12 @@ class Channel:
         self.lock = threading.Lock()
 
     def send(self, kind: int, payload: bytes) -> None:
-        with self.lock:
-            data = memoryview(HEADER.pack(kind, len(payload)) + payload)
-            while data:
-                written = os.write(self.fd, data)
-                data = data[written:]
+        # An interrupt must never cut a frame in half (the stream would be lost), so SIGINT
+        # waits while the main thread writes one; it is delivered right after.
+        frame = memoryview(HEADER.pack(kind, len(payload)) + payload)
+        with NoInterrupt(), self.lock:
+            while frame:
+                frame = frame[os.write(self.fd, frame) :]
 
     def message(self, **fields: Any) -> None:
         self.send(KIND_JSON, ENCODE(fields).encode())
@@ -326,10 +346,13 @@ class Runner:
                 del buffer[: HEADER.size + size]
                 if reply.get("id") == call_id:
                     return reply  # type: ignore[no-any-return]
-            data = os.read(self.reply_fd, 4096)
+            # wait where an interrupt may land, then read where it may not, so no byte is lost
+            select.select([self.reply_fd], [], [])
+            with NoInterrupt():
+                data = os.read(self.reply_fd, 4096)
+                buffer += data
             if not data:
                 os._exit(0)
-            buffer += data
 
     # programs --------------------------------------------------------------------------------
 
