@@ -120,6 +120,12 @@ class Journal:
                 os.close(fd)
         self._read_fd = self._write_fd = None
 
+    def stop_appending(self) -> None:
+        """Close the journal to appends; it stays readable until `close`."""
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
     def __enter__(self) -> Journal:
         return self
 
@@ -192,12 +198,17 @@ class Journal:
         Raises:
             TuiError: the journal is not open to append, or the write failed.
         """
+        return self.append_line(event)[0]
+
+    def append_line(self, event: E) -> tuple[E, JournalLine]:
+        """As `append`, also returning the line as stored (what a stream sends on)."""
         if self._write_fd is None:
             raise TuiError(f"journal {self.path} is not open to append")
         stamped = event.model_copy(update={"seq": self.last_seq + 1, "at": now()})
         raw = stamped.model_dump_json().encode()
-        self._write_raw(stamped.seq, str(getattr(stamped, "type", "")), raw)
-        return stamped
+        typ = str(getattr(stamped, "type", ""))
+        self._write_raw(stamped.seq, typ, raw)
+        return stamped, JournalLine(stamped.seq, typ, raw)
 
     def _write_raw(self, seq: int, typ: str, raw: bytes) -> None:
         assert self._write_fd is not None

@@ -23,6 +23,7 @@ class TurnStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._names: list[str] | None = None
+        self._ids: set[str] = set()
 
     def _listing(self) -> list[str]:
         if self._names is None:
@@ -31,6 +32,7 @@ class TurnStore:
             except FileNotFoundError:
                 names = []
             self._names = sorted(names)
+            self._ids = {n[13:-5] for n in self._names}
         return self._names
 
     @staticmethod
@@ -43,16 +45,19 @@ class TurnStore:
         name = self._name(record)
         write_atomic(self.folder / name, record.model_dump_json() + "\n")
         names = self._listing()
-        if name not in names:
+        if record.turn_id not in self._ids:
+            self._ids.add(record.turn_id)
             names.append(name)
-            names.sort()
+            if len(names) > 1 and names[-2] > name:
+                names.sort()
 
     def __len__(self) -> int:
         return len(self._listing())
 
     def has(self, turn_id: str) -> bool:
         """Whether a record of `turn_id` exists."""
-        return any(n.endswith(f"-{turn_id}.json") for n in self._listing())
+        self._listing()
+        return turn_id in self._ids
 
     def page(self, limit: int, before: str | None = None) -> tuple[list[TurnRecord], bool]:
         """The last `limit` ended turns, oldest first, that started before turn `before`.

@@ -1,0 +1,3 @@
+from tui.worker.process import main
+
+raise SystemExit(main())

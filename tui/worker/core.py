@@ -1,0 +1,558 @@
+"""The session as the worker runs it: every change is an event appended to the journal first,
+then applied to the `SessionState`, then published to the open streams.
+
+`SessionWorker` owns the turn in progress, the queue, the pending question and leaving. The
+bridge (`tui.worker.bridge`) only translates HTTP into calls of this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import hashlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from tui import __version__
+from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
+from tui.protocol import (
+    FEATURES,
+    AnswerRequest,
+    By,
+    Event,
+    ImageRef,
+    Info,
+    Option,
+    PendingQuestion,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    QueueItem,
+    Stats,
+    Status,
+    TextChunk,
+    ToolEnded,
+    ToolStarted,
+    Transcript,
+    TurnAccepted,
+    TurnEnded,
+    TurnRequest,
+    TurnStarted,
+    WorkerLeaving,
+    WorkerStarted,
+)
+from tui.protocol.events import EventBase
+from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
+from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
+from tui.worker.hub import Hub
+from tui.worker.images import image_suffix
+from tui.worker.state import SessionState
+
+__all__ = ["SessionWorker", "owner"]
+
+log = logging.getLogger("tui.worker")
+
+INTERRUPT_GRACE = 3.0
+"""Seconds an interrupted turn gets to end by itself before its task is cancelled."""
+
+
+def owner() -> By:
+    """The machine's user, who every local request comes from."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = str(os.getuid())
+    return By(kind="owner", name=name)
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(5)}"
+
+
+class _Turn:
+    """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`)."""
+
+    def __init__(self, worker: SessionWorker, started: TurnStarted) -> None:
+        self._worker = worker
+        self.started = started
+        self.interrupted = False
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def turn_id(self) -> str:
+        return self.started.turn_id
+
+    @property
+    def prompt(self) -> str:
+        return self.started.prompt
+
+    def text(self, text: str) -> None:
+        if text:
+            self._worker.emit(TextChunk(turn_id=self.turn_id, text=text))
+
+    def tool_started(self, name: str, args: dict[str, Any]) -> str:
+        call_id = _new_id("call")
+        self._worker.emit(ToolStarted(turn_id=self.turn_id, call_id=call_id, name=name, args=args))
+        return call_id
+
+    def tool_ended(
+        self,
+        call_id: str,
+        status: Literal["completed", "still_working", "terminated", "error"],
+        value: Any = None,
+        error: str | None = None,
+    ) -> None:
+        self._worker.emit(
+            ToolEnded(turn_id=self.turn_id, call_id=call_id, status=status, value=value, error=error)
+        )
+
+    async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
+        return await self._worker.ask(self, text, options, multiple=multiple, freeform=freeform)
+
+
+class SessionWorker:
+    """One session's live state and everything that changes it."""
+
+    def __init__(
+        self,
+        paths: SessionPaths,
+        record: SessionRecord,
+        journal: Journal,
+        agent: Agent,
+        *,
+        lock: OwnerLock | None = None,
+        follower_limit: int = 2048,
+    ) -> None:
+        self.paths = paths
+        self.record = record
+        self.journal = journal
+        self.agent = agent
+        self.lock = lock
+        self.state = SessionState(model=agent.model)
+        self.hub = Hub(follower_limit)
+        self.turn_store = TurnStore(paths.turns)
+        self.by = owner()
+        self.started_monotonic = time.monotonic()
+        self.leaving = False
+        self.left = asyncio.Event()
+        """Set once the worker let go of its session (journal closed, lock released)."""
+        self.on_leaving: Callable[[], None] | None = None
+        """Called once leaving begins (the process marks its sidecar)."""
+        self._turn: _Turn | None = None
+        self._question_future: asyncio.Future[Answer] | None = None
+        self._last_status: tuple[str, str | None] | None = None
+        self._leave_task: asyncio.Task[None] | None = None
+        self._quiet = False
+
+    # --- the journal -------------------------------------------------------------------------
+    def load(self) -> None:
+        """Replay the journal into the state (skipping turn detail of turns long ended)."""
+        for line in self.journal.iter_after(0):
+            if not self.state.wants(line.type):
+                self.state.last_seq = line.seq
+                continue
+            try:
+                event = line.decode()
+            except ValueError as exc:
+                log.warning("journal line %d cannot be read, skipped: %s", line.seq, exc)
+                continue
+            ended = self.state.apply(event)
+            if ended is not None and not self.turn_store.has(ended.turn_id):
+                self.turn_store.save(ended)
+
+    def emit(self, event: EventBase) -> Event:
+        """Append `event` to the journal, apply it, then send it to the open streams."""
+        stamped, line = self.journal.append_line(event)
+        typed: Event = stamped  # type: ignore[assignment]
+        ended = self.state.apply(typed)
+        if ended is not None:
+            self.turn_store.save(ended)
+        self.hub.publish(line)
+        if not isinstance(stamped, Status) and not self._quiet:
+            self._maybe_status()
+        return typed
+
+    def _maybe_status(self) -> None:
+        now = (self.state.state, self.state.model)
+        if now != self._last_status:
+            self._last_status = now
+            self.emit(Status(state=self.state.state, model=self.state.model))
+
+    def begin(self) -> None:
+        """Say this worker started, and end what a dead predecessor left open."""
+        self._quiet = True
+        self.emit(
+            WorkerStarted(
+                epoch=self.state.epoch + 1,
+                pid=os.getpid(),
+                version=__version__,
+                agent=self.agent.name,
+                model=self.state.model,
+            )
+        )
+        if self.state.question is not None:
+            self.emit(QuestionResolved(question_id=self.state.question.question_id, how="cancelled"))
+        if self.state.current is not None:
+            current = self.state.current
+            self.emit(
+                TurnEnded(
+                    turn_id=current.turn_id,
+                    outcome="failed",
+                    reply=current.reply,
+                    error="the worker running this turn stopped before it ended (killed or crashed)",
+                )
+            )
+        self._quiet = False
+        self._maybe_status()
+
+    # --- turns -------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._turn is not None
+
+    def _refuse_if_leaving(self) -> None:
+        if self.leaving:
+            raise WorkerUnavailable(
+                "this session's worker is stopping; attach again to start a new one", code="server_stopping"
+            )
+
+    def submit(self, request: TurnRequest) -> TurnAccepted:
+        """Start a turn now, or queue it. Idempotent by `request.request_id`.
+
+        Raises:
+            Conflict: ``busy`` when delivery is ``now`` and a turn runs.
+            InvalidRequest: an image it names is not in this session.
+        """
+        if request.request_id and request.request_id in self.state.requests:
+            return self.state.requests[request.request_id]
+        self._refuse_if_leaving()
+        for i, image in enumerate(request.images):
+            if "/" in image.file or not (self.paths.images / image.file).is_file():
+                raise InvalidRequest(
+                    f"images[{i}].file: no image {image.file!r} in this session; upload it with POST /images"
+                )
+        if request.delivery == "now":
+            if self.running:
+                raise Conflict(
+                    "a turn is running; queue this prompt (delivery queue) or wait for the turn to end",
+                    code="busy",
+                )
+            started = self._start(request.prompt, request.client_id, request.request_id, None, "user")
+            return TurnAccepted(turn_id=started.turn_id, seq=started.seq)
+        item = QueueItem(
+            queue_id=_new_id("q"),
+            request_id=request.request_id,
+            prompt=request.prompt,
+            client_id=request.client_id,
+            by=self.by,
+        )
+        changed = self.emit(QueueChanged(items=[*self.state.queue, item]))
+        accepted = TurnAccepted(queue_id=item.queue_id, seq=changed.seq)
+        self.kick_queue()
+        return accepted
+
+    def unqueue(self, queue_id: str) -> None:
+        """Take a queued prompt back.
+
+        Raises:
+            NotFound: it started already, or never was.
+        """
+        items = [i for i in self.state.queue if i.queue_id != queue_id]
+        if len(items) == len(self.state.queue):
+            raise NotFound(f"queue item {queue_id!r} is not queued: it started already, or never was")
+        self.emit(QueueChanged(items=items))
+
+    def kick_queue(self) -> None:
+        """Start the next queued prompt when no turn runs."""
+        if self.running or self.leaving or not self.state.queue:
+            return
+        item, *rest = self.state.queue
+        self.emit(QueueChanged(items=rest))
+        self._start(item.prompt, item.client_id, item.request_id, item.queue_id, "queue", by=item.by)
+
+    def _start(
+        self,
+        prompt: str,
+        client_id: str | None,
+        request_id: str | None,
+        queue_id: str | None,
+        origin: Literal["user", "queue", "note"],
+        by: By | None = None,
+    ) -> TurnStarted:
+        started = self.emit(
+            TurnStarted(
+                turn_id=_new_id("t"),
+                prompt=prompt,
+                client_id=client_id,
+                request_id=request_id,
+                queue_id=queue_id,
+                by=by or self.by,
+                origin=origin,
+            )
+        )
+        assert isinstance(started, TurnStarted)
+        if not self.record.title:
+            self._title_from(prompt)
+        turn = _Turn(self, started)
+        self._turn = turn
+        turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
+        return started
+
+    def _title_from(self, prompt: str) -> None:
+        from tui.store import save_session
+        from tui.store.paths import StatePaths
+
+        first = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
+        self.record = self.record.model_copy(update={"title": first[:60]})
+        with contextlib.suppress(OSError):
+            save_session(StatePaths(self.paths.root.parent.parent), self.record)
+
+    async def _run(self, turn: _Turn) -> None:
+        try:
+            result = await self.agent.run_turn(turn)
+        except asyncio.CancelledError:
+            result = TurnOutcome("interrupted", "the turn did not stop when asked and was cut off")
+        except Exception as exc:
+            log.exception("turn %s: the agent failed", turn.turn_id)
+            result = TurnOutcome("failed", f"the worker failed running this turn: {exc!r}")
+        if turn.interrupted:
+            result = TurnOutcome("interrupted", result.error, result.usage)
+        self._cancel_question()
+        current = self.state.current
+        reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
+        self.emit(
+            TurnEnded(
+                turn_id=turn.turn_id,
+                outcome=result.outcome,
+                reply=reply,
+                error=result.error,
+                usage=result.usage,
+            )
+        )
+        self._turn = None
+        self.kick_queue()
+
+    def interrupt(self) -> bool:
+        """Ask the running turn to end ``interrupted``; False when none runs."""
+        turn = self._turn
+        if turn is None:
+            return False
+        if not turn.interrupted:
+            turn.interrupted = True
+            self._cancel_question()
+            self.agent.interrupt()
+            asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._cut_off, turn)
+        return True
+
+    def _cut_off(self, turn: _Turn) -> None:
+        if self._turn is turn and turn.task is not None and not turn.task.done():
+            log.warning("turn %s did not stop within %.0f s; cutting it off", turn.turn_id, INTERRUPT_GRACE)
+            turn.task.cancel()
+
+    # --- questions ---------------------------------------------------------------------------
+    async def ask(
+        self, turn: _Turn, text: str, options: list[Option], *, multiple: bool, freeform: bool
+    ) -> Answer:
+        """Put a question to the people attached and wait for the first answer."""
+        if self._question_future is not None:
+            raise Conflict("a question is already pending in this session", code="busy")
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._question_future = future
+        question_id = _new_id("ask")
+        self.emit(
+            QuestionAsked(
+                turn_id=turn.turn_id,
+                question_id=question_id,
+                text=text,
+                options=options,
+                multiple=multiple,
+                freeform=freeform,
+            )
+        )
+        try:
+            return await future
+        finally:
+            if self._question_future is future:
+                self._question_future = None
+            if self.state.question is not None and self.state.question.question_id == question_id:
+                self.emit(QuestionResolved(question_id=question_id, how="cancelled"))
+
+    def _pending(self, question_id: str) -> PendingQuestion:
+        question = self.state.question
+        if question is None or question.question_id != question_id:
+            raise Conflict(
+                f"question {question_id!r} is not pending (already answered, dismissed or withdrawn)",
+                code="question_not_pending",
+            )
+        return question
+
+    def answer(self, request: AnswerRequest) -> None:
+        """Answer the pending question; the first answer wins.
+
+        Raises:
+            Conflict: ``question_not_pending``.
+            InvalidRequest: ``invalid_answer``.
+        """
+        question = self._pending(request.question_id)
+        labels = [o.label for o in question.options]
+        for label in request.selected:
+            if label not in labels:
+                offered = ", ".join(repr(x) for x in labels) or "none"
+                raise InvalidRequest(
+                    f"{label!r} is not one of the options offered ({offered})", code="invalid_answer"
+                )
+        if len(request.selected) > 1 and not question.multiple:
+            raise InvalidRequest("this question takes one option, not several", code="invalid_answer")
+        if len(set(request.selected)) != len(request.selected):
+            raise InvalidRequest("an option was chosen twice", code="invalid_answer")
+        freeform = request.freeform if request.freeform else None
+        if freeform is not None and not question.freeform:
+            raise InvalidRequest("this question takes only its options, not free text", code="invalid_answer")
+        if not request.selected and freeform is None:
+            raise InvalidRequest("an answer needs an option or some text", code="invalid_answer")
+        self.emit(
+            QuestionResolved(
+                question_id=question.question_id,
+                how="answered",
+                selected=list(request.selected),
+                freeform=freeform,
+                client_id=request.client_id,
+                by=self.by,
+            )
+        )
+        self._settle(Answer(list(request.selected), freeform))
+
+    def dismiss(self, question_id: str, client_id: str | None = None) -> None:
+        """Dismiss the pending question (the program sees ``ToolError("dismissed")``)."""
+        question = self._pending(question_id)
+        self.emit(
+            QuestionResolved(
+                question_id=question.question_id, how="dismissed", client_id=client_id, by=self.by
+            )
+        )
+        self._settle(QuestionDismissed("dismissed"))
+
+    def _cancel_question(self) -> None:
+        question = self.state.question
+        if question is not None:
+            self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
+        self._settle(QuestionCancelled("cancelled"))
+
+    def _settle(self, outcome: Answer | Exception) -> None:
+        future, self._question_future = self._question_future, None
+        if future is None or future.done():
+            return
+        if isinstance(outcome, Exception):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    # --- the rest of the routes ----------------------------------------------------------------
+    def info(self) -> Info:
+        return Info(
+            version=__version__,
+            session_id=self.record.id,
+            epoch=self.state.epoch,
+            agent=self.agent.name,
+            model=self.state.model,
+            features=list(FEATURES),
+        )
+
+    def set_model(self, model: str) -> None:
+        """Switch the model, when the agent has models (the python agent refuses)."""
+        self._refuse_if_leaving()
+        self.agent.check_model(model)
+        from tui.protocol import ModelChanged
+
+        if model != self.state.model:
+            self.emit(ModelChanged(model=model))
+
+    def stats(self) -> Stats:
+        return Stats(
+            turns=self.state.turns_ended,
+            tokens_in=self.state.tokens_in,
+            tokens_out=self.state.tokens_out,
+            uptime=time.monotonic() - self.started_monotonic,
+            events=self.journal.last_seq,
+            attached=self.hub.attached,
+        )
+
+    def transcript(self, limit: int, before: str | None) -> Transcript:
+        """The last `limit` ended turns (before turn `before`) and what is live now."""
+        try:
+            turns, more = self.turn_store.page(limit, before)
+        except KeyError:
+            raise NotFound(f"no ended turn {before!r} in this session") from None
+        current = self.state.current
+        return Transcript(
+            turns=turns,
+            current=current.record() if current is not None and before is None else None,
+            question=self.state.question,
+            queue=list(self.state.queue),
+            state=self.state.state,
+            model=self.state.model,
+            cursor=self.journal.last_seq,
+            has_more=more,
+        )
+
+    def save_image(self, data: bytes, name: str) -> ImageRef:
+        """Keep an uploaded image in the session's ``images/`` folder.
+
+        Raises:
+            TooLarge: ``not_an_image`` (415) when its bytes are no image format we know.
+        """
+        suffix = image_suffix(data)
+        file = hashlib.sha256(data).hexdigest()[:20] + suffix
+        self.paths.images.mkdir(mode=0o700, exist_ok=True)
+        target = self.paths.images / file
+        if not target.exists():
+            from tui.store._atomic import write_atomic
+
+            write_atomic(target, data)
+        return ImageRef(file=file, name=name or file)
+
+    # --- leaving -----------------------------------------------------------------------------
+    async def leave(self, reason: str, wait: float = 2.0) -> None:
+        """End the running turn, say `worker_leaving`, end every stream and let go of the session.
+
+        A second call waits for the first one's end.
+        """
+        if self._leave_task is None:
+            self._leave_task = asyncio.create_task(self._leave(reason, wait))
+        await asyncio.shield(self._leave_task)
+
+    async def _leave(self, reason: str, wait: float) -> None:
+        self.leaving = True
+        if self.on_leaving is not None:
+            self.on_leaving()
+        turn = self._turn
+        if turn is not None:
+            self.interrupt()
+            if turn.task is not None:
+                done, _ = await asyncio.wait({turn.task}, timeout=max(0.1, min(wait, 5.0)))
+                if not done:
+                    turn.task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await asyncio.wait_for(turn.task, 0.5)
+        self.emit(WorkerLeaving(reason=reason))
+        self.hub.close_all()
+        try:
+            await asyncio.wait_for(self.agent.close(), 1.0)
+        except Exception:
+            log.warning("the agent did not close cleanly", exc_info=True)
+        self.release()
+
+    def release(self) -> None:
+        """Close the journal and let go of the lock (worker.json and the socket go first)."""
+        for path in (self.paths.sidecar, self.paths.socket):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self.journal.stop_appending()
+        if self.lock is not None:
+            self.lock.release()
+        self.left.set()

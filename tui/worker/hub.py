@@ -1,0 +1,113 @@
+"""Live events to every open ``/events`` stream, each through its own bounded queue.
+
+Publishing never waits: a follower whose client stopped reading fills its queue, which is then
+emptied and marked *behind*; its stream goes back to reading the journal from the last event it
+sent. One stalled client therefore neither holds the others back nor grows memory past
+``limit`` events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Final
+
+from tui.store import JournalLine
+
+__all__ = ["BEHIND", "CLOSED", "Hub", "Subscription"]
+
+
+class _Signal:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BEHIND: Final = _Signal("BEHIND")
+"""The follower fell too far behind: read the journal from the last seq sent."""
+CLOSED: Final = _Signal("CLOSED")
+"""The worker is leaving: end the stream."""
+
+
+class Subscription:
+    """One follower's queue of live events."""
+
+    def __init__(self, client_id: str | None, limit: int) -> None:
+        self.client_id = client_id
+        self.limit = limit
+        self.items: deque[JournalLine] = deque()
+        self.behind = False
+        self.closed = False
+        self.dropped = 0
+        """How many times this follower fell behind (for logs and tests)."""
+        self._wake = asyncio.Event()
+
+    def push(self, line: JournalLine) -> None:
+        if self.closed:
+            return
+        if len(self.items) >= self.limit:
+            self.items.clear()
+            self.behind = True
+            self.dropped += 1
+        elif not self.behind:
+            self.items.append(line)
+        self._wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+
+    async def next(self, idle: float) -> list[JournalLine] | _Signal | None:
+        """Every queued event, or a signal, or None when `idle` seconds passed with nothing."""
+        if not self.items and not self.behind and not self.closed:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), idle)
+            except TimeoutError:
+                return None
+        if self.closed:
+            return CLOSED
+        if self.behind:
+            self.behind = False
+            self.items.clear()
+            return BEHIND
+        batch = list(self.items)
+        self.items.clear()
+        return batch
+
+
+class Hub:
+    """Fans appended events out to the open streams."""
+
+    def __init__(self, limit: int = 2048) -> None:
+        self.limit = limit
+        self._subs: set[Subscription] = set()
+
+    def subscribe(self, client_id: str | None) -> Subscription:
+        """A new follower; it receives every event published from now on."""
+        sub = Subscription(client_id, self.limit)
+        self._subs.add(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        self._subs.discard(sub)
+
+    def publish(self, line: JournalLine) -> None:
+        """Hand an appended event to every follower (never waits)."""
+        for sub in self._subs:
+            sub.push(line)
+
+    def close_all(self) -> None:
+        """End every stream (the worker is leaving)."""
+        for sub in self._subs:
+            sub.close()
+
+    @property
+    def attached(self) -> list[str]:
+        """The client ids of the open streams, each once."""
+        return sorted({s.client_id for s in self._subs if s.client_id})
+
+    def __len__(self) -> int:
+        return len(self._subs)

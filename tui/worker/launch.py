@@ -1,0 +1,182 @@
+"""Start a session's worker, detached, and wait until its bridge answers.
+
+The worker writes ``worker.json`` only once its bridge listens, so a launcher waits for a sidecar
+naming the process it started (with a short, growing pause between looks), then asks
+``GET /info`` once to be sure. A worker that is leaving is waited out first: its lock is released
+before it exits, and a new one starts after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tui.errors import WorkerUnavailable
+from tui.store import StatePaths, WorkerSidecar, read_sidecar
+from tui.store import is_live as _lock_is_live
+
+__all__ = ["is_live", "live_sidecar", "start_worker", "start_worker_async"]
+
+
+def _state(state_dir: StatePaths | str | os.PathLike[str]) -> StatePaths:
+    return state_dir if isinstance(state_dir, StatePaths) else StatePaths(Path(state_dir))
+
+
+def is_live(state_dir: StatePaths | str | os.PathLike[str], session_id: str) -> bool:
+    """Whether a worker holds the session's lock now."""
+    return _lock_is_live(_state(state_dir).session(session_id).lock)
+
+
+def live_sidecar(state_dir: StatePaths | str | os.PathLike[str], session_id: str) -> WorkerSidecar | None:
+    """The sidecar of the session's live worker; None when no worker is live or its bridge is not up yet."""
+    paths = _state(state_dir).session(session_id)
+    if not _lock_is_live(paths.lock):
+        return None
+    return read_sidecar(paths.sidecar)
+
+
+def _pauses(first: float = 0.002, factor: float = 1.5, cap: float = 0.05) -> Callable[[], float]:
+    delay = first
+
+    def next_pause() -> float:
+        nonlocal delay
+        current, delay = delay, min(cap, delay * factor)
+        return current
+
+    return next_pause
+
+
+def _answers_info(sock_path: str, timeout: float) -> bool:
+    """Whether the bridge at `sock_path` answers ``GET /info`` with 200."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(max(0.05, timeout))
+            s.connect(sock_path)
+            s.sendall(b"GET /info HTTP/1.1\r\nhost: worker\r\nconnection: close\r\n\r\n")
+            head = s.recv(64)
+    except OSError:
+        return False
+    return head.startswith(b"HTTP/1.1 200")
+
+
+def _log_tail(path: Path, lines: int = 12) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no worker.log)"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(tail) if tail else "(worker.log is empty)"
+
+
+def start_worker(
+    state_dir: StatePaths | str | os.PathLike[str],
+    session_id: str,
+    *,
+    timeout: float = 10.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> WorkerSidecar:
+    """Make sure the session has a live worker with a listening bridge, starting one if needed.
+
+    Args:
+        state_dir: the state dir.
+        session_id: the session's full id.
+        timeout: seconds to wait for the bridge in all.
+        on_wait: called with one line when a leaving worker must be waited out first.
+
+    Returns:
+        The live worker's sidecar (its ``socket`` is where the bridge listens).
+
+    Raises:
+        WorkerUnavailable: no worker came up within `timeout` (the message ends with worker.log's tail).
+    """
+    state = _state(state_dir)
+    paths = state.session(session_id)
+    if not paths.record.exists():
+        from tui.errors import NotFound
+
+        raise NotFound(f"no session {session_id!r}; `tui sessions` lists them")
+    deadline = time.monotonic() + timeout
+    pause = _pauses()
+
+    if _lock_is_live(paths.lock):
+        car = read_sidecar(paths.sidecar)
+        if car is not None and car.leaving:
+            if on_wait is not None:
+                on_wait(f"waiting for the previous worker of session {session_id[:8]} to stop…")
+            while _lock_is_live(paths.lock):
+                if time.monotonic() > deadline:
+                    raise WorkerUnavailable(
+                        f"the previous worker of session {session_id[:8]} (pid {car.pid}) did not stop "
+                        f"within {timeout:g} s; try `tui attach {session_id[:8]}` again"
+                    )
+                time.sleep(pause())
+        else:
+            return _wait_for_bridge(paths.sidecar, paths.lock, paths.log, None, deadline, session_id)
+
+    paths.log.parent.mkdir(parents=True, exist_ok=True)
+    with open(paths.log, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui.worker", "--state-dir", str(state.root), session_id],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+            close_fds=True,
+            env={**os.environ, "TUI_STATE_DIR": str(state.root)},
+        )
+    # Reap it whenever it ends, so no zombie lingers while this process lives on.
+    threading.Thread(target=proc.wait, name=f"reap worker {proc.pid}", daemon=True).start()
+    return _wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
+
+
+def _wait_for_bridge(
+    sidecar: Path,
+    lock: Path,
+    log: Path,
+    proc: subprocess.Popen[bytes] | None,
+    deadline: float,
+    session_id: str,
+) -> WorkerSidecar:
+    pause = _pauses()
+    while True:
+        car = read_sidecar(sidecar)
+        ours = car is not None and not car.leaving and (proc is None or car.pid == proc.pid)
+        if ours and car is not None and _answers_info(car.socket, deadline - time.monotonic()):
+            return car
+        if proc is not None and proc.poll() is not None:
+            if proc.returncode == 3:
+                # Another launcher's worker won the lock: follow that one instead.
+                proc = None
+                continue
+            raise WorkerUnavailable(
+                f"the worker of session {session_id[:8]} exited at start (code {proc.returncode}); "
+                f"its log ends:\n{_log_tail(log)}"
+            )
+        if proc is None and not _lock_is_live(lock):
+            raise WorkerUnavailable(
+                f"no worker is running for session {session_id[:8]}; `tui attach {session_id[:8]}` starts one"
+            )
+        if time.monotonic() > deadline:
+            raise WorkerUnavailable(
+                f"the worker of session {session_id[:8]} did not answer in time; its log ends:\n"
+                f"{_log_tail(log)}"
+            )
+        time.sleep(pause())
+
+
+async def start_worker_async(
+    state_dir: StatePaths | str | os.PathLike[str],
+    session_id: str,
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109 - a bound on the wait in a thread
+    on_wait: Callable[[str], None] | None = None,
+) -> WorkerSidecar:
+    """`start_worker` without blocking the event loop."""
+    return await asyncio.to_thread(start_worker, state_dir, session_id, timeout=timeout, on_wait=on_wait)

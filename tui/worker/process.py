@@ -1,0 +1,198 @@
+"""The worker process: take the session's lock, continue its journal, serve the bridge.
+
+``python -m tui.worker --state-dir DIR SESSION_ID``. Order of a start: the owner lock (a second
+worker is refused at once), the journal (a torn last line cut), ``worker_started`` and the
+repair of what a dead predecessor left open, the bridge listening on a socket bound here (mode
+0600 in a 0700 folder), and only then ``worker.json``: a launcher that sees the sidecar can talk
+to the bridge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Generator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import uvicorn
+
+from tui import __version__
+from tui.errors import TuiError
+from tui.protocol import FEATURES
+from tui.store import (
+    Journal,
+    OwnerLock,
+    SessionPaths,
+    SessionRecord,
+    StatePaths,
+    WorkerSidecar,
+    get_session,
+    write_sidecar,
+)
+from tui.worker.agent import Agent
+from tui.worker.bridge import build_app
+from tui.worker.core import SessionWorker
+
+__all__ = ["bind_socket", "main", "make_agent"]
+
+log = logging.getLogger("tui.worker")
+
+EXIT_BOUND = 2.0
+"""Seconds within which a leaving worker's process is gone, open streams or not."""
+
+
+def make_agent(record: SessionRecord) -> Agent:
+    """The agent a session's record names.
+
+    Raises:
+        TuiError: the record names an agent this version does not have.
+    """
+    if record.agent == "python":
+        from tui.worker.python_agent import PythonAgent
+
+        return PythonAgent(Path(record.working_directory))
+    raise TuiError(f"session {record.id[:8]} uses agent {record.agent!r}, which this version does not have")
+
+
+def bind_socket(path: Path) -> socket.socket:
+    """Bind and listen on the bridge's Unix socket: mode 0600, in a folder of mode 0700 or stricter."""
+    if path.parent.stat().st_mode & 0o077:
+        os.chmod(path.parent, 0o700)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a dead predecessor's; the lock says it is ours now
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(256)
+    sock.setblocking(False)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, minus its signal handling (the worker leaves properly on SIGTERM), plus a ready event."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        self.ready.set()
+
+
+async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock) -> int:
+    journal = Journal.open_for_append(paths.journal)
+    agent = make_agent(record)
+    worker = SessionWorker(paths, record, journal, agent, lock=lock)
+    worker.load()
+    worker.begin()
+    sock_path = paths.socket
+    sock = bind_socket(sock_path)
+    config = uvicorn.Config(
+        build_app(worker),
+        lifespan="off",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=1,
+        http="h11",
+    )
+    server = _Server(config)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
+    if serving.done():
+        ready.cancel()
+        log.error("the bridge did not start")
+        worker.release()
+        return 1
+    sidecar = WorkerSidecar(
+        pid=os.getpid(),
+        epoch=worker.state.epoch,
+        socket=str(sock_path),
+        started_at=datetime.now(UTC),
+        version=__version__,
+        features=list(FEATURES),
+    )
+    write_sidecar(paths.sidecar, sidecar)
+    log.info(
+        "worker %d epoch %d serving session %s on %s", os.getpid(), worker.state.epoch, record.id, sock_path
+    )
+
+    def mark_leaving() -> None:
+        with contextlib.suppress(OSError):
+            write_sidecar(paths.sidecar, sidecar.model_copy(update={"leaving": True}))
+        # Whatever happens to open streams or a stuck sandbox, the process ends in time.
+        timer = threading.Timer(EXIT_BOUND, os._exit, (0,))
+        timer.daemon = True
+        timer.start()
+
+    worker.on_leaving = mark_leaving
+    loop = asyncio.get_running_loop()
+
+    leaving: list[asyncio.Task[None]] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        leaving.append(asyncio.ensure_future(worker.leave(f"stopped by signal {sig.name}")))
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+    warm = asyncio.create_task(agent.start())
+    worker.kick_queue()
+    await worker.left.wait()
+    server.should_exit = True
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(serving, EXIT_BOUND)
+    warm.cancel()
+    log.info("worker %d left session %s", os.getpid(), record.id)
+    return 0
+
+
+def _logging(path: Path) -> None:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(os.environ.get("TUI_LOG_LEVEL", "INFO").upper())
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one session's worker until it leaves; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m tui.worker", description="run one session's worker")
+    parser.add_argument("--state-dir", metavar="DIR", help="the state dir (env TUI_STATE_DIR)")
+    parser.add_argument("session_id")
+    args = parser.parse_args(argv)
+    try:
+        state = StatePaths.resolve(args.state_dir)
+        record = get_session(state, args.session_id)
+        paths = state.session(record.id)
+        lock = OwnerLock(paths.lock)
+        lock.acquire()
+    except TuiError as exc:
+        print(f"tui worker: {exc}", file=sys.stderr)
+        return 3 if exc.code == "locked" else 1
+    _logging(paths.log)
+    try:
+        return asyncio.run(_serve(paths, record, lock))
+    except Exception:
+        log.exception("the worker failed")
+        return 1
+    finally:
+        lock.release()
