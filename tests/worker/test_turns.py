@@ -91,7 +91,7 @@ async def test_now_while_a_turn_runs_is_busy_and_queue_runs_in_order(worker: Wor
     assert [i["queue_id"] for i in transcript["queue"]] == [q1["queue_id"], q3["queue_id"]]
     question = transcript["question"]
     await client.post("/answer", json={"question_id": question["question_id"], "freeform": "yes"})
-    last = await follower.until(lambda e: e.type == "turn_ended" and e.data["reply"] == "third\n", timeout=30)
+    last = await follower.until(lambda e: e.type == "turn_ended" and e.data["reply"] == "third\n", within=30)
     starts = follower.of("turn_started")
     assert [s.data["origin"] for s in starts] == ["user", "queue", "queue"]
     assert [s.data["queue_id"] for s in starts[1:]] == [q1["queue_id"], q3["queue_id"]]
