@@ -205,6 +205,9 @@ class Runner:
         sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - lives as long as we do
         sys.stdout = sys.__stdout__ = TextStream(self.output, 1, "<stdout>")  # type: ignore[misc,assignment]
         sys.stderr = sys.__stderr__ = TextStream(self.output, 2, "<stderr>")  # type: ignore[misc,assignment]
+        # the control thread needs the GIL to deliver an interrupt: a busy program would hold it
+        # for the default 5 ms before switching, and stop would wait that long
+        sys.setswitchinterval(0.0005)
         signal.signal(signal.SIGINT, self.on_sigint)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)

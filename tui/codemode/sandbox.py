@@ -14,6 +14,7 @@ other than root, by RLIMIT_NPROC, which the kernel counts per user namespace.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import os
 import shutil
@@ -63,6 +64,7 @@ class SandboxPlan:
     nproc: bool
 
 
+@functools.cache
 def _bwrap_version(bwrap: str) -> str:
     try:
         done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=5, check=False)
