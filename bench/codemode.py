@@ -121,7 +121,9 @@ async def main() -> None:
     width = max(len(name) for name, _ in rows)
     for name, seconds in rows:
         print(f"{name.ljust(width)}  {ms(seconds)}")
-    print(f"\n(median of repeated runs; {os.cpu_count()} CPUs; Python {sys.version.split()[0]})")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    python = sys.version.split()[0]
+    print(f"\n(median of repeated runs; {os.cpu_count()} CPUs; load average {load}; Python {python})")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,7 @@ class PidsCgroup:
         """Make a pids cgroup under this process's own, or return None when the host does not allow it."""
         name = f"tui-codemode-{os.getpid()}-{next(_counter)}"
         for parent in _pids_parents():
+            _remove_stale(parent)
             path = parent / name
             try:
                 path.mkdir()
@@ -257,6 +258,23 @@ class PidsCgroup:
             except OSError:
                 time.sleep(0.01)
         return False
+
+
+def _remove_stale(parent: Path) -> None:
+    """Remove the empty cgroups left by sessions whose process died without closing them."""
+    try:
+        leftovers = list(parent.glob("tui-codemode-*"))
+    except OSError:
+        return
+    for path in leftovers:
+        try:
+            owner = int(path.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if owner == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        with contextlib.suppress(OSError):
+            path.rmdir()
 
 
 def _pids_parents() -> list[Path]:
