@@ -359,7 +359,7 @@ def create_app(bridge: WebBridge) -> Starlette:
             rows = rows[: _int(q["limit"], "limit")]
         return JSONResponse(rows)
 
-    @guard("read", session=False)
+    @guard("any", session=False)
     async def resolve(request: Request, principal: Principal, sid: str) -> Response:
         """The full id of an id or unique prefix (``?id=PREFIX``)."""
         given = request.query_params.get("id", "")
@@ -473,12 +473,12 @@ def create_app(bridge: WebBridge) -> Starlette:
             raw = await read_body(request)
             if request.method == "POST" and not path.endswith("/images"):
                 _check_json(raw)
-            socket = s.socket(sid)
             target = path.format(**request.path_params)
             taken = None
             if turn and principal.participant_id is not None:
                 taken = bridge.participants.take_turn(principal.participant_id)
             try:
+                socket = s.socket(sid)
                 answer = await bridge.forwarder.send(
                     socket,
                     request.method,

@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import signal
 import socket
 import sys
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from tui.errors import TuiError, UsageError
+from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
 from tui.web.app import WebBridge, create_app
@@ -157,13 +158,15 @@ def serve(
         server_header=False,
     )
     server = _Server(config, bridge)
-    _announce(out, bridge.url, owner)
-    write_atomic(web.server, json.dumps({"url": bridge.url, "pid": os.getpid()}) + "\n")
+    # A SIGTERM from now on stops the server (uvicorn takes the signal over while it runs and
+    # raises it again once it has shut down: it then lands here, and the cleanup below runs).
+    previous = signal.signal(signal.SIGTERM, server.handle_exit)
     try:
+        write_atomic(web.server, json.dumps({"url": bridge.url, "pid": os.getpid()}) + "\n")
+        _announce(out, bridge.url, owner)
         server.run(sockets=[sock])
-    except TuiError:
-        raise
     finally:
+        signal.signal(signal.SIGTERM, previous)
         sock.close()
         with contextlib.suppress(OSError):
             data = json.loads(web.server.read_text())

@@ -148,9 +148,9 @@ class LocalSessions:
         now = self.worker(session_id)
         if now["live"] and not now["leaving"]:
             return now
-        from tui.worker.launch import start_worker  # type: ignore[import-not-found,unused-ignore]
-
         try:
+            from tui.worker.launch import start_worker  # type: ignore[import-not-found,unused-ignore]
+
             await asyncio.to_thread(start_worker, self.state, record.id, timeout=max(0.5, wait))
         except TuiError:
             raise

@@ -1,0 +1,167 @@
+"""`tui web`, `tui remote add|list|remove` and `tui share` as a person types them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+
+import pytest
+
+from .conftest import Web
+
+
+def tui(state: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TUI_STATE_DIR": str(state)}
+    return subprocess.run(
+        [sys.executable, "-m", "tui", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_share_prints_the_guests_line_and_the_token_works(web: Web, tmp_path: Path) -> None:
+    sid = web.session()
+    token_file = tmp_path / "guest.token"
+    out = tui(
+        web.state,
+        "share",
+        sid[:8],
+        "--name",
+        "ana",
+        "--kind",
+        "collaborator",
+        "--ttl",
+        "2h",
+        "--turns",
+        "3",
+        "--token-file",
+        str(token_file),
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"tui remote add NAME {web.url} --token-file F" in out.stdout
+    assert f"tui --remote NAME attach {sid[:8]}" in out.stdout
+    assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+    token = token_file.read_text().strip()
+    assert token not in out.stdout
+    who = web.client(token).get("/api/info").json()["principal"]
+    assert (who["kind"], who["name"], who["session_id"], who["turns_left"]) == ("collaborator", "ana", sid, 3)
+
+    listed = tui(web.state, "share", "list", sid[:8])
+    assert listed.returncode == 0
+    assert "ana\tcollaborator\tactive" in listed.stdout
+    assert "turns 0/3" in listed.stdout
+
+    revoked = tui(web.state, "share", "revoke", sid[:8], "--participant", "ana")
+    assert revoked.returncode == 0
+    assert "revoked ana" in revoked.stdout
+    reply = web.client(token).get("/api/info")
+    assert reply.status_code == 401
+    assert reply.json()["error"] == "token_revoked"
+
+
+def test_share_without_a_token_file_shows_the_token_once(web: Web) -> None:
+    sid = web.session()
+    out = tui(web.state, "share", sid, "--name", "bo", "--kind", "viewer")
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("token (shown once"))
+    token = line.rsplit(" ", 1)[1]
+    assert web.client(token).get(f"/api/sessions/{sid}").status_code == 200
+
+
+def test_share_refuses_what_makes_no_sense(web: Web) -> None:
+    sid = web.session()
+    assert tui(web.state, "share", sid).returncode == 2
+    bad = tui(web.state, "share", sid, "--name", "x", "--kind", "viewer", "--turns", "3")
+    assert bad.returncode == 2 and "collaborator" in bad.stderr
+    ttl = tui(web.state, "share", sid, "--name", "x", "--kind", "viewer", "--ttl", "soon")
+    assert ttl.returncode == 1 and "2h" in ttl.stderr
+    missing = tui(web.state, "share", "ffffffff", "--name", "x", "--kind", "viewer")
+    assert missing.returncode == 1 and "tui sessions" in missing.stderr
+
+
+def test_remote_add_checks_the_server_and_keeps_no_token(web: Web, tmp_path: Path) -> None:
+    client_state = tmp_path / "client"
+    client_state.mkdir()
+    token_file = tmp_path / "owner.token"
+    token_file.write_text(web.token + "\n")
+    out = tui(client_state, "remote", "add", "lab", web.url, "--token-file", str(token_file))
+    assert out.returncode == 0, out.stderr
+    assert "as owner" in out.stdout
+    toml = (client_state / "remotes.toml").read_text()
+    assert web.url in toml and str(token_file) in toml
+    assert web.token not in toml
+    listed = tui(client_state, "remote", "list")
+    assert f"lab\t{web.url}\t{token_file}" in listed.stdout
+    assert tui(client_state, "remote", "remove", "lab").returncode == 0
+    assert "lab" not in tui(client_state, "remote", "list").stdout
+
+
+def test_remote_add_refuses_a_wrong_token(web: Web, tmp_path: Path) -> None:
+    token_file = tmp_path / "bad.token"
+    token_file.write_text("not-the-token\n")
+    out = tui(tmp_path, "remote", "add", "lab", web.url, "--token-file", str(token_file))
+    assert out.returncode == 6
+    assert "token" in out.stderr
+    assert not (tmp_path / "remotes.toml").exists()
+
+
+@pytest.fixture
+def old_server() -> Iterator[str]:
+    """An HTTP server that says it is a tui web without the features the commands need."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps({"app": "tui-web", "version": "0.0.1", "features": []}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_remote_add_refuses_a_server_too_old(old_server: str, tmp_path: Path) -> None:
+    token_file = tmp_path / "t"
+    token_file.write_text("x\n")
+    out = tui(tmp_path, "remote", "add", "old", old_server, "--token-file", str(token_file))
+    assert out.returncode == 1
+    assert "too old: update it there" in out.stderr
+
+
+def test_remote_add_says_when_nothing_answers(tmp_path: Path) -> None:
+    token_file = tmp_path / "t"
+    token_file.write_text("x\n")
+    out = tui(tmp_path, "remote", "add", "gone", "http://127.0.0.1:9", "--token-file", str(token_file))
+    assert out.returncode == 1
+    assert "tui web" in out.stderr
+
+
+def test_web_refuses_a_lan_address_without_a_token(tmp_path: Path) -> None:
+    out = tui(tmp_path, "web", "--host", "0.0.0.0", "--port", "0", timeout=20)
+    assert out.returncode == 2
+    assert "--token-file" in out.stderr
+
+
+def test_web_writes_server_json_and_removes_it_on_stop(tmp_path: Path) -> None:
+    from .conftest import start_web
+
+    w = start_web(tmp_path)
+    server = json.loads((tmp_path / "web" / "server.json").read_text())
+    assert server["url"] == w.url
+    assert server["pid"] == w.proc.pid
+    assert oct((tmp_path / "owner.token").stat().st_mode & 0o777) == "0o600"
+    assert w.stop() == 0
+    assert not (tmp_path / "web" / "server.json").exists()
