@@ -21,6 +21,7 @@ from starlette.routing import Route
 from tui.errors import Conflict, InvalidRequest, NotFound, TooLarge, TuiError
 from tui.protocol import (
     AnswerRequest,
+    By,
     DismissRequest,
     InterruptRequest,
     LeaveRequest,
@@ -92,6 +93,21 @@ def _int_param(request: Request, name: str, default: int, *, low: int = 0, high:
     return value
 
 
+def _by(request: Request) -> By | None:
+    """Who a forwarded request is for: ``X-Tui-By``, which only the web bridge sends.
+
+    The bridge socket is mode 0600 in a 0700 folder, so only this user's processes can set it;
+    the web bridge sets it for participants and drops any such header its own clients send.
+    """
+    raw = request.headers.get("x-tui-by")
+    if not raw:
+        return None
+    try:
+        return By.model_validate_json(raw)
+    except ValidationError:
+        raise InvalidRequest("X-Tui-By: not a {kind, name} object", field="X-Tui-By") from None
+
+
 def _sse(line: JournalLine) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (line.seq, line.type.encode(), line.raw)
 
@@ -136,7 +152,7 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def turn(request: Request) -> Response:
         body = await _parse(request, TurnRequest)
-        return _json(worker.submit(body), 202)
+        return _json(worker.submit(body, _by(request)), 202)
 
     async def unqueue(request: Request) -> Response:
         worker.unqueue(request.path_params["queue_id"])
@@ -144,12 +160,12 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def answer(request: Request) -> Response:
         body = await _parse(request, AnswerRequest)
-        worker.answer(body)
+        worker.answer(body, _by(request))
         return _json({"question_id": body.question_id, "answered": True})
 
     async def dismiss(request: Request) -> Response:
         body = await _parse(request, DismissRequest)
-        worker.dismiss(body.question_id, body.client_id)
+        worker.dismiss(body.question_id, body.client_id, _by(request))
         return _json({"question_id": body.question_id, "dismissed": True})
 
     async def interrupt(request: Request) -> Response:

@@ -221,8 +221,10 @@ class SessionWorker:
                 "this session's worker is stopping; attach again to start a new one", code="server_stopping"
             )
 
-    def submit(self, request: TurnRequest) -> TurnAccepted:
+    def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:
         """Start a turn now, or queue it. Idempotent by `request.request_id`.
+
+        `by` names a participant when the web bridge forwards their turn (the owner otherwise).
 
         Raises:
             Conflict: ``busy`` when delivery is ``now`` and a turn runs.
@@ -242,14 +244,14 @@ class SessionWorker:
                     "a turn is running; queue this prompt (delivery queue) or wait for the turn to end",
                     code="busy",
                 )
-            started = self._start(request.prompt, request.client_id, request.request_id, None, "user")
+            started = self._start(request.prompt, request.client_id, request.request_id, None, "user", by=by)
             return TurnAccepted(turn_id=started.turn_id, seq=started.seq)
         item = QueueItem(
             queue_id=_new_id("q"),
             request_id=request.request_id,
             prompt=request.prompt,
             client_id=request.client_id,
-            by=self.by,
+            by=by or self.by,
         )
         changed = self.emit(QueueChanged(items=[*self.state.queue, item]))
         accepted = TurnAccepted(queue_id=item.queue_id, seq=changed.seq)
@@ -391,7 +393,7 @@ class SessionWorker:
             )
         return question
 
-    def answer(self, request: AnswerRequest) -> None:
+    def answer(self, request: AnswerRequest, by: By | None = None) -> None:
         """Answer the pending question; the first answer wins.
 
         Raises:
@@ -422,17 +424,17 @@ class SessionWorker:
                 selected=list(request.selected),
                 freeform=freeform,
                 client_id=request.client_id,
-                by=self.by,
+                by=by or self.by,
             )
         )
         self._settle(Answer(list(request.selected), freeform))
 
-    def dismiss(self, question_id: str, client_id: str | None = None) -> None:
+    def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
         """Dismiss the pending question (the program sees ``ToolError("dismissed")``)."""
         question = self._pending(question_id)
         self.emit(
             QuestionResolved(
-                question_id=question.question_id, how="dismissed", client_id=client_id, by=self.by
+                question_id=question.question_id, how="dismissed", client_id=client_id, by=by or self.by
             )
         )
         self._settle(QuestionDismissed("dismissed"))
