@@ -151,6 +151,9 @@ def test_journal_seq_continues_across_opens_and_reads_from_a_cursor(tmp_path: Pa
         assert lines[-1].type == "worker_started"
         assert lines[0].decode() == TextChunk(seq=9, at=lines[0].decode().at, turn_id="t", text="chunk 7")
         assert [line.seq for line in j.read_after(0, limit=3)] == [1, 2, 3]
+        one = len(j.read_after(1, 1)[0].raw) + 1
+        assert [line.seq for line in j.read_after(1, max_bytes=2 * one + 1)] == [2, 3]
+        assert [line.seq for line in j.read_after(1, max_bytes=1)] == [2], "never less than one event"
         assert j.read_after(11) == []
 
 

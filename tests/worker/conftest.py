@@ -168,6 +168,15 @@ def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
         delay = min(0.05, delay * 1.5)
 
 
+async def eventually(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
+    """`wait_until` without blocking the event loop (for file states that have no event)."""
+    delay = 0.002
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+
+
 def stop_worker(state: StatePaths, session_id: str) -> None:
     from tui.store import read_sidecar
 

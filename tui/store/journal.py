@@ -229,8 +229,13 @@ class Journal:
         return self._line_at(len(self._seqs) - 1) if self._seqs else None
 
     # --- reading -----------------------------------------------------------------------------
-    def read_after(self, cursor: int, limit: int = 1000) -> list[JournalLine]:
+    def read_after(self, cursor: int, limit: int = 1000, max_bytes: int | None = None) -> list[JournalLine]:
         """At most `limit` events with ``seq > cursor``, in order.
+
+        Args:
+            cursor: the last seq the caller has.
+            limit: at most this many events.
+            max_bytes: at most about this many bytes (always at least one event).
 
         A reader refreshes its index first, so it sees what the worker appended since.
         """
@@ -242,6 +247,8 @@ class Journal:
             return []
         assert self._read_fd is not None
         start = self._offsets[i]
+        if max_bytes is not None:
+            j = max(i + 1, min(j, bisect.bisect_right(self._offsets, start + max_bytes, i, j) - 1))
         end = self._offsets[j] if j < len(self._offsets) else self._end
         data = os.pread(self._read_fd, end - start, start)
         lines: list[JournalLine] = []

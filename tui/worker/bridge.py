@@ -41,6 +41,8 @@ MAX_BODY = 4 * 1024 * 1024
 KEEPALIVE = 5.0
 """Seconds between ``: ping`` comments on an idle stream."""
 REPLAY_BATCH = 512
+REPLAY_BYTES = 256 * 1024
+"""A replay sends at most this much at once, so a slow client holds little in memory."""
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -233,7 +235,7 @@ async def _stream(worker: SessionWorker, cursor: int, client_id: str | None) -> 
         while True:
             # From the journal: at the start, and whenever this follower fell behind.
             while True:
-                lines = worker.journal.read_after(sent, REPLAY_BATCH)
+                lines = worker.journal.read_after(sent, REPLAY_BATCH, REPLAY_BYTES)
                 if not lines:
                     break
                 yield b"".join(_sse(line) for line in lines)

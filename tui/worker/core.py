@@ -126,7 +126,7 @@ class SessionWorker:
         agent: Agent,
         *,
         lock: OwnerLock | None = None,
-        follower_limit: int = 2048,
+        follower_limit: tuple[int, int] = (4096, 8 * 1024 * 1024),
     ) -> None:
         self.paths = paths
         self.record = record
@@ -134,7 +134,7 @@ class SessionWorker:
         self.agent = agent
         self.lock = lock
         self.state = SessionState(model=agent.model)
-        self.hub = Hub(follower_limit)
+        self.hub = Hub(*follower_limit)
         self.turn_store = TurnStore(paths.turns)
         self.by = owner()
         self.started_monotonic = time.monotonic()

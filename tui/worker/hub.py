@@ -3,18 +3,21 @@
 Publishing never waits: a follower whose client stopped reading fills its queue, which is then
 emptied and marked *behind*; its stream goes back to reading the journal from the last event it
 sent. One stalled client therefore neither holds the others back nor grows memory past
-``limit`` events.
+``limit`` events or ``limit_bytes`` bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import Final
 
 from tui.store import JournalLine
 
 __all__ = ["BEHIND", "CLOSED", "Hub", "Subscription"]
+
+log = logging.getLogger("tui.worker.hub")
 
 
 class _Signal:
@@ -34,9 +37,12 @@ CLOSED: Final = _Signal("CLOSED")
 class Subscription:
     """One follower's queue of live events."""
 
-    def __init__(self, client_id: str | None, limit: int) -> None:
+    def __init__(self, client_id: str | None, limit: int, limit_bytes: int) -> None:
         self.client_id = client_id
         self.limit = limit
+        self.limit_bytes = limit_bytes
+        self.size = 0
+        """Bytes of the queued events."""
         self.items: deque[JournalLine] = deque()
         self.behind = False
         self.closed = False
@@ -47,12 +53,17 @@ class Subscription:
     def push(self, line: JournalLine) -> None:
         if self.closed:
             return
-        if len(self.items) >= self.limit:
+        if self.behind:
+            pass
+        elif len(self.items) >= self.limit or self.size + len(line.raw) > self.limit_bytes:
             self.items.clear()
+            self.size = 0
             self.behind = True
             self.dropped += 1
-        elif not self.behind:
+            log.info("follower %s fell behind; its stream reads the journal instead", self.client_id or "?")
+        else:
             self.items.append(line)
+            self.size += len(line.raw)
         self._wake.set()
 
     def close(self) -> None:
@@ -72,22 +83,25 @@ class Subscription:
         if self.behind:
             self.behind = False
             self.items.clear()
+            self.size = 0
             return BEHIND
         batch = list(self.items)
         self.items.clear()
+        self.size = 0
         return batch
 
 
 class Hub:
     """Fans appended events out to the open streams."""
 
-    def __init__(self, limit: int = 2048) -> None:
+    def __init__(self, limit: int = 4096, limit_bytes: int = 8 * 1024 * 1024) -> None:
         self.limit = limit
+        self.limit_bytes = limit_bytes
         self._subs: set[Subscription] = set()
 
     def subscribe(self, client_id: str | None) -> Subscription:
         """A new follower; it receives every event published from now on."""
-        sub = Subscription(client_id, self.limit)
+        sub = Subscription(client_id, self.limit, self.limit_bytes)
         self._subs.add(sub)
         return sub
 

@@ -99,7 +99,7 @@ class _Server(uvicorn.Server):
 async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock) -> int:
     journal = Journal.open_for_append(paths.journal)
     agent = make_agent(record)
-    worker = SessionWorker(paths, record, journal, agent, lock=lock)
+    worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
     worker.load()
     worker.begin()
     sock_path = paths.socket
@@ -162,6 +162,15 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock) ->
     warm.cancel()
     log.info("worker %d left session %s", os.getpid(), record.id)
     return 0
+
+
+def _follower_limit() -> tuple[int, int]:
+    """Each follower's live queue bound: ``TUI_FOLLOWER_QUEUE=EVENTS:BYTES`` (4096:8388608)."""
+    events, _, size = os.environ.get("TUI_FOLLOWER_QUEUE", "").partition(":")
+    try:
+        return int(events or 4096), int(size or 8 * 1024 * 1024)
+    except ValueError:
+        return 4096, 8 * 1024 * 1024
 
 
 def _logging(path: Path) -> None:
