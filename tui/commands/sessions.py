@@ -1,14 +1,341 @@
-"""Commands: sessions."""
+"""Commands: sessions, send, answer, dismiss, stop, archive, delete (cli.md).
+
+Each runs its async body with `asyncio.run` here, at the command boundary; errors are `TuiError`s
+that `tui.cli` prints and turns into exit codes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import IO, TypeVar
 
-from tui.errors import TuiError
+from tui.access.base import SessionAccess, SessionSummary
+from tui.errors import Conflict, TuiError, UsageError
+from tui.link.base import AttachLink
+from tui.link.local import local_client_id
+from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
+from tui.protocol import Event, TextChunk
+
+__all__ = [
+    "open_access",
+    "run_answer",
+    "run_archive",
+    "run_delete",
+    "run_dismiss",
+    "run_send",
+    "run_sessions",
+    "run_stop",
+]
+
+T = TypeVar("T")
 
 
-def _not_yet(args: argparse.Namespace) -> int:
-    raise TuiError(f"`tui {args.command}` is not built yet; see `tui --help`")
+def open_access(args: argparse.Namespace) -> SessionAccess:
+    """The sessions the command works on: this machine's, or `--remote NAME`'s."""
+    remote = getattr(args, "remote", None)
+    if remote:
+        try:
+            from tui.access import remote as remote_access  # type: ignore[attr-defined, unused-ignore]
+        except ImportError as exc:
+            raise TuiError(f"remote sessions are not available in this version (--remote {remote})") from exc
+        opened: SessionAccess = remote_access.open_access(remote, getattr(args, "state_dir", None))
+        return opened
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
+
+    return LocalAccess(StatePaths.resolve(getattr(args, "state_dir", None)))
 
 
-run_sessions = run_send = run_answer = run_dismiss = run_stop = run_archive = run_delete = _not_yet
+def _run(body: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        return await body()
+
+    return asyncio.run(main())
+
+
+def _say(text: str, err: IO[str] | None = None) -> None:
+    print(f"tui: {text}", file=err or sys.stderr, flush=True)
+
+
+# --- sessions ------------------------------------------------------------------------------------
+def _age(summary: SessionSummary) -> str:
+    then = summary.updated_at or summary.created_at
+    seconds = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _folder(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and (path == home or path.startswith(home + "/")) else path
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    """``tui sessions``: the sessions as a table, or ``--json``."""
+    access = open_access(args)
+    rows = _run(lambda: access.list_sessions(include_archived=args.all))
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        return 0
+    if not rows:
+        hint = "" if args.all else " (`tui sessions --all` shows archived ones)"
+        _say(f"no sessions yet{hint}; `tui send --new PROMPT` or `tui` starts one")
+        return 0
+    table = [("ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
+    for r in rows:
+        live = "yes" if r.live else "no"
+        title = _clip(r.title or "(untitled)", 40)
+        table.append((r.id[:8], title, r.state, live, _age(r), _folder(r.folder)))
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    for row in table:
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+    return 0
+
+
+# --- send ----------------------------------------------------------------------------------------
+class ReplyPrinter:
+    """Writes the reply text of this client's turns to stdout as it streams (plain bytes)."""
+
+    def __init__(self, watch_turns: Callable[[], set[str]], out: IO[bytes]) -> None:
+        self._turns = watch_turns
+        self.out = out
+        self.streamed: dict[str, bool] = {}
+        self._last: str = ""
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextChunk) and event.turn_id in self._turns() and event.text:
+            self.out.write(event.text.encode("utf-8", "replace"))
+            self.out.flush()
+            self.streamed[event.turn_id] = True
+            self._last = event.text[-1]
+
+    def finish(self, result: TurnResult) -> None:
+        """Complete the turn's output: the reply when nothing streamed, a final newline if missing."""
+        if not self.streamed.get(result.turn_id) and result.reply:
+            self.out.write(result.reply.encode("utf-8", "replace"))
+            self._last = result.reply[-1]
+        if self._last and self._last != "\n":
+            self.out.write(b"\n")
+        self._last = ""
+        self.out.flush()
+
+
+def turn_exit(link: AttachLink, result: TurnResult, agent: str, err: IO[str]) -> int:
+    """Say how a turn ended on stderr and return its exit code (cli.md)."""
+    short = link.session_id[:8]
+    if result.outcome == "completed":
+        if not result.reply and agent != "python":
+            _say(f"the turn completed with no reply at all; `{link.command('attach', short)}` to look", err)
+            return 5
+        return 0
+    if result.outcome == "interrupted":
+        _say(f"the turn was interrupted; `{link.command('attach', short)}` to look", err)
+        return 1
+    why = (result.error or "failed").strip().splitlines()
+    _say(f"the turn failed: {why[-1] if why else 'failed'}; `{link.command('attach', short)}` to look", err)
+    return 1
+
+
+def _abspath(folder: str | None) -> str:
+    return os.path.abspath(folder or os.getcwd())
+
+
+def _parse_send(args: argparse.Namespace) -> tuple[str | None, str]:
+    words: list[str] = list(args.args)
+    if args.new:
+        if not words:
+            raise UsageError("`tui send --new PROMPT` needs a prompt")
+        return None, " ".join(words)
+    if args.dir:
+        raise UsageError("--dir goes with --new: `tui send --new --dir D PROMPT`")
+    if len(words) < 2:
+        raise UsageError("`tui send ID PROMPT` needs a session id and a prompt (or `tui send --new PROMPT`)")
+    return words[0], " ".join(words[1:])
+
+
+def run_send(args: argparse.Namespace) -> int:
+    """``tui send``: deliver a turn without a TUI; with ``--wait``, print its reply."""
+    target, prompt = _parse_send(args)
+    access = open_access(args)
+    return _run(lambda: send(access, target, prompt, args))
+
+
+async def send(
+    access: SessionAccess,
+    target: str | None,
+    prompt: str,
+    args: argparse.Namespace,
+    *,
+    out: IO[bytes] | None = None,
+    err: IO[str] | None = None,
+) -> int:
+    """The body of ``tui send`` (see `run_send`)."""
+    out = out or sys.stdout.buffer
+    err = err or sys.stderr
+    sent = False
+    link: AttachLink | None = None
+    watch: SessionWatch | None = None
+    try:
+        async with asyncio.timeout(args.timeout):
+            if target is None:
+                folder = _abspath(args.dir)
+                sid = await access.create(working_directory=folder)
+                print(sid, file=err, flush=True)
+            else:
+                sid = await access.resolve(target)
+            link = await access.link(sid, client_id=local_client_id())
+            watch = await SessionWatch.open(link)
+            printer = ReplyPrinter(lambda: watch.own_turns if watch else set(), out)
+            watch.on_event = printer
+            if watch.question is not None:
+                raise Unanswered(describe_question(link, watch.question), watch.question)
+            if not args.queue:
+                await watch.wait_idle()
+            rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
+            sent = True
+            short = sid[:8]
+            if not args.wait:
+                how = "queued for" if args.queue else "sent to"
+                _say(f"{how} session {short}; `{link.command('attach', short)}` to watch", err)
+                return 0
+            result = await watch.wait_turn(rid)
+            printer.finish(result)
+            agent = "python"
+            if result.outcome == "completed" and not result.reply:
+                agent = (await link.info()).agent
+            return turn_exit(link, result, agent, err)
+    except TimeoutError:
+        where = f"`{link.command('attach', link.session_id[:8])}` to watch" if link else "nothing was started"
+        left = "the turn keeps running" if sent else "nothing was sent"
+        _say(f"timed out after {args.timeout:g} s; {left}; {where}", err)
+        return 1
+    finally:
+        if watch is not None:
+            await watch.close()
+        if link is not None:
+            await link.close()
+
+
+# --- questions -----------------------------------------------------------------------------------
+async def _question_link(access: SessionAccess, prefix: str) -> AttachLink:
+    sid = await access.resolve(prefix)
+    summary = await access.show(sid)
+    if not summary.live:
+        raise Conflict(
+            f"session {sid[:8]} has no live worker, so no question is waiting; "
+            f"`{access.command('attach', sid[:8])}` resumes it",
+            code="question_not_pending",
+        )
+    return await access.link(sid, client_id=local_client_id())
+
+
+def run_answer(args: argparse.Namespace) -> int:
+    """``tui answer ID --option N --text T``: answer the pending question."""
+    access = open_access(args)
+
+    async def body() -> int:
+        link = await _question_link(access, args.id)
+        try:
+            question = (await link.transcript(limit=0)).question
+            short = link.session_id[:8]
+            if question is None:
+                raise Conflict(
+                    f"session {short} has no pending question; `{link.command('attach', short)}` to look",
+                    code="question_not_pending",
+                )
+            if not args.option and args.text is None:
+                raise UsageError("give --option N and/or --text T:\n" + describe_question(link, question))
+            labels = [o.label for o in question.options]
+            selected: list[str] = []
+            for n in args.option:
+                if not 1 <= n <= len(labels):
+                    raise UsageError(f"there is no option {n}:\n" + describe_question(link, question))
+                selected.append(labels[n - 1])
+            await link.answer(question.question_id, selected, args.text)
+            said = ", ".join([*selected, *([repr(args.text)] if args.text is not None else [])])
+            _say(f"answered {question.text!r} with {said}")
+            return 0
+        finally:
+            await link.close()
+
+    return _run(body)
+
+
+def run_dismiss(args: argparse.Namespace) -> int:
+    """``tui dismiss ID``: dismiss the pending question."""
+    access = open_access(args)
+
+    async def body() -> int:
+        link = await _question_link(access, args.id)
+        try:
+            question = (await link.transcript(limit=0)).question
+            short = link.session_id[:8]
+            if question is None:
+                raise Conflict(
+                    f"session {short} has no pending question; `{link.command('attach', short)}` to look",
+                    code="question_not_pending",
+                )
+            await link.dismiss(question.question_id)
+            _say(f"dismissed {question.text!r}")
+            return 0
+        finally:
+            await link.close()
+
+    return _run(body)
+
+
+# --- the session ---------------------------------------------------------------------------------
+def run_stop(args: argparse.Namespace) -> int:
+    """``tui stop ID``: stop the worker; the session stays."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        stopped = await access.stop(sid)
+        short = sid[:8]
+        if stopped:
+            _say(f"stopped session {short}; `{access.command('attach', short)}` resumes it")
+        else:
+            _say(f"session {short} had no live worker; `{access.command('attach', short)}` resumes it")
+        return 0
+
+    return _run(body)
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    """``tui archive ID``: hide the session from lists."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        await access.archive(sid)
+        _say(f"archived session {sid[:8]}; `{access.command('sessions', '--all')}` still lists it")
+        return 0
+
+    return _run(body)
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    """``tui delete ID [--force]``: remove the session."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        await access.delete(sid, force=args.force)
+        _say(f"deleted session {sid[:8]}")
+        return 0
+
+    return _run(body)

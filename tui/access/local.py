@@ -1,0 +1,140 @@
+"""`LocalAccess`: the session commands on this machine's state dir, starting workers as needed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from datetime import UTC, datetime
+
+from tui.access.base import SessionAccess, SessionSummary
+from tui.errors import Conflict, TuiError, WorkerUnavailable
+from tui.link.client import BridgeClient
+from tui.link.local import LocalLink, wait_for_release
+from tui.store import (
+    SessionRecord,
+    StatePaths,
+    archive_session,
+    create_session,
+    delete_session,
+    get_session,
+    is_live,
+    list_sessions,
+    read_sidecar,
+    resolve_id,
+)
+
+__all__ = ["LocalAccess"]
+
+
+class LocalAccess(SessionAccess):
+    """The sessions of one state dir.
+
+    Args:
+        state: the state dir (`StatePaths.resolve()` for the user's).
+    """
+
+    where = "local"
+
+    def __init__(self, state: StatePaths) -> None:
+        self.state = state
+
+    async def _state_of(self, record: SessionRecord) -> SessionSummary:
+        paths = self.state.session(record.id)
+        live = is_live(paths.lock)
+        state: str = "archived" if record.status == "archived" else "stopped"
+        if live and record.status != "archived":
+            state = "idle"
+            car = read_sidecar(paths.sidecar)
+            if car is not None:
+                client = BridgeClient(socket_path=car.socket, timeout=2.0)
+                try:
+                    state = (await client.transcript(limit=0)).state
+                except TuiError:
+                    pass
+                finally:
+                    await client.close()
+        try:
+            updated = datetime.fromtimestamp(paths.journal.stat().st_mtime, UTC)
+        except OSError:
+            updated = None
+        return SessionSummary(
+            id=record.id,
+            title=record.title,
+            state=state,  # type: ignore[arg-type]
+            live=live,
+            folder=record.working_directory,
+            created_at=record.created_at,
+            updated_at=updated,
+            agent=record.agent,
+            model=record.model,
+            archived=record.status == "archived",
+        )
+
+    async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
+        records = await asyncio.to_thread(list_sessions, self.state, include_archived=include_archived)
+        return list(await asyncio.gather(*(self._state_of(r) for r in records)))
+
+    async def resolve(self, prefix: str) -> str:
+        return resolve_id(self.state, prefix)
+
+    async def show(self, session_id: str) -> SessionSummary:
+        return await self._state_of(get_session(self.state, session_id))
+
+    async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
+        record = create_session(self.state, working_directory=working_directory, agent=agent, model=model)
+        await self.wake(record.id)
+        return record.id
+
+    async def wake(self, session_id: str, *, wait: float = 10.0) -> None:
+        from tui.worker.launch import start_worker_async
+
+        get_session(self.state, session_id)
+        await start_worker_async(self.state.root, session_id, timeout=wait)
+
+    async def stop(self, session_id: str) -> bool:
+        paths = self.state.session(session_id)
+        get_session(self.state, session_id)
+        if not is_live(paths.lock):
+            return False
+        car = read_sidecar(paths.sidecar)
+        if car is not None:
+            client = BridgeClient(socket_path=car.socket, label=f"the worker of session {session_id[:8]}")
+            try:
+                await client.leave()
+            except WorkerUnavailable:
+                pass
+            finally:
+                await client.close()
+        if await wait_for_release(paths.lock, 10.0):
+            return True
+        # The worker did not leave when asked: end its process the way `kill` would.
+        if car is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(car.pid, signal.SIGTERM)
+            if await wait_for_release(paths.lock, 5.0):
+                return True
+        raise WorkerUnavailable(
+            f"the worker of session {session_id[:8]} did not stop; "
+            f"`{self.command('stop', session_id[:8])}` tries again"
+        )
+
+    async def archive(self, session_id: str) -> None:
+        await asyncio.to_thread(archive_session, self.state, session_id)
+
+    async def delete(self, session_id: str, *, force: bool = False) -> None:
+        get_session(self.state, session_id)
+        if is_live(self.state.session(session_id).lock):
+            if not force:
+                raise Conflict(
+                    f"session {session_id[:8]} has a live worker; "
+                    f"`{self.command('delete', session_id[:8], '--force')}` stops it first",
+                    code="worker_running",
+                )
+            await self.stop(session_id)
+        await asyncio.to_thread(delete_session, self.state, session_id)
+
+    async def link(self, session_id: str, *, client_id: str) -> LocalLink:
+        await self.wake(session_id)
+        return LocalLink(self.state, session_id, client_id=client_id)

@@ -1,0 +1,248 @@
+"""`LocalLink`: a session on this machine, reached through the state dir and its worker's socket.
+
+It finds the worker through ``worker.json`` (the real socket path), asks the owner lock whether
+a worker lives, and reads the journal's last event to tell a worker that stopped on purpose
+(``worker_leaving``: gone) from one that died (restarted here, at most 3 times in 60 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Literal
+
+from tui.errors import InvalidRequest, TuiError, WorkerUnavailable
+from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.link.client import BridgeClient
+from tui.protocol import (
+    AnswerRequest,
+    DismissRequest,
+    Event,
+    ImageRef,
+    Info,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRequest,
+    WorkerLeaving,
+)
+from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
+
+__all__ = ["LocalLink", "local_client_id", "wait_for_release"]
+
+RESTARTS = 3
+"""How many times a link restarts a dead worker within `RESTART_WINDOW` seconds."""
+RESTART_WINDOW = 60.0
+
+
+def local_client_id() -> str:
+    """This client process, as the UIs name it: ``tui:<host>:<pid>``."""
+    return f"tui:{socket.gethostname()}:{os.getpid()}"
+
+
+async def wait_for_release(lock: Path, seconds: float) -> bool:
+    """Wait until no worker holds `lock`; False when one still does after `seconds`."""
+    deadline = time.monotonic() + seconds
+    pause = 0.005
+    while is_live(lock):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(0.1, pause * 1.5)
+    return True
+
+
+class LocalLink(AttachLink):
+    """One session of this machine's state dir.
+
+    Args:
+        state: the state dir.
+        session_id: the session's full id.
+        client_id: this client (``tui:<host>:<pid>`` by default).
+    """
+
+    where = "local"
+    backoff = Backoff(first=0.1, factor=1.6, jitter=0.2, cap=30.0)
+    paths_complete = True
+    no_worker_timeout = 10.0
+
+    def __init__(self, state: StatePaths, session_id: str, *, client_id: str | None = None) -> None:
+        self.state = state
+        self.session_id = session_id
+        self.client_id = client_id or local_client_id()
+        self.paths = state.session(session_id)
+        self._client: BridgeClient | None = None
+        self._old_clients: list[BridgeClient] = []
+        self._journal: Journal | None = None
+        self._restarts: deque[float] = deque()
+        self._starting: asyncio.Task[object] | None = None
+
+    @property
+    def short(self) -> str:
+        return self.session_id[:8]
+
+    @property
+    def retry_hint(self) -> float | None:  # type: ignore[override]
+        return self._client.retry_hint if self._client is not None else None
+
+    # --- finding the worker --------------------------------------------------------------------
+    def _bridge(self) -> BridgeClient:
+        """The client for the live worker's socket (a new one when the socket moved)."""
+        car = read_sidecar(self.paths.sidecar)
+        path = car.socket if car is not None else str(self.paths.socket)
+        if self._client is None or self._client.socket_path != path:
+            if self._client is not None:
+                self._old_clients.append(self._client)
+            self._client = BridgeClient(socket_path=path, label=f"the worker of session {self.short}")
+        return self._client
+
+    def _last_event_is_leaving(self) -> WorkerLeaving | None:
+        try:
+            if self._journal is None:
+                self._journal = Journal.open_for_reading(self.paths.journal)
+            else:
+                self._journal.refresh()
+        except TuiError:
+            # A new worker cut a torn line: read the journal afresh.
+            self._journal = Journal.open_for_reading(self.paths.journal)
+        last = self._journal.last_line()
+        if last is None or last.type != "worker_leaving":
+            return None
+        try:
+            event = last.decode()
+        except ValueError:
+            return WorkerLeaving()
+        return event if isinstance(event, WorkerLeaving) else None
+
+    async def locate(self) -> Located:
+        """Live, starting (a worker is being restarted or is leaving), or gone for good."""
+        if not self.paths.record.exists():
+            return Located("gone", f"session {self.short} was deleted")
+        if self._starting is not None:
+            if not self._starting.done():
+                return Located("starting", "a new worker is starting")
+            task, self._starting = self._starting, None
+            exc = task.exception()
+            if exc is not None:
+                self.failure = str(exc)
+                return Located("gone", f"the worker could not be restarted: {exc}")
+        if is_live(self.paths.lock):
+            car = read_sidecar(self.paths.sidecar)
+            if car is None:
+                return Located("starting", "the worker is starting")
+            if car.leaving:
+                return Located("starting", "the worker is stopping")
+            return Located("live", version=car.version, epoch=car.epoch)
+        leaving = self._last_event_is_leaving()
+        if leaving is not None:
+            why = f" ({leaving.reason})" if leaving.reason else ""
+            return Located(
+                "gone", f"the worker stopped{why}; `{self.command('attach', self.short)}` starts it again"
+            )
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > RESTART_WINDOW:
+            self._restarts.popleft()
+        if len(self._restarts) >= RESTARTS:
+            return Located(
+                "gone",
+                f"the worker of session {self.short} died {RESTARTS} times within {RESTART_WINDOW:g} s; "
+                f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
+            )
+        self._restarts.append(now)
+        from tui.worker.launch import start_worker_async
+
+        launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
+        self._starting = asyncio.create_task(launch)
+        return Located("starting", "the worker stopped unexpectedly; starting a new one")
+
+    def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
+        return self._bridge().events(cursor, client_id=self.client_id, announce_open=True)
+
+    # --- requests --------------------------------------------------------------------------------
+    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
+        return await self._bridge().transcript(limit, before)
+
+    async def info(self) -> Info:
+        return await self._bridge().info()
+
+    async def send_turn(
+        self,
+        prompt: str,
+        *,
+        request_id: str,
+        delivery: Literal["now", "queue"] = "now",
+        images: list[ImageRef] | None = None,
+    ) -> TurnAccepted:
+        request = TurnRequest(
+            prompt=prompt,
+            client_id=self.client_id,
+            request_id=request_id,
+            images=images or [],
+            delivery=delivery,
+        )
+        return await self._bridge().send_turn(request)
+
+    async def unqueue(self, queue_id: str) -> None:
+        await self._bridge().unqueue(queue_id)
+
+    async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
+        request = AnswerRequest(
+            question_id=question_id, selected=selected, freeform=freeform, client_id=self.client_id
+        )
+        await self._bridge().answer(request)
+
+    async def dismiss(self, question_id: str) -> None:
+        await self._bridge().dismiss(DismissRequest(question_id=question_id, client_id=self.client_id))
+
+    async def interrupt(self) -> bool:
+        return await self._bridge().interrupt(self.client_id)
+
+    async def set_model(self, model: str) -> None:
+        await self._bridge().set_model(model)
+
+    async def stats(self) -> Stats:
+        return await self._bridge().stats()
+
+    async def upload_image(self, path: Path) -> ImageRef:
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
+            raise InvalidRequest(f"cannot read image {path}: {exc.strerror}; check the path") from exc
+        return await self._bridge().upload_image(data, path.name)
+
+    # --- the session -----------------------------------------------------------------------------
+    async def stop_worker(self) -> None:
+        """Ask the worker to leave and wait until it let go of the session."""
+        if not is_live(self.paths.lock):
+            return
+        with contextlib.suppress(WorkerUnavailable):
+            await self._bridge().leave()
+        if not await wait_for_release(self.paths.lock, 10.0):
+            raise WorkerUnavailable(
+                f"the worker of session {self.short} did not stop within 10 s; "
+                f"`{self.command('stop', self.short)}` tries again"
+            )
+
+    async def delete_session(self) -> None:
+        await self.stop_worker()
+        await asyncio.to_thread(delete_session, self.state, self.session_id)
+
+    async def archive_session(self) -> None:
+        await asyncio.to_thread(archive_session, self.state, self.session_id)
+
+    async def close(self) -> None:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        for client in [*self._old_clients, *([self._client] if self._client else [])]:
+            await client.close()
+        self._old_clients.clear()
+        self._client = None
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None

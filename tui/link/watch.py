@@ -1,0 +1,355 @@
+"""Waiting on a session without a UI: the code `tui send --wait` and the piped surface share.
+
+`SessionWatch` keeps a session's state (idle/working/asking, the pending question, which turn
+each request started, how each turn ended) current from one `Follower`, pumped in a task so
+that waiting can time out or be interrupted without breaking the stream. `wait_idle` and
+`run_turn` wait on it; questions are answered by a `QuestionPolicy` or end the wait with
+`Unanswered` (exit 3), a worker that went away for good with `WorkerGoneError` (exit 4 or 6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tui.errors import Conflict, InvalidRequest, TuiError
+from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
+from tui.link.follow import Follower
+from tui.protocol import (
+    Event,
+    PendingQuestion,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    QueueItem,
+    Status,
+    Transcript,
+    TurnEnded,
+    TurnStarted,
+)
+
+__all__ = [
+    "AnswerSpec",
+    "QuestionPolicy",
+    "SessionWatch",
+    "TurnResult",
+    "Unanswered",
+    "WorkerGoneError",
+    "describe_question",
+    "resolve_answer",
+]
+
+AnswerSpec = str | int | list[str | int]
+"""An answer as a script gives it: an option's label or number (1-based), free text, or a list."""
+
+
+class Unanswered(TuiError):
+    """A question is waiting for an answer nobody here can give."""
+
+    code = "unanswered"
+    exit_code = 3
+
+    def __init__(self, detail: str, question: PendingQuestion) -> None:
+        super().__init__(detail)
+        self.question = question
+
+
+class WorkerGoneError(TuiError):
+    """The session's worker went away and did not come back."""
+
+    code = "worker_gone"
+    exit_code = 4
+
+    def __init__(self, gone: Gone) -> None:
+        super().__init__(gone.reason)
+        self.exit_code = gone.exit_code  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How one turn ended."""
+
+    turn_id: str
+    outcome: Literal["completed", "failed", "interrupted"]
+    reply: str
+    error: str | None = None
+
+
+def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[str], str | None]:
+    """Turn a script's answer into option labels and free text for `question`.
+
+    A number (or a string of digits) within the options picks that option (1-based); a string
+    equal to an option's label (ignoring case) picks it; anything else is free text when the
+    question takes it.
+
+    Raises:
+        InvalidRequest: the answer fits none of the options and free text is not allowed.
+    """
+    items = spec if isinstance(spec, list) else [spec]
+    labels = [o.label for o in question.options]
+    selected: list[str] = []
+    free: list[str] = []
+    for item in items:
+        text = str(item).strip()
+        if (isinstance(item, int) or text.isdigit()) and 1 <= int(text) <= len(labels):
+            selected.append(labels[int(text) - 1])
+            continue
+        match = next((label for label in labels if label.casefold() == text.casefold()), None)
+        if match is not None:
+            selected.append(match)
+        elif question.freeform:
+            free.append(str(item))
+        else:
+            offered = ", ".join(f"{i}. {label}" for i, label in enumerate(labels, 1))
+            raise InvalidRequest(f"{text!r} is not one of the options of {question.text!r} ({offered})")
+    if len(selected) > 1 and not question.multiple:
+        raise InvalidRequest(f"{question.text!r} takes one option, not {len(selected)}")
+    return selected, ("\n".join(free) if free else None)
+
+
+def describe_question(link: AttachLink, question: PendingQuestion) -> str:
+    """The question, its options numbered, and the exact commands that answer it (for stderr)."""
+    short = link.session_id[:8]
+    lines = [f"session {short} asks: {question.text}"]
+    width = max((len(o.label) for o in question.options), default=0)
+    for i, option in enumerate(question.options, 1):
+        about = f" - {option.description}" if option.description else ""
+        command = link.command("answer", short, "--option", str(i))
+        lines.append(f"  {i}. {(option.label + about).ljust(width)}   {command}")
+    if question.options and question.multiple:
+        lines.append("several options: repeat --option, e.g. --option 1 --option 2")
+    if question.freeform:
+        lines.append("free text:  " + link.command("answer", short, "--text", shlex.quote("your answer")))
+    lines.append(f"dismiss with: {link.command('dismiss', short)}")
+    return "\n".join(lines)
+
+
+@dataclass
+class QuestionPolicy:
+    """How questions are answered without a person.
+
+    Attributes:
+        answers: a list (the n-th question gets the n-th answer) or a map from question text to
+            answer; None for no prepared answers.
+        timeout: seconds to wait for someone else (another client) to answer; None: do not wait.
+        default: the answer given once `timeout` passed; None: give up (exit 3).
+    """
+
+    answers: list[AnswerSpec] | dict[str, AnswerSpec] | None = None
+    timeout: float | None = None
+    default: str | None = None
+    asked: int = 0
+
+    def prepared(self, question: PendingQuestion) -> AnswerSpec | None:
+        """The prepared answer for the next question asked, if any."""
+        self.asked += 1
+        if isinstance(self.answers, list):
+            return self.answers[self.asked - 1] if self.asked <= len(self.answers) else None
+        if isinstance(self.answers, dict):
+            return self.answers.get(question.text)
+        return None
+
+
+@dataclass
+class SessionWatch:
+    """A session's state, kept current from one follower.
+
+    Args:
+        link: the session.
+        transcript: where to start (its cursor, state, question, queue, current turn).
+        on_event: called with each event as it is applied.
+        on_state: called with each `LinkState` change.
+    """
+
+    link: AttachLink
+    transcript: Transcript
+    on_event: Callable[[Event], None] | None = None
+    on_state: Callable[[LinkState], None] | None = None
+    state: str = "idle"
+    question: PendingQuestion | None = None
+    queue: list[QueueItem] = field(default_factory=list)
+    current: str | None = None
+    by_request: dict[str, str] = field(default_factory=dict)
+    ended: dict[str, TurnEnded] = field(default_factory=dict)
+    gone: Gone | None = None
+    own_requests: set[str] = field(default_factory=set)
+    own_turns: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        t = self.transcript
+        self.state = t.state
+        self.question = t.question
+        self.queue = list(t.queue)
+        self.current = t.current.turn_id if t.current is not None and t.current.outcome is None else None
+        self.follower = Follower(self.link, t.cursor)
+        self._items: asyncio.Queue[Event | LinkState | BaseException] = asyncio.Queue(maxsize=4096)
+        self._pump: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def open(cls, link: AttachLink, **kwargs: Any) -> SessionWatch:
+        """Read the session's state now and start following it from there."""
+        return cls(link, await link.transcript(limit=0), **kwargs)
+
+    @property
+    def cursor(self) -> int:
+        return self.follower.cursor
+
+    async def _run_pump(self) -> None:
+        try:
+            async for item in self.follower:
+                await self._items.put(item)
+                if isinstance(item, Gone):
+                    return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            await self._items.put(exc)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def _apply(self, item: Event | LinkState) -> None:
+        if isinstance(item, (Live, Reconnecting, Gone)):
+            if isinstance(item, Gone):
+                self.gone = item
+            if self.on_state is not None:
+                self.on_state(item)
+            return
+        self._apply_event(item)
+        if self.on_event is not None:
+            self.on_event(item)
+
+    def _apply_event(self, event: Event) -> None:
+        if isinstance(event, Status):
+            self.state = event.state
+        elif isinstance(event, TurnStarted):
+            self.current = event.turn_id
+            if event.request_id:
+                self.by_request[event.request_id] = event.turn_id
+                if event.request_id in self.own_requests:
+                    self.own_turns.add(event.turn_id)
+        elif isinstance(event, QuestionAsked):
+            self.question = PendingQuestion(
+                turn_id=event.turn_id,
+                question_id=event.question_id,
+                text=event.text,
+                options=event.options,
+                multiple=event.multiple,
+                freeform=event.freeform,
+            )
+        elif isinstance(event, QuestionResolved):
+            if self.question is not None and self.question.question_id == event.question_id:
+                self.question = None
+        elif isinstance(event, TurnEnded):
+            self.ended[event.turn_id] = event
+            if self.current == event.turn_id:
+                self.current = None
+        elif isinstance(event, QueueChanged):
+            self.queue = list(event.items)
+
+    async def step(self, within: float | None = None) -> Event | LinkState | None:
+        """Apply the next event or link change; None when `within` seconds passed first.
+
+        Raises:
+            WorkerGoneError: the worker went away for good.
+        """
+        if self.gone is not None:
+            raise WorkerGoneError(self.gone)
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._run_pump())
+        try:
+            async with asyncio.timeout(within):
+                item = await self._items.get()
+        except TimeoutError:
+            return None
+        if isinstance(item, BaseException):
+            raise item
+        self._apply(item)
+        if isinstance(item, Gone):
+            raise WorkerGoneError(item)
+        return item
+
+    async def close(self) -> None:
+        """Stop following."""
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump
+        await self.follower.aclose()
+
+    # --- waiting ---------------------------------------------------------------------------------
+    async def _handle_question(self, policy: QuestionPolicy | None, handled: dict[str, float]) -> None:
+        """Answer the pending question, start waiting for someone else to, or give up."""
+        q = self.question
+        if q is None:
+            return
+        if q.question_id not in handled:
+            spec = policy.prepared(q) if policy is not None else None
+            if spec is not None:
+                selected, free = resolve_answer(q, spec)
+                handled[q.question_id] = float("inf")
+                await self._answer(q, selected, free)
+                return
+            if policy is None or policy.timeout is None:
+                raise Unanswered(describe_question(self.link, q), q)
+            handled[q.question_id] = time.monotonic() + policy.timeout
+        deadline = handled[q.question_id]
+        if time.monotonic() >= deadline:
+            assert policy is not None
+            if policy.default is None:
+                raise Unanswered(describe_question(self.link, q), q)
+            handled[q.question_id] = float("inf")
+            selected, free = resolve_answer(q, policy.default)
+            await self._answer(q, selected, free)
+
+    async def _answer(self, q: PendingQuestion, selected: list[str], free: str | None) -> None:
+        # Conflict: someone else answered first; the resolution is on its way.
+        with contextlib.suppress(Conflict):
+            await self.link.answer(q.question_id, selected, free)
+
+    def _question_wait(self, handled: dict[str, float]) -> float | None:
+        q = self.question
+        if q is None or q.question_id not in handled:
+            return None
+        return max(0.0, handled[q.question_id] - time.monotonic()) if handled[q.question_id] < 1e300 else None
+
+    async def wait_idle(self, policy: QuestionPolicy | None = None) -> None:
+        """Wait until no turn runs and no question is pending."""
+        handled: dict[str, float] = {}
+        while self.state != "idle" or self.current is not None or self.question is not None:
+            await self._handle_question(policy, handled)
+            await self.step(self._question_wait(handled))
+
+    async def send(
+        self, prompt: str, *, delivery: Literal["now", "queue"] = "now", request_id: str | None = None
+    ) -> str:
+        """Send a turn (waiting for idle again if another client's turn started first); its request id."""
+        rid = request_id or uuid.uuid4().hex
+        self.own_requests.add(rid)
+        while True:
+            try:
+                accepted = await self.link.send_turn(prompt, request_id=rid, delivery=delivery)
+            except Conflict as exc:
+                if exc.code != "busy":
+                    raise
+                await self.wait_idle()
+                continue
+            if accepted.turn_id:
+                self.by_request[rid] = accepted.turn_id
+                self.own_turns.add(accepted.turn_id)
+            return rid
+
+    async def wait_turn(self, request_id: str, policy: QuestionPolicy | None = None) -> TurnResult:
+        """Wait for the turn `request_id` started to end, answering its questions by `policy`."""
+        handled: dict[str, float] = {}
+        while True:
+            turn_id = self.by_request.get(request_id)
+            if turn_id is not None and turn_id in self.ended:
+                e = self.ended[turn_id]
+                return TurnResult(turn_id, e.outcome, e.reply, e.error)
+            if self.question is not None and (turn_id is None or self.question.turn_id == turn_id):
+                await self._handle_question(policy, handled)
+            await self.step(self._question_wait(handled))
