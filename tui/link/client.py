@@ -83,7 +83,8 @@ class BridgeClient:
         """The last ``retry:`` the stream sent, in seconds: a minimum wait before reconnecting."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if transport is None and self.socket_path is not None:
-            transport = httpx.AsyncHTTPTransport(uds=self.socket_path)
+            # No TLS on a Unix socket: skip loading the CA bundle (75 ms a client).
+            transport = httpx.AsyncHTTPTransport(uds=self.socket_path, verify=False)
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,

@@ -1,0 +1,137 @@
+"""The session commands end to end: real `tui` processes, real workers, one state dir a test."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from client.helpers import kill_worker, new_session, sessions, tui, wait_for, worker_pid
+from tui.store import SessionRecord, StatePaths, save_session
+
+ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
+
+
+def test_the_user_story(state_dir: Path) -> None:
+    """send --new --wait prints 42; sessions lists it; a question exits 3 with the command; answer;
+    stop and resume with a new worker; archive; delete --force."""
+    out = tui("send", "--new", "print(6*7)", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "42\n"
+    sid = out.stderr.strip().splitlines()[0]
+    assert re.fullmatch(r"[0-9a-f]{16}", sid)
+    short = sid[:8]
+
+    table = tui("sessions")
+    assert table.returncode == 0
+    assert re.search(rf"{short}\s+print\(6\*7\)\s+idle\s+yes", table.stdout), table.stdout
+    (row,) = sessions()
+    assert row["id"] == sid and row["state"] == "idle" and row["live"] is True
+    assert row["folder"] and row["title"] == "print(6*7)"
+
+    asked = tui("send", short, ASK, "--wait")
+    assert asked.returncode == 3, asked.stderr
+    assert "Proceed?" in asked.stderr and "1. yes" in asked.stderr and "2. no" in asked.stderr
+    assert f"tui answer {short} --option 1" in asked.stderr
+    assert f"tui answer {short} --text" in asked.stderr
+    assert sessions()[0]["state"] == "asking"
+    again = tui("send", short, "print('late')", "--wait")
+    assert again.returncode == 3 and "Proceed?" in again.stderr
+
+    answered = tui("answer", sid[:5], "--option", "1")
+    assert answered.returncode == 0, answered.stderr
+    got = tui("send", short, "print(x)", "--wait")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "yes\n"
+
+    first_pid = worker_pid(state_dir, sid)
+    stopped = tui("stop", short)
+    assert stopped.returncode == 0 and f"tui attach {short}" in stopped.stderr
+    assert sessions()[0]["state"] == "stopped" and sessions()[0]["live"] is False
+    resumed = tui("send", short, "print('back')", "--wait")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == "back\n"
+    assert worker_pid(state_dir, sid) != first_pid
+
+    assert tui("archive", short).returncode == 0
+    assert sessions() == []
+    assert sessions(all_=True)[0]["state"] == "archived"
+
+    refused = tui("delete", short)
+    assert refused.returncode == 1
+    assert f"tui delete {short} --force" in refused.stderr
+    deleted = tui("delete", short, "--force")
+    assert deleted.returncode == 0, deleted.stderr
+    assert sessions(all_=True) == []
+
+
+def test_exit_codes(state_dir: Path) -> None:
+    """2 usage, 1 failed turn, 1 unknown id, 1 ambiguous id (listing matches), 1 timeout."""
+    assert tui("send").returncode == 2
+    assert tui("answer", "abc", "--option", "x").returncode == 2
+
+    failed = tui("send", "--new", "1/0", "--wait")
+    assert failed.returncode == 1
+    assert "ZeroDivisionError" in failed.stdout
+    assert "the turn failed: ZeroDivisionError: division by zero" in failed.stderr
+    sid = failed.stderr.splitlines()[0]
+
+    missing = tui("stop", "ffffffff")
+    assert missing.returncode == 1 and "tui sessions" in missing.stderr
+
+    state = StatePaths(state_dir)
+    for twin in ("abcd000000000001", "abcd000000000002"):
+        (state.sessions / twin).mkdir(parents=True)
+        save_session(state, SessionRecord(id=twin, created_at="2026-01-01T00:00:00Z", working_directory="/"))
+    ambiguous = tui("stop", "abcd")
+    assert ambiguous.returncode == 1
+    assert "abcd0000" in ambiguous.stderr and "type more of the id" in ambiguous.stderr
+
+    slow = tui("send", sid[:8], "import time; time.sleep(30)", "--wait", "--timeout", "1.5")
+    assert slow.returncode == 1
+    assert "timed out after 1.5 s; the turn keeps running" in slow.stderr
+    assert tui("stop", sid[:8]).returncode == 0
+
+    no_question = tui("answer", sid[:8], "--option", "1")
+    assert no_question.returncode == 1 and "no live worker" in no_question.stderr
+
+
+def test_a_worker_gone_for_good_exits_4(state_dir: Path) -> None:
+    """The session deleted under a waiting `send`: the worker does not come back, exit 4."""
+    sid = new_session(state_dir)
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid, "import time; print('started', flush=True); time.sleep(60)", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiting.stdout is not None
+    assert waiting.stdout.readline() == "started\n"
+    StatePaths(state_dir).session(sid).record.unlink()
+    kill_worker(state_dir, sid)
+    _, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 4, err
+    assert "deleted" in err
+
+
+def test_a_killed_worker_is_restarted_and_the_turn_reported_failed(state_dir: Path) -> None:
+    """SIGKILL mid-turn: `send --wait` reconnects to a new worker and reports the failed turn."""
+    sid = new_session(state_dir)
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid, "import time; print('started', flush=True); time.sleep(60)", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiting.stdout is not None
+    assert waiting.stdout.readline() == "started\n"
+    old = kill_worker(state_dir, sid)
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 1, err
+    assert out == "\n" or out == ""
+    assert "the turn failed" in err and "stopped before it ended" in err
+    wait_for(lambda: sessions()[0]["live"], "a new worker")
+    assert worker_pid(state_dir, sid) != old
+    after = tui("send", sid, "print('still here')", "--wait")
+    assert after.stdout == "still here\n"
