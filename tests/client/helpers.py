@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,7 +17,9 @@ from tui.store import StatePaths, read_sidecar
 TIMEOUT = 60
 
 
-def tui(*args: str, input: str | None = None, timeout: float = TIMEOUT, **kw: Any) -> subprocess.CompletedProcess[str]:
+def tui(
+    *args: str, input: str | None = None, timeout: float = TIMEOUT, **kw: Any
+) -> subprocess.CompletedProcess[str]:
     """``python -m tui ARGS`` with the test's TUI_STATE_DIR (from the environment)."""
     return subprocess.run(
         [sys.executable, "-m", "tui", *args],
@@ -79,7 +82,5 @@ def stop_workers(state_dir: Path) -> None:
         try:
             os.killpg(car.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(car.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass

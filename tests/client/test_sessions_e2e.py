@@ -10,6 +10,7 @@ from pathlib import Path
 from client.helpers import kill_worker, new_session, sessions, tui, wait_for, worker_pid
 from tui.store import SessionRecord, StatePaths, save_session
 
+SLOW = "import time; print('started', flush=True); time.sleep(60)"
 ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
 
 
@@ -101,7 +102,7 @@ def test_a_worker_gone_for_good_exits_4(state_dir: Path) -> None:
     """The session deleted under a waiting `send`: the worker does not come back, exit 4."""
     sid = new_session(state_dir)
     waiting = subprocess.Popen(
-        [sys.executable, "-m", "tui", "send", sid, "import time; print('started', flush=True); time.sleep(60)", "--wait"],
+        [sys.executable, "-m", "tui", "send", sid, SLOW, "--wait"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -119,7 +120,7 @@ def test_a_killed_worker_is_restarted_and_the_turn_reported_failed(state_dir: Pa
     """SIGKILL mid-turn: `send --wait` reconnects to a new worker and reports the failed turn."""
     sid = new_session(state_dir)
     waiting = subprocess.Popen(
-        [sys.executable, "-m", "tui", "send", sid, "import time; print('started', flush=True); time.sleep(60)", "--wait"],
+        [sys.executable, "-m", "tui", "send", sid, SLOW, "--wait"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-
 from client.helpers import stop_workers
 
 
-@pytest.fixture(autouse=True)
-def _stop_workers(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    if "state_dir" in request.fixturenames:
-        stop_workers(request.getfixturevalue("state_dir"))
+@pytest.fixture
+def state_dir(state_dir: Path) -> Iterator[Path]:
+    """The suite's state dir, whose workers are ended after the test."""
+    yield state_dir
+    stop_workers(state_dir)
