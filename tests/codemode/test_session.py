@@ -273,7 +273,7 @@ class TestLifecycle:
     async def test_close_is_idempotent_and_ends_a_running_program(self, workdir: Path) -> None:
         session = PythonSession(workdir, Limits(observe_seconds=0.1))
         await session.start()
-        assert "bubblewrap" in session.sandbox
+        assert session.sandbox
         await session.execute(source="import time\ntime.sleep(60)")
         await session.close()
         await session.close()
@@ -286,7 +286,7 @@ class TestLifecycle:
 
     async def test_missing_bubblewrap_is_a_sandbox_error(self, tmp_path: Path) -> None:
         with pytest.raises(SandboxError, match="bubblewrap"):
-            await PythonSession(tmp_path, bwrap="/nonexistent/bwrap").start()
+            await PythonSession(tmp_path, bwrap="/nonexistent/bwrap", mechanism="bubblewrap").start()
 
     async def test_execute_starts_the_session_when_needed(self, workdir: Path) -> None:
         session = PythonSession(workdir)

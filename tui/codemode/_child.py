@@ -193,6 +193,13 @@ class Runner:
     def setup(self) -> None:
         for fd in (self.in_fd, self.channel.fd, self.reply_fd):
             os.set_inheritable(fd, False)
+        # confine first: a failure here still reaches the parent through the original stderr
+        self.apply_limits()
+        confine = self.config.get("confine")
+        if confine:
+            confine_self(confine)
+        if self.config.get("seccomp"):
+            install_socket_filter(unix=self.config["seccomp"] == "unix")
         read_end, write_end = os.pipe()
         os.dup2(write_end, 1)
         os.dup2(write_end, 2)
@@ -211,9 +218,6 @@ class Runner:
         signal.signal(signal.SIGINT, self.on_sigint)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        self.apply_limits()
-        if self.config.get("seccomp"):
-            install_socket_filter()
         self.globals["ToolError"] = ToolError
         self.globals["LimitExceeded"] = LimitExceeded
 
@@ -502,7 +506,124 @@ def cpu_time() -> float:
     return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
 
 
-# seccomp: refuse every socket that is not a Unix socket ---------------------------------------
+# confinement without bubblewrap: namespaces, capabilities, Landlock --------------------------
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | (1 << 14) | (1 << 15)
+SCOPE_ABSTRACT_UNIX = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+
+
+def libc() -> Any:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def fail(what: str) -> None:
+    err = ctypes.get_errno()
+    raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def confine_self(confine: dict[str, Any]) -> None:
+    """Reach the required level without bubblewrap; raise when it cannot be reached."""
+    c = libc()
+    uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        if c.unshare(CLONE_NEWNET) != 0:
+            fail("unshare(CLONE_NEWNET)")
+    elif c.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        # a user namespace of our own: RLIMIT_NPROC is counted in it, and the network is ours
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+    drop_capabilities(c)
+    landlock(c, confine["read"], confine["write"], confine["devices"])
+
+
+def drop_capabilities(c: Any) -> None:
+    for cap in range(64):
+        if c.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP; EINVAL past the last capability
+            break
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        ]
+
+    header = Header(0x20080522, 0)
+    data = (Data * 2)()
+    if c.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        fail("capset")
+    c.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+
+def landlock(c: Any, read: list[str], write: list[str], devices: list[str]) -> None:
+    """Allow reading the given folders, writing the workdir and tmp, and nothing else."""
+    abi = c.syscall(444, None, 0, 1)  # landlock_create_ruleset(NULL, 0, VERSION)
+    if abi < 1:
+        fail("Landlock is not available")
+    handled = (1 << 13) - 1
+    if abi >= 2:
+        handled |= 1 << 13  # REFER
+    if abi >= 3:
+        handled |= 1 << 14  # TRUNCATE
+    if abi >= 5:
+        handled |= 1 << 15  # IOCTL_DEV
+
+    class Ruleset(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    ruleset = Ruleset(handled, 0, 0)
+    size = 8
+    if abi >= 4:
+        ruleset.net = 0b11  # BIND_TCP, CONNECT_TCP: no TCP at all
+        size = 16
+    if abi >= 6:
+        ruleset.scoped = SCOPE_ABSTRACT_UNIX | SCOPE_SIGNAL  # no signals to the parent, no abstract sockets
+        size = 24
+    fd = c.syscall(444, ctypes.byref(ruleset), size, 0)
+    if fd < 0:
+        fail("landlock_create_ruleset")
+    reading = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
+    rules = [(p, reading) for p in read] + [(p, handled) for p in write]
+    rules += [(p, FS_READ_FILE | FS_WRITE_FILE) for p in devices]
+    for path, allowed in rules:
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            if not os.path.isdir(path):
+                allowed &= FS_FILE_RIGHTS
+            rule = PathBeneath(allowed & handled, target)
+            if c.syscall(445, fd, 1, ctypes.byref(rule), 0) != 0:  # landlock_add_rule
+                fail(f"landlock_add_rule({path})")
+        finally:
+            os.close(target)
+    if c.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        fail("prctl(PR_SET_NO_NEW_PRIVS)")
+    if c.syscall(446, fd, 0) != 0:  # landlock_restrict_self
+        fail("landlock_restrict_self")
+    os.close(fd)
+
+
+# seccomp: refuse sockets ---------------------------------------
 
 _ARCHES = {
     # machine: (AUDIT_ARCH, socket, socketpair, io_uring_setup)
@@ -511,8 +632,12 @@ _ARCHES = {
 }
 
 
-def install_socket_filter() -> None:
-    """Load a seccomp filter that makes socket(2) fail with EPERM for any family but AF_UNIX."""
+def install_socket_filter(unix: bool) -> None:
+    """Load a seccomp filter that makes socket(2) fail with EPERM.
+
+    With ``unix``, Unix sockets stay allowed (inside bubblewrap they reach nothing of the host);
+    without it every socket(2) is refused and only socketpair(AF_UNIX) is left.
+    """
     arch = _ARCHES.get(platform.machine())
     if arch is None:
         raise OSError(f"no socket filter for {platform.machine()}")
@@ -526,7 +651,7 @@ def install_socket_filter() -> None:
         (ld_abs, 0, 0, 0),  # syscall number
         (jge, 0, 1, 0x40000000),  # x32 calls on x86_64
         (ret, 0, 0, deny),
-        (jeq, 3, 0, nr_socket),
+        (jeq, 3 if unix else 6, 0, nr_socket),
         (jeq, 2, 0, nr_socketpair),
         (jeq, 4, 0, nr_uring),
         (ret, 0, 0, allow),
@@ -549,11 +674,11 @@ def install_socket_filter() -> None:
 
     filters = (Filter * len(program))(*[Filter(*f) for f in program])
     prog = Program(len(program), filters)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    if libc.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+    c = libc()
+    if c.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        fail("prctl(PR_SET_NO_NEW_PRIVS)")
+    if c.prctl(22, 2, ctypes.byref(prog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        fail("prctl(PR_SET_SECCOMP)")
 
 
 def main() -> None:

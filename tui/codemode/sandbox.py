@@ -14,6 +14,7 @@ other than root, by RLIMIT_NPROC, which the kernel counts per user namespace.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import itertools
 import os
@@ -21,13 +22,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from tui.codemode.errors import SandboxError
 
-__all__ = ["PidsCgroup", "SandboxPlan", "plan_sandbox"]
+__all__ = ["Mechanism", "PidsCgroup", "SandboxPlan", "landlock_abi", "plan_sandbox"]
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 CHILD_PATH = "/run/tui-codemode/child.py"
@@ -44,7 +47,11 @@ _ETC_FILES = (
     "ca-certificates",
     "mime.types",
 )
+_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _counter = itertools.count(1)
+
+
+Mechanism = Literal["auto", "bubblewrap", "landlock"]
 
 
 @dataclass(frozen=True)
@@ -54,14 +61,19 @@ class SandboxPlan:
     Attributes:
         argv: the command that starts it (the child script's config JSON is appended).
         description: in words, how the required level is reached.
-        seccomp: whether the runner loads its socket filter.
-        nproc: whether the runner limits processes with RLIMIT_NPROC.
+        config: what the runner must do to itself before running programs (seccomp filter,
+            confinement, RLIMIT_NPROC).
+        env: the environment of the started process.
+        cwd: the folder it starts in.
+        tmpdir: a private temporary folder to remove on close, when the plan made one.
     """
 
     argv: list[str]
     description: str
-    seccomp: bool
-    nproc: bool
+    config: dict[str, Any]
+    env: dict[str, str]
+    cwd: str
+    tmpdir: Path | None = None
 
 
 @functools.cache
@@ -77,7 +89,7 @@ def _bwrap_version(bwrap: str) -> str:
 
 def _system_binds() -> list[str]:
     args: list[str] = []
-    for name in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+    for name in _SYSTEM:
         path = Path("/") / name
         if path.is_symlink():
             args += ["--symlink", os.readlink(path), str(path)]
@@ -97,13 +109,43 @@ def _interpreter_roots() -> list[str]:
     return sorted(r for r in roots if not any(r == s or r.startswith(s + "/") for s in system))
 
 
-def plan_sandbox(workdir: Path, *, bwrap: str | None, cgroup: PidsCgroup | None) -> SandboxPlan:
-    """Build the command that starts the sandboxed interpreter.
+def landlock_abi() -> int:
+    """The Landlock ABI version of the running kernel, 0 when it has none."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        version = int(libc.syscall(444, None, 0, 1))
+    except (OSError, AttributeError):
+        return 0
+    return max(version, 0)
+
+
+def _processes(cgroup: PidsCgroup | None, nproc: bool) -> str:
+    if cgroup is not None:
+        return f"at most {cgroup.limit} processes (pids cgroup)"
+    if nproc:
+        return "processes limited by RLIMIT_NPROC"
+    return "processes not limited (no pids cgroup could be made, and RLIMIT_NPROC does not bind root)"
+
+
+def _in_cgroup(argv: list[str], cgroup: PidsCgroup | None) -> list[str]:
+    if cgroup is None:
+        return argv
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.path / "cgroup.procs"), *argv]
+
+
+def plan_sandbox(
+    workdir: Path, *, bwrap: str | None, cgroup: PidsCgroup | None, mechanism: Mechanism = "auto"
+) -> SandboxPlan:
+    """Choose how to confine the interpreter and build the command that starts it.
+
+    bubblewrap when it is installed; else (``auto`` or ``landlock``) Landlock, seccomp and a
+    network namespace set up by the runner on itself.
 
     Args:
-        workdir: the folder the program may write; it is bound read-write at the same path.
+        workdir: the folder the program may write.
         bwrap: the bubblewrap executable, or None to look for it on PATH.
         cgroup: the pids cgroup to start the sandbox in, if one could be made.
+        mechanism: ``auto``, or force ``bubblewrap`` or ``landlock``.
 
     Returns:
         The plan.
@@ -111,15 +153,28 @@ def plan_sandbox(workdir: Path, *, bwrap: str | None, cgroup: PidsCgroup | None)
     Raises:
         SandboxError: when no mechanism reaching the required level is available.
     """
-    found = bwrap or shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
-    if found is None or not os.access(found, os.X_OK):
-        raise SandboxError(
-            "Code Mode needs bubblewrap to confine programs and it was not found; "
-            "install it (apt install bubblewrap) and start the session again"
+    found = None
+    if mechanism != "landlock":
+        found = (
+            bwrap or shutil.which("bwrap") or ("/usr/bin/bwrap" if Path("/usr/bin/bwrap").exists() else None)
         )
-    version = _bwrap_version(found)
+        if found is not None and not os.access(found, os.X_OK):
+            found = None
+    if found is not None:
+        return _bwrap_plan(workdir, found, cgroup)
+    abi = landlock_abi() if mechanism != "bubblewrap" else 0
+    if abi < 1:
+        raise SandboxError(
+            "Code Mode needs bubblewrap (or a kernel with Landlock) to confine programs, and neither "
+            "was found; install bubblewrap (apt install bubblewrap) and start the session again"
+        )
+    return _landlock_plan(workdir, abi, cgroup)
+
+
+def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None) -> SandboxPlan:
+    version = _bwrap_version(bwrap)
     argv = [
-        found,
+        bwrap,
         "--unshare-all",
         "--die-with-parent",
         "--cap-drop",
@@ -130,61 +185,58 @@ def plan_sandbox(workdir: Path, *, bwrap: str | None, cgroup: PidsCgroup | None)
     ]
     for root in _interpreter_roots():
         argv += ["--ro-bind", root, root]
-    argv += [
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        str(1024**3),
-        "--tmpfs",
-        "/tmp",
-        "--ro-bind",
-        str(CHILD_SCRIPT),
-        CHILD_PATH,
-        "--bind",
-        str(workdir),
-        str(workdir),
-        "--remount-ro",
-        "/",
-        "--chdir",
-        str(workdir),
-        "--setenv",
-        "PATH",
-        "/usr/local/bin:/usr/bin:/bin",
-        "--setenv",
-        "HOME",
-        str(workdir),
-        "--setenv",
-        "TMPDIR",
-        "/tmp",
-        "--setenv",
-        "LANG",
-        "C.UTF-8",
-        "--",
-        sys.executable,
-        "-I",
-        "-B",
-        "-X",
-        "utf8",
-        CHILD_PATH,
-    ]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(1024**3), "--tmpfs", "/tmp"]
+    argv += ["--ro-bind", str(CHILD_SCRIPT), CHILD_PATH, "--bind", str(workdir), str(workdir)]
+    argv += ["--remount-ro", "/", "--chdir", str(workdir)]
+    for name, value in _program_env(workdir, "/tmp").items():
+        argv += ["--setenv", name, value]
+    argv += ["--", sys.executable, "-I", "-B", "-X", "utf8", CHILD_PATH]
     nproc = cgroup is None and os.geteuid() != 0
-    if cgroup is not None:
-        argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.path / "cgroup.procs"), *argv]
-        processes = f"at most {cgroup.limit} processes (pids cgroup)"
-    elif nproc:
-        processes = "processes limited by RLIMIT_NPROC"
-    else:
-        processes = (
-            "processes not limited (no pids cgroup could be made, and RLIMIT_NPROC does not bind root)"
-        )
     description = (
         f"{version}: own user, mount, pid, network and IPC namespaces, no capabilities; "
         f"system read-only, only {workdir} and a private /tmp writable; no network; empty environment; "
-        f"seccomp refuses non-Unix sockets; {processes}"
+        f"seccomp refuses non-Unix sockets; {_processes(cgroup, nproc)}"
     )
-    return SandboxPlan(argv=argv, description=description, seccomp=True, nproc=nproc)
+    return SandboxPlan(
+        argv=_in_cgroup(argv, cgroup),
+        description=description,
+        config={"seccomp": "unix", "nproc": nproc},
+        # bwrap's own init stays visible inside (/proc/1/environ): give it nothing to leak
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=str(workdir),
+    )
+
+
+def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None) -> SandboxPlan:
+    tmpdir = Path(tempfile.mkdtemp(prefix="tui-codemode-tmp-"))
+    read = [str(Path("/") / name) for name in _SYSTEM]
+    read += [str(Path("/etc") / name) for name in _ETC_FILES]
+    read += [*_interpreter_roots(), str(CHILD_SCRIPT.parent)]
+    confine = {
+        "read": read,
+        "write": [str(workdir), str(tmpdir)],
+        "devices": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"],
+    }
+    nproc = cgroup is None and os.geteuid() != 0
+    signals = "signals to other processes refused" if abi >= 6 else "signals not scoped (Landlock ABI < 6)"
+    description = (
+        f"Landlock ABI {abi}: only {workdir} and {tmpdir} writable, only the system and the interpreter "
+        f"readable; own network namespace and seccomp refusing every socket: no network; no "
+        f"capabilities; {signals}; empty environment; {_processes(cgroup, nproc)}"
+    )
+    argv = [sys.executable, "-I", "-B", "-X", "utf8", str(CHILD_SCRIPT)]
+    return SandboxPlan(
+        argv=_in_cgroup(argv, cgroup),
+        description=description,
+        config={"seccomp": "none", "nproc": nproc, "confine": confine},
+        env=_program_env(workdir, str(tmpdir)),
+        cwd=str(workdir),
+        tmpdir=tmpdir,
+    )
+
+
+def _program_env(workdir: Path, tmp: str) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(workdir), "TMPDIR": tmp, "LANG": "C.UTF-8"}
 
 
 class PidsCgroup:

@@ -14,6 +14,8 @@ import contextlib
 import functools
 import json
 import os
+import shutil
+import signal
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +31,7 @@ from tui.codemode.errors import (
     SessionBusy,
 )
 from tui.codemode.output import shorten
-from tui.codemode.sandbox import PidsCgroup, SandboxPlan, plan_sandbox
+from tui.codemode.sandbox import Mechanism, PidsCgroup, SandboxPlan, plan_sandbox
 from tui.codemode.types import Limits, ProgramError, ProgramResult, RunContext, Tool
 
 __all__ = ["PythonSession"]
@@ -106,6 +108,7 @@ class PythonSession:
         limits: Limits | None = None,
         *,
         bwrap: str | None = None,
+        mechanism: Mechanism = "auto",
     ) -> None:
         """Prepare a session; nothing starts until `start` (or ``async with``).
 
@@ -113,11 +116,14 @@ class PythonSession:
             workdir: the folder programs run in; the only one they may write, with a private /tmp.
             limits: what each program may use; defaults to `Limits()`.
             bwrap: the bubblewrap executable; None looks for it on PATH.
+            mechanism: ``auto`` uses bubblewrap when installed, else Landlock with seccomp and
+                namespaces; ``bubblewrap`` or ``landlock`` insists on one.
         """
         self.workdir = Path(workdir).resolve()
         self.limits = limits or Limits()
         self.sandbox = ""
         self._bwrap = bwrap
+        self._mechanism: Mechanism = mechanism
         self._plan: SandboxPlan | None = None
         self._cgroup: PidsCgroup | None = None
         self._interp: _Interpreter | None = None
@@ -148,7 +154,7 @@ class PythonSession:
     @property
     def processes_limited(self) -> bool:
         """Whether a fork bomb in a program is contained (a pids cgroup or RLIMIT_NPROC)."""
-        return self._cgroup is not None or bool(self._plan and self._plan.nproc)
+        return self._cgroup is not None or bool(self._plan and self._plan.config.get("nproc"))
 
     async def start(self) -> None:
         """Start the sandboxed interpreter (once; later calls do nothing).
@@ -165,7 +171,9 @@ class PythonSession:
             raise SandboxError(f"the working folder {self.workdir} does not exist; create it first")
         self._cgroup = await asyncio.to_thread(PidsCgroup.create, self.limits.processes)
         try:
-            self._plan = plan_sandbox(self.workdir, bwrap=self._bwrap, cgroup=self._cgroup)
+            self._plan = plan_sandbox(
+                self.workdir, bwrap=self._bwrap, cgroup=self._cgroup, mechanism=self._mechanism
+            )
             await self._spawn()
         except BaseException:
             await self._release_cgroup()
@@ -180,11 +188,10 @@ class PythonSession:
         from_child_r, from_child_w = os.pipe()
         replies_r, replies_w = os.pipe()
         config = {
+            **self._plan.config,
             "in_fd": to_child_r,
             "reply_fd": replies_r,
             "out_fd": from_child_w,
-            "seccomp": self._plan.seccomp,
-            "nproc": self._plan.nproc,
             "limits": {
                 "memory_bytes": self.limits.memory_bytes,
                 "open_files": self.limits.open_files,
@@ -202,8 +209,8 @@ class PythonSession:
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(to_child_r, from_child_w, replies_r),
                 start_new_session=True,
-                # bwrap's own init stays visible inside (/proc/1/environ): give it nothing to leak
-                env={"PATH": "/usr/bin:/bin"},
+                env=self._plan.env,
+                cwd=self._plan.cwd,
             )
         except OSError as exc:
             for fd in (to_child_r, to_child_w, from_child_r, from_child_w, replies_r, replies_w):
@@ -266,6 +273,9 @@ class PythonSession:
             )
 
     async def _release_cgroup(self) -> bool:
+        plan = self._plan
+        if plan is not None and plan.tmpdir is not None:
+            await asyncio.to_thread(shutil.rmtree, plan.tmpdir, True)
         cgroup, self._cgroup = self._cgroup, None
         if cgroup is None:
             return True
@@ -277,6 +287,9 @@ class PythonSession:
         """Kill the interpreter and everything it started; return whether they all ended."""
         if interp.alive:
             self._detach(interp)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            # the process group too: without bubblewrap, what the program started is in it
+            os.killpg(interp.process.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             interp.process.kill()
         emptied = True
