@@ -1,1 +1,5 @@
-"""tui.ui."""
+"""The full-screen Textual app (`TuiApp`), its screens and widgets."""
+
+from tui.ui.app import TuiApp
+
+__all__ = ["TuiApp"]

@@ -1,0 +1,41 @@
+"""UI test helpers: waiting on a condition, and snapshot pictures kept in `snapshots/`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import pytest_textual_snapshot
+from syrupy.location import PyTestLocation
+from textual.pilot import Pilot
+
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "snapshots"
+
+
+class _SnapshotsAtTop(pytest_textual_snapshot.SVGImageExtension):
+    """Pictures live in `snapshots/` at the top of the repository, one folder per test module."""
+
+    @classmethod
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
+        return str(SNAPSHOTS / Path(test_location.filepath).stem)
+
+
+pytest_textual_snapshot.SVGImageExtension = _SnapshotsAtTop  # type: ignore[misc]
+
+Until = Callable[[Pilot[object], Callable[[], object]], Awaitable[None]]
+
+
+@pytest.fixture
+def until() -> Until:
+    """Wait (pausing the pilot) until `condition()` is true, at most 10 s."""
+
+    async def wait(pilot: Pilot[object], condition: Callable[[], object], limit: float = 10.0) -> None:
+        async def poll() -> None:
+            while not condition():
+                await pilot.pause(0.01)
+
+        await asyncio.wait_for(poll(), limit)
+
+    return wait

@@ -1,0 +1,423 @@
+"""The app on a scripted session (MockLink): what a user sees and what reaches the worker."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from textual.geometry import Region
+from textual.widget import Widget
+from textual.widgets import Static
+
+from tui.link.base import Gone, Located, Reconnecting
+from tui.link.mock import MockLink
+from tui.protocol import (
+    By,
+    QuestionResolved,
+    TextChunk,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    TurnRecord,
+    UnknownEvent,
+    WorkerStarted,
+)
+from tui.ui import TuiApp
+from tui.ui.widgets.question import QuestionPanel
+from tui.ui.widgets.turn import ToolBlock, TurnView
+
+Until = Callable[..., Awaitable[None]]
+
+
+def history(n: int) -> list[TurnRecord]:
+    return [
+        TurnRecord(
+            turn_id=f"h{i}",
+            prompt=f"print({i})",
+            reply=f"{i}\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(n)
+    ]
+
+
+def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+    return [r.body for r in link.requests if r.route == route]
+
+
+def rendered(widget: Widget) -> str:
+    strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return "\n".join(strip.text for strip in strips)
+
+
+def text_of(app: TuiApp, selector: str) -> str:
+    return str(app.session.query_one(selector, Static).render())
+
+
+async def started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no-untyped-def]
+    await until(pilot, app.session.attached.is_set)
+
+
+class TestTurns:
+    async def test_enter_sends_the_prompt_and_the_reply_streams_into_the_turn(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"print(1)", "enter")
+            await until(pilot, lambda: routes(link, "send_turn"))
+            assert routes(link, "send_turn")[0]["prompt"] == "print(1)"
+            assert routes(link, "send_turn")[0]["delivery"] == "now"
+            await until(pilot, lambda: app.session.transcript.live is not None)
+            link.emit(TextChunk(turn_id=link.current.turn_id, text="hello **world**\n"))  # type: ignore[union-attr]
+            link.end_turn()
+            await until(pilot, lambda: app.session.turn is None and app.session.query(TurnView))
+            view = app.session.query(TurnView).last()
+            assert view.record.reply == "hello **world**\n"
+            assert view.record.prompt == "print(1)"
+            assert app.session.status.status.state == "idle"
+
+    async def test_a_failed_turn_says_so(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("1/0")
+            link.emit(TextChunk(turn_id=link.current.turn_id, text="Traceback\n"))  # type: ignore[union-attr]
+            link.end_turn("failed", error="ZeroDivisionError: division by zero")
+            await until(pilot, lambda: app.session.query(TurnView))
+            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: view.size.height > 0)
+            assert "failed: ZeroDivisionError" in rendered(view)
+
+    async def test_tool_calls_are_blocks_with_their_output_and_outcome(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("ls()")
+            link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "ls"}))
+            link.emit(ToolOutput(turn_id=turn, call_id="c1", text="a.txt\n"))
+            link.emit(ToolEnded(turn_id=turn, call_id="c1", status="error", error="boom"))
+            await until(pilot, lambda: app.session.query(ToolBlock))
+            block = app.session.query_one(ToolBlock)
+            await until(pilot, lambda: "error" in block.title)
+            assert block.record.output == "a.txt\n"
+            assert block.has_class("-failed")
+            link.end_turn()
+            await until(pilot, lambda: app.session.query(TurnView))
+            assert app.session.query_one(TurnView).record.tools[0].error == "boom"
+
+    async def test_a_turn_the_worker_no_longer_runs_is_shown_ended(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("while True: pass")
+            await until(pilot, lambda: app.session.busy)
+            link.emit(WorkerStarted(epoch=2, pid=4343, version="0.1.0", agent="python"))
+            await until(pilot, lambda: not app.session.busy)
+            record = app.session.query(TurnView).last().record
+            assert record.outcome == "failed"
+            assert "restarted" in (record.error or "")
+
+    async def test_an_unknown_event_is_shown_not_a_crash(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.emit(UnknownEvent(type="hologram"))
+            await until(pilot, lambda: "hologram" in str(app.session.transcript.items[-1:]))
+
+
+class TestHistory:
+    async def test_attach_shows_the_last_turns_and_loads_older_ones_at_the_top(self, until: Until) -> None:
+        link = MockLink(history=history(300))
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert routes(link, "transcript")[0]["limit"] == 40
+            views = app.session.query(TurnView)
+            assert views.last().record.turn_id == "h299"
+            assert len(views) == 40
+            app.session.transcript.scroll_home(animate=False, immediate=True)
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            assert routes(link, "transcript")[1]["before"] == "h260"
+            await until(pilot, lambda: app.session.query(TurnView).first().record.turn_id == "h220")
+
+    async def test_up_recalls_earlier_prompts(self, until: Until) -> None:
+        link = MockLink(history=history(2))
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("up")
+            assert app.session.prompt.text == "print(1)"
+            await pilot.press("up")
+            assert app.session.prompt.text == "print(0)"
+            await pilot.press("down", "down")
+            assert app.session.prompt.text == ""
+
+    async def test_ctrl_j_starts_a_new_line_instead_of_sending(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("a", "ctrl+j", "b")
+            assert app.session.prompt.text == "a\nb"
+            assert not routes(link, "send_turn")
+
+
+class TestQueue:
+    async def test_enter_while_busy_queues_and_unqueue_takes_it_back(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            await pilot.press(*"next()", "enter")
+            await until(pilot, lambda: app.session.queue)
+            assert routes(link, "send_turn")[0]["delivery"] == "queue"
+            assert "next()" in text_of(app, "#queue-row")
+            assert app.session.status.status.queued == 1
+            await pilot.press(*"/unqueue", "enter")
+            await until(pilot, lambda: not app.session.queue)
+            assert routes(link, "unqueue")
+            assert app.session.prompt.text == "next()"
+
+    async def test_queued_prompt_runs_after_the_turn(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            await pilot.press(*"next()", "enter")
+            await until(pilot, lambda: app.session.queue)
+            link.end_turn()
+            await until(pilot, lambda: app.session.turn is not None and app.session.turn.prompt == "next()")
+            assert not app.session.query_one("#queue-row").display
+
+
+class TestQuestions:
+    async def test_a_number_answers_with_that_option(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('color?')")
+            qid = link.ask("Which color?", ["red", "green", "blue"])
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            assert not app.session.prompt_box.display
+            await pilot.press("2")
+            await until(pilot, lambda: routes(link, "answer"))
+            assert routes(link, "answer")[0] == {"question_id": qid, "selected": ["green"], "freeform": None}
+            await until(pilot, lambda: not app.session.query(QuestionPanel))
+            assert app.session.prompt_box.display
+
+    async def test_multi_select_toggles_then_enter_answers(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('which?')")
+            link.ask("Which ones?", ["a", "b", "c"], multiple=True)
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await pilot.press("1", "3", "enter")
+            await until(pilot, lambda: routes(link, "answer"))
+            assert routes(link, "answer")[0]["selected"] == ["a", "c"]
+
+    async def test_freeform_answer(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('name?')")
+            link.ask("Your name?")
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await pilot.press(*"Ada", "enter")
+            await until(pilot, lambda: routes(link, "answer"))
+            assert routes(link, "answer")[0]["freeform"] == "Ada"
+
+    async def test_esc_dismisses_the_question_and_does_not_interrupt(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('x?')")
+            link.ask("Go on?", ["yes", "no"])
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await pilot.press("escape")
+            await until(pilot, lambda: routes(link, "dismiss"))
+            assert not routes(link, "interrupt")
+            assert app.session.busy
+
+    async def test_a_question_resolved_elsewhere_disappears_saying_who(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('x?')")
+            qid = link.ask("Go on?", ["yes", "no"])
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            link.emit(
+                QuestionResolved(
+                    question_id=qid,
+                    how="answered",
+                    selected=["no"],
+                    client_id="tui:other:2",
+                    by=By(name="bob"),
+                )
+            )
+            await until(pilot, lambda: not app.session.query(QuestionPanel))
+            assert app.session.turn is not None
+            assert app.session.turn.answered == ["answered by bob: no"]
+
+
+class TestKeys:
+    async def test_esc_interrupts_a_running_turn(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            await pilot.press("escape")
+            await until(pilot, lambda: not app.session.busy)
+            assert routes(link, "interrupt")
+            assert app.session.query(TurnView).last().record.outcome == "interrupted"
+
+    async def test_ctrl_c_interrupts_a_running_turn(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            await pilot.press("ctrl+c")
+            await until(pilot, lambda: routes(link, "interrupt"))
+        assert app.return_code is None or app.return_code == 0
+
+    async def test_ctrl_c_twice_on_an_idle_prompt_detaches(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("ctrl+c")
+            assert app.is_running
+            await pilot.press("ctrl+c")
+            await until(pilot, lambda: app.return_code is not None)
+        assert app.return_code == 0
+        assert not routes(link, "stop_worker")
+
+    async def test_ctrl_d_detaches_over_the_prompt_s_own_binding(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("a", "left", "ctrl+d")
+            await until(pilot, lambda: app.return_code is not None)
+        assert app.return_code == 0
+
+
+class TestCommands:
+    async def test_slash_completes_and_tab_takes_it(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("/", "d", "e")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("tab")
+            assert app.session.prompt.text == "/detach"
+
+    async def test_at_path_completes_files_for_a_local_session(self, until: Until, tmp_path: Path) -> None:
+        (tmp_path / "notes.md").write_text("x")
+        link = MockLink(paths_complete=True)
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            app.session.prompt_box.root = tmp_path
+            await pilot.press("@", "n")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("tab")
+            assert app.session.prompt.text == "@notes.md "
+
+    async def test_exit_stops_the_worker_and_exit_delete_deletes(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/exit --delete", "enter")
+            await until(pilot, lambda: app.return_code is not None)
+        assert [r.route for r in link.requests][-2:] == ["stop_worker", "delete_session"]
+        assert app.return_code == 0
+
+    async def test_model_and_stats(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/model big", "enter")
+            await until(pilot, lambda: app.session.status.status.model == "big")
+            await pilot.press(*"/stats", "enter")
+            await until(pilot, lambda: any("stats:" in i.line for i in app.session.transcript.items))
+
+
+class TestLink:
+    async def test_a_prompt_typed_while_the_link_is_down_is_sent_once_when_back(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.located = Located("starting")
+            link.drop("the worker restarted")
+            await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
+            await pilot.press(*"print(2)", "enter")
+            await until(pilot, lambda: app.session.query_one("#outbox-row").display)
+            assert "print(2)" in text_of(app, "#outbox-row")
+            link.located = Located("live")
+            await until(pilot, lambda: app.session.turn is not None)
+            sent = routes(link, "send_turn")
+            assert len({s["request_id"] for s in sent}) == 1
+            assert sum(1 for t in link.journal if t.type == "turn_started") == 1
+            await until(pilot, lambda: not app.session.query_one("#outbox-row").display)
+
+    async def test_worker_gone_ends_the_turn_and_exits_4(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link, gone_exit_after=0.05)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            link.located = Located("gone", "the session was deleted")
+            link.drop()
+            await until(pilot, lambda: isinstance(app.session.link_state, Gone))
+            assert not app.session.busy
+            assert "gone: the session was deleted" in app.session.status.link_row()
+            await until(pilot, lambda: app.return_code is not None)
+        assert app.return_code == 4
+
+
+class TestAway:
+    async def test_reattach_says_what_happened_since_this_client_last_saw_it(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        link = MockLink(history=history(3))
+        app = TuiApp(link, state_dir=tmp_path)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press("ctrl+d")
+        link.start_turn("later()")
+        link.end_turn("failed", error="boom")
+        link.start_turn("ask()")
+        link.ask("Ready?", ["yes"])
+        again = TuiApp(link, state_dir=tmp_path)
+        async with again.run_test() as pilot:
+            await started(again, pilot, until)
+            away = text_of(again, "#away")
+            assert "1 turn ended (1 failed)" in away
+            assert "a question is waiting" in away

@@ -1,0 +1,256 @@
+"""Pictures of the app (pytest-textual-snapshot), kept in `snapshots/test_ui_snapshots/`.
+
+Clocks are frozen (the app's clock is a constant) and the cursor does not blink, so a picture
+changes only when what the user sees changes. Update one with
+``.venv/bin/pytest tests/ui/test_ui_snapshots.py -k NAME --snapshot-update`` and look at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.pilot import Pilot
+
+from tui.link.base import Located
+from tui.link.mock import MockLink
+from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.ui import TuiApp
+from tui.ui.widgets.turn import ToolBlock
+
+SnapCompare = Callable[..., bool]
+
+LONG_REPLY = """# Sorting a list
+
+Python sorts in place with `list.sort()`, or returns a new list with `sorted()`:
+
+```python
+words = ["pear", "apple", "fig"]
+print(sorted(words, key=len))
+```
+
+Both are **stable**: equal items keep their order.
+
+- `key=` picks what to compare
+- `reverse=True` sorts descending
+
+| call | returns |
+| --- | --- |
+| `sorted(xs)` | a new list |
+| `xs.sort()` | None |
+"""
+
+
+def make_app(link: MockLink) -> TuiApp:
+    """The app as the snapshots see it: a frozen clock, and no exit when the worker is gone."""
+    return TuiApp(link, clock=lambda: 1000.0, gone_exit_after=None)
+
+
+def history() -> list[TurnRecord]:
+    return [
+        TurnRecord(
+            turn_id="h1",
+            prompt="print(6 * 7)",
+            reply="42\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2,
+            ended_seq=4,
+        ),
+        TurnRecord(
+            turn_id="h2",
+            prompt="1 / 0",
+            reply="Traceback (most recent call last):\nZeroDivisionError: division by zero\n",
+            outcome="failed",
+            error="ZeroDivisionError: division by zero",
+            by=By(kind="participant", name="bob"),
+            started_seq=5,
+            ended_seq=7,
+        ),
+    ]
+
+
+def settle(script: Callable[[MockLink, Pilot[Any]], Awaitable[None]] | None, link: MockLink) -> Any:
+    """A `run_before` that waits for the attach, stills the cursor, then runs `script`."""
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, TuiApp)
+
+        async def attached() -> None:
+            while not app.session.attached.is_set():
+                await pilot.pause(0.01)
+
+        await asyncio.wait_for(attached(), 10)
+        app.session.prompt.cursor_blink = False
+        if script is not None:
+            await script(link, pilot)
+        await flushed(pilot)
+
+    return run_before
+
+
+async def flushed(pilot: Pilot[Any]) -> None:
+    """Wait until the live turn wrote everything that arrived, and the screen settled."""
+    app = pilot.app
+    assert isinstance(app, TuiApp)
+
+    async def done() -> None:
+        live = app.session.transcript.live
+        while app.session.cursor < len(app.session.link.journal) or (live is not None and live._pending):  # type: ignore[attr-defined]
+            await pilot.pause(0.01)
+            live = app.session.transcript.live
+
+    await asyncio.wait_for(done(), 10)
+    await pilot.pause(0.2)
+    await pilot.wait_for_scheduled_animations()
+
+
+class TestSession:
+    def test_empty_new_session(self, snap_compare: SnapCompare) -> None:
+        """A new session: an empty transcript, the prompt, idle status rows and the footer."""
+        link = MockLink(model="python")
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(None, link))
+
+    def test_history_with_a_failed_turn(self, snap_compare: SnapCompare) -> None:
+        """Two ended turns: one by the owner, one failed by a participant, saying so."""
+        link = MockLink(history=history())
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(None, link))
+
+    def test_narrow_terminal(self, snap_compare: SnapCompare) -> None:
+        """The same session at 60 columns: rows wrap or clip, nothing overlaps."""
+        link = MockLink(history=history())
+        assert snap_compare(make_app(link), terminal_size=(60, 30), run_before=settle(None, link))
+
+
+class TestStreaming:
+    def test_streaming_reply(self, snap_compare: SnapCompare) -> None:
+        """A turn in progress: its prompt, half a reply, the working status with a spinner."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("explain()")
+            link.emit(TextChunk(turn_id=turn, text="Counting the words"))
+            link.emit(TextChunk(turn_id=turn, text=" first, then **sorting** them"))
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_long_markdown_reply_with_code(self, snap_compare: SnapCompare) -> None:
+        """An ended turn whose reply has a heading, a code block, a list and a table."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("how do I sort?")
+            link.reply(LONG_REPLY)
+
+        assert snap_compare(make_app(link), terminal_size=(100, 40), run_before=settle(script, link))
+
+    def test_tool_block_expanded(self, snap_compare: SnapCompare) -> None:
+        """A running turn with a tool call expanded: its output and its outcome in the title."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("run('ls')")
+            link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "ls -1"}))
+            link.emit(ToolOutput(turn_id=turn, call_id="c1", text="README.md\npyproject.toml\ntui\n"))
+            link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed"))
+            await flushed(pilot)
+            pilot.app.session.query_one(ToolBlock).collapsed = False  # the user clicked the title
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_ended_turn_with_tools_expanded(self, snap_compare: SnapCompare) -> None:
+        """An ended turn's tools, shown with their output after Enter on the turn."""
+        record = TurnRecord(
+            turn_id="h1",
+            prompt="ask('ok?')",
+            reply="'yes'\n",
+            outcome="completed",
+            tools=[ToolRecord(call_id="c1", name="ask", args={"question": "ok?"}, output="yes\n")],
+            ended_seq=3,
+        )
+        link = MockLink(history=[record])
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            from tui.ui.widgets.turn import TurnView
+
+            pilot.app.session.query_one(TurnView).focus()
+            await pilot.press("enter")  # show the tools' output
+
+        assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
+
+
+class TestQuestions:
+    def test_question_with_options(self, snap_compare: SnapCompare) -> None:
+        """The question in the prompt's place: numbered options, a freeform line, the hint."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("ask('Deploy?')")
+            link.ask("Deploy to which environment?", ["staging", "production", "nowhere"])
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_multi_select_question(self, snap_compare: SnapCompare) -> None:
+        """A multiple-choice question with the first and third options toggled."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("ask('Which?')")
+            link.ask("Which checks should run?", ["lint", "types", "tests"], multiple=True, freeform=False)
+            await flushed(pilot)
+            await pilot.press("1")  # toggle "lint"
+            await pilot.press("3")  # toggle "tests"
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+
+class TestQueueAndLink:
+    def test_queue_row(self, snap_compare: SnapCompare) -> None:
+        """A prompt queued behind the running turn: the queue row and the count in the status."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("slow()")
+            await flushed(pilot)
+            await pilot.press(*"print('next')")  # type the next prompt
+            await pilot.press("enter")  # queue it
+            await flushed(pilot)
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_reconnecting(self, snap_compare: SnapCompare) -> None:
+        """The stream dropped and the worker is restarting: the link row says reconnecting."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.located = Located("starting")
+            link.backoff = type(link.backoff)(first=60.0, factor=1.0, jitter=0.0, cap=60.0)
+            link.drop("the worker stopped answering")
+
+            async def reconnecting() -> None:
+                while "reconnecting" not in pilot.app.session.status.link_row():  # type: ignore[attr-defined]
+                    await pilot.pause(0.01)
+
+            await asyncio.wait_for(reconnecting(), 10)
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_worker_gone(self, snap_compare: SnapCompare) -> None:
+        """The worker went away for good mid-turn: the turn is shown ended, the link row says why."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("slow()")
+            await flushed(pilot)
+            link.located = Located("gone", "the session was stopped with `tui stop`")
+            link.drop()
+
+            async def gone() -> None:
+                while "gone" not in pilot.app.session.status.link_row():  # type: ignore[attr-defined]
+                    await pilot.pause(0.01)
+
+            await asyncio.wait_for(gone(), 10)
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))

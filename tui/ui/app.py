@@ -1,0 +1,138 @@
+"""`TuiApp`: the full-screen app attached to one session through an `AttachLink`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from tui.link.base import AttachLink
+from tui.ui.screens.session import SessionScreen
+from tui.ui.seen import SeenStore
+
+__all__ = ["TuiApp"]
+
+
+class TuiApp(App[int]):
+    """One attached session, full-screen. Its return code is the process's exit code (cli.md):
+    0 detached or exited, 4 the worker went away, 6 refused."""
+
+    # Priority bindings: they win over the prompt's own (TextArea binds Ctrl+C to copy and
+    # Ctrl+D to delete-right).
+    BINDINGS = [
+        Binding(
+            "escape",
+            "escape",
+            "Interrupt",
+            priority=True,
+            id="app.escape",
+            tooltip="Interrupt the running turn; with a question pending, dismiss it",
+        ),
+        Binding(
+            "ctrl+c",
+            "ctrl_c",
+            "Interrupt",
+            show=False,
+            priority=True,
+            id="app.ctrl-c",
+            tooltip="Interrupt the running turn; twice on an idle prompt, detach",
+        ),
+        Binding(
+            "ctrl+d",
+            "detach",
+            "Detach",
+            priority=True,
+            id="app.detach",
+            tooltip="Leave the session; its worker keeps running",
+        ),
+        Binding(
+            "ctrl+q",
+            "detach",
+            "Detach",
+            show=False,
+            priority=True,
+            id="app.detach-q",
+            tooltip="Leave the session; its worker keeps running",
+        ),
+    ]
+
+    TITLE = "tui"
+
+    def __init__(
+        self,
+        link: AttachLink,
+        *,
+        first_prompt: str | None = None,
+        state_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        gone_exit_after: float | None = 3.0,
+    ) -> None:
+        super().__init__()
+        self.link = link
+        self.first_prompt = first_prompt
+        self.seen = SeenStore(state_dir) if state_dir is not None else None
+        self.clock = clock
+        self.gone_exit_after = gone_exit_after
+
+        self.session = SessionScreen(
+            link,
+            first_prompt=first_prompt,
+            seen=self.seen,
+            clock=clock,
+            gone_exit_after=gone_exit_after,
+        )
+        """The session screen."""
+
+    def on_mount(self) -> None:
+        self.push_screen(self.session)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Over the command palette or another modal, Esc and Ctrl+C belong to it.
+        return not (action in ("escape", "ctrl_c") and self.screen is not self.session)
+
+    def action_escape(self) -> None:
+        self.session.escape()
+
+    def action_ctrl_c(self) -> None:
+        self.session.ctrl_c()
+
+    def action_detach(self) -> None:
+        self.session.leave(0)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        session = self.session
+        yield SystemCommand("Session: interrupt the running turn", "End the turn now", session.interrupt)
+        yield SystemCommand("Session: detach", "Leave; the worker keeps running", self.action_detach)
+        yield SystemCommand(
+            "Session: exit", "Stop the worker and leave (/exit)", lambda: session.run_command("/exit")
+        )
+        yield SystemCommand(
+            "Session: exit and delete",
+            "Stop the worker, delete the session (/exit --delete)",
+            lambda: session.run_command("/exit --delete"),
+        )
+        yield SystemCommand(
+            "Session: archive",
+            "Hide it from `tui sessions` (/archive)",
+            lambda: session.run_command("/archive"),
+        )
+        yield SystemCommand(
+            "Session: stats",
+            "Turns, tokens, uptime, who is attached (/stats)",
+            lambda: session.run_command("/stats"),
+        )
+        yield SystemCommand(
+            "Session: show the queue", "The prompts waiting (/queue)", lambda: session.run_command("/queue")
+        )
+        yield SystemCommand("Session: take back the last queued prompt", "/unqueue", session.unqueue)
+        yield SystemCommand("Session: load older turns", "Page further back", session.transcript.load_older)
+        yield SystemCommand(
+            "Session: help", "Commands and keys (/help)", lambda: session.run_command("/help")
+        )
+        for command in super().get_system_commands(screen):
+            if command.title != "Quit":
+                yield command

@@ -1,0 +1,684 @@
+"""The session screen: the transcript, the prompt (or the pending question), the status rows.
+
+Everything the link reports arrives as a `LinkEvent` or `LinkStateChanged` message from one
+follower worker; requests run in workers of their own, and their failures are shown in one place
+(`_failed`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
+from tui.link.base import AttachLink, Gone, Live, Reconnecting
+from tui.protocol import (
+    Info,
+    ModelChanged,
+    Note,
+    PendingQuestion,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    QueueItem,
+    Status,
+    TextChunk,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    Transcript,
+    TurnEnded,
+    TurnRecord,
+    TurnStarted,
+    UnknownEvent,
+    WorkerLeaving,
+    WorkerStarted,
+)
+from tui.ui import slash
+from tui.ui.follow import follow
+from tui.ui.messages import Attached, LinkEvent, LinkStateChanged
+from tui.ui.seen import Seen, SeenStore
+from tui.ui.widgets.prompt import PromptArea, PromptBox
+from tui.ui.widgets.question import QuestionPanel
+from tui.ui.widgets.status import StatusRows
+from tui.ui.widgets.transcript import PAGE, TranscriptView
+from tui.ui.widgets.turn import TurnView, who
+
+__all__ = ["Outgoing", "SessionScreen"]
+
+GONE_EXIT_AFTER = 3.0
+"""Seconds the reason stays on screen before the app exits when the worker is gone."""
+
+
+@dataclass
+class Outgoing:
+    """A prompt on its way to the worker: kept until the worker took it, sent again (with the same
+    request id, so at most once) when the link comes back."""
+
+    prompt: str
+    request_id: str
+    delivery: Literal["now", "queue"]
+
+
+class SessionScreen(Screen[None]):
+    """One attached session."""
+
+    CSS_PATH = "session.tcss"
+
+    def __init__(
+        self,
+        link: AttachLink,
+        *,
+        first_prompt: str | None = None,
+        seen: SeenStore | None = None,
+        clock: Callable[[], float],
+        gone_exit_after: float | None = GONE_EXIT_AFTER,
+    ) -> None:
+        super().__init__()
+        self.link = link
+        self.first_prompt = first_prompt
+        self.seen_store = seen
+        self.clock = clock
+        self.gone_exit_after = gone_exit_after
+        self.cursor = 0
+        """The last event applied."""
+        self.turn: TurnRecord | None = None
+        """The running turn."""
+        self.question: PendingQuestion | None = None
+        self.queue: list[QueueItem] = []
+        self.outbox: list[Outgoing] = []
+        self.state: str = "idle"
+        self.link_state: Live | Reconnecting | Gone = Live()
+        self.attached = asyncio.Event()
+        """Set once the transcript is shown and the follower runs."""
+        self._last_turn_id: str | None = None
+        self._send_lock = asyncio.Lock()
+        self._ctrl_c_at: float | None = None
+
+    def compose(self) -> ComposeResult:
+        yield TranscriptView(id="transcript")
+        yield Static(id="away", markup=False)
+        yield Static(id="queue-row", markup=False)
+        yield Static(id="outbox-row", markup=False)
+        yield Vertical(id="question-slot")
+        yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
+        yield StatusRows(id="status", clock=self.clock)
+        yield Footer()
+
+    # --- getters -------------------------------------------------------------------------------
+    @property
+    def transcript(self) -> TranscriptView:
+        return self.query_one("#transcript", TranscriptView)
+
+    @property
+    def prompt(self) -> PromptArea:
+        return self.query_one("#prompt", PromptArea)
+
+    @property
+    def prompt_box(self) -> PromptBox:
+        return self.query_one("#prompt-box", PromptBox)
+
+    @property
+    def status(self) -> StatusRows:
+        return self.query_one("#status", StatusRows)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a turn runs (Enter queues; Esc interrupts)."""
+        return self.turn is not None
+
+    def on_mount(self) -> None:
+        self.status.change(where=self.link.where)
+        self.prompt.focus()
+        self._follow()
+
+    # --- following -----------------------------------------------------------------------------
+    @work(group="follow", exclusive=True, exit_on_error=False)
+    async def _follow(self) -> None:
+        transcript = await self._first_transcript()
+        if transcript is None:
+            return
+        try:
+            info: Info | None = await self.link.info()
+        except TuiError:
+            info = None
+        self.post_message(Attached(transcript, info))
+        async for item in follow(self.link, transcript.cursor):
+            if isinstance(item, Live | Reconnecting | Gone):
+                self.post_message(LinkStateChanged(item))
+                if isinstance(item, Gone):
+                    return
+            else:
+                self.post_message(LinkEvent(item))
+
+    async def _first_transcript(self) -> Transcript | None:
+        delay = self.link.backoff.first
+        while True:
+            try:
+                return await self.link.transcript(limit=PAGE)
+            except (WorkerUnavailable, Unreachable) as exc:
+                located = await self.link.locate()
+                if located.status == "gone":
+                    self.post_message(LinkStateChanged(Gone(located.reason or str(exc), located.exit_code)))
+                    return None
+                self.post_message(LinkStateChanged(Reconnecting(1, delay, str(exc))))
+                await asyncio.sleep(delay)
+                delay = min(delay * self.link.backoff.factor, self.link.backoff.cap)
+            except TuiError as exc:
+                self.post_message(LinkStateChanged(Gone(str(exc), exc.exit_code)))
+                return None
+
+    async def on_attached(self, message: Attached) -> None:
+        transcript, info = message.transcript, message.info
+        self.cursor = transcript.cursor
+        seen = self.seen_store.get(self.link.where, self.link.session_id) if self.seen_store else None
+        await self.transcript.load(transcript.turns, has_more=transcript.has_more)
+        for record in transcript.turns:
+            if record.by.kind == "owner":
+                self.prompt.remember(record.prompt)
+        if transcript.turns:
+            self._last_turn_id = transcript.turns[-1].turn_id
+        if transcript.current is not None:
+            self.turn = transcript.current
+            live = await self.transcript.start_live(transcript.current.model_copy())
+            live.add_text(transcript.current.reply)
+            self.turn = live.record
+        self.queue = list(transcript.queue)
+        self._show_queue()
+        self.state = transcript.state
+        self.status.change(
+            state=transcript.state,
+            model=transcript.model or (info.model if info else None),
+            queued=len(self.queue),
+            version=info.version if info else "",
+            busy_since=self._started_clock(transcript.current),
+            link=Live(version=info.version if info else ""),
+        )
+        if transcript.question is not None:
+            await self._ask(transcript.question)
+        self._away(seen, transcript)
+        self.attached.set()
+        if self.first_prompt:
+            prompt, self.first_prompt = self.first_prompt, None
+            self.submit(prompt)
+
+    def _started_clock(self, record: TurnRecord | None) -> float | None:
+        if record is None:
+            return None
+        if record.started_at:
+            try:
+                started = datetime.fromisoformat(record.started_at)
+                return self.clock() - max(0.0, (datetime.now(UTC) - started).total_seconds())
+            except ValueError:
+                pass
+        return self.clock()
+
+    def _away(self, seen: Seen | None, transcript: Transcript) -> None:
+        away = self.query_one("#away", Static)
+        if seen is None or transcript.cursor <= seen.cursor:
+            away.display = False
+            return
+        new = [t for t in transcript.turns if (t.ended_seq or 0) > seen.cursor]
+        failed = sum(1 for t in new if t.outcome in ("failed", "interrupted"))
+        parts = []
+        if new:
+            at_least = transcript.has_more and len(new) == len(transcript.turns)
+            count = f"{'at least ' if at_least else ''}{len(new)}"
+            parts.append(
+                f"{count} turn{'s' if len(new) != 1 else ''} ended"
+                + (f" ({failed} failed)" if failed else "")
+            )
+        if transcript.current is not None:
+            parts.append("a turn is running")
+        if transcript.question is not None:
+            parts.append("a question is waiting")
+        if not parts:
+            away.display = False
+            return
+        away.update("While you were away: " + "; ".join(parts) + ".")
+        away.display = True
+        if new:
+            first = new[0].turn_id
+            for view in self.transcript.query(TurnView):
+                if view.record.turn_id == first:
+                    self.call_after_refresh(self.transcript.scroll_to_widget, view, top=True, animate=False)
+                    break
+
+    @on(TranscriptView.NeedOlder)
+    def _need_older(self, message: TranscriptView.NeedOlder) -> None:
+        self._load_older(message.before)
+
+    @work(group="older", exclusive=True, exit_on_error=False)
+    async def _load_older(self, before: str | None) -> None:
+        try:
+            page = await self.link.transcript(limit=PAGE, before=before)
+        except TuiError as exc:
+            await self.transcript.prepend([], has_more=True)
+            self.notify(str(exc), title="Could not load older turns", severity="warning")
+            return
+        await self.transcript.prepend(page.turns, has_more=page.has_more)
+
+    # --- events --------------------------------------------------------------------------------
+    async def on_link_event(self, message: LinkEvent) -> None:
+        event = message.event
+        if event.seq and event.seq <= self.cursor:
+            return
+        await self._apply(event)
+        self.cursor = max(self.cursor, event.seq)
+        self.status.change(last_event=self.clock())
+
+    async def _apply(self, event: object) -> None:
+        transcript = self.transcript
+        live = transcript.live
+        if isinstance(event, TurnStarted):
+            if self.turn is not None and self.turn.turn_id != event.turn_id:
+                await self._end_turn_here("failed", "another turn started before this one ended")
+            record = TurnRecord(
+                turn_id=event.turn_id,
+                prompt=event.prompt,
+                by=event.by,
+                client_id=event.client_id,
+                request_id=event.request_id,
+                origin=event.origin,
+                started_seq=event.seq,
+                started_at=event.at.isoformat(),
+            )
+            self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
+            self._show_outbox()
+            self.turn = record
+            await transcript.start_live(record)
+            self.state = "working"
+            self.status.change(state="working", busy_since=self.clock())
+            self._show_busy()
+        elif isinstance(event, TextChunk):
+            if live is not None and live.record.turn_id == event.turn_id:
+                live.add_text(event.text)
+        elif isinstance(event, ToolStarted):
+            if live is not None and live.record.turn_id == event.turn_id:
+                await live.tool_started(event)
+        elif isinstance(event, ToolOutput):
+            if live is not None:
+                live.tool_output(event)
+        elif isinstance(event, ToolEnded):
+            if live is not None:
+                live.tool_ended(event)
+        elif isinstance(event, QuestionAsked):
+            await self._ask(PendingQuestion(**event.model_dump(include=set(PendingQuestion.model_fields))))
+            self.state = "asking"
+            self.status.change(state="asking")
+        elif isinstance(event, QuestionResolved):
+            await self._resolved(event)
+        elif isinstance(event, TurnEnded):
+            if self.turn is not None and self.turn.turn_id == event.turn_id:
+                record = self.turn
+                record.outcome = event.outcome
+                record.error = event.error
+                record.reply = event.reply or record.reply
+                record.ended_seq = event.seq
+                record.ended_at = event.at.isoformat()
+                await self._finish(record)
+        elif isinstance(event, QueueChanged):
+            self.queue = list(event.items)
+            self._show_queue()
+            self.status.change(queued=len(self.queue))
+        elif isinstance(event, Status):
+            self.state = event.state
+            fields: dict[str, object] = {
+                "state": event.state,
+                "context_used": event.context_used,
+                "context_limit": event.context_limit,
+                "children": dict(event.children),
+            }
+            if event.model:
+                fields["model"] = event.model
+            if event.state != "idle" and self.status.status.busy_since is None:
+                fields["busy_since"] = self.clock()
+            self.status.change(**fields)
+        elif isinstance(event, ModelChanged):
+            self.status.change(model=event.model)
+            await transcript.add_line(f"model: {event.model}")
+        elif isinstance(event, Note):
+            await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
+        elif isinstance(event, WorkerStarted):
+            self.status.change(version=event.version, model=event.model or self.status.status.model)
+            if self.turn is not None:
+                await self._end_turn_here("failed", "the worker restarted; this turn did not finish")
+            if self.question is not None:
+                await self._unask()
+        elif isinstance(event, WorkerLeaving):
+            await transcript.add_line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}")
+        elif isinstance(event, UnknownEvent):
+            await transcript.add_line(f"(an event this version does not know: {event.type})")
+
+    async def _finish(self, record: TurnRecord) -> None:
+        self.turn = None
+        if self.question is not None:
+            await self._unask()
+        await self.transcript.end_live(record)
+        self._last_turn_id = record.turn_id
+        self.state = "idle"
+        self.status.change(state="idle", busy_since=None)
+        self._show_busy()
+        self._remember()
+
+    async def _end_turn_here(self, outcome: Literal["failed", "interrupted"], why: str) -> None:
+        """A turn the worker will never end (restarted, gone) is shown ended, never spinning."""
+        if self.turn is None:
+            return
+        record = self.turn
+        record.outcome = outcome
+        record.error = why
+        await self._finish(record)
+
+    async def on_link_state_changed(self, message: LinkStateChanged) -> None:
+        state = message.state
+        self.link_state = state
+        if isinstance(state, Live):
+            self.status.change(
+                link=state, reconnect_at=None, version=state.version or self.status.status.version
+            )
+            if self.outbox:
+                self._deliver()
+        elif isinstance(state, Reconnecting):
+            self.status.change(link=state, reconnect_at=self.clock() + state.delay)
+        else:
+            await self._end_turn_here("interrupted", f"the worker is gone: {state.reason}")
+            self.state = "ended"
+            self.status.change(link=state, state="ended", busy_since=None)
+            if self.question is not None:
+                await self._unask()
+            self.notify(state.reason, title="The session's worker is gone", severity="error", timeout=30)
+            if self.gone_exit_after is not None:
+                self.set_timer(self.gone_exit_after, lambda: self.leave(state.exit_code, state.reason))
+
+    # --- the question --------------------------------------------------------------------------
+    async def _ask(self, question: PendingQuestion) -> None:
+        await self._unask()
+        self.question = question
+        await self.query_one("#question-slot").mount(QuestionPanel(question))
+        self.prompt_box.display = False
+
+    async def _unask(self) -> None:
+        self.question = None
+        await self.query_one("#question-slot").remove_children()
+        self.prompt_box.display = True
+        self.prompt.focus()
+
+    async def _resolved(self, event: QuestionResolved) -> None:
+        if self.question is None or self.question.question_id != event.question_id:
+            return
+        answer = ", ".join(event.selected + ([event.freeform] if event.freeform else []))
+        name = who(event.by)
+        line = {
+            "answered": f"answered by {name}: {answer}",
+            "dismissed": f"question dismissed by {name}",
+            "cancelled": "question cancelled",
+        }[event.how]
+        if self.turn is not None:
+            self.turn.answered.append(line)
+        await self._unask()
+        await self.transcript.add_line(line)
+        if event.client_id != self.link.client_id and event.how != "cancelled":
+            self.notify(line, title="The question was resolved elsewhere")
+        self.state = "working" if self.turn else "idle"
+        self.status.change(state=self.state)
+
+    @on(QuestionPanel.Answered)
+    def _answered(self, message: QuestionPanel.Answered) -> None:
+        self._request("answer", self.link.answer(message.question_id, message.selected, message.freeform))
+
+    @on(QuestionPanel.Dismissed)
+    def _dismissed(self, message: QuestionPanel.Dismissed) -> None:
+        self._request("dismiss", self.link.dismiss(message.question_id))
+
+    # --- the prompt ----------------------------------------------------------------------------
+    @on(PromptArea.Submitted)
+    def _submitted(self, message: PromptArea.Submitted) -> None:
+        text = message.text
+        if not text.strip():
+            return
+        self.prompt.remember(text)
+        self.prompt.clear()
+        self.prompt_box.close()
+        self.submit(text)
+
+    def submit(self, text: str) -> None:
+        """Send a prompt (queued behind the running turn) or run a slash command."""
+        self.query_one("#away", Static).display = False
+        if text.startswith("/") and not text.startswith("//"):
+            self.run_command(text)
+            return
+        if text.startswith("//"):
+            text = text[1:]
+        self.outbox.append(Outgoing(text, uuid.uuid4().hex, "queue" if self.busy else "now"))
+        self._show_outbox()
+        self._deliver()
+
+    @work(group="outbox", exit_on_error=False)
+    async def _deliver(self) -> None:
+        async with self._send_lock:
+            while self.outbox:
+                item = self.outbox[0]
+                try:
+                    await self.link.send_turn(item.prompt, request_id=item.request_id, delivery=item.delivery)
+                except Conflict as exc:
+                    if exc.code == "busy" and item.delivery == "now":
+                        item.delivery = "queue"
+                        continue
+                    self._drop_outgoing(item, exc)
+                    continue
+                except (WorkerUnavailable, Unreachable):
+                    self._show_outbox(waiting=True)
+                    return
+                except TuiError as exc:
+                    self._drop_outgoing(item, exc)
+                    continue
+                if item in self.outbox:
+                    self.outbox.remove(item)
+                self._show_outbox()
+
+    def _drop_outgoing(self, item: Outgoing, exc: TuiError) -> None:
+        if item in self.outbox:
+            self.outbox.remove(item)
+        self._show_outbox()
+        self.notify(str(exc), title="The prompt was not sent", severity="error")
+
+    def _show_outbox(self, *, waiting: bool = False) -> None:
+        row = self.query_one("#outbox-row", Static)
+        if not self.outbox:
+            row.display = False
+            return
+        pending = " · ".join(_clip(o.prompt) for o in self.outbox)
+        row.update(f"⧗ not sent yet ({len(self.outbox)}): {pending} — sent when the link is back")
+        row.display = waiting or not isinstance(self.link_state, Live)
+
+    def _show_queue(self) -> None:
+        row = self.query_one("#queue-row", Static)
+        if not self.queue:
+            row.display = False
+            return
+        items = " · ".join(f"{n}. {_clip(i.prompt)}" for n, i in enumerate(self.queue, 1))
+        row.update(f"queued ({len(self.queue)}): {items}   /unqueue takes the last back")
+        row.display = True
+
+    def _show_busy(self) -> None:
+        box = self.prompt_box
+        box.set_class(self.busy, "-queueing")
+        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else ""
+
+    # --- slash commands ------------------------------------------------------------------------
+    def run_command(self, line: str) -> None:
+        """Run a slash command typed at the prompt."""
+        name, rest = slash.parse(line)
+        if name == "/detach":
+            self.leave(0)
+        elif name == "/exit":
+            self._stop(delete=False)
+        elif name == "/exit --delete":
+            self._stop(delete=True)
+        elif name == "/archive":
+            self._request(
+                "archive", self.link.archive_session(), done="The session is archived; it keeps running."
+            )
+        elif name == "/model":
+            if not rest:
+                self.notify("Type /model NAME.", title="Which model?", severity="warning")
+            else:
+                self._request("model", self.link.set_model(rest))
+        elif name == "/queue":
+            if rest:
+                self.outbox.append(Outgoing(rest, uuid.uuid4().hex, "queue"))
+                self._deliver()
+            else:
+                self._show_queue_lines()
+        elif name == "/unqueue":
+            self.unqueue()
+        elif name == "/stats":
+            self._stats()
+        elif name == "/help":
+            self.run_worker(self.transcript.add_line(help_text()))
+        else:
+            self.notify(
+                f"{name} is not a command; /help lists them.", title="Unknown command", severity="warning"
+            )
+
+    def _show_queue_lines(self) -> None:
+        if not self.queue:
+            self.notify("Nothing is queued.", title="Queue")
+        else:
+            lines = "\n".join(f"{n}. {i.prompt}  · {who(i.by)}" for n, i in enumerate(self.queue, 1))
+            self.notify(lines, title="Queue")
+
+    def unqueue(self) -> None:
+        """Take the last queued prompt back into the prompt."""
+        if not self.queue:
+            self.notify("Nothing is queued.", title="Queue")
+            return
+        mine = [i for i in self.queue if i.client_id == self.link.client_id] or self.queue
+        self._unqueue(mine[-1])
+
+    @work(group="requests", exit_on_error=False)
+    async def _unqueue(self, item: QueueItem) -> None:
+        try:
+            await self.link.unqueue(item.queue_id)
+        except NotFound:
+            self.notify("It already started.", title="Could not take it back", severity="warning")
+            return
+        except TuiError as exc:
+            self._failed("unqueue", exc)
+            return
+        if not self.prompt.text.strip():
+            self.prompt.load_text(item.prompt)
+            self.prompt.move_cursor(self.prompt.document.end)
+
+    @work(group="requests", exit_on_error=False)
+    async def _stats(self) -> None:
+        try:
+            stats = await self.link.stats()
+        except TuiError as exc:
+            self._failed("stats", exc)
+            return
+        line = (
+            f"stats: {stats.turns} turns · tokens {stats.tokens_in} in / {stats.tokens_out} out · "
+            f"up {int(stats.uptime)}s · {stats.events} events · "
+            f"attached: {', '.join(stats.attached) or 'nobody'}"
+        )
+        await self.transcript.add_line(line)
+
+    @work(group="requests", exit_on_error=False)
+    async def _stop(self, *, delete: bool) -> None:
+        try:
+            await self.link.stop_worker()
+            if delete:
+                await self.link.delete_session()
+        except TuiError as exc:
+            self._failed("exit", exc)
+            return
+        self.leave(0, None, forget=delete)
+
+    def _request(self, what: str, call: object, *, done: str | None = None) -> None:
+        async def run() -> None:
+            try:
+                await call  # type: ignore[misc]
+            except TuiError as exc:
+                self._failed(what, exc)
+                return
+            if done:
+                self.notify(done)
+
+        self.run_worker(run(), group="requests", exit_on_error=False)
+
+    def _failed(self, what: str, exc: TuiError) -> None:
+        """Every failed request is shown here, in one way."""
+        self.notify(str(exc), title=f"{exc.title}: {what}", severity="error")
+
+    # --- keys ----------------------------------------------------------------------------------
+    def escape(self) -> None:
+        """Esc: close completions, else dismiss the question, else interrupt the running turn."""
+        if self.prompt_box.completing:
+            self.prompt_box.close()
+        elif self.question is not None:
+            panel = self.query(QuestionPanel)
+            if panel:
+                panel.first().dismiss()
+        elif self.busy:
+            self.interrupt()
+
+    def interrupt(self) -> None:
+        """End the running turn."""
+        self._request("interrupt", self.link.interrupt())
+
+    def ctrl_c(self) -> None:
+        """Ctrl+C: interrupt a running turn; twice on an idle prompt, detach."""
+        if self.busy:
+            self.interrupt()
+            return
+        now = self.clock()
+        if self._ctrl_c_at is not None and now - self._ctrl_c_at < 2.0:
+            self.leave(0)
+            return
+        self._ctrl_c_at = now
+        self.prompt.clear()
+        self.notify("Press Ctrl+C again to detach (the session keeps running).", timeout=2)
+
+    def _remember(self) -> None:
+        if self.seen_store is not None and self.cursor:
+            self.seen_store.put(self.link.where, self.link.session_id, Seen(self.cursor, self._last_turn_id))
+
+    def leave(self, code: int, message: str | None = None, *, forget: bool = False) -> None:
+        """Leave the app with exit code `code` (the session keeps running unless it was stopped)."""
+        if not forget:
+            self._remember()
+        self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def help_text() -> str:
+    """What /help shows: the commands and the keys."""
+    width = max(len(c.usage) for c in slash.COMMANDS)
+    commands = "\n".join(f"  {c.usage:<{width}}  {c.help}" for c in slash.COMMANDS)
+    keys = (
+        "  Enter            send (queues while a turn runs)\n"
+        "  Ctrl+J, Alt+Enter  new line\n"
+        "  Up / Down        prompt history\n"
+        "  Esc              interrupt the turn; dismiss a question; close completions\n"
+        "  Ctrl+C           interrupt; twice on an idle prompt: detach\n"
+        "  Ctrl+D, Ctrl+Q   detach (the session keeps running)\n"
+        "  Ctrl+P           command palette (themes too)\n"
+        "  @path            complete a file (this machine's sessions)"
+    )
+    return f"Commands:\n{commands}\nKeys:\n{keys}"

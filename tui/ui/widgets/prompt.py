@@ -1,0 +1,200 @@
+"""The prompt: a multi-line input with history, slash-command and ``@path`` completion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList, TextArea
+from textual.widgets.option_list import Option
+
+from tui.ui.slash import complete, complete_path
+
+__all__ = ["PromptArea", "PromptBox"]
+
+
+class PromptArea(TextArea):
+    """Where prompts are typed: Enter sends, Ctrl+J or Alt+Enter starts a new line, Up/Down on
+    the first/last line walk the history."""
+
+    BINDINGS = [
+        Binding(
+            "ctrl+j", "newline", "Newline", id="prompt.newline", tooltip="Start a new line in the prompt"
+        ),
+        Binding(
+            "alt+enter",
+            "newline",
+            "Newline",
+            show=False,
+            id="prompt.newline-alt",
+            tooltip="Start a new line in the prompt",
+        ),
+    ]
+
+    DEFAULT_CSS = """
+    PromptArea {
+        height: auto; max-height: 10; min-height: 1; border: none; padding: 0 1; background: $surface;
+    }
+    PromptArea:focus { border: none; }
+    PromptArea .text-area--cursor-line { background: transparent; }
+    """
+
+    class Submitted(Message):
+        """Enter was pressed: the prompt's text."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
+        self.sent: list[str] = []
+        """Prompts sent before, oldest first."""
+        self._place: int | None = None
+        self._draft = ""
+
+    @property
+    def box(self) -> PromptBox | None:
+        parent = self.parent
+        return parent if isinstance(parent, PromptBox) else None
+
+    async def _on_key(self, event: events.Key) -> None:
+        box = self.box
+        if box is not None and box.completing and event.key in ("up", "down", "tab", "enter"):
+            event.stop()
+            event.prevent_default()
+            box.completion_key(event.key)
+            return
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self.text))
+            return
+        if event.key == "up" and self.cursor_location[0] == 0 and self.sent:
+            event.stop()
+            event.prevent_default()
+            self._walk(-1)
+            return
+        if (
+            event.key == "down"
+            and self.cursor_location[0] == self.document.line_count - 1
+            and self._place is not None
+        ):
+            event.stop()
+            event.prevent_default()
+            self._walk(1)
+            return
+        await super()._on_key(event)
+
+    def _walk(self, step: int) -> None:
+        if self._place is None:
+            self._draft = self.text
+            self._place = len(self.sent)
+        place = max(0, min(len(self.sent), self._place + step))
+        self._place = place
+        text = self.sent[place] if place < len(self.sent) else self._draft
+        if place == len(self.sent):
+            self._place = None
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    def remember(self, text: str) -> None:
+        """Add a sent prompt to the history."""
+        if text and (not self.sent or self.sent[-1] != text):
+            self.sent.append(text)
+        self._place = None
+
+    def action_newline(self) -> None:
+        self.insert("\n")
+
+
+class PromptBox(Vertical):
+    """The prompt and the completions shown above it while typing ``/`` or ``@``."""
+
+    DEFAULT_CSS = """
+    PromptBox { height: auto; border-top: tall $primary; background: $surface; }
+    PromptBox > OptionList { height: auto; max-height: 8; display: none; border: none; background: $panel; }
+    PromptBox.-completing > OptionList { display: block; }
+    PromptBox.-queueing { border-top: tall $warning; }
+    """
+
+    def __init__(self, *, paths: bool = False, root: Path | None = None, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.paths = paths
+        """Whether ``@path`` completes (this machine's files)."""
+        self.root = root
+        self._words: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="completions")
+        yield PromptArea(id="prompt")
+
+    @property
+    def completing(self) -> bool:
+        """Whether completions are shown."""
+        return self.has_class("-completing")
+
+    @on(TextArea.Changed, "#prompt")
+    def _changed(self, event: TextArea.Changed) -> None:
+        self.refresh_completions(event.text_area.text)
+
+    def refresh_completions(self, text: str) -> None:
+        """Offer what completes `text`."""
+        options: list[Option] = []
+        self._words = []
+        commands = complete(text)
+        if commands:
+            for command in commands:
+                self._words.append(command.name + (" " if command.usage != command.name else ""))
+                options.append(Option(f"{command.usage:<18} {command.help}"))
+        elif self.paths:
+            word = text.rsplit(None, 1)[-1] if text.strip() else ""
+            if word.startswith("@") and not text.endswith((" ", "\n")):
+                for found in complete_path(word, self.root):
+                    self._words.append(found)
+                    options.append(Option(found))
+        completions = self.query_one(OptionList)
+        completions.set_options(options)
+        if options:
+            completions.highlighted = 0
+        self.set_class(bool(options), "-completing")
+
+    def close(self) -> None:
+        """Hide the completions."""
+        self.set_class(False, "-completing")
+
+    def completion_key(self, key: str) -> None:
+        """Up/Down move through the completions; Tab or Enter takes one."""
+        completions = self.query_one(OptionList)
+        if key == "up":
+            completions.action_cursor_up()
+        elif key == "down":
+            completions.action_cursor_down()
+        else:
+            self.accept(completions.highlighted or 0)
+
+    @on(OptionList.OptionSelected, "#completions")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.accept(event.option_index)
+
+    def accept(self, index: int) -> None:
+        """Put completion `index` into the prompt."""
+        if not 0 <= index < len(self._words):
+            return
+        word = self._words[index]
+        prompt = self.query_one(PromptArea)
+        text = prompt.text
+        if word.startswith("@"):
+            head = text[: len(text) - len(text.rsplit(None, 1)[-1])]
+            new = head + word + ("" if word.endswith("/") else " ")
+        else:
+            new = word
+        prompt.load_text(new)
+        prompt.move_cursor(prompt.document.end)
+        if not word.endswith("/"):
+            self.close()
+        prompt.focus()

@@ -1,0 +1,150 @@
+"""The status rows at the bottom: what the session is doing, and how this client is linked to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.timer import Timer
+from textual.widgets import Static
+
+from tui.link.base import Gone, LinkState, Live, Reconnecting
+
+__all__ = ["SessionStatus", "StatusRows"]
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """Everything the status rows show."""
+
+    state: str = "idle"
+    """``idle``, ``working``, ``asking``, or ``ended`` once the worker is gone."""
+    busy_since: float | None = None
+    """The client clock when the running turn started."""
+    model: str | None = None
+    context_used: int = 0
+    context_limit: int = 0
+    queued: int = 0
+    children: dict[str, int] = field(default_factory=dict)
+    where: str = "local"
+    link: LinkState = field(default_factory=Live)
+    reconnect_at: float | None = None
+    """The client clock of the next reconnect try."""
+    version: str = ""
+    last_event: float | None = None
+    """The client clock of the last event applied."""
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def _tokens(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+class StatusRows(Vertical):
+    """Two rows: the session (state, model, context, queue, children) and the link (where,
+    connection, worker version, time since the last event)."""
+
+    DEFAULT_CSS = """
+    StatusRows { height: 2; background: $panel; padding: 0 1; }
+    StatusRows > Static { height: 1; width: 1fr; color: $text-muted; }
+    StatusRows > #status-session.-busy { color: $text; }
+    StatusRows > #status-session.-asking { color: $text-accent; }
+    StatusRows > #status-link.-reconnecting { color: $text-warning; }
+    StatusRows > #status-link.-gone { color: $text-error; }
+    """
+
+    status: reactive[SessionStatus] = reactive(SessionStatus, always_update=True, init=False)
+    """What is shown."""
+
+    def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.clock = clock
+        self._tick: Timer | None = None
+        self._spin: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status-session", markup=False)
+        yield Static(id="status-link", markup=False)
+
+    def on_mount(self) -> None:
+        self._tick = self.set_interval(1.0, self._redraw)
+        self._redraw()
+
+    def watch_status(self, status: SessionStatus) -> None:
+        busy = status.state in ("working", "asking")
+        if busy and self._spin is None:
+            self._spin = self.set_interval(0.1, self._redraw)
+        elif not busy and self._spin is not None:
+            self._spin.stop()
+            self._spin = None
+        self._redraw()
+
+    def change(self, **fields: object) -> None:
+        """Change some of what is shown."""
+        self.status = replace(self.status, **fields)  # type: ignore[arg-type]
+
+    def session_row(self) -> str:
+        """The first row as text."""
+        s = self.status
+        now = self.clock()
+        if s.state == "working":
+            since = f" {_age(now - s.busy_since)}" if s.busy_since is not None else ""
+            head = f"{SPINNER[int(now * 10) % len(SPINNER)]} working{since}"
+        elif s.state == "asking":
+            head = f"{SPINNER[int(now * 10) % len(SPINNER)]} asking"
+        else:
+            head = "● " + s.state
+        parts = [head, f"model {s.model or 'default'}"]
+        if s.context_limit:
+            share = 100 * s.context_used // max(1, s.context_limit)
+            parts.append(f"context {_tokens(s.context_used)}/{_tokens(s.context_limit)} ({share}%)")
+        if s.queued:
+            parts.append(f"queued {s.queued}")
+        live_children = {k: v for k, v in s.children.items() if v}
+        if live_children:
+            parts.append("children " + ", ".join(f"{v} {k}" for k, v in live_children.items()))
+        return " · ".join(parts)
+
+    def link_row(self) -> str:
+        """The second row as text."""
+        s = self.status
+        now = self.clock()
+        if isinstance(s.link, Live):
+            connection = "live"
+        elif isinstance(s.link, Reconnecting):
+            left = max(0.0, (s.reconnect_at or now) - now)
+            connection = f"reconnecting in {left:.0f} s ({s.link.reason})"
+        else:
+            connection = f"gone: {s.link.reason}"
+        parts = [s.where, connection]
+        if s.version:
+            parts.append(f"worker {s.version}")
+        if s.last_event is not None:
+            parts.append(f"last event {_age(now - s.last_event)} ago")
+        return " · ".join(parts)
+
+    def _redraw(self) -> None:
+        if not self.is_mounted:
+            return
+        s = self.status
+        session = self.query_one("#status-session", Static)
+        link = self.query_one("#status-link", Static)
+        session.update(self.session_row())
+        session.set_class(s.state == "working", "-busy")
+        session.set_class(s.state == "asking", "-asking")
+        link.update(self.link_row())
+        link.set_class(isinstance(s.link, Reconnecting), "-reconnecting")
+        link.set_class(isinstance(s.link, Gone), "-gone")
