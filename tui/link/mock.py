@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Located
+from tui.link.base import AttachLink, Backoff, Live, Located
 from tui.protocol import (
     By,
     Event,
@@ -248,7 +248,7 @@ class MockLink(AttachLink):
     async def locate(self) -> Located:
         return self.located
 
-    async def open_stream(self, cursor: int) -> AsyncIterator[Event]:
+    async def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         if self.located.status == "gone":
             raise WorkerUnavailable(self.located.reason or "the worker is gone")
         if self.located.status == "starting":
@@ -257,6 +257,7 @@ class MockLink(AttachLink):
             raise InvalidRequest(f"cursor {cursor} is ahead of the journal ({self._seq})", code="bad_cursor")
         self.streams_opened += 1
         self._drop = None
+        yield Live(version=self.version, epoch=1)
         index = 0
         while True:
             while index < len(self.journal):

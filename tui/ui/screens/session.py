@@ -22,6 +22,7 @@ from textual.widgets import Footer, Static
 
 from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, Live, Reconnecting
+from tui.link.follow import Follower
 from tui.protocol import (
     Info,
     ModelChanged,
@@ -45,7 +46,6 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.ui import slash
-from tui.ui.follow import follow
 from tui.ui.messages import Attached, LinkEvent, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.prompt import PromptArea, PromptBox
@@ -153,7 +153,7 @@ class SessionScreen(Screen[None]):
         except TuiError:
             info = None
         self.post_message(Attached(transcript, info))
-        async for item in follow(self.link, transcript.cursor):
+        async for item in Follower(self.link, transcript.cursor):
             if isinstance(item, Live | Reconnecting | Gone):
                 self.post_message(LinkStateChanged(item))
                 if isinstance(item, Gone):
