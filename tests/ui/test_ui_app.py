@@ -395,8 +395,7 @@ class TestLink:
             await until(pilot, lambda: app.session.busy)
             link.located = Located("gone", "the session was deleted")
             link.drop()
-            await until(pilot, lambda: isinstance(app.session.link_state, Gone))
-            assert not app.session.busy
+            await until(pilot, lambda: isinstance(app.session.link_state, Gone) and not app.session.busy)
             assert "gone: the session was deleted" in app.session.status.link_row()
             await until(pilot, lambda: app.return_code is not None)
         assert app.return_code == 4

@@ -392,6 +392,7 @@ class SessionScreen(Screen[None]):
         elif isinstance(state, Reconnecting):
             self.status.change(link=state, reconnect_at=self.clock() + state.delay)
         else:
+            self.status.change(link=state)
             await self._end_turn_here("interrupted", f"the worker is gone: {state.reason}")
             self.state = "ended"
             self.status.change(link=state, state="ended", busy_since=None)
