@@ -202,10 +202,9 @@ class _Run:
         n = self.turns
         rid = await self.watch.send(text)
         self.running = rid
-        try:
-            result = await self.watch.wait_turn(rid, self.policy)
-        finally:
-            self.running = None
+        result = await self.watch.wait_turn(rid, self.policy)
+        # Left set when the wait is cut short, so a timeout can say the turn still runs.
+        self.running = None
         return self._record(self._outcome(n, result))
 
     async def _report_queued(self, wait: bool = False) -> bool:

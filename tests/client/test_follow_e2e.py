@@ -1,0 +1,53 @@
+"""The follower against real workers: a SIGKILLed worker is restarted and no event is lost or repeated."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from client.helpers import journal_seqs, kill_worker
+from tui.access.local import LocalAccess
+from tui.link.base import Live, Reconnecting
+from tui.link.follow import Follower
+from tui.protocol import Event, TextChunk, TurnEnded, WorkerStarted
+from tui.store import StatePaths
+
+SLOW = "import time; print('started', flush=True); time.sleep(60)"
+
+
+async def test_every_event_exactly_once_across_a_killed_worker(state_dir: Path) -> None:
+    access = LocalAccess(StatePaths(state_dir))
+    sid = await access.create(working_directory=str(state_dir))
+    link = await access.link(sid, client_id="test")
+    follower = Follower(link, 0)
+    events: list[Event] = []
+    states: list[object] = []
+
+    async def until(done: type, check: object = None) -> Event:
+        async with asyncio.timeout(30):
+            async for item in follower:
+                if isinstance(item, (Live, Reconnecting)):
+                    states.append(item)
+                    continue
+                events.append(item)  # type: ignore[arg-type]
+                if isinstance(item, done) and (check is None or check(item)):  # type: ignore[operator]
+                    return item  # type: ignore[return-value]
+        raise AssertionError("the follower ended")
+
+    first = await link.send_turn(SLOW, request_id="slow")
+    await until(TextChunk, lambda e: e.text.startswith("started"))
+    kill_worker(state_dir, sid)
+    ended = await until(TurnEnded, lambda e: e.turn_id == first.turn_id)
+    assert isinstance(ended, TurnEnded) and ended.outcome == "failed"
+    second = await link.send_turn("print('after')", request_id="after")
+    done = await until(TurnEnded, lambda e: e.turn_id == second.turn_id)
+    assert isinstance(done, TurnEnded) and done.reply == "after\n"
+
+    seqs = [e.seq for e in events]
+    assert seqs == journal_seqs(state_dir, sid)[: len(seqs)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert [e.epoch for e in events if isinstance(e, WorkerStarted)] == [1, 2]
+    assert any(isinstance(s, Reconnecting) for s in states)
+    assert isinstance(states[-1], Live) and states[-1].epoch == 2
+    await follower.aclose()
+    await link.close()

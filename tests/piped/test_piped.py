@@ -1,0 +1,136 @@
+"""The piped surface end to end: `tui` and `tui attach ID` with stdin from a script."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from client.helpers import kill_worker, new_session, tui
+
+ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
+SLOW = "import time; print('started', flush=True); time.sleep(60)"
+
+
+def _popen(*args: str, script: str) -> subprocess.Popen[str]:
+    """`tui ARGS` reading `script` from a file, its stdout and stderr piped."""
+    with tempfile.TemporaryFile("w+") as stdin:
+        stdin.write(script)
+        stdin.seek(0)
+        return subprocess.Popen(
+            [sys.executable, "-m", "tui", *args],
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def test_a_new_session_runs_each_line_with_continuations_and_slash_commands(state_dir: Path) -> None:
+    script = "print('a')\nfor i in range(3):\\\n    print(i)\n\n/stats\n/queue\nprint('b', end='')\n"
+    out = tui(input=script)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "a\n0\n1\n2\nb\n"
+    assert "new session" in out.stderr
+    for n in (1, 2, 3):
+        assert f"turn {n} completed" in out.stderr
+    assert "stats: " in out.stderr and "queue: 0 waiting" in out.stderr
+
+
+def test_the_first_failed_turn_stops_the_script_unless_keep_going(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    stopped = tui("attach", sid[:8], input="1/0\nprint('after')\n")
+    assert stopped.returncode == 1
+    assert "ZeroDivisionError" in stopped.stdout and "after" not in stopped.stdout
+    assert "turn 1 failed: ZeroDivisionError: division by zero" in stopped.stderr
+
+    going = tui("attach", sid[:8], "--keep-going", input="1/0\nprint('after')\n/bogus\n")
+    assert going.returncode == 1
+    assert going.stdout.endswith("after\n")
+    assert "unknown command /bogus" in going.stderr
+
+
+def test_ten_megabytes_of_output_arrive_byte_for_byte(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    program = "print('\\n'.join(f'{i:08d}' + chr(97 + i % 26) * 91 for i in range(100_000)))\n"
+    out = subprocess.run(
+        [sys.executable, "-m", "tui", "attach", sid],
+        input=program.encode(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    expected = "\n".join(f"{i:08d}" + chr(97 + i % 26) * 91 for i in range(100_000)) + "\n"
+    assert len(out.stdout) == 10_000_000
+    assert out.stdout == expected.encode()
+
+
+def test_jsonl_output_carries_every_event_once(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    out = tui("attach", sid, "--output", "jsonl", input="print(1)\nprint(2)\n")
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs)) and seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    ended = [e for e in events if e["type"] == "turn_ended"]
+    assert [e["reply"] for e in ended] == ["1\n", "2\n"]
+    assert {"turn_started", "text", "status"} <= {e["type"] for e in events}
+
+
+def test_questions_are_answered_from_a_file_a_default_or_left_with_exit_3(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    as_list = state_dir / "answers.json"
+    as_list.write_text(json.dumps(["yes"]))
+    out = tui("attach", sid, "--answers", str(as_list), input=ASK + "\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "got yes\n"
+
+    as_map = state_dir / "answers.toml"
+    as_map.write_text('"Proceed?" = 2\n')
+    out = tui("attach", sid, "--answers", str(as_map), input=ASK + "\n")
+    assert out.stdout == "got no\n", out.stderr
+
+    out = tui("attach", sid, "--question-timeout", "0.2", "--default-answer", "yes", input=ASK + "\n")
+    assert out.stdout == "got yes\n", out.stderr
+
+    left = tui("attach", sid, input=ASK + "\n")
+    assert left.returncode == 3
+    assert "Proceed?" in left.stderr and f"tui answer {sid[:8]} --option 2" in left.stderr
+    answered = tui("answer", sid, "--option", "2")
+    assert answered.returncode == 0, answered.stderr
+
+
+def test_timeout_bounds_the_run_and_leaves_the_turn_running(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    out = tui("attach", sid, "--timeout", "1.5", input=SLOW + "\n")
+    assert out.returncode == 1
+    assert "timed out after 1.5 s; the running turn was left running" in out.stderr
+    assert out.stdout == "started\n"
+
+
+def test_ctrl_c_interrupts_the_running_turn_and_exits_1(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    proc = _popen("attach", sid, script=SLOW + "\nprint('never')\n")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err
+    assert "turn 1 was interrupted" in err
+    assert "never" not in out
+
+
+def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    proc = _popen("attach", sid, "--keep-going", script=SLOW + "\nprint('next')\n")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    kill_worker(state_dir, sid)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "turn 1 failed" in err and "stopped before it ended" in err
+    assert "turn 2 completed" in err
+    assert out.count("started") == 0 and out.endswith("next\n")
