@@ -294,3 +294,38 @@ class TestLifecycle:
             assert (await session.execute(source="6 * 7")).value == 42
         finally:
             await session.close()
+
+
+class TestAwait:
+    async def test_top_level_await_runs_on_a_loop_that_persists(self, session: PythonSession) -> None:
+        first = await session.execute(
+            source=(
+                "import asyncio\n"
+                "async def twice(x):\n"
+                "    await asyncio.sleep(0.01)\n"
+                "    return 2 * x\n"
+                "await twice(4)"
+            )
+        )
+        assert (first.status, first.value) == ("completed", 8)
+        second = await session.execute(source="results = await asyncio.gather(twice(1), twice(2))\nresults")
+        assert second.value == [2, 4]
+
+    async def test_an_error_under_await_shows_only_the_program_frames(self, session: PythonSession) -> None:
+        source = (
+            "import asyncio\n"
+            "async def bad():\n"
+            "    await asyncio.sleep(0)\n"
+            "    raise KeyError('k')\n"
+            "await bad()"
+        )
+        result = await session.execute(source=source)
+        assert result.error is not None and result.error.type == "KeyError"
+        assert result.error.traceback.splitlines()[1].startswith('  File "<program ')
+        assert "asyncio" not in result.error.traceback.split("\n", 2)[1]
+
+    async def test_stop_interrupts_an_awaiting_program(self, quick: PythonSession) -> None:
+        first = await quick.execute(source="import asyncio\nmarker = 'kept'\nawait asyncio.sleep(60)")
+        assert first.status == "still_working"
+        assert (await quick.stop()).status == "terminated"
+        assert (await quick.execute(source="marker")).value == "kept"

@@ -12,9 +12,12 @@ tool replies, interrupt); the pump thread ships output, both the Python-level wr
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextlib
 import ctypes
 import errno
 import fcntl
+import inspect
 import json
 import linecache
 import os
@@ -26,6 +29,7 @@ import struct
 import sys
 import threading
 import traceback
+import types
 from typing import Any
 
 HEADER = struct.Struct(">BI")
@@ -36,6 +40,7 @@ CHUNK = 1 << 20
 READ_SIZE = 65536  # os.read allocates this much each call: keep it small for fast round trips
 FLUSH_SECONDS = 0.01
 HERE = os.path.abspath(__file__)
+TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
 class LimitExceeded(Exception):
@@ -182,6 +187,7 @@ class Runner:
         self.reply_fd = config["reply_fd"]
         self.replies = bytearray()
         self.call_lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.next_call = 0
         self.main_ident = threading.get_ident()
         self.globals: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -385,13 +391,17 @@ class Runner:
         for tool in message.get("tools", []):
             namespace[tool["name"]] = self.make_tool(tool["name"], tool["properties"], tool["description"])
         try:
-            tree = ast.parse(source, filename, "exec")
+            tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | TOP_LEVEL_AWAIT, dont_inherit=True)
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 last = ast.Expression(tree.body[-1].value)
                 del tree.body[-1]
-            body = compile(tree, filename, "exec")
-            tail = compile(last, filename, "eval") if last is not None else None
+            body = compile(tree, filename, "exec", TOP_LEVEL_AWAIT, dont_inherit=True)
+            tail = (
+                compile(last, filename, "eval", TOP_LEVEL_AWAIT, dont_inherit=True)
+                if last is not None
+                else None
+            )
         except (SyntaxError, ValueError) as exc:
             return self.failure(exc)
         cpu_seconds = self.config["limits"].get("cpu_seconds")
@@ -403,9 +413,9 @@ class Runner:
                 self.interrupt_requested = False
                 self.running = True
             try:
-                exec(body, namespace)
+                self.evaluate(body, namespace)
                 if tail is not None:
-                    value = eval(tail, namespace)
+                    value = self.evaluate(tail, namespace)
             finally:
                 with self.state:
                     self.running = False
@@ -436,6 +446,22 @@ class Runner:
             return {"status": "completed"}
         return {"status": "completed", **describe_value(value)}
 
+    def evaluate(self, code: types.CodeType, namespace: dict[str, Any]) -> Any:
+        """Run compiled code; code with a top-level ``await`` runs on the runner's event loop."""
+        if not code.co_flags & inspect.CO_COROUTINE:
+            return eval(code, namespace)
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+        task = self.loop.create_task(eval(code, namespace))
+        try:
+            return self.loop.run_until_complete(task)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    self.loop.run_until_complete(task)
+
     def limit(self, name: str, detail: str) -> dict[str, Any]:
         message = f"{name}: {detail}"
         error = {"type": "LimitExceeded", "message": message, "traceback": f"LimitExceeded: {message}\n"}
@@ -462,7 +488,10 @@ def trimmed(exc: BaseException) -> traceback.TracebackException:
         if id(item) in seen:
             continue
         seen.add(id(item))
-        item.stack = traceback.StackSummary.from_list([f for f in item.stack if f.filename != HERE])
+        frames = [f for f in item.stack if f.filename != HERE]
+        # start at the program's first frame: what runs it (asyncio for top-level await) is not its own
+        first = next((i for i, f in enumerate(frames) if f.filename.startswith("<program ")), 0)
+        item.stack = traceback.StackSummary.from_list(frames[first:])
         stack.extend(x for x in (item.__cause__, item.__context__) if x is not None)
     return report
 
