@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import selectors
 import signal
@@ -10,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tui.store import StatePaths, create_session, read_sidecar
+from tui.store import StatePaths, create_session, is_live, read_sidecar
 from tui.web.participants import ParticipantStore, parse_ttl
 from tui.web.paths import WebPaths
 
@@ -117,27 +119,17 @@ def stop_workers(state: Path) -> None:
     sessions = state / "sessions"
     if not sessions.is_dir():
         return
-    pids = []
+    locks = []
     for folder in sessions.iterdir():
         car = read_sidecar(folder / "worker.json")
-        if car is not None and _alive(car.pid):
-            pids.append(car.pid)
+        if car is not None and is_live(folder / "owner.lock"):
+            locks.append(folder / "owner.lock")
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(car.pid, signal.SIGTERM)
+                os.killpg(car.pid, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    for pid in pids:
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    for lock in locks:
+        while is_live(lock) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 @pytest.fixture
@@ -155,3 +147,59 @@ def shared_web() -> Iterator[Web]:
         w = start_web(Path(d))
         yield w
         w.stop()
+
+
+TIMEOUT = 20.0
+"""The bound on waiting for anything a test expects (the suite runs on 2 busy cores)."""
+
+
+@dataclass
+class Sse:
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+
+async def read_sse(response: httpx.Response) -> AsyncIterator[Sse]:
+    """The journal events of an open ``/events`` response (comments skipped)."""
+    ident: str | None = None
+    kind = ""
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data and ident is not None:
+                yield Sse(int(ident), kind, json.loads("\n".join(data)))
+            ident, kind, data = None, "", []
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "id":
+                ident = value
+            elif name == "event":
+                kind = value
+            elif name == "data":
+                data.append(value)
+
+
+async def events_until(
+    client: httpx.AsyncClient, path: str, stop: Callable[[Sse], bool], *, cursor: int = 0
+) -> list[Sse]:
+    """The events of `path` (an ``/events`` route) from `cursor` up to the first `stop` holds for."""
+    seen: list[Sse] = []
+    async with asyncio.timeout(TIMEOUT), client.stream("GET", path, params={"cursor": cursor}) as r:
+        assert r.status_code == 200, await r.aread()
+        async for event in read_sse(r):
+            seen.append(event)
+            if stop(event):
+                return seen
+    raise AssertionError(f"the stream ended before the expected event: {[e.type for e in seen]}")
+
+
+def wake(web: Web, session_id: str) -> dict[str, Any]:
+    """Start the session's worker through the web bridge."""
+    reply = web.client().post(f"/api/sessions/{session_id}/wake", json={"wait": TIMEOUT})
+    assert reply.status_code == 200, reply.text
+    worker: dict[str, Any] = reply.json()
+    return worker

@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
+from tui.cli import main
+
 from .conftest import Web
 
 
-def tui(state: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "TUI_STATE_DIR": str(state)}
-    return subprocess.run(
-        [sys.executable, "-m", "tui", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def tui(state: Path, *args: str) -> Ran:
+    """Run one command line in this process, as `tui --state-dir STATE ARGS…`."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["--state-dir", str(state), *args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def test_share_prints_the_guests_line_and_the_token_works(web: Web, tmp_path: Path) -> None:
@@ -150,7 +163,7 @@ def test_remote_add_says_when_nothing_answers(tmp_path: Path) -> None:
 
 
 def test_web_refuses_a_lan_address_without_a_token(tmp_path: Path) -> None:
-    out = tui(tmp_path, "web", "--host", "0.0.0.0", "--port", "0", timeout=20)
+    out = tui(tmp_path, "web", "--host", "0.0.0.0", "--port", "0")
     assert out.returncode == 2
     assert "--token-file" in out.stderr
 
