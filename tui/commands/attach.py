@@ -1,20 +1,26 @@
-"""Commands: attach."""
+"""Commands: ``tui [PROMPT]`` and ``tui attach ID``.
+
+With a terminal on stdin they run the full-screen app; with anything else (a pipe, a file) the
+piped surface (`tui.piped`) runs the same session without it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import sys
 
-from tui.errors import TuiError
+from tui.link.base import AttachLink
 
 
 def run_new(args: argparse.Namespace) -> int:
-    """``tui [PROMPT]``: a new session in the current folder, attached."""
+    """``tui [PROMPT]``: a new session in the current folder (or ``--dir``), attached."""
     if not sys.stdin.isatty():
         from tui import piped
 
         return piped.run_new(args)
-    raise TuiError("the full-screen TUI is not built yet; see `tui --help`")
+    return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))
 
 
 def run_attach(args: argparse.Namespace) -> int:
@@ -23,4 +29,35 @@ def run_attach(args: argparse.Namespace) -> int:
         from tui import piped
 
         return piped.run_attach(args)
-    raise TuiError("attaching is not built yet; see `tui --help`")
+    return _attach(args, prefix=args.id, first_prompt=None)
+
+
+def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str | None) -> int:
+    from tui.commands.sessions import open_access
+    from tui.link.local import local_client_id
+    from tui.store import StatePaths
+
+    access = open_access(args)
+    folder = os.path.abspath(getattr(args, "dir", None) or os.getcwd())
+
+    async def connect() -> AttachLink:
+        if prefix is None:
+            session_id = await access.create(working_directory=folder)
+        else:
+            session_id = await access.resolve(prefix)
+            await access.wake(session_id)
+        return await access.link(session_id, client_id=local_client_id())
+
+    link = asyncio.run(connect())
+    from tui.ui import TuiApp
+
+    app = TuiApp(link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root)
+    app.run()
+    code = app.return_code or 0
+    if code == 0 and app.session.stopped is None:
+        short = link.session_id[:8]
+        print(
+            f"tui: detached from {short}; it keeps running. `{link.command('attach', short)}` comes back.",
+            file=sys.stderr,
+        )
+    return code

@@ -90,6 +90,9 @@ class TuiApp(App[int]):
     def on_mount(self) -> None:
         self.push_screen(self.session)
 
+    async def on_unmount(self) -> None:
+        await self.link.close()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Over the command palette or another modal, Esc and Ctrl+C belong to it.
         return not (action in ("escape", "ctrl_c") and self.screen is not self.session)

@@ -104,6 +104,8 @@ class SessionScreen(Screen[None]):
         self._last_turn_id: str | None = None
         self._send_lock = asyncio.Lock()
         self._ctrl_c_at: float | None = None
+        self.stopped: str | None = None
+        """``stopped`` or ``deleted`` once /exit ended the session's worker."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -605,6 +607,7 @@ class SessionScreen(Screen[None]):
         except TuiError as exc:
             self._failed("exit", exc)
             return
+        self.stopped = "deleted" if delete else "stopped"
         self.leave(0, None, forget=delete)
 
     def _request(self, what: str, call: object, *, done: str | None = None) -> None:

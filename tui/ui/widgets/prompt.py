@@ -69,6 +69,13 @@ class PromptArea(TextArea):
             event.prevent_default()
             box.completion_key(event.key)
             return
+        if event.key in ("ctrl+j", "alt+enter"):
+            # Handled here, not only by the binding: a terminal's Ctrl+J (LF) reaches the
+            # TextArea as a key it neither inserts nor lets the binding see.
+            event.stop()
+            event.prevent_default()
+            self.action_newline()
+            return
         if event.key == "enter":
             event.stop()
             event.prevent_default()

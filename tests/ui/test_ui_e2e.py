@@ -1,0 +1,116 @@
+"""The app on real workers: attach, send, stream, answer, detach, reattach; a killed worker;
+two apps on one session."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from tui.access.local import LocalAccess
+from tui.link.base import Live
+from tui.store import StatePaths, read_sidecar
+from tui.ui import TuiApp
+from tui.ui.widgets.question import QuestionPanel
+from tui.ui.widgets.turn import TurnView
+
+Until = Callable[..., Awaitable[None]]
+
+pytestmark = pytest.mark.slow
+
+PROGRAM = """print("counting")
+for i in range(3):
+    print(i)
+x = ask("Deploy where?", options=["staging", "prod"])
+print("chose", x)"""
+
+
+@pytest.fixture
+async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalAccess, str]]:
+    """A new session with its worker live; every worker of the state dir ends with the test."""
+    access = LocalAccess(StatePaths(state_dir))
+    sid = await access.create(working_directory=str(tmp_path))
+    try:
+        yield access, sid
+    finally:
+        for car_path in StatePaths(state_dir).sessions.glob("*/worker.json"):
+            car = read_sidecar(car_path)
+            if car is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(car.pid, signal.SIGKILL)
+
+
+def ended(app: TuiApp) -> list[TurnView]:
+    return list(app.session.query(TurnView))
+
+
+class TestOnARealWorker:
+    async def test_send_stream_answer_detach_and_reattach(
+        self, session: tuple[LocalAccess, str], state_dir: Path, until: Until
+    ) -> None:
+        access, sid = session
+        app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            app.session.submit(PROGRAM)
+            await until(pilot, lambda: app.session.query(QuestionPanel), 30)
+            assert "counting" in app.session.turn.reply  # type: ignore[union-attr]
+            await pilot.press("2")  # the second option: prod
+            await until(pilot, lambda: ended(app) and not app.session.busy, 30)
+            turn = ended(app)[-1].record
+            assert turn.outcome == "completed"
+            assert "chose prod" in turn.reply
+            assert turn.answered == [f"answered by {turn.by.name}: prod"]
+            await pilot.press("ctrl+d")  # detach
+        assert app.return_code == 0
+
+        other = await access.link(sid, client_id="tui:test:2")
+        await other.send_turn("print('while you were away')", request_id="away-1")
+        again = TuiApp(await access.link(sid, client_id="tui:test:3"), state_dir=state_dir)
+        async with again.run_test(size=(100, 40)) as pilot:
+            await until(pilot, again.session.attached.is_set, 30)
+            await until(pilot, lambda: len(ended(again)) == 2, 30)
+            assert "chose prod" in ended(again)[0].record.reply
+            await until(pilot, lambda: again.session.query_one("#away").display, 30)
+        await other.close()
+
+    async def test_a_killed_worker_is_restarted_and_its_turn_shown_failed(
+        self, session: tuple[LocalAccess, str], state_dir: Path, until: Until
+    ) -> None:
+        access, sid = session
+        app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            app.session.submit("import time\nfor i in range(1000):\n    print(i)\n    time.sleep(0.05)")
+            await until(pilot, lambda: app.session.turn is not None and "3" in app.session.turn.reply, 30)
+            car = read_sidecar(StatePaths(state_dir).session(sid).sidecar)
+            assert car is not None
+            os.kill(car.pid, signal.SIGKILL)
+            await until(pilot, lambda: not app.session.busy, 30)
+            assert ended(app)[-1].record.outcome in ("failed", "interrupted")
+            await until(pilot, lambda: isinstance(app.session.link_state, Live), 30)
+            app.session.submit("print('back')")
+            await until(pilot, lambda: len(ended(app)) == 2 and "back" in ended(app)[-1].record.reply, 30)
+
+    async def test_two_apps_see_the_same_turns_and_one_answer(
+        self, session: tuple[LocalAccess, str], state_dir: Path, until: Until
+    ) -> None:
+        access, sid = session
+        first = TuiApp(await access.link(sid, client_id="tui:test:1"))
+        second = TuiApp(await access.link(sid, client_id="tui:test:2"))
+        async with first.run_test(size=(100, 40)) as one, second.run_test(size=(100, 40)) as two:
+            await until(one, first.session.attached.is_set, 30)
+            await until(two, second.session.attached.is_set, 30)
+            first.session.submit(PROGRAM)
+            await until(two, lambda: second.session.query(QuestionPanel), 30)
+            await until(one, lambda: first.session.query(QuestionPanel), 30)
+            await two.press("1")  # the second app answers: staging
+            await until(one, lambda: ended(first) and not first.session.busy, 30)
+            await until(two, lambda: ended(second) and not second.session.busy, 30)
+            assert not first.session.query(QuestionPanel)
+            assert "chose staging" in ended(first)[-1].record.reply
+            assert "chose staging" in ended(second)[-1].record.reply
