@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-from tui.store import read_sidecar
+import pytest
+
+from tui.errors import NotFound, WorkerUnavailable
+from tui.store import StatePaths, read_sidecar
 from tui.worker.launch import is_live, live_sidecar, start_worker
 from worker.conftest import TIMEOUT, Worker, eventually
 
@@ -102,3 +109,27 @@ async def test_stale_sidecar_of_a_dead_worker_is_not_live(worker: Worker) -> Non
     assert live_sidecar(worker.state, worker.session_id) is None
     fresh = worker.restart()
     assert fresh.epoch == 2
+
+
+async def test_sigterm_makes_the_worker_leave_properly(worker: Worker) -> None:
+    follower = worker.follow()
+    await follower.until(lambda e: e.type == "status")
+    os.kill(worker.sidecar.pid, signal.SIGTERM)
+    leaving = await follower.until(lambda e: e.type == "worker_leaving")
+    assert "SIGTERM" in leaving.data["reason"]
+    await eventually(lambda: not is_live(worker.state, worker.session_id))
+    assert read_sidecar(worker.paths.sidecar) is None
+
+
+async def test_a_worker_that_cannot_start_is_reported_with_its_log(
+    state_dir: Path, new_session: Callable[[], str]
+) -> None:
+    state = StatePaths(state_dir)
+    sid = new_session()
+    record = state.session(sid).record
+    record.write_text(record.read_text().replace('"python"', '"no-such-agent"'))
+    with pytest.raises(WorkerUnavailable) as failed:
+        start_worker(state, sid, timeout=TIMEOUT)
+    assert "no-such-agent" in str(failed.value)
+    with pytest.raises(NotFound):
+        start_worker(state, "0" * 16, timeout=TIMEOUT)
