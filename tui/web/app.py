@@ -346,7 +346,7 @@ def create_app(bridge: WebBridge) -> Starlette:
     async def list_sessions(request: Request, principal: Principal, sid: str) -> Response:
         """Every session (``archived=1`` includes archived ones)."""
         q = request.query_params
-        rows = s.summaries(include_archived=_flag(q.get("archived")))
+        rows = await s.summaries(include_archived=_flag(q.get("archived")))
         if _flag(q.get("live")):
             rows = [r for r in rows if r["live"]]
         if q.get("working_directory"):
@@ -391,7 +391,7 @@ def create_app(bridge: WebBridge) -> Starlette:
     @guard("read")
     async def show(request: Request, principal: Principal, sid: str) -> Response:
         """The session's summary."""
-        return JSONResponse(s.show(sid))
+        return JSONResponse(await s.show(sid))
 
     @guard("owner")
     async def delete(request: Request, principal: Principal, sid: str) -> Response:
@@ -402,8 +402,8 @@ def create_app(bridge: WebBridge) -> Starlette:
     @guard("owner")
     async def stop(request: Request, principal: Principal, sid: str) -> Response:
         """Stop the worker; the session stays."""
-        body = await parse_body(request, StopRequest)
-        return JSONResponse({"id": sid, "stopped": await s.stop(sid, wait=body.wait)})
+        await parse_body(request, StopRequest)
+        return JSONResponse({"id": sid, "stopped": await s.stop(sid)})
 
     @guard("owner")
     async def restart(request: Request, principal: Principal, sid: str) -> Response:
@@ -415,7 +415,7 @@ def create_app(bridge: WebBridge) -> Starlette:
     async def archive(request: Request, principal: Principal, sid: str) -> Response:
         """Hide the session from lists."""
         await read_body(request)
-        s.archive(sid)
+        await s.archive(sid)
         return JSONResponse({"id": sid, "archived": True})
 
     @guard("read")
