@@ -7,6 +7,7 @@ user's choosing with mode 0600.
 from __future__ import annotations
 
 import json
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from tui.errors import NotFound, TuiError, UsageError
 from tui.store._atomic import write_atomic
 from tui.store.paths import StatePaths
 
-__all__ = ["Remote", "add_remote", "get_remote", "list_remotes", "remove_remote"]
+__all__ = ["Remote", "add_remote", "get_remote", "list_remotes", "read_token_file", "remove_remote"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -97,3 +98,20 @@ def _write(state: StatePaths, remotes: list[Remote]) -> None:
             "",
         ]
     write_atomic(_path(state), "\n".join(lines))
+
+
+def read_token_file(path: str | os.PathLike[str]) -> str:
+    """The token in a file (its first line, stripped).
+
+    Raises:
+        UsageError: the file is missing, unreadable or empty.
+    """
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text().strip()
+    except OSError as exc:
+        raise UsageError(f"cannot read the token file {p}: {exc.strerror or exc}") from exc
+    token = text.splitlines()[0].strip() if text else ""
+    if not token:
+        raise UsageError(f"the token file {p} is empty; ask for a new token")
+    return token

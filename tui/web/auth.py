@@ -141,7 +141,7 @@ def permit(principal: Principal, level: Level, session_id: str | None = None) ->
     if session_id != principal.session_id:
         shown = (principal.session_id or "")[:8]
         raise Refused(
-            f"this token is for session {shown} only; `tui --remote NAME attach {shown}`",
+            f"this token is for session {shown} only; `tui attach {shown}`",
             code="not_permitted",
         )
     if level == "write" and principal.kind != "collaborator":

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 from pathlib import Path
 
-from tui.errors import UsageError
 from tui.store._atomic import write_atomic
+from tui.store.remotes import read_token_file
 
 __all__ = ["digest", "matches", "new_token", "read_token_file", "write_token_file"]
 
@@ -34,20 +33,3 @@ def write_token_file(path: Path, token: str) -> None:
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, token + "\n", mode=0o600)
-
-
-def read_token_file(path: str | os.PathLike[str]) -> str:
-    """The token in a file (its first line, stripped).
-
-    Raises:
-        UsageError: the file is missing, unreadable or empty.
-    """
-    p = Path(path).expanduser()
-    try:
-        text = p.read_text().strip()
-    except OSError as exc:
-        raise UsageError(f"cannot read the token file {p}: {exc.strerror or exc}") from exc
-    token = text.splitlines()[0].strip() if text else ""
-    if not token:
-        raise UsageError(f"the token file {p} is empty; ask for a new token")
-    return token

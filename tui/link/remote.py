@@ -1,0 +1,335 @@
+"""`RemoteLink`: a session on another machine, reached through its web bridge (``tui web``).
+
+`WebClient` makes the web bridge's own requests (the server check, ``worker``, ``wake``,
+``stop`` …) with the remote's bearer token: refusals become the same `tui.errors` exceptions a
+local command raises, with every command they suggest spelled ``tui --remote NAME …``, and a web
+bridge that is restarting (503 ``server_stopping``) is asked again after a second. The session's
+own routes go through the one `BridgeClient`, with the base ``URL/api/sessions/ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from tui.errors import (
+    InvalidRequest,
+    NotFound,
+    Refused,
+    TuiError,
+    Unreachable,
+    WorkerUnavailable,
+    error_from_wire,
+)
+from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.link.client import BridgeClient
+from tui.protocol import (
+    AnswerRequest,
+    DismissRequest,
+    Event,
+    ImageRef,
+    Info,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRequest,
+)
+
+__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient"]
+
+NEEDED = ("session_commands", "remote_attach")
+"""What a remote's ``tui web`` must offer for ``tui --remote`` (`GET /api/info`'s features)."""
+RETRY_AFTER = 1.0
+"""Seconds before asking again a web bridge that answered 503 ``server_stopping``."""
+RETRY_FOR = 30.0
+"""How long a request keeps asking a stopping web bridge before giving up."""
+RESTARTS = 3
+RESTART_WINDOW = 60.0
+WAKE_WAIT = 30.0
+
+_COMMANDS = re.compile(r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|delete|share)\b)")
+
+
+class WebClient:
+    """Requests to one remote's ``tui web``.
+
+    Args:
+        name: the remote's name (``tui remote add NAME …``).
+        url: its base URL.
+        token: the bearer token.
+        transport: an httpx transport to use instead (tests).
+    """
+
+    def __init__(
+        self, name: str, url: str, token: str, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.name = name
+        self.url = url.rstrip("/")
+        self.token = token
+        self.info: dict[str, Any] | None = None
+        self._transport = transport
+        self._http: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client(self) -> httpx.AsyncClient:
+        # A command may run several event loops one after the other: a client per loop.
+        loop = asyncio.get_running_loop()
+        if self._http is None or self._loop is not loop:
+            self._loop = loop
+            self._http = httpx.AsyncClient(
+                base_url=self.url,
+                headers={"Authorization": f"Bearer {self.token}"},
+                timeout=httpx.Timeout(30.0, connect=10.0),
+                transport=self._transport,
+            )
+        return self._http
+
+    async def close(self) -> None:
+        """Close the connections of the current event loop's client."""
+        if self._http is not None and self._loop is asyncio.get_running_loop():
+            await self._http.aclose()
+        self._http = None
+
+    def spell(self, text: str) -> str:
+        """A server's sentence with the commands it suggests spelled for this remote."""
+        return _COMMANDS.sub(f"`tui --remote {self.name} ", text)
+
+    def refusal(self, status: int, body: Any) -> TuiError:
+        """The exception a refusal stands for, as a local command would raise it."""
+        if not (isinstance(body, dict) and isinstance(body.get("error"), str)):
+            if status in (401, 403):
+                return Refused(f"remote {self.name} refused this client (HTTP {status})")
+            return TuiError(f"remote {self.name} answered HTTP {status} without a reason")
+        error = error_from_wire({**body, "detail": self.spell(str(body.get("detail") or ""))}, status)
+        return error
+
+    async def check(self) -> dict[str, Any]:
+        """``GET /api/info``, once: a ``tui web`` with the features the commands need.
+
+        Raises:
+            TuiError: not a ``tui web``, or one too old.
+        """
+        if self.info is not None:
+            return self.info
+        body = await self.request("GET", "/api/info", checked=False)
+        if not isinstance(body, dict) or body.get("app") != "tui-web":
+            raise TuiError(f"remote {self.name} ({self.url}) is not a tui web")
+        missing = [f for f in NEEDED if f not in body.get("features", [])]
+        if missing:
+            raise TuiError(
+                f"remote {self.name} runs tui web {body.get('version', '?')}, too old: update it there "
+                f"(it lacks {', '.join(missing)})"
+            )
+        self.info = body
+        return body
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        seconds: float | None = None,
+        checked: bool = True,
+    ) -> Any:
+        """One request; the decoded JSON answer.
+
+        Raises:
+            Unreachable: the remote could not be asked.
+            TuiError: its refusal, as the matching exception.
+        """
+        if checked:
+            await self.check()
+        deadline = time.monotonic() + RETRY_FOR
+        kwargs: dict[str, Any] = {"timeout": seconds} if seconds is not None else {}
+        while True:
+            try:
+                reply = await self._client().request(method, path, json=json, params=params, **kwargs)
+            except httpx.TransportError as exc:
+                raise Unreachable(
+                    f"remote {self.name} ({self.url}) could not be reached ({type(exc).__name__}); "
+                    "is `tui web` running there?"
+                ) from exc
+            try:
+                body = reply.json() if reply.content else None
+            except ValueError:
+                body = None
+            if reply.status_code < 400:
+                return body
+            error = self.refusal(reply.status_code, body)
+            if error.code == "server_stopping" and time.monotonic() + RETRY_AFTER < deadline:
+                await asyncio.sleep(RETRY_AFTER)
+                continue
+            raise error
+
+
+class RemoteLink(AttachLink):
+    """One session of another machine, through its web bridge.
+
+    Args:
+        web: the remote's client.
+        session_id: the session's full id.
+        client_id: this client (``tui:<host>:<pid>``).
+    """
+
+    backoff = Backoff(first=1.0, factor=1.6, jitter=0.2, cap=120.0)
+    paths_complete = False
+    no_worker_timeout = 120.0
+
+    def __init__(self, web: WebClient, session_id: str, *, client_id: str) -> None:
+        self.web = web
+        self.session_id = session_id
+        self.client_id = client_id
+        self.where = f"remote {web.name}"
+        self.bridge = BridgeClient(
+            base_url=f"{web.url}/api/sessions/{session_id}",
+            token=web.token,
+            label=f"session {session_id[:8]} on {web.name}",
+            stream_idle=45.0,
+        )
+        self._restarts: deque[float] = deque()
+        self._starting: asyncio.Task[Any] | None = None
+
+    @property
+    def short(self) -> str:
+        return self.session_id[:8]
+
+    @property
+    def _path(self) -> str:
+        return f"/api/sessions/{self.session_id}"
+
+    @property
+    def retry_hint(self) -> float | None:  # type: ignore[override]
+        return self.bridge.retry_hint
+
+    def command(self, *words: str) -> str:
+        return " ".join(("tui", "--remote", self.web.name, *words))
+
+    # --- following -------------------------------------------------------------------------------
+    async def locate(self) -> Located:
+        """Live, starting (being woken, or the remote is out of reach for now), or gone."""
+        if self._starting is not None:
+            if not self._starting.done():
+                return Located("starting", "a new worker is starting there")
+            task, self._starting = self._starting, None
+            exc = task.exception()
+            if isinstance(exc, Refused):
+                return Located("gone", str(exc), exc.exit_code)
+            if isinstance(exc, NotFound):
+                return Located("gone", f"session {self.short} was deleted on {self.web.name}")
+            if exc is not None and not isinstance(exc, WorkerUnavailable | Unreachable):
+                self.failure = str(exc)
+                return Located("gone", f"the worker could not be restarted: {exc}")
+        try:
+            worker = await self.web.request("GET", f"{self._path}/worker")
+        except Refused as exc:
+            return Located("gone", str(exc), exc.exit_code)
+        except NotFound:
+            return Located("gone", f"session {self.short} was deleted on {self.web.name}")
+        except (Unreachable, WorkerUnavailable) as exc:
+            self.failure = str(exc)
+            return Located("starting", str(exc))
+        if worker.get("live"):
+            if worker.get("leaving"):
+                return Located("starting", "the worker is stopping")
+            return Located(
+                "live", version=str(worker.get("version") or ""), epoch=int(worker.get("epoch") or 0)
+            )
+        if worker.get("left"):
+            reason = worker.get("reason") or "stopped"
+            return Located(
+                "gone",
+                f"the worker stopped ({reason}); `{self.command('attach', self.short)}` starts it again",
+            )
+        now = time.monotonic()
+        while self._restarts and now - self._restarts[0] > RESTART_WINDOW:
+            self._restarts.popleft()
+        if len(self._restarts) >= RESTARTS:
+            return Located(
+                "gone",
+                f"the worker of session {self.short} died {RESTARTS} times within {RESTART_WINDOW:g} s; "
+                f"`{self.command('attach', self.short)}` tries again",
+            )
+        self._restarts.append(now)
+        self._starting = asyncio.create_task(
+            self.web.request("POST", f"{self._path}/wake", json={"wait": WAKE_WAIT}, seconds=WAKE_WAIT + 10)
+        )
+        return Located("starting", "the worker stopped unexpectedly; waking a new one there")
+
+    def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
+        return self.bridge.events(cursor, client_id=self.client_id, announce_open=True)
+
+    # --- requests --------------------------------------------------------------------------------
+    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
+        return await self.bridge.transcript(limit, before)
+
+    async def info(self) -> Info:
+        return await self.bridge.info()
+
+    async def send_turn(
+        self,
+        prompt: str,
+        *,
+        request_id: str,
+        delivery: Literal["now", "queue"] = "now",
+        images: list[ImageRef] | None = None,
+    ) -> TurnAccepted:
+        request = TurnRequest(
+            prompt=prompt,
+            client_id=self.client_id,
+            request_id=request_id,
+            images=images or [],
+            delivery=delivery,
+        )
+        return await self.bridge.send_turn(request)
+
+    async def unqueue(self, queue_id: str) -> None:
+        await self.bridge.unqueue(queue_id)
+
+    async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
+        request = AnswerRequest(
+            question_id=question_id, selected=selected, freeform=freeform, client_id=self.client_id
+        )
+        await self.bridge.answer(request)
+
+    async def dismiss(self, question_id: str) -> None:
+        await self.bridge.dismiss(DismissRequest(question_id=question_id, client_id=self.client_id))
+
+    async def interrupt(self) -> bool:
+        return await self.bridge.interrupt(self.client_id)
+
+    async def set_model(self, model: str) -> None:
+        await self.bridge.set_model(model)
+
+    async def stats(self) -> Stats:
+        return await self.bridge.stats()
+
+    async def upload_image(self, path: Path) -> ImageRef:
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
+            raise InvalidRequest(f"cannot read image {path}: {exc.strerror}; check the path") from exc
+        return await self.bridge.upload_image(data, path.name)
+
+    # --- the session -----------------------------------------------------------------------------
+    async def stop_worker(self) -> None:
+        await self.web.request("POST", f"{self._path}/stop", json={}, seconds=40.0)
+
+    async def delete_session(self) -> None:
+        await self.web.request("DELETE", self._path, params={"force": 1}, seconds=40.0)
+
+    async def archive_session(self) -> None:
+        await self.web.request("POST", f"{self._path}/archive", json={})
+
+    async def close(self) -> None:
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        await self.bridge.close()
