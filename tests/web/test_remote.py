@@ -1,0 +1,224 @@
+"""`tui --remote NAME …`: the session commands and the attach link through a real web bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tui.access.remote import RemoteAccess
+from tui.cli import main
+from tui.errors import Refused
+from tui.link.base import Gone, Live, Reconnecting
+from tui.link.follow import Follower
+from tui.link.remote import WebClient
+from tui.protocol import TurnEnded
+from tui.store import StatePaths
+from tui.store.remotes import Remote, add_remote
+from tui.web.participants import ParticipantStore
+from tui.web.paths import WebPaths
+
+from .conftest import TIMEOUT, Web, wake
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Lab:
+    """A web bridge (the remote machine's state dir) and a client state dir that knows it as `lab`."""
+
+    web: Web
+    client: Path
+    capfd: pytest.CaptureFixture[str]
+
+    def here(self, *args: str) -> Ran:
+        """A command on the web bridge's machine."""
+        return self._run(self.web.state, *args)
+
+    def there(self, *args: str, remote: str = "lab") -> Ran:
+        """The same command from the client machine, through the web bridge."""
+        return self._run(self.client, "--remote", remote, *args)
+
+    def _run(self, state: Path, *args: str) -> Ran:
+        self.capfd.readouterr()
+        try:
+            code = main(["--state-dir", str(state), *args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        got = self.capfd.readouterr()
+        return Ran(code, got.out, got.err)
+
+    def add_guest(self, name: str, token: str) -> None:
+        path = self.client / f"{name}.token"
+        path.write_text(token + "\n")
+        add_remote(StatePaths(self.client), Remote(name, self.web.url, str(path)))
+
+
+@pytest.fixture
+def lab(web: Web, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> Iterator[Lab]:
+    client = tmp_path / "client"
+    client.mkdir()
+    token_file = client / "lab.token"
+    token_file.write_text(web.token + "\n")
+    add_remote(StatePaths(client), Remote("lab", web.url, str(token_file)))
+    yield Lab(web, client, capfd)
+
+
+def _remote_spelling(text: str) -> str:
+    return text.replace("`tui ", "`tui --remote lab ")
+
+
+def test_sessions_lists_the_same_rows_remote_and_local(lab: Lab) -> None:
+    a, b = lab.web.session(), lab.web.session()
+    wake(lab.web, a)
+    here = lab.here("sessions", "--json")
+    there = lab.there("sessions", "--json")
+    assert here.code == there.code == 0
+    assert json.loads(there.out) == json.loads(here.out)
+    assert {row["id"] for row in json.loads(here.out)} == {a, b}
+    table = lab.there("sessions")
+    assert a[:8] in table.out and b[:8] in table.out
+
+
+def test_send_wait_gives_the_same_reply_remote_and_local(lab: Lab) -> None:
+    here = lab.here("send", "--new", "print(2 + 3)", "--wait", "--timeout", str(TIMEOUT))
+    there = lab.there("send", "--new", "print(2 + 3)", "--wait", "--timeout", str(TIMEOUT))
+    assert (here.code, here.out) == (there.code, there.out) == (0, "5\n")
+    sid = there.err.split()[0]
+    again = lab.there("send", sid[:8], "print('again')", "--wait", "--timeout", str(TIMEOUT))
+    assert (again.code, again.out) == (0, "again\n")
+    row = next(r for r in json.loads(lab.here("sessions", "--json").out) if r["id"] == sid)
+    assert row["folder"] == str(lab.web.state)
+
+
+def test_refusals_read_the_same_remote_and_local(lab: Lab) -> None:
+    for args in (("stop", "ffffeeee"), ("archive", "zz"), ("answer", "ffffeeee", "--option", "1")):
+        here, there = lab.here(*args), lab.there(*args)
+        assert here.code == there.code == 1, args
+        assert there.err == _remote_spelling(here.err), args
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    here, there = lab.here("delete", sid[:8]), lab.there("delete", sid[:8])
+    assert here.code == there.code == 1
+    assert there.err == _remote_spelling(here.err)
+    assert f"`tui --remote lab delete {sid[:8]} --force`" in there.err
+    no_question = lab.there("dismiss", sid[:8])
+    assert no_question.code == lab.here("dismiss", sid[:8]).code
+
+
+def test_stop_archive_and_delete_through_the_remote(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    stopped = lab.there("stop", sid[:8])
+    assert stopped.code == 0
+    assert f"stopped session {sid[:8]}; `tui --remote lab attach {sid[:8]}` resumes it" in stopped.err
+    again = lab.there("stop", sid[:8])
+    assert "had no live worker" in again.err
+    archived = lab.there("archive", sid[:8])
+    assert archived.code == 0 and "tui --remote lab sessions --all" in archived.err
+    assert json.loads(lab.there("sessions", "--json").out) == []
+    assert lab.there("delete", sid[:8]).code == 0
+    assert json.loads(lab.there("sessions", "--all", "--json").out) == []
+
+
+def test_a_guest_may_do_what_its_share_allows_and_nothing_after_a_revoke(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    lab.add_guest("collab", lab.web.share(sid, "collaborator", name="cee", turns=1))
+    refused = lab.there("send", sid[:8], "print(1)", remote="viewer")
+    assert refused.code == 6
+    assert "viewer" in refused.err
+    sent = lab.there("send", sid[:8], "print(7)", "--wait", "--timeout", str(TIMEOUT), remote="collab")
+    assert (sent.code, sent.out) == (0, "7\n")
+    over = lab.there("send", sid[:8], "print(8)", remote="collab")
+    assert over.code == 6
+    assert "turns" in over.err
+    assert lab.there("sessions", remote="collab").code == 6
+    ParticipantStore(WebPaths.of(lab.web.state)).revoke(sid)
+    gone = lab.there("stop", sid[:8], remote="viewer")
+    assert gone.code == 6
+    assert "revoked" in gone.err
+
+
+async def test_the_remote_link_follows_across_a_killed_worker_and_ends_on_revoke(web: Web) -> None:
+    sid = web.session()
+    token = web.share(sid, "collaborator", name="ana")
+    access = RemoteAccess(Remote("lab", web.url, ""), web=WebClient("lab", web.url, token))
+    link = await access.link(sid, client_id="tui:test:1")
+    assert link.where == "remote lab"
+    assert link.paths_complete is False
+    assert link.command("attach", sid[:8]) == f"tui --remote lab attach {sid[:8]}"
+    follower = Follower(link)
+    seen: list[object] = []
+    try:
+        async with asyncio.timeout(TIMEOUT * 2):
+            await link.send_turn("print('one')", request_id="r1")
+            async for item in follower:
+                seen.append(item)
+                if isinstance(item, TurnEnded):
+                    break
+            assert item.reply == "one\n"  # type: ignore[attr-defined]
+            pid = (await access.web.request("GET", f"/api/sessions/{sid}/worker"))["pid"]
+            os.killpg(pid, signal.SIGKILL)
+            states: list[object] = []
+            async for item in follower:
+                if isinstance(item, Reconnecting | Live):
+                    states.append(item)
+                if isinstance(item, Live) and any(isinstance(s, Reconnecting) for s in states):
+                    break
+            ParticipantStore(WebPaths.of(web.state)).revoke(sid, "ana")
+            async for item in follower:
+                if isinstance(item, Gone):
+                    break
+        assert isinstance(item, Gone)
+        assert item.exit_code == 6
+        assert "revoked" in item.reason
+    finally:
+        await follower.aclose()
+        await link.close()
+        await access.web.close()
+
+
+async def test_a_stopping_web_bridge_is_asked_again_after_a_second() -> None:
+    calls: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        calls.append(request.url.path)
+        if request.url.path == "/api/info":
+            return httpx.Response(
+                200, json={"app": "tui-web", "features": ["session_commands", "remote_attach"]}
+            )
+        if len(calls) < 3:
+            return httpx.Response(503, json={"error": "server_stopping", "detail": "shutting down"})
+        return httpx.Response(200, json=[])
+
+    web = WebClient("lab", "http://lab:7433", "t", transport=httpx.MockTransport(answer))
+    access = RemoteAccess(Remote("lab", "http://lab:7433", ""), web=web)
+    assert await access.list_sessions() == []
+    assert calls == ["/api/info", "/api/sessions", "/api/sessions"]
+    await web.close()
+
+
+async def test_a_refused_token_raises_the_same_exception_with_exit_6() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(401, json={"error": "token_expired", "detail": "expired; ask its owner"})
+
+    web = WebClient("lab", "http://lab:7433", "t", transport=httpx.MockTransport(answer))
+    with pytest.raises(Refused) as caught:
+        await RemoteAccess(Remote("lab", "http://lab:7433", ""), web=web).resolve("ab")
+    assert caught.value.code == "token_expired"
+    assert caught.value.exit_code == 6
+    await web.close()
