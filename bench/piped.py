@@ -1,0 +1,87 @@
+"""Piped surface figures: a 1,000-turn script through `tui attach ID < script`, beside the same
+programs run directly in one warm Code Mode session.
+
+Run with ``.venv/bin/python bench/piped.py``. It makes its own state dir, starts one worker, and
+stops it at the end. The figures go into the "Piped surface" section of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from tui.codemode import Limits, PythonSession
+
+TURNS = 1000
+
+
+def tui(*args: str, stdin: str = "", env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    started = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-m", "tui", *args], input=stdin, capture_output=True, text=True, env=env
+    )
+    return time.perf_counter() - started, out
+
+
+async def direct(programs: list[str], workdir: str) -> float:
+    async with PythonSession(workdir, Limits(observe_seconds=5.0)) as session:
+        for source in programs[:20]:
+            await session.execute(source=source)
+        started = time.perf_counter()
+        for source in programs:
+            result = await session.execute(source=source)
+            assert result.status == "completed", result
+        return time.perf_counter() - started
+
+
+def main() -> None:
+    state = tempfile.mkdtemp(prefix="tui-bench-", dir="/tmp")
+    env = {**os.environ, "TUI_STATE_DIR": state}
+    programs = [f"print({i} * {i})" for i in range(TURNS)]
+    script = "\n".join(programs) + "\n"
+
+    _, made = tui("send", "--new", "print('warm')", "--wait", env=env)
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    try:
+        one, out = tui("attach", sid, stdin=programs[0] + "\n", env=env)
+        assert out.returncode == 0, out.stderr
+        rows: list[tuple[str, str]] = []
+        rows.append(
+            ("`tui attach ID < script`, 1 turn (process start, attach, one turn)", f"{one * 1000:.0f} ms")
+        )
+        for output in ("text", "jsonl"):
+            took, out = tui("attach", sid, "--output", output, stdin=script, env=env)
+            assert out.returncode == 0, out.stderr
+            if output == "text":
+                assert out.stdout.splitlines() == [str(i * i) for i in range(TURNS)]
+            per = (took - one) / (TURNS - 1)
+            rows.append((f"{TURNS} turns, --output {output}: whole run", f"{took:.2f} s"))
+            rows.append((f"{TURNS} turns, --output {output}: turns/s", f"{TURNS / took:.0f}"))
+            rows.append(
+                (f"{TURNS} turns, --output {output}: per turn (after the first)", f"{per * 1000:.2f} ms")
+            )
+        workdir = tempfile.mkdtemp(prefix="tui-bench-direct-")
+        took = asyncio.run(direct(programs, workdir))
+        rows.append((f"{TURNS} programs straight into one warm PythonSession", f"{took:.2f} s"))
+        rows.append(("  per program", f"{took / TURNS * 1000:.2f} ms"))
+        piped_per = float(rows[3][1].split()[0])
+        rows.append(
+            (
+                "overhead of the piped surface + worker + bridge, per turn",
+                f"{piped_per - took / TURNS * 1000:.2f} ms",
+            )
+        )
+    finally:
+        tui("stop", sid, env=env)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+
+
+if __name__ == "__main__":
+    main()
