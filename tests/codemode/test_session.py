@@ -329,3 +329,20 @@ class TestAwait:
         assert first.status == "still_working"
         assert (await quick.stop()).status == "terminated"
         assert (await quick.execute(source="marker")).value == "kept"
+
+
+async def test_a_program_writing_into_the_runner_pipe_only_breaks_its_own_interpreter(
+    session: PythonSession,
+) -> None:
+    with pytest.raises(SandboxError):
+        await session.execute(
+            source=(
+                "import os\n"
+                "for fd in range(3, 64):\n"
+                "    try:\n"
+                "        os.write(fd, b'\\xff' * 64)\n"
+                "    except OSError:\n"
+                "        pass\n"
+            )
+        )
+    assert (await session.execute(source="'fresh'")).value == "fresh"

@@ -28,6 +28,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 import traceback
 import types
 from typing import Any
@@ -39,6 +40,7 @@ KIND_OUTPUT = 1
 CHUNK = 1 << 20
 READ_SIZE = 65536  # os.read allocates this much each call: keep it small for fast round trips
 FLUSH_SECONDS = 0.01
+PIPE_CHECK_SECONDS = 0.001
 HERE = os.path.abspath(__file__)
 TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
@@ -90,20 +92,37 @@ class Channel:
 
 
 class Output:
-    """Both sys.stdout and sys.stderr: one buffer, so their order is kept."""
+    """Both sys.stdout and sys.stderr: one buffer, so their order is kept.
+
+    What C code and subprocesses write to fd 1 and 2 goes through a pipe instead. To keep the
+    two in order, the buffer is always shipped before the pipe is drained, and the pipe is
+    drained (after the buffer) before anything is added to the buffer.
+    """
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.lock = threading.Lock()
         self.pending = bytearray()
+        self.pipe_poll = select.poll()
+        self.ship: Any = None
+        self.next_check = 0.0
 
-    def write_bytes(self, data: bytes) -> None:
+    def write_bytes(self, data: bytes, check: bool = True) -> None:
+        # Looking at the pipe costs a system call: do it at most once a millisecond, and always
+        # after an explicit flush (code that flushes, then writes to fd 1, expects its order kept).
+        if check:
+            now = time.perf_counter()
+            if now >= self.next_check:
+                self.next_check = now + PIPE_CHECK_SECONDS
+                if self.pipe_poll.poll(0):
+                    self.ship()
         with self.lock:
             self.pending += data
             if len(self.pending) >= 65536:
                 self.flush_locked()
 
     def flush(self) -> None:
+        self.next_check = 0.0
         with self.lock:
             self.flush_locked()
 
@@ -144,7 +163,8 @@ class TextStream:
     def write(self, text: str) -> int:
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        self._output.write_bytes(text.encode("utf-8", "backslashreplace"))
+        # print() writes its end ("\n") right after the text: nothing else can come between
+        self._output.write_bytes(text.encode("utf-8", "backslashreplace"), check=text != "\n")
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -212,6 +232,8 @@ class Runner:
         os.close(write_end)
         os.set_blocking(read_end, False)
         self.fd_pipe = read_end
+        self.output.pipe_poll.register(read_end, select.POLLIN)
+        self.output.ship = self.ship
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -284,12 +306,13 @@ class Runner:
     def pump(self) -> None:
         while True:
             select.select([self.fd_pipe], [], [], FLUSH_SECONDS)
-            self.output.flush()
-            self.drain()
+            self.ship()
             self.check_cpu()
 
-    def drain(self) -> None:
+    def ship(self) -> None:
+        """Send all output so far, in order: the buffered writes, then what came through the pipe."""
         with self.pump_lock:
+            self.output.flush()
             while True:
                 try:
                     data = os.read(self.fd_pipe, READ_SIZE)
@@ -377,8 +400,7 @@ class Runner:
             self.runs_ready.acquire()
             message = self.runs.pop(0)
             outcome = self.run(message)
-            self.output.flush()
-            self.drain()
+            self.ship()
             self.channel.message(t="done", id=message["id"], **outcome)
 
     def run(self, message: dict[str, Any]) -> dict[str, Any]:

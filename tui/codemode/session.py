@@ -13,6 +13,7 @@ import codecs
 import contextlib
 import functools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -36,10 +37,13 @@ from tui.codemode.types import Limits, ProgramError, ProgramResult, RunContext, 
 
 __all__ = ["PythonSession"]
 
+log = logging.getLogger("tui.codemode")
+
 _HEADER = struct.Struct(">BI")
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 _KIND_JSON = 0
 _KIND_OUTPUT = 1
+_MAX_FRAME = 256 * 1024**2
 _READ_SIZE = 65536  # larger reads allocate (and free) that much each time, slowing every round trip
 _STOP_GRACE = 1.0
 _CANCEL_GRACE = 0.08
@@ -85,7 +89,8 @@ class _Interpreter:
         self.to_child = to_child
         self.replies = replies
         self.from_child = from_child
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.need = _HEADER.size
         self.alive = True
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -328,33 +333,54 @@ class PythonSession:
         if not data:
             self._on_child_gone(interp)
             return
-        buffer = interp.buffer + data if interp.buffer else data
-        view = memoryview(buffer)
+        buffer = interp.buffer
+        buffer += data
+        if len(buffer) < interp.need:
+            return
         offset = 0
         total = len(buffer)
-        while total - offset >= _HEADER.size:
-            kind, size = _HEADER.unpack_from(buffer, offset)
-            end = offset + _HEADER.size + size
-            if end > total:
-                break
-            if kind == _KIND_OUTPUT:
-                self._on_output(view[offset + _HEADER.size : end])
-            else:
-                self._on_message(interp, json.loads(buffer[offset + _HEADER.size : end]))
-            offset = end
-        interp.buffer = buffer[offset:]
+        try:
+            while total - offset >= _HEADER.size:
+                kind, size = _HEADER.unpack_from(buffer, offset)
+                if size > _MAX_FRAME or kind not in (_KIND_JSON, _KIND_OUTPUT):
+                    raise ValueError(f"a frame of kind {kind} and {size} bytes")
+                end = offset + _HEADER.size + size
+                if end > total:
+                    break
+                payload = bytes(buffer[offset + _HEADER.size : end])
+                offset = end
+                if kind == _KIND_OUTPUT:
+                    self._on_output(payload)
+                else:
+                    message = json.loads(payload)
+                    if not isinstance(message, dict):
+                        raise ValueError("a message that is not an object")
+                    self._on_message(interp, message)
+        except ValueError as exc:
+            # the program wrote into the runner's pipe: the stream cannot be trusted any more
+            log.warning("the sandboxed interpreter broke its protocol (%s); replacing it", exc)
+            with contextlib.suppress(ProcessLookupError):
+                interp.process.kill()
+            self._on_child_gone(interp)
+            return
+        del buffer[:offset]
+        remaining = len(buffer)
+        if remaining >= _HEADER.size:
+            interp.need = _HEADER.size + _HEADER.unpack_from(buffer, 0)[1]
+        else:
+            interp.need = _HEADER.size
 
-    def _on_output(self, payload: memoryview) -> None:
+    def _on_output(self, payload: bytes) -> None:
         program = self._running
         if program is None:
             # a process the program left behind still writes: keep it for the next result
-            self._stray.append(payload.tobytes().decode("utf-8", "replace"))
+            self._stray.append(payload.decode("utf-8", "replace"))
             return
         if program.limit is not None or program is not self._active:
             return
         allowed = self.limits.max_output_bytes - program.output_bytes
         if len(payload) > allowed:
-            program.chunks.append(program.decoder.decode(payload[: max(allowed, 0)].tobytes(), final=True))
+            program.chunks.append(program.decoder.decode(payload[: max(allowed, 0)], final=True))
             program.output_bytes = self.limits.max_output_bytes
             self._hit_limit(
                 program,
@@ -364,7 +390,7 @@ class PythonSession:
             )
             return
         program.output_bytes += len(payload)
-        program.chunks.append(program.decoder.decode(payload.tobytes()))
+        program.chunks.append(program.decoder.decode(payload))
 
     def _on_message(self, interp: _Interpreter, message: dict[str, Any]) -> None:
         kind = message.get("t")
