@@ -133,3 +133,15 @@ async def test_a_worker_that_cannot_start_is_reported_with_its_log(
     assert "no-such-agent" in str(failed.value)
     with pytest.raises(NotFound):
         start_worker(state, "0" * 16, timeout=TIMEOUT)
+
+
+async def test_an_idle_timeout_is_off_unless_asked_for(
+    state_dir: Path, new_session: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = StatePaths(state_dir)
+    sid = new_session()
+    monkeypatch.setenv("TUI_IDLE_TIMEOUT", "0.4")
+    start_worker(state, sid, timeout=TIMEOUT)
+    await eventually(lambda: not is_live(state, sid))
+    last = json.loads(state.session(sid).journal.read_text().splitlines()[-1])
+    assert last["type"] == "worker_leaving" and "idle" in last["reason"]

@@ -100,8 +100,9 @@ async def test_transcript_shows_the_turn_in_progress_and_the_question(worker: Wo
     client = worker.client()
     follower = worker.follow()
     await client.post("/turn", json={"prompt": "print('half', flush=True)\nask('more?')"})
-    await follower.until(lambda e: e.type == "question_asked")
-    await follower.until(lambda e: e.type == "text")
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    lead_in = await follower.until(lambda e: e.type == "text")
+    assert lead_in.seq < asked.seq, "what the program printed before asking comes first"
     t = (await client.get("/transcript")).json()
     assert t["current"]["prompt"].startswith("print('half'") and t["current"]["reply"] == "half\n"
     assert t["question"]["text"] == "more?" and t["state"] == "asking"

@@ -138,6 +138,7 @@ class SessionWorker:
         self.turn_store = TurnStore(paths.turns)
         self.by = owner()
         self.started_monotonic = time.monotonic()
+        self.last_activity = self.started_monotonic
         self.leaving = False
         self.left = asyncio.Event()
         """Set once the worker let go of its session (journal closed, lock released)."""
@@ -168,6 +169,7 @@ class SessionWorker:
     def emit(self, event: EventBase) -> Event:
         """Append `event` to the journal, apply it, then send it to the open streams."""
         stamped, line = self.journal.append_line(event)
+        self.last_activity = time.monotonic()
         typed: Event = stamped  # type: ignore[assignment]
         ended = self.state.apply(typed)
         if ended is not None:
@@ -306,13 +308,18 @@ class SessionWorker:
         return started
 
     def _title_from(self, prompt: str) -> None:
-        from tui.store import save_session
+        from tui.errors import TuiError
+        from tui.store import get_session, save_session
         from tui.store.paths import StatePaths
 
         first = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
-        self.record = self.record.model_copy(update={"title": first[:60]})
-        with contextlib.suppress(OSError):
-            save_session(StatePaths(self.paths.root.parent.parent), self.record)
+        state = StatePaths(self.paths.root.parent.parent)
+        # Re-read first: a command may have changed the record (archived it) since this worker read it.
+        with contextlib.suppress(OSError, TuiError):
+            current = get_session(state, self.record.id)
+            if not current.title:
+                self.record = current.model_copy(update={"title": first[:60]})
+                save_session(state, self.record)
 
     async def _run(self, turn: _Turn) -> None:
         try:
@@ -517,6 +524,14 @@ class SessionWorker:
 
             write_atomic(target, data)
         return ImageRef(file=file, name=name or file)
+
+    def idle_for(self) -> float:
+        """Seconds with no turn, no question, no queue, no open stream and no event; 0 when busy."""
+        now = time.monotonic()
+        if self.running or self.state.question is not None or self.state.queue or len(self.hub):
+            self.last_activity = now
+            return 0.0
+        return now - self.last_activity
 
     # --- leaving -----------------------------------------------------------------------------
     async def leave(self, reason: str, wait: float = 2.0) -> None:

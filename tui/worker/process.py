@@ -96,7 +96,15 @@ class _Server(uvicorn.Server):
         self.ready.set()
 
 
-async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock) -> int:
+async def _leave_when_idle(worker: SessionWorker, idle_seconds: float) -> None:
+    while not worker.leaving:
+        await asyncio.sleep(min(5.0, idle_seconds / 4))
+        if worker.idle_for() >= idle_seconds:
+            await worker.leave(f"idle for {idle_seconds:g} s")
+            return
+
+
+async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float) -> int:
     journal = Journal.open_for_append(paths.journal)
     agent = make_agent(record)
     worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
@@ -154,12 +162,15 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock) ->
         loop.add_signal_handler(sig, on_signal, sig)
 
     warm = asyncio.create_task(agent.start())
+    idle = asyncio.create_task(_leave_when_idle(worker, idle_timeout)) if idle_timeout > 0 else None
     worker.kick_queue()
     await worker.left.wait()
     server.should_exit = True
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
     warm.cancel()
+    if idle is not None:
+        idle.cancel()
     log.info("worker %d left session %s", os.getpid(), record.id)
     return 0
 
@@ -186,6 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run one session's worker until it leaves; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m tui.worker", description="run one session's worker")
     parser.add_argument("--state-dir", metavar="DIR", help="the state dir (env TUI_STATE_DIR)")
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="S",
+        default=float(os.environ.get("TUI_IDLE_TIMEOUT") or 0),
+        help="leave after S seconds with nothing running and no one attached "
+        "(env TUI_IDLE_TIMEOUT; 0, the default: never)",
+    )
     parser.add_argument("session_id")
     args = parser.parse_args(argv)
     try:
@@ -199,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3 if exc.code == "locked" else 1
     _logging(paths.log)
     try:
-        return asyncio.run(_serve(paths, record, lock))
+        return asyncio.run(_serve(paths, record, lock, args.idle_timeout))
     except Exception:
         log.exception("the worker failed")
         return 1

@@ -92,6 +92,8 @@ class PythonAgent(Agent):
         self._session: PythonSession | None = None
         self._opening: asyncio.Task[PythonSession] | None = None
         self._context: RunContext | None = None
+        self._observed = asyncio.Event()
+        """Set (and replaced) after each observation's output went out as reply text."""
 
     async def _open(self) -> PythonSession:
         session = PythonSession(workdir=self.workdir, limits=self.limits)
@@ -145,6 +147,8 @@ class PythonAgent(Agent):
                 result = await session.execute(source=turn.prompt, catalog=[self._ask(turn)], context=context)
             while True:
                 printed.add(result.output)
+                self._observed.set()
+                self._observed = asyncio.Event()
                 if result.status != "still_working":
                     break
                 result = await session.wait(context=context)
@@ -184,6 +188,10 @@ class PythonAgent(Agent):
             if not offered and not freeform:
                 raise ToolError("a question without options must allow a freeform answer")
             args = {"question": question, "options": options, "multiple": multiple, "freeform": freeform}
+            # What the program printed before asking is collected at the next observation (at most
+            # one interval away): let it go out first, so the question follows its lead-in.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._observed.wait(), 4 * self.limits.observe_seconds)
             call_id = turn.tool_started("ask", args)
             try:
                 answer = await turn.ask(question, offered, multiple=multiple, freeform=freeform)
