@@ -145,10 +145,6 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
     def mark_leaving() -> None:
         with contextlib.suppress(OSError):
             write_sidecar(paths.sidecar, sidecar.model_copy(update={"leaving": True}))
-        # Whatever happens to open streams or a stuck sandbox, the process ends in time.
-        timer = threading.Timer(EXIT_BOUND, os._exit, (0,))
-        timer.daemon = True
-        timer.start()
 
     worker.on_leaving = mark_leaving
     loop = asyncio.get_running_loop()
@@ -165,6 +161,11 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
     idle = asyncio.create_task(_leave_when_idle(worker, idle_timeout)) if idle_timeout > 0 else None
     worker.kick_queue()
     await worker.left.wait()
+    # The session is let go of (worker_leaving written, lock released): whatever open streams or a
+    # stuck sandbox do now, the process ends in time.
+    timer = threading.Timer(EXIT_BOUND, os._exit, (0,))
+    timer.daemon = True
+    timer.start()
     server.should_exit = True
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
