@@ -10,7 +10,9 @@ own routes go through the one `BridgeClient`, with the base ``URL/api/sessions/I
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -42,7 +44,7 @@ from tui.protocol import (
     TurnRequest,
 )
 
-__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient"]
+__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "transport"]
 
 NEEDED = ("session_commands", "remote_attach")
 """What a remote's ``tui web`` must offer for ``tui --remote`` (`GET /api/info`'s features)."""
@@ -53,6 +55,18 @@ RETRY_FOR = 30.0
 RESTARTS = 3
 RESTART_WINDOW = 60.0
 WAKE_WAIT = 30.0
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    # Loading the CA bundle costs ~40 ms: once a process, not once a client.
+    return httpx.create_ssl_context()
+
+
+def transport() -> httpx.AsyncHTTPTransport:
+    """A transport to a remote, sharing this process's one TLS context."""
+    return httpx.AsyncHTTPTransport(verify=_tls())
+
 
 _COMMANDS = re.compile(r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|delete|share)\b)")
 
@@ -87,7 +101,7 @@ class WebClient:
                 base_url=self.url,
                 headers={"Authorization": f"Bearer {self.token}"},
                 timeout=httpx.Timeout(30.0, connect=10.0),
-                transport=self._transport,
+                transport=self._transport or transport(),
             )
         return self._http
 
@@ -194,6 +208,7 @@ class RemoteLink(AttachLink):
             token=web.token,
             label=f"session {session_id[:8]} on {web.name}",
             stream_idle=45.0,
+            transport=transport(),
         )
         self._restarts: deque[float] = deque()
         self._starting: asyncio.Task[Any] | None = None

@@ -1,0 +1,185 @@
+"""Web bridge figures: event latency through `tui web` beside straight from the worker (1 and 50
+followers), reply throughput both ways, and turns/s of `tui send --wait` remote beside local.
+
+Run: ``.venv/bin/python bench/remote.py``. Each figure is printed on its own line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import selectors
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from tui.cli import main as tui_main
+from tui.store import StatePaths, create_session, read_sidecar
+from tui.store.remotes import Remote, add_remote
+from tui.worker.launch import start_worker
+
+Factory = Callable[[], httpx.AsyncClient]
+
+
+async def _events(
+    client: httpx.AsyncClient, path: str, cursor: int, cid: str
+) -> AsyncIterator[tuple[str, str]]:
+    params = {"cursor": cursor, "client_id": cid}
+    async with client.stream("GET", path, params=params, timeout=None) as response:
+        kind, data = "", ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+            elif line == "" and data:
+                yield kind, data
+                kind, data = "", ""
+
+
+def _start_web(state: Path) -> tuple[subprocess.Popen[str], str, str]:
+    token_file = state / "owner.token"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "web", "--port", "0", "--token-file", str(token_file)],
+        env={**os.environ, "TUI_STATE_DIR": str(state)},
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(state),
+    )
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    assert sel.select(20), "tui web did not start"
+    url = proc.stdout.readline().split()[-1]
+    return proc, url, token_file.read_text().strip()
+
+
+async def latency(make: Factory, prefix: str, followers: int) -> list[float]:
+    """Append→arrival delays of every text event of one turn, at each of `followers` followers."""
+    program = "import time\nfor i in range(60):\n    print(i, flush=True)\n    time.sleep(0.06)"
+    clients = [make() for _ in range(followers)]
+    async with make() as c:
+        cursor = (await c.get(f"{prefix}/transcript", params={"limit": 0})).json()["cursor"]
+        delays: list[float] = []
+        opened = 0
+
+        async def follow(k: int) -> None:
+            nonlocal opened
+            opened += 1
+            async for kind, data in _events(clients[k], f"{prefix}/events", cursor, f"bench:{k}"):
+                if kind == "text":
+                    at = datetime.fromisoformat(json.loads(data)["at"])
+                    delays.append((datetime.now(UTC) - at).total_seconds())
+                elif kind == "turn_ended":
+                    return
+
+        tasks = [asyncio.create_task(follow(k)) for k in range(followers)]
+        for _ in range(10_000):
+            if len((await c.get(f"{prefix}/stats")).json()["attached"]) >= followers:
+                break
+            await asyncio.sleep(0.01)
+        await c.post(f"{prefix}/turn", json={"prompt": program})
+        await asyncio.gather(*tasks)
+    for fc in clients:
+        await fc.aclose()
+    return delays
+
+
+async def throughput(make: Factory, prefix: str) -> float:
+    """MB/s of reply text a follower receives from a program printing as fast as it can."""
+    program = "for i in range(200000):\n    print('line', i)"
+    async with make() as c:
+        cursor = (await c.get(f"{prefix}/transcript", params={"limit": 0})).json()["cursor"]
+        chars = 0
+        t = time.perf_counter()
+        await c.post(f"{prefix}/turn", json={"prompt": program})
+        async for kind, data in _events(c, f"{prefix}/events", cursor, "bench"):
+            if kind == "text":
+                chars += len(json.loads(data)["text"])
+            elif kind == "turn_ended":
+                break
+        return chars / (time.perf_counter() - t) / 1e6
+
+
+def turns_per_second(state: Path, *extra: str, sid: str, turns: int = 20) -> float:
+    """`tui send ID PROMPT --wait`, run in this process `turns` times in a row."""
+    t = time.perf_counter()
+    for i in range(turns):
+        with (
+            contextlib.redirect_stdout(io.TextIOWrapper(io.BytesIO())),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            code = tui_main(["--state-dir", str(state), *extra, "send", sid, f"print({i})", "--wait"])
+        assert code == 0, code
+    return turns / (time.perf_counter() - t)
+
+
+def _figures(delays: list[float]) -> str:
+    flat = sorted(delays)
+    p99 = flat[min(len(flat) - 1, int(len(flat) * 0.99))]
+    return f"median {statistics.median(flat) * 1000:.2f} ms, p99 {p99 * 1000:.2f} ms ({len(flat)} arrivals)"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="tui-bench-", dir="/tmp") as d:
+        root = Path(d)
+        server = root / "server"
+        client = root / "client"
+        server.mkdir()
+        client.mkdir()
+        proc, url, token = _start_web(server)
+        state = StatePaths(server)
+        try:
+            sid = create_session(state, working_directory=server).id
+            car = start_worker(state, sid)
+            prefix = f"/api/sessions/{sid}"
+
+            def direct() -> httpx.AsyncClient:
+                transport = httpx.AsyncHTTPTransport(uds=car.socket)
+                return httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60)
+
+            def remote() -> httpx.AsyncClient:
+                return httpx.AsyncClient(
+                    base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+                )
+
+            for n in (1, 50):
+                here = asyncio.run(latency(direct, "", n))
+                there = asyncio.run(latency(remote, prefix, n))
+                print(f"append→arrival, {n} follower(s), straight from the worker: {_figures(here)}")
+                print(f"append→arrival, {n} follower(s), through tui web:         {_figures(there)}")
+            fast = asyncio.run(throughput(direct, ""))
+            slow = asyncio.run(throughput(remote, prefix))
+            print(f"reply throughput straight from the worker: {fast:.1f} MB/s")
+            print(f"reply throughput through tui web:          {slow:.1f} MB/s")
+
+            (client / "lab.token").write_text(token + "\n")
+            add_remote(StatePaths(client), Remote("lab", url, str(client / "lab.token")))
+            local = turns_per_second(server, sid=sid)
+            far = turns_per_second(client, "--remote", "lab", sid=sid)
+            print(
+                f"tui send --wait, 20 turns in a row: local {local:.1f} turns/s, --remote {far:.1f} turns/s"
+            )
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(10)
+            for folder in (server / "sessions").iterdir():
+                worker = read_sidecar(folder / "worker.json")
+                if worker is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(worker.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()
