@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import IO, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import Conflict, TuiError, UsageError
+from tui.errors import Conflict, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
@@ -40,12 +40,9 @@ def open_access(args: argparse.Namespace) -> SessionAccess:
     """The sessions the command works on: this machine's, or `--remote NAME`'s."""
     remote = getattr(args, "remote", None)
     if remote:
-        try:
-            from tui.access import remote as remote_access  # type: ignore[attr-defined, unused-ignore]
-        except ImportError as exc:
-            raise TuiError(f"remote sessions are not available in this version (--remote {remote})") from exc
-        opened: SessionAccess = remote_access.open_access(remote, getattr(args, "state_dir", None))
-        return opened
+        from tui.access.remote import open_access as open_remote
+
+        return open_remote(remote, getattr(args, "state_dir", None))
     from tui.access.local import LocalAccess
     from tui.store import StatePaths
 
@@ -91,8 +88,8 @@ def run_sessions(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
         return 0
     if not rows:
-        hint = "" if args.all else " (`tui sessions --all` shows archived ones)"
-        _say(f"no sessions yet{hint}; `tui send --new PROMPT` or `tui` starts one")
+        hint = "" if args.all else f" (`{access.command('sessions', '--all')}` shows archived ones)"
+        _say(f"no sessions yet{hint}; `{access.command('send', '--new', 'PROMPT')}` starts one")
         return 0
     table = [("ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
     for r in rows:

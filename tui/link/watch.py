@@ -188,7 +188,7 @@ class SessionWatch:
         self.queue = list(t.queue)
         self.current = t.current.turn_id if t.current is not None and t.current.outcome is None else None
         self.follower = Follower(self.link, t.cursor)
-        self._items: asyncio.Queue[Event | LinkState | BaseException] = asyncio.Queue(maxsize=4096)
+        self._items: asyncio.Queue[Event | LinkState | Exception] = asyncio.Queue(maxsize=4096)
         self._pump: asyncio.Task[None] | None = None
 
     @classmethod
@@ -206,10 +206,10 @@ class SessionWatch:
                 await self._items.put(item)
                 if isinstance(item, Gone):
                     return
-        except BaseException as exc:  # handed to the consumer, which raises it
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the consumer, which raises it
             await self._items.put(exc)
-            if isinstance(exc, asyncio.CancelledError):
-                raise
 
     def _apply(self, item: Event | LinkState) -> None:
         if isinstance(item, (Live, Reconnecting, Gone)):
@@ -265,7 +265,7 @@ class SessionWatch:
                 item = await self._items.get()
         except TimeoutError:
             return None
-        if isinstance(item, BaseException):
+        if isinstance(item, Exception):
             raise item
         self._apply(item)
         if isinstance(item, Gone):
