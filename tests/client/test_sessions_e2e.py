@@ -92,6 +92,8 @@ def test_exit_codes(state_dir: Path) -> None:
     slow = tui("send", sid[:8], "import time; time.sleep(30)", "--wait", "--timeout", "1.5")
     assert slow.returncode == 1
     assert "timed out after 1.5 s; the turn keeps running" in slow.stderr
+    queued = tui("send", sid[:8], "print('queued')", "--queue")
+    assert queued.returncode == 0 and f"queued for session {sid[:8]}" in queued.stderr
     assert tui("stop", sid[:8]).returncode == 0
 
     no_question = tui("answer", sid[:8], "--option", "1")

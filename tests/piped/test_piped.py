@@ -31,11 +31,11 @@ def _popen(*args: str, script: str) -> subprocess.Popen[str]:
 
 def test_a_new_session_runs_each_line_with_continuations_and_slash_commands(state_dir: Path) -> None:
     script = "print('a')\nfor i in range(3):\\\n    print(i)\n\n/stats\n/queue\nprint('b', end='')\n"
-    out = tui(input=script)
+    out = tui("print('first')", input=script)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "a\n0\n1\n2\nb\n"
+    assert out.stdout == "first\na\n0\n1\n2\nb\n"
     assert "new session" in out.stderr
-    for n in (1, 2, 3):
+    for n in (1, 2, 3, 4):
         assert f"turn {n} completed" in out.stderr
     assert "stats: " in out.stderr and "queue: 0 waiting" in out.stderr
 
@@ -99,8 +99,10 @@ def test_questions_are_answered_from_a_file_a_default_or_left_with_exit_3(state_
     left = tui("attach", sid, input=ASK + "\n")
     assert left.returncode == 3
     assert "Proceed?" in left.stderr and f"tui answer {sid[:8]} --option 2" in left.stderr
-    answered = tui("answer", sid, "--option", "2")
-    assert answered.returncode == 0, answered.stderr
+    dismissed = tui("dismiss", sid[:8])
+    assert dismissed.returncode == 0, dismissed.stderr
+    after = tui("send", sid, "print('idle again')", "--wait")
+    assert after.stdout == "idle again\n", after.stderr
 
 
 def test_timeout_bounds_the_run_and_leaves_the_turn_running(state_dir: Path) -> None:
