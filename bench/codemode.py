@@ -39,6 +39,37 @@ def fresh_python(source: str, runs: int) -> float:
     return statistics.median(times)
 
 
+ECHO = """
+import os, sys
+src, dst = int(sys.argv[1]), int(sys.argv[2])
+while data := os.read(src, 4096):
+    os.write(dst, data)
+"""
+
+
+def pipe_round_trips(count: int, runs: int) -> float:
+    """Median time of ``count`` round trips of a small message to a plain echo process: the floor."""
+    to_child, child_in = os.pipe()
+    child_out, from_child = os.pipe()
+    child = subprocess.Popen(
+        [sys.executable, "-c", ECHO, str(to_child), str(from_child)], pass_fds=(to_child, from_child)
+    )
+    os.close(to_child)
+    os.close(from_child)
+    message = b'{"t":"call","id":1,"tool":"note","args":{"i":1}}'
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        for _ in range(count):
+            os.write(child_in, message)
+            os.read(child_out, 4096)
+        times.append(time.perf_counter() - started)
+    os.close(child_in)
+    child.wait()
+    os.close(child_out)
+    return statistics.median(times)
+
+
 async def main() -> None:
     rows: list[tuple[str, float]] = []
     workdir = tempfile.mkdtemp(prefix="tui-bench-")
@@ -115,6 +146,7 @@ async def main() -> None:
         rows.append(("wait on a printing program (observe_seconds=0)", await median_of(200, one_wait)))
         await session.stop()
 
+    rows.append(("1000 round trips to a plain echo process through a pipe", pipe_round_trips(1000, 15)))
     rows.append(("fresh `python3 -c 'pass'`", fresh_python("pass", 15)))
     rows.append(("fresh `python3 -c` 1e6-iteration loop", fresh_python(LOOP, 15)))
 

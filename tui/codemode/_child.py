@@ -54,22 +54,31 @@ class ToolError(Exception):
 
 
 MAIN_THREAD = threading.get_ident()
-SIGINT_ONLY = {signal.SIGINT}
 
 
 class NoInterrupt:
-    """Hold SIGINT back while the main thread is inside the block."""
+    """Hold an interrupt back while the main thread is inside the block; raise it on leaving.
 
+    The SIGINT handler runs in the main thread between bytecodes (and inside a system call that
+    returns EINTR, which is then retried); while a block is held it only notes the interrupt.
+    This costs no system call, unlike masking the signal.
+    """
+
+    depth = 0
+    pending = False
     __slots__ = ("main",)
 
     def __enter__(self) -> None:
         self.main = threading.get_ident() == MAIN_THREAD
         if self.main:
-            signal.pthread_sigmask(signal.SIG_BLOCK, SIGINT_ONLY)
+            NoInterrupt.depth += 1
 
     def __exit__(self, *_: object) -> None:
         if self.main:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGINT_ONLY)
+            NoInterrupt.depth -= 1
+            if NoInterrupt.depth == 0 and NoInterrupt.pending:
+                NoInterrupt.pending = False
+                raise KeyboardInterrupt
 
 
 class Channel:
@@ -264,8 +273,12 @@ class Runner:
                 resource.setrlimit(which, (value, value))
 
     def on_sigint(self, signum: int, frame: Any) -> None:
-        if self.running:
-            raise KeyboardInterrupt
+        if not self.running:
+            return
+        if NoInterrupt.depth:
+            NoInterrupt.pending = True
+            return
+        raise KeyboardInterrupt
 
     # threads ---------------------------------------------------------------------------------
 
@@ -433,6 +446,7 @@ class Runner:
         try:
             with self.state:
                 self.interrupt_requested = False
+                NoInterrupt.pending = False
                 self.running = True
             try:
                 self.evaluate(body, namespace)
