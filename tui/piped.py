@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -32,7 +34,7 @@ from tui.link.local import local_client_id
 from tui.link.watch import AnswerSpec, QuestionPolicy, SessionWatch, TurnResult, Unanswered, WorkerGoneError
 from tui.protocol import Event, TextChunk
 
-__all__ = ["load_answers", "read_inputs", "run", "run_attach", "run_new"]
+__all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "read_inputs", "run", "run_attach", "run_new"]
 
 _SLASH = ("/model", "/queue", "/stats", "/detach", "/exit")
 
@@ -118,6 +120,55 @@ class _Inputs:
         return await self._queue.get()
 
 
+class StdoutClosed(TuiError):
+    """stdout was closed under us (``tui … | head``): nothing more can be shown."""
+
+
+class ReplyWriter:
+    """Writes reply text of this client's turns to stdout as it streams, plain bytes.
+
+    Args:
+        own_turns: the turn ids whose text is shown (this client's).
+        out: the binary stdout.
+    """
+
+    def __init__(self, own_turns: Callable[[], set[str]], out: IO[bytes]) -> None:
+        self._own_turns = own_turns
+        self.out = out
+        self._streamed: set[str] = set()
+        self._last_byte = 10
+
+    def write(self, data: bytes) -> None:
+        """Write and flush; a closed stdout becomes `StdoutClosed` (and stops Python's own flush)."""
+        try:
+            self.out.write(data)
+            self.out.flush()
+        except BrokenPipeError as exc:
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, self.out.fileno())
+            raise StdoutClosed("stdout was closed; the session keeps running") from exc
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextChunk) and event.text and event.turn_id in self._own_turns():
+            data = event.text.encode("utf-8", "replace")
+            self.write(data)
+            self._last_byte = data[-1]
+            self._streamed.add(event.turn_id)
+
+    def finish(self, result: TurnResult) -> None:
+        """End a turn's output: its reply when nothing streamed, a final newline when missing."""
+        data = b""
+        if result.turn_id not in self._streamed and result.reply:
+            data = result.reply.encode("utf-8", "replace")
+            self._last_byte = data[-1]
+        if self._last_byte != 10:
+            data += b"\n"
+            self._last_byte = 10
+        if data:
+            self.write(data)
+
+
 @dataclass
 class _Run:
     link: AttachLink
@@ -133,8 +184,7 @@ class _Run:
     queued: list[tuple[int, str]] = field(default_factory=list)
     interrupted: bool = False
     watch: SessionWatch | None = None
-    _last_byte: int = 10
-    _streamed: set[str] = field(default_factory=set)
+    replies: ReplyWriter | None = None
 
     def say(self, text: str) -> None:
         print(f"tui: {text}", file=self.err, flush=True)
@@ -142,32 +192,18 @@ class _Run:
     # --- output ------------------------------------------------------------------------------
     def on_event(self, event: Event) -> None:
         if self.args.output == "jsonl":
-            self.out.write(event.model_dump_json().encode() + b"\n")
-            self.out.flush()
-            return
-        mine = self.watch is not None and getattr(event, "turn_id", None) in self.watch.own_turns
-        if isinstance(event, TextChunk) and event.text and mine:
-            data = event.text.encode("utf-8", "replace")
-            self.out.write(data)
-            self.out.flush()
-            self._last_byte = data[-1]
-            self._streamed.add(event.turn_id)
+            assert self.replies is not None
+            self.replies.write(event.model_dump_json().encode() + b"\n")
+        elif self.replies is not None:
+            self.replies(event)
 
     def on_state(self, state: LinkState) -> None:
         if isinstance(state, Reconnecting) and state.attempt == 1:
             self.say(f"the stream dropped ({state.reason}); reconnecting")
 
     def _finish_output(self, result: TurnResult) -> None:
-        if self.args.output == "jsonl":
-            return
-        if result.turn_id not in self._streamed and result.reply:
-            data = result.reply.encode("utf-8", "replace")
-            self.out.write(data)
-            self._last_byte = data[-1]
-        if self._last_byte != 10:
-            self.out.write(b"\n")
-            self._last_byte = 10
-        self.out.flush()
+        if self.args.output != "jsonl" and self.replies is not None:
+            self.replies.finish(result)
 
     # --- turns -------------------------------------------------------------------------------
     def _outcome(self, n: int, result: TurnResult) -> int:
@@ -258,6 +294,8 @@ class _Run:
         info = await self.link.info()
         self.agent = info.agent
         self.watch = await SessionWatch.open(self.link, on_event=self.on_event, on_state=self.on_state)
+        watch = self.watch
+        self.replies = ReplyWriter(lambda: watch.own_turns, self.out)
         try:
             pending = first
             while True:
@@ -274,7 +312,7 @@ class _Run:
                             break
                     else:
                         going = await self.prompt(line)
-                except (Unanswered, WorkerGoneError):
+                except (Unanswered, WorkerGoneError, StdoutClosed):
                     raise
                 except TuiError as exc:
                     self.say(str(exc))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from client.helpers import journal_seqs, kill_worker
 from tui.access.local import LocalAccess
-from tui.link.base import Live, Reconnecting
+from tui.link.base import Gone, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import Event, TextChunk, TurnEnded, WorkerStarted
 from tui.store import StatePaths
@@ -50,4 +50,25 @@ async def test_every_event_exactly_once_across_a_killed_worker(state_dir: Path) 
     assert any(isinstance(s, Reconnecting) for s in states)
     assert isinstance(states[-1], Live) and states[-1].epoch == 2
     await follower.aclose()
+    await link.close()
+
+
+async def test_a_worker_that_keeps_dying_is_given_up_after_three_restarts(state_dir: Path) -> None:
+    access = LocalAccess(StatePaths(state_dir))
+    sid = await access.create(working_directory=str(state_dir))
+    link = await access.link(sid, client_id="test")
+    follower = Follower(link, 0)
+    kills = 0
+    gone: Gone | None = None
+    async with asyncio.timeout(60):
+        async for item in follower:
+            if isinstance(item, Live):
+                kill_worker(state_dir, sid)
+                kills += 1
+            elif isinstance(item, Gone):
+                gone = item
+                break
+    assert kills == 4
+    assert gone is not None and gone.exit_code == 4
+    assert "died 3 times within 60 s" in gone.reason and f"tui attach {sid[:8]}" in gone.reason
     await link.close()

@@ -136,3 +136,15 @@ def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> 
     assert "turn 1 failed" in err and "stopped before it ended" in err
     assert "turn 2 completed" in err
     assert out.count("started") == 0 and out.endswith("next\n")
+
+
+def test_a_closed_stdout_ends_the_run_with_one_line(state_dir: Path) -> None:
+    """`tui attach ID < script | head -1`: no traceback, exit 1, the reason on stderr."""
+    sid = new_session(state_dir)
+    proc = _popen("attach", sid, script="for i in range(200_000): print(i)\nprint('more')\n")
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline() == "0\n"
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=30) == 1
+    assert "stdout was closed" in err and "Traceback" not in err

@@ -20,7 +20,7 @@ from tui.errors import Conflict, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
-from tui.protocol import Event, TextChunk
+from tui.piped import ReplyWriter
 
 __all__ = [
     "open_access",
@@ -103,33 +103,6 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 # --- send ----------------------------------------------------------------------------------------
-class ReplyPrinter:
-    """Writes the reply text of this client's turns to stdout as it streams (plain bytes)."""
-
-    def __init__(self, watch_turns: Callable[[], set[str]], out: IO[bytes]) -> None:
-        self._turns = watch_turns
-        self.out = out
-        self.streamed: dict[str, bool] = {}
-        self._last: str = ""
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, TextChunk) and event.turn_id in self._turns() and event.text:
-            self.out.write(event.text.encode("utf-8", "replace"))
-            self.out.flush()
-            self.streamed[event.turn_id] = True
-            self._last = event.text[-1]
-
-    def finish(self, result: TurnResult) -> None:
-        """Complete the turn's output: the reply when nothing streamed, a final newline if missing."""
-        if not self.streamed.get(result.turn_id) and result.reply:
-            self.out.write(result.reply.encode("utf-8", "replace"))
-            self._last = result.reply[-1]
-        if self._last and self._last != "\n":
-            self.out.write(b"\n")
-        self._last = ""
-        self.out.flush()
-
-
 def turn_exit(link: AttachLink, result: TurnResult, agent: str, err: IO[str]) -> int:
     """Say how a turn ended on stderr and return its exit code (cli.md)."""
     short = link.session_id[:8]
@@ -195,7 +168,7 @@ async def send(
                 sid = await access.resolve(target)
             link = await access.link(sid, client_id=local_client_id())
             watch = await SessionWatch.open(link)
-            printer = ReplyPrinter(lambda: watch.own_turns if watch else set(), out)
+            printer = ReplyWriter(lambda: watch.own_turns if watch else set(), out)
             watch.on_event = printer
             if watch.question is not None:
                 raise Unanswered(describe_question(link, watch.question), watch.question)
