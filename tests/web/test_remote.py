@@ -222,3 +222,45 @@ async def test_a_refused_token_raises_the_same_exception_with_exit_6() -> None:
     assert caught.value.code == "token_expired"
     assert caught.value.exit_code == 6
     await web.close()
+
+
+# Every code of remote.md, as a web bridge sends it, raises what a local command would.
+CODES = [
+    ("unauthorized", 401, "Refused", 6),
+    ("token_revoked", 401, "Refused", 6),
+    ("token_expired", 401, "Refused", 6),
+    ("forbidden", 403, "Refused", 6),
+    ("misdirected", 421, "Refused", 6),
+    ("not_permitted", 403, "Refused", 6),
+    ("too_many_turns", 429, "Refused", 6),
+    ("cap_reached", 429, "Refused", 6),
+    ("not_found", 404, "NotFound", 1),
+    ("ambiguous_id", 409, "AmbiguousId", 1),
+    ("busy", 409, "Conflict", 1),
+    ("no_worker", 503, "WorkerUnavailable", 4),
+    ("question_not_pending", 409, "Conflict", 1),
+    ("invalid_request", 400, "InvalidRequest", 1),
+]
+
+
+@pytest.mark.parametrize(("code", "status", "kind", "exit_code"), CODES)
+async def test_each_code_of_the_web_bridge_maps_to_its_exception(
+    code: str, status: int, kind: str, exit_code: int
+) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/info":
+            return httpx.Response(
+                200, json={"app": "tui-web", "features": ["session_commands", "remote_attach"]}
+            )
+        detail = "session 3f2a1b2c has a live worker; `tui delete 3f2a1b2c --force` stops it first"
+        return httpx.Response(status, json={"error": code, "detail": detail, "matches": ["a", "b"]})
+
+    web = WebClient("lab", "http://lab:7433", "t", transport=httpx.MockTransport(answer))
+    with pytest.raises(Exception) as caught:
+        await RemoteAccess(Remote("lab", "http://lab:7433", ""), web=web).show("3f2a1b2c")
+    error = caught.value
+    assert type(error).__name__ == kind
+    assert getattr(error, "code", None) == code
+    assert getattr(error, "exit_code", None) == exit_code
+    assert "`tui --remote lab delete 3f2a1b2c --force`" in str(error)
+    await web.close()
