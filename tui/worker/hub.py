@@ -98,10 +98,14 @@ class Hub:
         self.limit = limit
         self.limit_bytes = limit_bytes
         self._subs: set[Subscription] = set()
+        self.closed = False
 
     def subscribe(self, client_id: str | None) -> Subscription:
         """A new follower; it receives every event published from now on."""
         sub = Subscription(client_id, self.limit, self.limit_bytes)
+        if self.closed:
+            # The worker is leaving: a late stream gets the journal (worker_leaving included), then ends.
+            sub.close()
         self._subs.add(sub)
         return sub
 
@@ -114,7 +118,8 @@ class Hub:
             sub.push(line)
 
     def close_all(self) -> None:
-        """End every stream (the worker is leaving)."""
+        """End every stream (the worker is leaving), and every stream opened from now on."""
+        self.closed = True
         for sub in self._subs:
             sub.close()
 
