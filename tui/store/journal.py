@@ -35,6 +35,7 @@ E = TypeVar("E", bound=EventBase)
 
 # What this version writes: seq, at and type lead every line, so the index needs no JSON parse.
 _HEAD = re.compile(rb'^\{"seq":(\d+),"at":"[^"]*","type":"([^"\\]+)"')
+_LINE = re.compile(rb'\{"seq":(\d+),"at":"[^"\n]*","type":"([^"\\\n]+)"[^\n]*\n')
 _CHUNK = 1 << 20
 
 
@@ -75,6 +76,7 @@ class Journal:
         self._seqs = array("q")
         self._offsets = array("q")
         self._types: list[str] = []
+        self._names: dict[bytes, str] = {}
         self._end = 0
         """Byte offset just past the last indexed (complete) line."""
         self._read_fd: int | None = None
@@ -140,6 +142,8 @@ class Journal:
         cut; in a reader it is a line still being written.
         """
         assert self._read_fd is not None
+        match = _LINE.match
+        names = self._names
         pos = self._end
         carry = b""
         while pos < size:
@@ -150,21 +154,32 @@ class Journal:
             start = 0
             base = pos - len(carry)
             while True:
+                m = match(data, start)
+                if m is not None:
+                    raw_type = m.group(2)
+                    typ = names.get(raw_type)
+                    if typ is None:
+                        typ = names[raw_type] = raw_type.decode()
+                    self._seqs.append(int(m.group(1)))
+                    self._offsets.append(base + start)
+                    self._types.append(typ)
+                    start = m.end()
+                    continue
+                # Not in this version's layout (or not an event at all): the slow path.
                 nl = data.find(b"\n", start)
                 if nl < 0:
                     break
                 line = data[start:nl]
-                head = _head(line) if line.strip() else None
-                if line.strip() and head is None:
-                    self._end = base + start
-                    return
-                if head is not None:
-                    seq, typ = head
-                    self._seqs.append(seq)
+                if line.strip():
+                    head = _head(line)
+                    if head is None:
+                        self._end = base + start
+                        return
+                    self._seqs.append(head[0])
                     self._offsets.append(base + start)
-                    self._types.append(typ)
+                    self._types.append(head[1])
                 start = nl + 1
-                self._end = base + start
+            self._end = base + start
             carry = data[start:]
             pos += len(chunk)
 
@@ -266,6 +281,15 @@ class Journal:
                 return
             yield from lines
             cursor = lines[-1].seq
+
+    def heads_after(self, cursor: int = 0) -> Iterator[tuple[int, int, str]]:
+        """``(position, seq, type)`` of every event after `cursor`, from the index alone (no reads)."""
+        for k in range(bisect.bisect_right(self._seqs, cursor), len(self._seqs)):
+            yield k, self._seqs[k], self._types[k]
+
+    def line_at(self, position: int) -> JournalLine:
+        """The event at `position` (as `heads_after` numbers them)."""
+        return self._line_at(position)
 
     def _line_at(self, k: int) -> JournalLine:
         assert self._read_fd is not None

@@ -152,15 +152,15 @@ class SessionWorker:
 
     # --- the journal -------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the journal into the state (skipping turn detail of turns long ended)."""
-        for line in self.journal.iter_after(0):
-            if not self.state.wants(line.type):
-                self.state.last_seq = line.seq
+        """Replay the journal into the state, reading only the events that can change it."""
+        for position, seq, typ in self.journal.heads_after(0):
+            if not self.state.wants(typ):
+                self.state.last_seq = seq
                 continue
             try:
-                event = line.decode()
+                event = self.journal.line_at(position).decode()
             except ValueError as exc:
-                log.warning("journal line %d cannot be read, skipped: %s", line.seq, exc)
+                log.warning("journal line %d cannot be read, skipped: %s", seq, exc)
                 continue
             ended = self.state.apply(event)
             if ended is not None and not self.turn_store.has(ended.turn_id):

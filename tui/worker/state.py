@@ -35,7 +35,9 @@ __all__ = ["SessionState", "TurnBuilder"]
 State = Literal["idle", "working", "asking"]
 
 # Events whose content only matters inside the turn that is open when they are read.
-TURN_DETAIL = frozenset({"text", "tool_output"})
+TURN_DETAIL = frozenset({"text", "tool_output", "tool_started", "tool_ended"})
+# Events that never change the state (it is computed, not read back).
+NO_STATE = frozenset({"status", "note", "worker_leaving"})
 
 
 @dataclass
@@ -110,6 +112,8 @@ class SessionState:
 
     def wants(self, typ: str) -> bool:
         """Whether replaying an event of type `typ` can change anything (skip decoding otherwise)."""
+        if typ in NO_STATE:
+            return False
         return typ not in TURN_DETAIL or self.current is not None
 
     def apply(self, event: Event) -> TurnRecord | None:
