@@ -107,3 +107,12 @@ async def test_file_size(workdir: Path) -> None:
         assert (workdir / "big.bin").stat().st_size <= 1024**2
     finally:
         await session.close()
+
+
+async def test_cpu_seconds_stops_code_that_holds_the_gil(workdir: Path, mechanism: str) -> None:
+    limits = Limits(observe_seconds=20.0, cpu_seconds=0.3)
+    async with PythonSession(workdir, limits, mechanism=mechanism) as session:  # type: ignore[arg-type]
+        # one C call that never returns to the interpreter loop: no thread of the runner can run
+        result = await session.execute(source="sum(range(10**12))")
+        assert_limit(result, "cpu")
+        assert (await session.execute(source="'next'")).value == "next"

@@ -30,7 +30,15 @@ from typing import Any, Literal
 
 from tui.codemode.errors import SandboxError
 
-__all__ = ["Mechanism", "PidsCgroup", "SandboxPlan", "landlock_abi", "plan_sandbox"]
+__all__ = [
+    "Mechanism",
+    "PidsCgroup",
+    "SandboxPlan",
+    "cpu_seconds_of",
+    "interpreter_pid",
+    "landlock_abi",
+    "plan_sandbox",
+]
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 CHILD_PATH = "/run/tui-codemode/child.py"
@@ -310,6 +318,46 @@ class PidsCgroup:
             except OSError:
                 time.sleep(0.01)
         return False
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name may hold spaces and parentheses: the fields start after the last ")"
+    return text[text.rfind(")") + 2 :].split()
+
+
+def cpu_seconds_of(pid: int) -> float | None:
+    """CPU time (user + system, its waited-for children included) of a host process, or None."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    ticks = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def interpreter_pid(started: int, script: str) -> int | None:
+    """The host pid of the sandboxed interpreter: ``started`` itself or a descendant running ``script``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    queue = [started]
+    while queue:
+        pid = queue.pop(0)
+        try:
+            runs_script = script.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            if runs_script and not Path(f"/proc/{pid}/exe").resolve().name.startswith("bwrap"):
+                return pid
+        except OSError:
+            pass
+        queue.extend(children.get(pid, []))
+    return None
 
 
 def _remove_stale(parent: Path) -> None:

@@ -32,7 +32,14 @@ from tui.codemode.errors import (
     SessionBusy,
 )
 from tui.codemode.output import shorten
-from tui.codemode.sandbox import Mechanism, PidsCgroup, SandboxPlan, plan_sandbox
+from tui.codemode.sandbox import (
+    Mechanism,
+    PidsCgroup,
+    SandboxPlan,
+    cpu_seconds_of,
+    interpreter_pid,
+    plan_sandbox,
+)
 from tui.codemode.types import Limits, ProgramError, ProgramResult, RunContext, Tool
 
 __all__ = ["PythonSession"]
@@ -46,6 +53,8 @@ _KIND_OUTPUT = 1
 _MAX_FRAME = 256 * 1024**2
 _READ_SIZE = 65536  # larger reads allocate (and free) that much each time, slowing every round trip
 _STOP_GRACE = 1.0
+_CPU_CHECK = 0.1
+_CPU_GRACE = 0.3  # the runner notices first; the parent steps in when it cannot
 _CANCEL_GRACE = 0.08
 _START_TIMEOUT = 15.0
 _LOST = "[the interpreter exited; its variables were lost]\n"
@@ -70,6 +79,8 @@ class _Program:
     limit: tuple[str, str] | None = None
     stopping: bool = False
     wall_timer: asyncio.TimerHandle | None = None
+    cpu_timer: asyncio.TimerHandle | None = None
+    cpu_base: float = 0.0
     kill_timer: asyncio.TimerHandle | None = None
     note: str = ""
 
@@ -91,6 +102,7 @@ class _Interpreter:
         self.from_child = from_child
         self.buffer = bytearray()
         self.need = _HEADER.size
+        self.host_pid: int | None = None
         self.alive = True
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -230,6 +242,8 @@ class PythonSession:
         loop.add_reader(from_child_r, self._on_readable, interp)
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
+            if self.limits.cpu_seconds is not None:
+                interp.host_pid = await asyncio.to_thread(interpreter_pid, process.pid, self._plan.argv[-1])
         except (TimeoutError, SandboxError) as exc:
             detail = await self._stderr_text(process)
             await self._kill(interp)
@@ -505,6 +519,9 @@ class PythonSession:
                     "wall",
                     f"the program ran longer than {self.limits.wall_seconds} s",
                 )
+            if self.limits.cpu_seconds is not None and interp.host_pid is not None:
+                program.cpu_base = cpu_seconds_of(interp.host_pid) or 0.0
+                program.cpu_timer = loop.call_later(_CPU_CHECK, self._check_cpu, program, interp.host_pid)
             self._send(
                 interp,
                 {
@@ -636,6 +653,17 @@ class PythonSession:
             status="completed",
         )
 
+    def _check_cpu(self, program: _Program, pid: int) -> None:
+        """Backstop of the runner's own CPU check, for code that holds the GIL and starves it."""
+        used = cpu_seconds_of(pid)
+        limit = self.limits.cpu_seconds
+        if used is None or limit is None or program.done.done():
+            return
+        if used - program.cpu_base > limit + _CPU_GRACE:
+            self._hit_limit(program, "cpu", f"the program used more than {limit} s of CPU time")
+            return
+        program.cpu_timer = asyncio.get_running_loop().call_later(_CPU_CHECK, self._check_cpu, program, pid)
+
     def _hit_limit(self, program: _Program, name: str, detail: str) -> None:
         if program.limit is not None or program.stopping or program.done.done():
             return
@@ -716,7 +744,7 @@ class PythonSession:
 
     @staticmethod
     def _cancel_timers(program: _Program) -> None:
-        for timer in (program.wall_timer, program.kill_timer):
+        for timer in (program.wall_timer, program.kill_timer, program.cpu_timer):
             if timer is not None:
                 timer.cancel()
-        program.wall_timer = program.kill_timer = None
+        program.wall_timer = program.kill_timer = program.cpu_timer = None
