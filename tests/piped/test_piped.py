@@ -104,6 +104,11 @@ def test_questions_are_answered_from_a_file_a_default_or_left_with_exit_3(state_
     after = tui("send", sid, "print('idle again')", "--wait")
     assert after.stdout == "idle again\n", after.stderr
 
+    several = tui("attach", sid, input="y = ask('Which?', options=['a', 'b', 'c'], multiple=True)\n")
+    assert several.returncode == 3 and "repeat --option" in several.stderr
+    assert tui("answer", sid, "--option", "1", "--option", "3").returncode == 0
+    assert tui("send", sid, "print(y)", "--wait").stdout == "['a', 'c']\n"
+
 
 def test_timeout_bounds_the_run_and_leaves_the_turn_running(state_dir: Path) -> None:
     sid = new_session(state_dir)
