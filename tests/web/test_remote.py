@@ -264,3 +264,22 @@ async def test_each_code_of_the_web_bridge_maps_to_its_exception(
     assert getattr(error, "exit_code", None) == exit_code
     assert "`tui --remote lab delete 3f2a1b2c --force`" in str(error)
     await web.close()
+
+
+def test_a_script_piped_into_a_remote_attach(lab: Lab) -> None:
+    import subprocess
+    import sys
+
+    sid = lab.web.session()
+    script = "print(1 + 1)\nprint('done')\n"
+    env = {**os.environ, "TUI_STATE_DIR": str(lab.client)}
+    ran = subprocess.run(
+        [sys.executable, "-m", "tui", "--remote", "lab", "attach", sid[:8]],
+        input=script,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 3,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "2\ndone\n"

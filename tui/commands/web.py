@@ -10,11 +10,9 @@ from typing import Any
 import httpx
 
 from tui.errors import Refused, TuiError, Unreachable, UsageError, error_from_wire
+from tui.link.remote import NEEDED
 from tui.store import StatePaths, resolve_id
-from tui.store.remotes import Remote, add_remote, list_remotes, remove_remote
-
-NEEDED = ("session_commands", "remote_attach")
-"""What a remote's ``tui web`` must offer for ``tui --remote`` to work there."""
+from tui.store.remotes import Remote, add_remote, list_remotes, read_token_file, remove_remote
 
 
 def _state(args: argparse.Namespace) -> StatePaths:
@@ -70,8 +68,6 @@ def check_remote(url: str, token_file: str, *, name: str) -> dict[str, Any]:
         Refused: it refused the token.
         TuiError: it is not a ``tui web``, or too old.
     """
-    from tui.web.tokens import read_token_file
-
     token = read_token_file(token_file)
     try:
         reply = httpx.get(f"{url}/api/info", headers={"Authorization": f"Bearer {token}"}, timeout=10.0)
