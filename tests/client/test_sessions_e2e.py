@@ -89,9 +89,9 @@ def test_exit_codes(state_dir: Path) -> None:
     assert ambiguous.returncode == 1
     assert "abcd0000" in ambiguous.stderr and "type more of the id" in ambiguous.stderr
 
-    slow = tui("send", sid[:8], "import time; time.sleep(30)", "--wait", "--timeout", "1.5")
+    slow = tui("send", sid[:8], "import time; time.sleep(30)", "--wait", "--timeout", "3")
     assert slow.returncode == 1
-    assert "timed out after 1.5 s; the turn keeps running" in slow.stderr
+    assert "timed out after 3 s; the turn keeps running" in slow.stderr
     queued = tui("send", sid[:8], "print('queued')", "--queue")
     assert queued.returncode == 0 and f"queued for session {sid[:8]}" in queued.stderr
     assert tui("stop", sid[:8]).returncode == 0
