@@ -27,6 +27,8 @@ import httpx
 from tui.cli import main as tui_main
 from tui.store import StatePaths, create_session, read_sidecar
 from tui.store.remotes import Remote, add_remote
+from tui.web.participants import ParticipantStore
+from tui.web.paths import WebPaths
 from tui.worker.launch import start_worker
 
 Factory = Callable[[], httpx.AsyncClient]
@@ -125,6 +127,28 @@ def turns_per_second(state: Path, *extra: str, sid: str, turns: int = 20) -> flo
     return turns / (time.perf_counter() - t)
 
 
+async def revoke_to_close(url: str, state: Path, sid: str, runs: int = 10) -> list[float]:
+    """Seconds from ``tui share revoke`` (the file written) to the participant's open stream ending."""
+    store = ParticipantStore(WebPaths.of(state))
+    times = []
+    for i in range(runs):
+        _, token = store.add(sid, name=f"bench-{i}", kind="viewer")
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as c,
+            c.stream("GET", f"/api/sessions/{sid}/events") as response,
+        ):
+            lines = response.aiter_lines()
+            while await anext(lines) != "":
+                pass
+            t = time.perf_counter()
+            store.revoke(sid, f"bench-{i}")
+            async for _ in lines:
+                pass
+            times.append(time.perf_counter() - t)
+    return times
+
+
 def _figures(delays: list[float]) -> str:
     flat = sorted(delays)
     p99 = flat[min(len(flat) - 1, int(len(flat) * 0.99))]
@@ -163,6 +187,10 @@ def main() -> None:
             slow = asyncio.run(throughput(remote, prefix))
             print(f"reply throughput straight from the worker: {fast:.1f} MB/s")
             print(f"reply throughput through tui web:          {slow:.1f} MB/s")
+
+            closed = asyncio.run(revoke_to_close(url, server, sid))
+            median, worst = statistics.median(closed) * 1000, max(closed) * 1000
+            print(f"revoke to the participant's stream closed: median {median:.0f} ms, max {worst:.0f} ms")
 
             (client / "lab.token").write_text(token + "\n")
             add_remote(StatePaths(client), Remote("lab", url, str(client / "lab.token")))
