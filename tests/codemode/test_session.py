@@ -346,3 +346,24 @@ async def test_a_program_writing_into_the_runner_pipe_only_breaks_its_own_interp
             )
         )
     assert (await session.execute(source="'fresh'")).value == "fresh"
+
+
+async def test_a_forked_child_runs_on_and_exits_without_speaking_for_the_program(
+    session: PythonSession,
+) -> None:
+    source = (
+        "import os\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print('from the child', flush=True)\n"
+        "    raise ValueError('child failed')\n"
+        "status = os.waitpid(pid, 0)[1]\n"
+        "print('parent saw', status >> 8)\n"
+        "'parent'"
+    )
+    result = await session.execute(source=source)
+    assert (result.status, result.value) == ("completed", "parent")
+    assert "from the child\n" in result.output
+    assert "ValueError: child failed" in result.output
+    assert result.output.endswith("parent saw 1\n")
+    assert (await session.execute(source="1 + 1")).value == 2

@@ -217,6 +217,7 @@ class Runner:
         self.replies = bytearray()
         self.call_lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.forked = False
         self.next_call = 0
         self.main_ident = threading.get_ident()
         self.globals: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -361,7 +362,32 @@ class Runner:
         tool.__doc__ = description
         return tool
 
+    def after_fork(self) -> None:
+        """In a process the program forked: write straight to fd 1 and 2, never to the parent's pipes.
+
+        Only the forking thread survives a fork, so nothing would ship the buffer, and frames
+        written by two processes could interleave.
+        """
+        self.forked = True
+        for fd in (self.channel.fd, self.in_fd, self.reply_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False, buffering=1)  # type: ignore[misc]  # noqa: SIM115
+        sys.stderr = sys.__stderr__ = open(2, "w", encoding="utf-8", closefd=False, buffering=1)  # type: ignore[misc]  # noqa: SIM115
+
+    def end_forked_child(self, outcome: dict[str, Any]) -> None:
+        """A forked child ran to the end of the program: it exits as a script's child would."""
+        error = outcome.get("error")
+        if error:
+            sys.stderr.write(error.get("traceback") or f"{error['type']}: {error['message']}\n")
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0 if outcome.get("status") == "completed" else 1)
+
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        if self.forked:
+            raise ToolError(f"{name}() can only be called from the program's own process, not a forked one")
         try:
             payload = ENCODE(arguments)
         except (TypeError, ValueError) as exc:
@@ -408,11 +434,14 @@ class Runner:
     def serve(self) -> None:
         threading.Thread(target=self.control, name="control", daemon=True).start()
         threading.Thread(target=self.pump, name="pump", daemon=True).start()
+        os.register_at_fork(after_in_child=self.after_fork)
         self.channel.message(t="ready", python=platform.python_version())
         while True:
             self.runs_ready.acquire()
             message = self.runs.pop(0)
             outcome = self.run(message)
+            if self.forked:
+                self.end_forked_child(outcome)
             self.ship()
             self.channel.message(t="done", id=message["id"], **outcome)
 

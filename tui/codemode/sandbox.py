@@ -129,16 +129,21 @@ def landlock_abi() -> int:
 
 def _processes(cgroup: PidsCgroup | None, nproc: bool) -> str:
     if cgroup is not None:
-        return f"at most {cgroup.limit} processes (pids cgroup)"
+        memory = f", {cgroup.memory_limit // 1024**2} MiB of memory in all" if cgroup.memory else ""
+        return f"at most {cgroup.limit} processes (pids cgroup){memory}"
     if nproc:
         return "processes limited by RLIMIT_NPROC"
     return "processes not limited (no pids cgroup could be made, and RLIMIT_NPROC does not bind root)"
 
 
 def _in_cgroup(argv: list[str], cgroup: PidsCgroup | None) -> list[str]:
+    """Start through a shell that first moves itself into the cgroups, then becomes the sandbox."""
     if cgroup is None:
         return argv
-    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup.path / "cgroup.procs"), *argv]
+    files = [str(f) for f in cgroup.procs_files]
+    moves = " && ".join(f'echo $$ > "${i}"' for i in range(len(files)))
+    script = f'{moves} && shift {len(files) - 1} && exec "$@"'
+    return ["/bin/sh", "-c", script, *files, *argv]
 
 
 def plan_sandbox(
@@ -258,12 +263,57 @@ class PidsCgroup:
     def __init__(self, path: Path, limit: int) -> None:
         self.path = path
         self.limit = limit
+        self.memory: Path | None = None
+        """A memory cgroup (v1) the sandbox is also started in, when one could be made."""
+        self.memory_limit = 0
+
+    @property
+    def procs_files(self) -> list[Path]:
+        """The ``cgroup.procs`` files the sandbox's first process writes its pid into."""
+        files = [self.path / "cgroup.procs"]
+        if self.memory is not None and self.memory != self.path:
+            files.append(self.memory / "cgroup.procs")
+        return files
 
     @classmethod
-    def create(cls, limit: int) -> PidsCgroup | None:
-        """Make a pids cgroup under this process's own, or return None when the host does not allow it."""
+    def create(cls, limit: int, memory_bytes: int | None = None) -> PidsCgroup | None:
+        """Make a pids cgroup under this process's own, or return None when the host does not allow it.
+
+        With ``memory_bytes``, the memory of the whole sandbox is bounded too where the host
+        allows it (the interpreter's own is bounded by RLIMIT_AS in any case).
+        """
         name = f"tui-codemode-{os.getpid()}-{next(_counter)}"
-        for parent in _pids_parents():
+        made = cls._create_pids(name, limit)
+        if made is not None and memory_bytes is not None:
+            made._bound_memory(name, memory_bytes)
+        return made
+
+    def _bound_memory(self, name: str, memory_bytes: int) -> None:
+        # cgroup v2: the same folder holds both controllers
+        if (self.path / "memory.max").exists():
+            with contextlib.suppress(OSError):
+                (self.path / "memory.max").write_text(str(memory_bytes))
+                self.memory, self.memory_limit = self.path, memory_bytes
+            return
+        for parent in _controller_parents("memory"):
+            _remove_stale(parent)
+            path = parent / name
+            try:
+                path.mkdir()
+            except OSError:
+                continue
+            try:
+                (path / "memory.limit_in_bytes").write_text(str(memory_bytes))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+                continue
+            self.memory, self.memory_limit = path, memory_bytes
+            return
+
+    @classmethod
+    def _create_pids(cls, name: str, limit: int) -> PidsCgroup | None:
+        for parent in _controller_parents("pids"):
             _remove_stale(parent)
             path = parent / name
             try:
@@ -308,16 +358,23 @@ class PidsCgroup:
             time.sleep(0.005)
 
     def remove(self) -> bool:
-        """Remove the (empty) cgroup; return whether it is gone."""
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return True
-            except FileNotFoundError:
-                return True
-            except OSError:
-                time.sleep(0.01)
-        return False
+        """Remove the (empty) cgroups; return whether they are gone."""
+        gone = True
+        for path in {self.path, self.memory or self.path}:
+            gone = _remove_dir(path) and gone
+        return gone
+
+
+def _remove_dir(path: Path) -> bool:
+    for _ in range(100):
+        try:
+            path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            time.sleep(0.01)
+    return False
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -377,8 +434,8 @@ def _remove_stale(parent: Path) -> None:
             path.rmdir()
 
 
-def _pids_parents() -> list[Path]:
-    """Folders where a pids cgroup could be made: under our own cgroup, v1 first, then v2."""
+def _controller_parents(controller: str) -> list[Path]:
+    """Folders where a cgroup with ``controller`` could be made: under our own, v1 first, then v2."""
     parents: list[Path] = []
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -388,14 +445,14 @@ def _pids_parents() -> list[Path]:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         rel = path.lstrip("/")
-        if "pids" in controllers.split(","):
-            parents.append(root / "pids" / rel)
+        if controller in controllers.split(","):
+            parents.append(root / controller / rel)
         elif controllers == "":
             for base in (root / "unified", root):
                 if (base / "cgroup.controllers").exists():
                     here = base / rel
                     try:
-                        if "pids" in (here / "cgroup.subtree_control").read_text().split():
+                        if controller in (here / "cgroup.subtree_control").read_text().split():
                             parents.append(here)
                     except OSError:
                         pass

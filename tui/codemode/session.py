@@ -186,7 +186,10 @@ class PythonSession:
             return
         if not self.workdir.is_dir():
             raise SandboxError(f"the working folder {self.workdir} does not exist; create it first")
-        self._cgroup = await asyncio.to_thread(PidsCgroup.create, self.limits.processes)
+        # the interpreter is bounded by RLIMIT_AS; the sandbox as a whole (children included) by twice that
+        self._cgroup = await asyncio.to_thread(
+            PidsCgroup.create, self.limits.processes, 2 * self.limits.memory_bytes
+        )
         try:
             self._plan = plan_sandbox(
                 self.workdir, bwrap=self._bwrap, cgroup=self._cgroup, mechanism=self._mechanism
