@@ -158,10 +158,9 @@ class Follower:
             if no_worker_since is None:
                 no_worker_since = now
             elif now - no_worker_since > self.link.no_worker_timeout:
-                self.state = Gone(
-                    f"no worker was live for {self.link.no_worker_timeout:g} s ({reason})",
-                    4,
-                )
+                again = self.link.command("attach", getattr(self.link, "session_id", "")[:8])
+                waited = self.link.no_worker_timeout
+                self.state = Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again", 4)
                 yield self.state
                 return
             attempt += 1
