@@ -10,6 +10,7 @@ tool near the cost of the pipe. One that suspends continues as a task that `canc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
@@ -35,7 +36,9 @@ class Broker:
     def __init__(self, catalog: Iterable[Tool], reply: Callable[[Reply], None]) -> None:
         self.tools = {tool.name: tool for tool in catalog}
         self._reply = reply
-        self._tasks: set[asyncio.Task[None]] = set()
+        # each task with the handler's coroutine (when it was started here) and whether the task
+        # has taken it over yet
+        self._tasks: dict[asyncio.Task[None], tuple[Coroutine[Any, Any, Any] | None, list[bool]]] = {}
         self._closed = False
 
     @property
@@ -55,7 +58,13 @@ class Broker:
         ]
 
     def call(self, call_id: Any, name: str, arguments: Any) -> None:
-        """Serve one call: answer now if the handler does not suspend, else from a task."""
+        """Serve one call: answer now if the handler does not suspend, else from a task.
+
+        Args:
+            call_id: the program's id of the call, echoed in the answer.
+            name: the tool's name.
+            arguments: the arguments by name, as decoded from JSON.
+        """
         if self._closed:
             return
         tool = self.tools.get(name)
@@ -74,7 +83,7 @@ class Broker:
             self._answer(_failure(call_id, tool, exc))
             return
         if not isinstance(awaitable, Coroutine):
-            self._start(call_id, tool, awaitable)
+            self._start(call_id, tool, awaitable, None)
             return
         coro = awaitable
         try:
@@ -88,20 +97,32 @@ class Broker:
         except Exception as exc:
             self._answer(_failure(call_id, tool, exc))
             return
-        self._start(call_id, tool, _resume(coro, suspended))
+        self._start(call_id, tool, _resume(coro, suspended), coro)
 
-    def _start(self, call_id: Any, tool: Tool, rest: Awaitable[Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._finish(call_id, tool, rest))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _start(
+        self, call_id: Any, tool: Tool, rest: Awaitable[Any], handler: Coroutine[Any, Any, Any] | None
+    ) -> None:
+        taken: list[bool] = [False]
+        task = asyncio.get_running_loop().create_task(self._finish(call_id, tool, rest, taken))
+        self._tasks[task] = (handler, taken)
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     def cancel_all(self) -> None:
         """Cancel every call in flight and answer no more; nothing waits for the handlers."""
         self._closed = True
-        for task in list(self._tasks):
+        for task, (handler, taken) in list(self._tasks.items()):
+            if handler is not None and not taken[0]:
+                # the task never ran, so cancelling it would not reach the handler, which already
+                # started here: tell the handler itself (its cleanup runs, e.g. "tool ended")
+                with contextlib.suppress(BaseException):
+                    handler.throw(asyncio.CancelledError())
             task.cancel()
 
-    async def _finish(self, call_id: Any, tool: Tool, rest: Awaitable[Any]) -> None:
+    async def _finish(self, call_id: Any, tool: Tool, rest: Awaitable[Any], taken: list[bool]) -> None:
+        taken[0] = True
         try:
             value = await rest
         except ToolError as exc:

@@ -104,7 +104,6 @@ class _Interpreter:
         self.need = _HEADER.size
         self.host_pid: int | None = None
         self.alive = True
-        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 class PythonSession:
@@ -335,8 +334,6 @@ class PythonSession:
         loop.remove_reader(interp.from_child)
         with contextlib.suppress(OSError):
             os.close(interp.from_child)
-        if not interp.ended.done():
-            interp.ended.set_result(None)
 
     # the pipe from the child -----------------------------------------------------------------
 
