@@ -283,3 +283,21 @@ def test_a_script_piped_into_a_remote_attach(lab: Lab) -> None:
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == "2\ndone\n"
+
+
+def test_share_list_and_revoke_from_another_machine(lab: Lab) -> None:
+    sid = lab.web.session()
+    token_file = lab.client / "guest.token"
+    made = lab.there("share", sid[:8], "--name", "ana", "--kind", "viewer", "--token-file", str(token_file))
+    assert made.code == 0, made.err
+    assert f"tui remote add NAME {lab.web.url} --token-file F" in made.out
+    guest = token_file.read_text().strip()
+    assert lab.web.client(guest).get(f"/api/sessions/{sid}").status_code == 200
+    listed = lab.there("share", "list", sid[:8])
+    assert "ana\tviewer\tactive" in listed.out
+    assert listed.out == lab.here("share", "list", sid[:8]).out
+    lab.add_guest("guest", guest)
+    assert lab.there("share", sid[:8], "--name", "eve", "--kind", "viewer", remote="guest").code == 6
+    revoked = lab.there("share", "revoke", sid[:8], "--participant", "ana")
+    assert "revoked ana" in revoked.out
+    assert lab.web.client(guest).get(f"/api/sessions/{sid}").json()["error"] == "token_revoked"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,15 +98,14 @@ def check_remote(url: str, token_file: str, *, name: str) -> dict[str, Any]:
 
 # --- tui share -----------------------------------------------------------------------------------
 def run_share(args: argparse.Namespace) -> int:
-    """``tui share ID --name N --kind K``, ``share list ID``, ``share revoke ID [--participant N]``."""
-    from tui.web.participants import ParticipantStore, parse_ttl
-    from tui.web.paths import WebPaths
-    from tui.web.server import read_server
+    """``tui share ID --name N --kind K``, ``share list ID``, ``share revoke ID [--participant N]``.
+
+    On this machine it works on ``web/participants.json`` itself; with ``--remote NAME`` it asks
+    that machine's web bridge (the owner's token is needed there).
+    """
+    from tui.web.participants import parse_ttl
     from tui.web.tokens import write_token_file
 
-    if getattr(args, "remote", None):
-        raise UsageError("`tui share` works on this machine's sessions; run it where `tui web` runs")
-    state = _state(args)
     words = list(args.args)
     action = words[0] if words[0] in ("list", "revoke") and len(words) == 2 else "add"
     if action != "add":
@@ -114,55 +114,144 @@ def run_share(args: argparse.Namespace) -> int:
         raise UsageError(
             "usage: tui share ID --name N --kind viewer|collaborator | share list ID | share revoke ID"
         )
-    sid = resolve_id(state, words[0])
-    store = ParticipantStore(WebPaths.of(state.root))
+    remote = getattr(args, "remote", None)
+    shares: _Shares = _RemoteShares(args) if remote else _LocalShares(_state(args))
+    say = f"tui --remote {remote}" if remote else "tui"
+    sid = shares.resolve(words[0])
     if action == "list":
-        people = store.of_session(sid)
+        people = shares.people(sid)
         if not people:
-            print(f"session {sid[:8]} is not shared; `tui share {sid[:8]} --name N --kind viewer` shares it")
-        for p in people:
-            view = p.view()
-            turns = f"{p.turns_used}/{p.turns}" if p.turns is not None else str(p.turns_used)
             print(
-                f"{p.name}\t{p.kind}\t{view['state']}\texpires {_when(p.expires_at)}\t"
-                f"turns {turns}\tlast seen {_when(p.last_seen)}"
+                f"session {sid[:8]} is not shared; `{say} share {sid[:8]} --name N --kind viewer` shares it"
+            )
+        for p in people:
+            turns = f"{p['turns_used']}/{p['turns']}" if p.get("turns") is not None else str(p["turns_used"])
+            print(
+                f"{p['name']}\t{p['kind']}\t{p['state']}\texpires {_when(p.get('expires_at'))}\t"
+                f"turns {turns}\tlast seen {_when(p.get('last_seen'))}"
             )
         return 0
     if action == "revoke":
-        done = store.revoke(sid, args.participant)
+        done = shares.revoke(sid, args.participant)
         if not done:
             print(f"nothing to revoke on session {sid[:8]}")
         for p in done:
-            print(f"revoked {p.name} ({p.kind}) on session {sid[:8]}")
+            print(f"revoked {p['name']} ({p['kind']}) on session {sid[:8]}")
         return 0
     if not args.name or not args.kind:
-        raise UsageError(f"`tui share {words[0]}` needs --name N and --kind viewer|collaborator")
+        raise UsageError(f"`{say} share {words[0]}` needs --name N and --kind viewer|collaborator")
     if args.turns is not None and args.kind != "collaborator":
         raise UsageError("--turns limits a collaborator's turns; a viewer sends none")
-    ttl = parse_ttl(args.ttl) if args.ttl else None
-    person, token = store.add(sid, name=args.name, kind=args.kind, ttl=ttl, turns=args.turns)
-    server = read_server(state)
-    url = str(server["url"]) if server else "http://HOST:7433"
-    limits = [person.kind, f"expires {_when(person.expires_at)}"]
-    if person.turns is not None:
-        limits.append(f"{person.turns} turns")
-    print(f"shared session {sid[:8]} with {person.name} ({', '.join(limits)})")
+    if args.ttl:
+        parse_ttl(args.ttl)
+    person, token, url = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
+    limits = [str(person["kind"]), f"expires {_when(person.get('expires_at'))}"]
+    if person.get("turns") is not None:
+        limits.append(f"{person['turns']} turns")
+    print(f"shared session {sid[:8]} with {person['name']} ({', '.join(limits)})")
     if args.token_file:
         write_token_file(Path(args.token_file), token)
-        print(f"token written to {args.token_file} (mode 0600); give it to {person.name} privately")
+        print(f"token written to {args.token_file} (mode 0600); give it to {person['name']} privately")
     else:
-        print(f"token (shown once, give it to {person.name} privately): {token}")
-    if server is None:
+        print(f"token (shown once, give it to {person['name']} privately): {token}")
+    if url is None:
+        url = "http://HOST:7433"
         print("tui web is not running here: start it (`tui web --host ADDR`) and put its address in:")
-    print(f"for {person.name}, with the token saved in a file F:")
+    print(f"for {person['name']}, with the token saved in a file F:")
     print(f"  tui remote add NAME {url} --token-file F")
     print(f"  tui --remote NAME attach {sid[:8]}")
     return 0
 
 
-def _when(at: datetime | None) -> str:
+View = dict[str, Any]
+
+
+class _Shares:
+    """Where the participants are: this machine's file, or a remote's participants routes."""
+
+    def resolve(self, prefix: str) -> str:
+        raise NotImplementedError
+
+    def people(self, sid: str) -> list[View]:
+        raise NotImplementedError
+
+    def revoke(self, sid: str, who: str | None) -> list[View]:
+        raise NotImplementedError
+
+    def add(
+        self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
+    ) -> tuple[View, str, str | None]:
+        raise NotImplementedError
+
+
+class _LocalShares(_Shares):
+    def __init__(self, state: StatePaths) -> None:
+        from tui.web.participants import ParticipantStore
+        from tui.web.paths import WebPaths
+
+        self.state = state
+        self.store = ParticipantStore(WebPaths.of(state.root))
+
+    def resolve(self, prefix: str) -> str:
+        return resolve_id(self.state, prefix)
+
+    def people(self, sid: str) -> list[View]:
+        return [p.view() for p in self.store.of_session(sid)]
+
+    def revoke(self, sid: str, who: str | None) -> list[View]:
+        return [p.view() for p in self.store.revoke(sid, who)]
+
+    def add(
+        self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
+    ) -> tuple[View, str, str | None]:
+        from tui.web.participants import parse_ttl
+        from tui.web.server import read_server
+
+        person, token = self.store.add(
+            sid, name=name, kind=kind, ttl=parse_ttl(ttl) if ttl else None, turns=turns
+        )
+        server = read_server(self.state)
+        return person.view(), token, str(server["url"]) if server else None
+
+
+class _RemoteShares(_Shares):
+    def __init__(self, args: argparse.Namespace) -> None:
+        from tui.access.remote import open_access
+
+        self.access = open_access(args.remote, getattr(args, "state_dir", None))
+
+    def _ask(self, method: str, path: str, **kw: Any) -> Any:
+        async def ask() -> Any:
+            try:
+                return await self.access.web.request(method, path, **kw)
+            finally:
+                await self.access.web.close()
+
+        return asyncio.run(ask())
+
+    def resolve(self, prefix: str) -> str:
+        return str(self._ask("GET", "/api/sessions/resolve", params={"id": prefix})["id"])
+
+    def people(self, sid: str) -> list[View]:
+        return list(self._ask("GET", f"/api/sessions/{sid}/participants")["participants"])
+
+    def revoke(self, sid: str, who: str | None) -> list[View]:
+        params = {"participant": who} if who else None
+        return list(self._ask("DELETE", f"/api/sessions/{sid}/participants", params=params)["revoked"])
+
+    def add(
+        self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
+    ) -> tuple[View, str, str | None]:
+        body = {"name": name, "kind": kind, "ttl": ttl, "turns": turns}
+        made = self._ask("POST", f"/api/sessions/{sid}/participants", json=body)
+        return made["participant"], str(made["token"]), self.access.web.url
+
+
+def _when(at: datetime | str | None) -> str:
     if at is None:
         return "never"
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -101,8 +102,12 @@ class WebBridge:
 
     @property
     def url(self) -> str:
-        """The base URL clients use."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        """The base URL clients use (on an any-address bind, this machine's outward address)."""
+        host = self.host
+        bound = _ip(host)
+        if bound is not None and bound.is_unspecified:
+            host = _outward_address(bound.version)
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}"
 
     def host_allowed(self, header: str) -> bool:
@@ -142,6 +147,21 @@ class WebBridge:
             state = person.state() if person is not None else "revoked"
             if state != "active":
                 handle.close(f"token {state}")
+
+
+def _outward_address(version: int) -> str:
+    """The address other machines reach this one at: the source of a route out (nothing is sent)."""
+    family, probe, fallback = (
+        (socket.AF_INET6, "2001:db8::1", "::1")
+        if version == 6
+        else (socket.AF_INET, "192.0.2.1", "127.0.0.1")
+    )
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            s.connect((probe, 9))
+            return str(s.getsockname()[0])
+    except OSError:
+        return fallback
 
 
 def _split_host(header: str) -> tuple[str, int | None]:
