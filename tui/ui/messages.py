@@ -9,19 +9,24 @@ from textual.message import Message
 from tui.link.base import LinkState
 from tui.protocol import Event, Info, Transcript
 
-__all__ = ["Attached", "LinkEvent", "LinkMessage", "LinkStateChanged"]
+__all__ = ["Attached", "LinkEvents", "LinkMessage", "LinkStateChanged"]
 
 
 @dataclass
-class LinkMessage(Message):
-    """Something the session's link reported."""
+class LinkMessage(Message, bubble=False):
+    """Something the session's link reported (handled by the screen, never bubbled)."""
 
 
 @dataclass
-class LinkEvent(LinkMessage):
-    """An event of the session's journal, in order, each once."""
+class LinkEvents(LinkMessage):
+    """Events of the session's journal and link state changes, in order, each once.
 
-    event: Event
+    One message carries everything that arrived while the previous one was being handled: the
+    follower appends to `items` until the screen takes the batch, so a burst of 20,000 chunks
+    costs a handful of messages, not 20,000.
+    """
+
+    items: list[Event | LinkState]
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The session screen: the transcript, the prompt (or the pending question), the status rows.
 
-Everything the link reports arrives as a `LinkEvent` or `LinkStateChanged` message from one
+Everything the link reports arrives in `LinkEvents` (or `LinkStateChanged`) messages from one
 follower worker; requests run in workers of their own, and their failures are shown in one place
 (`_failed`).
 """
@@ -21,9 +21,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
-from tui.link.base import AttachLink, Gone, Live, Reconnecting
+from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import (
+    Event,
     Info,
     ModelChanged,
     Note,
@@ -46,7 +47,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.ui import slash
-from tui.ui.messages import Attached, LinkEvent, LinkStateChanged
+from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.prompt import PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
@@ -104,6 +105,8 @@ class SessionScreen(Screen[None]):
         self._last_turn_id: str | None = None
         self._send_lock = asyncio.Lock()
         self._ctrl_c_at: float | None = None
+        self._batch: list[Event | LinkState] | None = None
+        """The `LinkEvents` message posted and not yet taken by its handler."""
         self.stopped: str | None = None
         """``stopped`` or ``deleted`` once /exit ended the session's worker."""
 
@@ -140,6 +143,8 @@ class SessionScreen(Screen[None]):
         return self.turn is not None
 
     def on_mount(self) -> None:
+        self._status = self.status
+        self._transcript = self.transcript
         self.status.change(where=self.link.where)
         self.prompt.focus()
         self._follow()
@@ -156,12 +161,13 @@ class SessionScreen(Screen[None]):
             info = None
         self.post_message(Attached(transcript, info))
         async for item in Follower(self.link, transcript.cursor):
-            if isinstance(item, Live | Reconnecting | Gone):
-                self.post_message(LinkStateChanged(item))
-                if isinstance(item, Gone):
-                    return
+            if self._batch is None:
+                self._batch = [item]
+                self.post_message(LinkEvents(self._batch))
             else:
-                self.post_message(LinkEvent(item))
+                self._batch.append(item)
+            if isinstance(item, Gone):
+                return
 
     async def _first_transcript(self) -> Transcript | None:
         delay = self.link.backoff.first
@@ -271,13 +277,21 @@ class SessionScreen(Screen[None]):
         await self.transcript.prepend(page.turns, has_more=page.has_more)
 
     # --- events --------------------------------------------------------------------------------
-    async def on_link_event(self, message: LinkEvent) -> None:
-        event = message.event
-        if event.seq and event.seq <= self.cursor:
-            return
-        await self._apply(event)
-        self.cursor = max(self.cursor, event.seq)
-        self.status.change(last_event=self.clock())
+    async def on_link_events(self, message: LinkEvents) -> None:
+        if message.items is self._batch:
+            self._batch = None  # what arrives from now on goes into the next message
+        applied = False
+        for item in message.items:
+            if isinstance(item, Live | Reconnecting | Gone):
+                await self._link_state(item)
+                continue
+            if item.seq and item.seq <= self.cursor:
+                continue
+            await self._apply(item)
+            self.cursor = max(self.cursor, item.seq)
+            applied = True
+        if applied:
+            self._status.touch()
 
     async def _apply(self, event: object) -> None:
         transcript = self.transcript
@@ -383,7 +397,9 @@ class SessionScreen(Screen[None]):
         await self._finish(record)
 
     async def on_link_state_changed(self, message: LinkStateChanged) -> None:
-        state = message.state
+        await self._link_state(message.state)
+
+    async def _link_state(self, state: Live | Reconnecting | Gone) -> None:
         self.link_state = state
         if isinstance(state, Live):
             self.status.change(

@@ -36,8 +36,6 @@ class SessionStatus:
     reconnect_at: float | None = None
     """The client clock of the next reconnect try."""
     version: str = ""
-    last_event: float | None = None
-    """The client clock of the last event applied."""
 
 
 def _age(seconds: float) -> str:
@@ -73,6 +71,9 @@ class StatusRows(Vertical):
         super().__init__(id=id)
         self.clock = clock
         self._tick: Timer | None = None
+        self.last_event: float | None = None
+        """The client clock of the last event applied (shown at the next tick: it changes with
+        every streamed chunk, too often to redraw for)."""
         self._spin: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -91,6 +92,12 @@ class StatusRows(Vertical):
             self._spin.stop()
             self._spin = None
         self._redraw()
+
+    def touch(self) -> None:
+        """An event was applied now (redrawn at most once a second for it)."""
+        previous, self.last_event = self.last_event, self.clock()
+        if previous is None or self.last_event - previous >= 1.0:
+            self._redraw()
 
     def change(self, **fields: object) -> None:
         """Change some of what is shown."""
@@ -132,8 +139,8 @@ class StatusRows(Vertical):
         parts = [s.where, connection]
         if s.version:
             parts.append(f"worker {s.version}")
-        if s.last_event is not None:
-            parts.append(f"last event {_age(now - s.last_event)} ago")
+        if self.last_event is not None:
+            parts.append(f"last event {_age(now - self.last_event)} ago")
         return " · ".join(parts)
 
     def _redraw(self) -> None:

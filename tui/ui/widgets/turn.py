@@ -9,6 +9,7 @@ one, and a `ToolBlock` for each call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -273,7 +274,7 @@ class ReplySegment(Vertical):
         self._stream = Markdown.get_stream(self._markdown)
 
     async def write(self, text: str) -> None:
-        """Append text to the reply (the caller throttles)."""
+        """Append text to the reply (the caller throttles and serializes calls)."""
         if self._stream is None:
             self._stream = Markdown.get_stream(self._markdown)
         self.text += text
@@ -283,17 +284,22 @@ class ReplySegment(Vertical):
             await self._freeze()
 
     async def _freeze(self) -> None:
+        """Render the finished blocks once and keep streaming into a fresh, short Markdown."""
         cut = safe_cut(self._live_source)
         if cut <= 0:
             return
         head, tail = self._live_source[:cut], self._live_source[cut:]
         if self._stream is not None:
             await self._stream.stop()
+        old = self._markdown
+        self._markdown = Markdown(parser_factory=parser)
         with self.app.batch_update():
-            await self.mount(FrozenMarkdown(head), before=self._markdown)
-            await self._markdown.update(tail)
+            await self.mount(FrozenMarkdown(head), before=old)
+            await self.mount(self._markdown, after=old)
+            await old.remove()
         self._live_source = tail
         self._stream = Markdown.get_stream(self._markdown)
+        await self._stream.write(tail)
 
     async def finish(self) -> None:
         """Write what is pending and stop streaming."""
@@ -318,6 +324,8 @@ class LiveTurn(Vertical):
         self._segment: ReplySegment | None = None
         self._tools: dict[str, ToolBlock] = {}
         self._timer: Timer | None = None
+        self._flushing = asyncio.Lock()
+        """One flush at a time: the timer's and those before a tool, a line or the end."""
 
     def compose(self) -> ComposeResult:
         yield PromptLine(self.record.prompt, self.record.by)
@@ -332,6 +340,10 @@ class LiveTurn(Vertical):
 
     async def flush(self) -> None:
         """Write what arrived since the last flush into the reply and the tools' output."""
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         for block in self._tools.values():
             block.flush()
         if not self._pending:
@@ -374,10 +386,13 @@ class LiveTurn(Vertical):
 
     async def finish(self) -> None:
         """The turn ended: write everything pending and stop the timer."""
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-        await self.flush()
+        async with self._flushing:
+            # Stopped only between flushes: cancelling one midway would leave the Markdown
+            # half-updated.
+            if self._timer is not None:
+                self._timer.stop()
+                self._timer = None
+            await self._flush()
         for child in self.query(ReplySegment):
             await child.finish()
 
