@@ -322,6 +322,7 @@ class SessionWorker:
                 save_session(state, self.record)
 
     async def _run(self, turn: _Turn) -> None:
+        log.info("turn %s started (%s, %d characters)", turn.turn_id, turn.started.origin, len(turn.prompt))
         try:
             result = await self.agent.run_turn(turn)
         except asyncio.CancelledError:
@@ -343,6 +344,7 @@ class SessionWorker:
                 usage=result.usage,
             )
         )
+        log.info("turn %s ended %s", turn.turn_id, result.outcome)
         self._turn = None
         self.kick_queue()
 
@@ -369,7 +371,10 @@ class SessionWorker:
     ) -> Answer:
         """Put a question to the people attached and wait for the first answer."""
         if self._question_future is not None:
-            raise Conflict("a question is already pending in this session", code="busy")
+            raise Conflict(
+                "a question is already pending in this session; ask the next one after its answer",
+                code="busy",
+            )
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._question_future = future
         question_id = _new_id("ask")

@@ -25,6 +25,7 @@ from tui.codemode import (
     Tool,
     ToolError,
 )
+from tui.errors import TuiError
 from tui.protocol import Option
 from tui.worker.agent import Agent, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 
@@ -204,6 +205,9 @@ class PythonAgent(Agent):
             except asyncio.CancelledError:
                 turn.tool_ended(call_id, "terminated", error="cancelled")
                 raise
+            except TuiError as exc:  # e.g. another question is pending (asked from two threads)
+                turn.tool_ended(call_id, "error", error=exc.detail)
+                raise ToolError(exc.detail) from None
             if answer.selected:
                 value: Any = list(answer.selected) if multiple else answer.selected[0]
             else:
