@@ -367,3 +367,16 @@ async def test_a_forked_child_runs_on_and_exits_without_speaking_for_the_program
     assert "ValueError: child failed" in result.output
     assert result.output.endswith("parent saw 1\n")
     assert (await session.execute(source="1 + 1")).value == 2
+
+
+async def test_output_of_a_process_left_running_arrives_with_the_next_program(quick: PythonSession) -> None:
+    source = "import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0.3; echo late'])\n'started'"
+    first = await quick.execute(source=source)
+    assert first.value == "started"
+    collected = ""
+    for _ in range(50):
+        result = await quick.execute(source="import time\ntime.sleep(0.05)")
+        collected += result.output
+        if "late" in collected:
+            break
+    assert collected == "late\n"

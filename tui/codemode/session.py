@@ -152,6 +152,7 @@ class PythonSession:
         self._started = False
         self._numbers = 0
         self._stray: list[str] = []
+        self._stray_bytes = 0
         self._note = ""
         self._restart: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[dict[str, Any]] | None = None
@@ -388,7 +389,10 @@ class PythonSession:
         program = self._running
         if program is None:
             # a process the program left behind still writes: keep it for the next result
-            self._stray.append(payload.decode("utf-8", "replace"))
+            # bounded: a process printing for hours between programs must not fill our memory
+            if self._stray_bytes < self.limits.max_output_bytes:
+                self._stray.append(payload.decode("utf-8", "replace"))
+                self._stray_bytes += len(payload)
             return
         if program.limit is not None or program is not self._active:
             return
@@ -506,6 +510,7 @@ class PythonSession:
                 program.chunks.extend(self._stray)
                 self._note = ""
                 self._stray.clear()
+                self._stray_bytes = 0
             if context is not None and context.cancelled:
                 return ProgramResult(
                     output=shorten(program.take_output(), max_output_tokens), status="terminated"
