@@ -17,7 +17,6 @@ import logging
 import os
 import shutil
 import signal
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +30,7 @@ from tui.codemode.errors import (
     SandboxError,
     SessionBusy,
 )
+from tui.codemode.framing import KIND_OUTPUT, FrameReader, decode_message, encode_message
 from tui.codemode.output import shorten
 from tui.codemode.sandbox import (
     Mechanism,
@@ -46,11 +46,6 @@ __all__ = ["PythonSession"]
 
 log = logging.getLogger("tui.codemode")
 
-_HEADER = struct.Struct(">BI")
-_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
-_KIND_JSON = 0
-_KIND_OUTPUT = 1
-_MAX_FRAME = 256 * 1024**2
 _READ_SIZE = 65536  # larger reads allocate (and free) that much each time, slowing every round trip
 _STOP_GRACE = 1.0
 _CPU_CHECK = 0.1
@@ -100,8 +95,7 @@ class _Interpreter:
         self.to_child = to_child
         self.replies = replies
         self.from_child = from_child
-        self.buffer = bytearray()
-        self.need = _HEADER.size
+        self.frames = FrameReader()
         self.host_pid: int | None = None
         self.alive = True
 
@@ -348,42 +342,18 @@ class PythonSession:
         if not data:
             self._on_child_gone(interp)
             return
-        buffer = interp.buffer
-        buffer += data
-        if len(buffer) < interp.need:
-            return
-        offset = 0
-        total = len(buffer)
         try:
-            while total - offset >= _HEADER.size:
-                kind, size = _HEADER.unpack_from(buffer, offset)
-                if size > _MAX_FRAME or kind not in (_KIND_JSON, _KIND_OUTPUT):
-                    raise ValueError(f"a frame of kind {kind} and {size} bytes")
-                end = offset + _HEADER.size + size
-                if end > total:
-                    break
-                payload = bytes(buffer[offset + _HEADER.size : end])
-                offset = end
-                if kind == _KIND_OUTPUT:
+            for kind, payload in interp.frames.feed(data):
+                if kind == KIND_OUTPUT:
                     self._on_output(payload)
                 else:
-                    message = json.loads(payload)
-                    if not isinstance(message, dict):
-                        raise ValueError("a message that is not an object")
-                    self._on_message(interp, message)
+                    self._on_message(interp, decode_message(payload))
         except ValueError as exc:
             # the program wrote into the runner's pipe: the stream cannot be trusted any more
             log.warning("the sandboxed interpreter broke its protocol (%s); replacing it", exc)
             with contextlib.suppress(ProcessLookupError):
                 interp.process.kill()
             self._on_child_gone(interp)
-            return
-        del buffer[:offset]
-        remaining = len(buffer)
-        if remaining >= _HEADER.size:
-            interp.need = _HEADER.size + _HEADER.unpack_from(buffer, 0)[1]
-        else:
-            interp.need = _HEADER.size
 
     def _on_output(self, payload: bytes) -> None:
         program = self._running
@@ -442,8 +412,7 @@ class PythonSession:
             self._send(interp, reply, interp.replies)
 
     def _send(self, interp: _Interpreter, message: dict[str, Any], fd: int | None = None) -> None:
-        payload = _ENCODE(message).encode()
-        data = _HEADER.pack(_KIND_JSON, len(payload)) + payload
+        data = encode_message(message)
         try:
             while data:
                 written = os.write(interp.to_child if fd is None else fd, data)
