@@ -1,39 +1,49 @@
 """How replies are read as Markdown: one parser for the live view and the rendered-once one.
 
-A reply is often program output, so a line break is kept as a line break (markdown-it's
-``breaks``), as a terminal would show it.
+A reply is often program output, so a line break is kept as a line break, as a terminal would
+show it. markdown-it and Rich's Markdown are imported on first use: an empty session's first
+frame does not pay for them.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from rich.markdown import Markdown as RichMarkdown
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from rich.console import ConsoleRenderable
 
-__all__ = ["ReplyMarkdown", "parser"]
+__all__ = ["parser", "reply_markdown"]
 
 
-class _KeepBreaks(MarkdownIt):
-    def parse(self, src: str, env: Any = None) -> list[Token]:
-        tokens = super().parse(src, env)
-        for token in tokens:
-            for child in token.children or ():
-                if child.type == "softbreak":
-                    child.type = "hardbreak"
-        return tokens
+@cache
+def _parser_class() -> type[MarkdownIt]:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
+
+    class KeepBreaks(MarkdownIt):
+        def parse(self, src: str, env: Any = None) -> list[Token]:
+            tokens = super().parse(src, env)
+            for token in tokens:
+                for child in token.children or ():
+                    if child.type == "softbreak":
+                        child.type = "hardbreak"
+            return tokens
+
+    return KeepBreaks
 
 
 def parser() -> MarkdownIt:
     """The reply parser: GitHub-flavoured, line breaks kept."""
-    return _KeepBreaks("gfm-like")
+    return _parser_class()("gfm-like")
 
 
-class ReplyMarkdown(RichMarkdown):
+def reply_markdown(source: str) -> ConsoleRenderable:
     """A reply rendered once with Rich (cheap to keep, cached by Textual per width)."""
+    from rich.markdown import Markdown
 
-    def __init__(self, markup: str) -> None:
-        super().__init__("", code_theme="ansi_dark", hyperlinks=False)
-        self.markup = markup
-        self.parsed = parser().parse(markup)
+    markdown = Markdown("", code_theme="ansi_dark", hyperlinks=False)
+    markdown.markup = source
+    markdown.parsed = parser().parse(source)
+    return markdown

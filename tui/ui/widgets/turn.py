@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from rich.console import Group, RenderableType
+from rich.console import ConsoleRenderable, Group, RenderableType
 from rich.padding import Padding
 from rich.text import Text
 from textual import events
@@ -24,11 +24,13 @@ from textual.markup import escape
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Collapsible, Markdown, Static
-from textual.widgets._markdown import MarkdownStream
+from textual.widgets import Collapsible, Static
 
 from tui.protocol import By, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
-from tui.ui.markdown import ReplyMarkdown, parser
+from tui.ui.markdown import parser, reply_markdown
+
+if TYPE_CHECKING:
+    from textual.widgets._markdown import MarkdownStream
 
 __all__ = ["FrozenMarkdown", "LiveTurn", "ToolBlock", "TurnView", "safe_cut", "tool_title", "who"]
 
@@ -104,7 +106,7 @@ class FrozenMarkdown(Widget):
     def __init__(self, source: str) -> None:
         super().__init__()
         self.source = source
-        self._markdown = ReplyMarkdown(source)
+        self._markdown = reply_markdown(source)
 
     def render(self) -> RenderableType:
         return self._markdown
@@ -149,7 +151,7 @@ class TurnView(Widget):
         self.can_focus = True
         self.record = record
         self.parts = parts if parts is not None else parts_of(record)
-        self._markdown: dict[int, ReplyMarkdown] = {}
+        self._markdown: dict[int, ConsoleRenderable] = {}
         self.set_reactive(TurnView.expanded, expanded)
 
     def _style(self, name: str) -> Any:
@@ -174,7 +176,7 @@ class TurnView(Widget):
             elif part.text:
                 markdown = self._markdown.get(index)
                 if markdown is None:
-                    markdown = self._markdown[index] = ReplyMarkdown(part.text)
+                    markdown = self._markdown[index] = reply_markdown(part.text)
                 pieces.append(Padding(markdown, (0, 2, 0, 2)))
         for answered in record.answered:
             pieces.append(Padding(Text(answered, style=self._style("turn--who")), (0, 0, 0, 2)))
@@ -264,6 +266,9 @@ class ReplySegment(Vertical):
         super().__init__()
         self.text = ""
         self._live_source = ""
+        from textual.widgets import Markdown  # on first use: most frames stream nothing
+
+        self._markdown_class = Markdown
         self._markdown = Markdown(parser_factory=parser)
         self._stream: MarkdownStream | None = None
 
@@ -271,12 +276,12 @@ class ReplySegment(Vertical):
         yield self._markdown
 
     def on_mount(self) -> None:
-        self._stream = Markdown.get_stream(self._markdown)
+        self._stream = self._markdown_class.get_stream(self._markdown)
 
     async def write(self, text: str) -> None:
         """Append text to the reply (the caller throttles and serializes calls)."""
         if self._stream is None:
-            self._stream = Markdown.get_stream(self._markdown)
+            self._stream = self._markdown_class.get_stream(self._markdown)
         self.text += text
         self._live_source += text
         await self._stream.write(text)
@@ -292,13 +297,13 @@ class ReplySegment(Vertical):
         if self._stream is not None:
             await self._stream.stop()
         old = self._markdown
-        self._markdown = Markdown(parser_factory=parser)
+        self._markdown = self._markdown_class(parser_factory=parser)
         with self.app.batch_update():
             await self.mount(FrozenMarkdown(head), before=old)
             await self.mount(self._markdown, after=old)
             await old.remove()
         self._live_source = tail
-        self._stream = Markdown.get_stream(self._markdown)
+        self._stream = self._markdown_class.get_stream(self._markdown)
         await self._stream.write(tail)
 
     async def finish(self) -> None:
