@@ -54,10 +54,12 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
     app = TuiApp(link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root)
     app.run()
     code = app.return_code or 0
+    short = link.session_id[:8]
     if code == 0 and app.session.stopped is None:
-        short = link.session_id[:8]
-        print(
-            f"tui: detached from {short}; it keeps running. `{link.command('attach', short)}` comes back.",
-            file=sys.stderr,
-        )
+        hint = f"`{link.command('attach', short)}` comes back"
+        print(f"tui: detached from {short}; it keeps running. {hint}.", file=sys.stderr)
+    elif app.session.stopped == "stopped":
+        print(f"tui: stopped session {short}; `{link.command('attach', short)}` resumes it.", file=sys.stderr)
+    elif app.session.stopped == "deleted":
+        print(f"tui: deleted session {short}.", file=sys.stderr)
     return code

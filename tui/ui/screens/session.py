@@ -690,15 +690,17 @@ def _clip(text: str, limit: int = 40) -> str:
 def help_text() -> str:
     """What /help shows: the commands and the keys."""
     width = max(len(c.usage) for c in slash.COMMANDS)
+    keys = [
+        ("Enter", "send (queues while a turn runs)"),
+        ("Ctrl+J, Alt+Enter", "new line"),
+        ("Up / Down", "prompt history"),
+        ("Esc", "interrupt the turn; dismiss a question; close completions"),
+        ("Ctrl+C", "interrupt; twice on an idle prompt: detach"),
+        ("Ctrl+D, Ctrl+Q", "detach (the session keeps running)"),
+        ("Ctrl+P", "command palette (themes too)"),
+        ("@path", "complete a file (this machine's sessions)"),
+    ]
+    width = max(width, *(len(k) for k, _ in keys))
     commands = "\n".join(f"  {c.usage:<{width}}  {c.help}" for c in slash.COMMANDS)
-    keys = (
-        "  Enter            send (queues while a turn runs)\n"
-        "  Ctrl+J, Alt+Enter  new line\n"
-        "  Up / Down        prompt history\n"
-        "  Esc              interrupt the turn; dismiss a question; close completions\n"
-        "  Ctrl+C           interrupt; twice on an idle prompt: detach\n"
-        "  Ctrl+D, Ctrl+Q   detach (the session keeps running)\n"
-        "  Ctrl+P           command palette (themes too)\n"
-        "  @path            complete a file (this machine's sessions)"
-    )
-    return f"Commands:\n{commands}\nKeys:\n{keys}"
+    lines = "\n".join(f"  {k:<{width}}  {h}" for k, h in keys)
+    return f"Commands:\n{commands}\nKeys:\n{lines}"
