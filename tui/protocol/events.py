@@ -8,6 +8,7 @@ error, since a newer worker may send more.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -47,7 +48,7 @@ def now() -> datetime:
 class By(BaseModel):
     """Who did something: set by the server, never by the client."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
     kind: Literal["owner", "participant"] = "owner"
     """`owner` for the machine's user, `participant` for a share."""
     name: str = ""
@@ -57,7 +58,7 @@ class By(BaseModel):
 class Option(BaseModel):
     """One choice of a question."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
     label: str
     description: str = ""
 
@@ -65,7 +66,7 @@ class Option(BaseModel):
 class QueueItem(BaseModel):
     """A prompt waiting behind the running turn."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
     queue_id: str
     request_id: str | None = None
     prompt: str
@@ -74,7 +75,7 @@ class QueueItem(BaseModel):
 
 
 class EventBase(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="ignore")
     seq: int = 0
     """Position in the journal; 0 only before the worker has appended it."""
     at: datetime = Field(default_factory=now)
@@ -192,7 +193,7 @@ class WorkerLeaving(EventBase):
 class UnknownEvent(EventBase):
     """An event of a type this version does not know; its fields are kept as they came."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="allow")
     type: str
 
 
@@ -217,7 +218,12 @@ Event = KnownEvent | UnknownEvent
 EventBody = Event
 """Any event; `UnknownEvent` for a type this version does not know."""
 
-_known: TypeAdapter[Any] = TypeAdapter(KnownEvent)
+
+@cache
+def _known() -> TypeAdapter[Any]:
+    # Built on the first decode, not at import: a process that never decodes an event (``tui
+    # sessions``, ``tui --help``) does not pay for the schema of every event type.
+    return TypeAdapter(KnownEvent)
 
 
 def decode_event(data: str | bytes) -> Event:
@@ -233,7 +239,7 @@ def decode_event(data: str | bytes) -> Event:
         ValueError: the text is not an event at all (not JSON, no ``type``).
     """
     try:
-        event: Event = _known.validate_json(data)
+        event: Event = _known().validate_json(data)
         return event
     except ValidationError as exc:
         try:

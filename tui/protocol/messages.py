@@ -30,11 +30,17 @@ FEATURES = ("turns", "queue", "unqueue", "interrupt", "questions", "images", "st
 """What a worker of this version can do, as `GET /info` names it."""
 
 
-class _Body(BaseModel):
+class _Wire(BaseModel):
+    # Each model's validator and serializer are built on its first use rather than at import,
+    # so a process pays only for the models it uses.
+    model_config = ConfigDict(defer_build=True)
+
+
+class _Body(_Wire):
     model_config = ConfigDict(extra="forbid")
 
 
-class Info(BaseModel):
+class Info(_Wire):
     app: str = "tui-worker"
     version: str
     session_id: str
@@ -44,7 +50,7 @@ class Info(BaseModel):
     features: list[str] = list(FEATURES)
 
 
-class ImageRef(BaseModel):
+class ImageRef(_Wire):
     file: str
     name: str
 
@@ -57,7 +63,7 @@ class TurnRequest(_Body):
     delivery: Literal["now", "queue"] = "now"
 
 
-class TurnAccepted(BaseModel):
+class TurnAccepted(_Wire):
     turn_id: str | None = None
     queue_id: str | None = None
     seq: int
@@ -87,7 +93,7 @@ class LeaveRequest(_Body):
     wait: float = 2.0
 
 
-class ToolRecord(BaseModel):
+class ToolRecord(_Wire):
     call_id: str
     name: str
     args: dict[str, Any] = {}
@@ -97,7 +103,7 @@ class ToolRecord(BaseModel):
     error: str | None = None
 
 
-class TurnRecord(BaseModel):
+class TurnRecord(_Wire):
     """One turn, compact: what a fresh attach shows without replaying the journal."""
 
     turn_id: str
@@ -119,7 +125,7 @@ class TurnRecord(BaseModel):
     """One line for each question this turn asked: what was answered, and by whom."""
 
 
-class PendingQuestion(BaseModel):
+class PendingQuestion(_Wire):
     turn_id: str
     question_id: str
     text: str
@@ -128,7 +134,7 @@ class PendingQuestion(BaseModel):
     freeform: bool = True
 
 
-class Transcript(BaseModel):
+class Transcript(_Wire):
     turns: list[TurnRecord] = []
     current: TurnRecord | None = None
     question: PendingQuestion | None = None
@@ -139,7 +145,7 @@ class Transcript(BaseModel):
     has_more: bool = False
 
 
-class Stats(BaseModel):
+class Stats(_Wire):
     turns: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
