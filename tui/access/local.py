@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import Conflict, TuiError, WorkerUnavailable
-from tui.link.client import BridgeClient
 from tui.link.local import LocalLink, wait_for_release
 from tui.store import (
     SessionRecord,
@@ -48,6 +47,10 @@ class LocalAccess(SessionAccess):
             state = "idle"
             car = read_sidecar(paths.sidecar)
             if car is not None:
+                # httpx is imported only when a live worker is asked, so listing stopped
+                # sessions does not pay for it.
+                from tui.link.client import BridgeClient
+
                 client = BridgeClient(socket_path=car.socket, timeout=2.0)
                 try:
                     state = (await client.transcript(limit=0)).state
@@ -100,6 +103,8 @@ class LocalAccess(SessionAccess):
             return False
         car = read_sidecar(paths.sidecar)
         if car is not None:
+            from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
             client = BridgeClient(socket_path=car.socket, label=f"the worker of session {session_id[:8]}")
             try:
                 await client.leave()

@@ -15,11 +15,10 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from tui.errors import InvalidRequest, TuiError, WorkerUnavailable
 from tui.link.base import AttachLink, Backoff, Live, Located
-from tui.link.client import BridgeClient
 from tui.protocol import (
     AnswerRequest,
     DismissRequest,
@@ -33,6 +32,9 @@ from tui.protocol import (
     WorkerLeaving,
 )
 from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
+
+if TYPE_CHECKING:
+    from tui.link.client import BridgeClient
 
 __all__ = ["LocalLink", "local_client_id", "wait_for_release"]
 
@@ -99,6 +101,9 @@ class LocalLink(AttachLink):
         if self._client is None or self._client.socket_path != path:
             if self._client is not None:
                 self._old_clients.append(self._client)
+            # httpx is imported only once a worker is asked something, not by every command.
+            from tui.link.client import BridgeClient
+
             self._client = BridgeClient(socket_path=path, label=f"the worker of session {self.short}")
         return self._client
 
