@@ -20,12 +20,14 @@ from typing import Literal
 from tui.protocol import Event, ImageRef, Info, Stats, Transcript, TurnAccepted
 
 __all__ = [
+    "Action",
     "AttachLink",
     "Backoff",
     "Gone",
     "LinkState",
     "Live",
     "Located",
+    "Principal",
     "Reconnecting",
 ]
 
@@ -81,6 +83,29 @@ class Backoff:
     cap: float = 30.0
 
 
+Action = Literal["send", "answer", "interrupt", "session"]
+"""What a client may ask of a session: send (turns, queue), answer (or dismiss) questions,
+interrupt, and session (exit, delete, archive, model), which only the owner may."""
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who this client acts as on its session: the owner, or a participant of a share."""
+
+    kind: Literal["owner", "collaborator", "viewer"] = "owner"
+    name: str = ""
+    turns_left: int | None = None
+    """A collaborator's turns left, when its share has a limit."""
+
+    def may(self, action: Action) -> bool:
+        """Whether the session's machine would allow `action` (remote.md's table of routes)."""
+        if self.kind == "owner":
+            return True
+        if self.kind == "collaborator":
+            return action != "session"
+        return False
+
+
 class AttachLink(ABC):
     """One attached session, wherever it is.
 
@@ -103,6 +128,8 @@ class AttachLink(ABC):
     """Seconds with no live worker after which the follower gives up (10 locally, 120 remotely)."""
     retry_hint: float | None = None
     """The last ``retry:`` a stream sent, in seconds: the follower waits at least that long."""
+    principal: Principal = Principal()
+    """Who this client acts as (the owner unless the link says otherwise; see `whoami`)."""
 
     # --- following -------------------------------------------------------------------------
     @abstractmethod
@@ -131,6 +158,10 @@ class AttachLink(ABC):
     @abstractmethod
     async def info(self) -> Info:
         """The worker's `GET /info`: version, epoch, features."""
+
+    async def whoami(self) -> Principal:
+        """Who this client acts as now (a remote link asks its machine). Default: `principal`."""
+        return self.principal
 
     # --- requests --------------------------------------------------------------------------
     @abstractmethod

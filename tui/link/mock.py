@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.link.base import AttachLink, Backoff, Live, Located, Principal
 from tui.protocol import (
     By,
     Event,
     ImageRef,
     Info,
     PendingQuestion,
+    Presence,
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
@@ -94,8 +95,12 @@ class MockLink(AttachLink):
         handler: Handler | None = None,
         paths_complete: bool = False,
         auto_start: bool = True,
+        principal: Principal | None = None,
     ) -> None:
         self.session_id = session_id
+        self.principal = principal or Principal()
+        self.present: list[Presence] = []
+        """Who is attached, as `status` events and the transcript say (see `attend`)."""
         self.client_id = client_id
         self.where = where
         self.paths_complete = paths_complete
@@ -125,7 +130,10 @@ class MockLink(AttachLink):
     def emit(self, event: Event) -> Event:
         """Append an event to the journal (its `seq` assigned) and deliver it to open streams."""
         self._seq += 1
-        event = event.model_copy(update={"seq": self._seq})
+        update: dict[str, Any] = {"seq": self._seq}
+        if isinstance(event, Status) and "attached" not in event.model_fields_set:
+            update["attached"] = list(self.present)  # as the worker does: every status says who
+        event = event.model_copy(update=update)
         self.journal.append(event)
         self._track(event)
         self._wake()
@@ -135,6 +143,11 @@ class MockLink(AttachLink):
         """End every open stream with `WorkerUnavailable` (the follower asks `locate` and retries)."""
         self._drop = reason
         self._wake()
+
+    def attend(self, *people: tuple[str, str]) -> None:
+        """Say who is attached now, ``("ana", "viewer")`` each, with a `status` as the worker does."""
+        self.present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
+        self.emit(Status(state=self.state, model=self.model, attached=list(self.present)))
 
     def next_id(self, prefix: str) -> str:
         """A fresh id such as ``t3`` or ``q1`` for scripted events."""
@@ -303,6 +316,7 @@ class MockLink(AttachLink):
             model=self.model,
             cursor=self._seq,
             has_more=len(turns) > len(page),
+            attached=list(self.present),
         )
 
     async def info(self) -> Info:

@@ -30,7 +30,7 @@ from tui.errors import (
     WorkerUnavailable,
     error_from_wire,
 )
-from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.link.base import AttachLink, Backoff, Live, Located, Principal
 from tui.link.client import BridgeClient
 from tui.protocol import (
     AnswerRequest,
@@ -227,6 +227,20 @@ class RemoteLink(AttachLink):
 
     def command(self, *words: str) -> str:
         return " ".join(("tui", "--remote", self.web.name, *words))
+
+    async def whoami(self) -> Principal:
+        """This token's principal, asked of the remote's ``GET /api/info`` each time (turns left
+        change as turns are sent)."""
+        body = await self.web.request("GET", "/api/info")
+        raw = body.get("principal") if isinstance(body, dict) else None
+        if isinstance(raw, dict) and raw.get("kind") in ("owner", "collaborator", "viewer"):
+            left = raw.get("turns_left")
+            self.principal = Principal(
+                kind=raw["kind"],
+                name=str(raw.get("name") or ""),
+                turns_left=left if isinstance(left, int) else None,
+            )
+        return self.principal
 
     # --- following -------------------------------------------------------------------------------
     async def locate(self) -> Located:

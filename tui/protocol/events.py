@@ -21,6 +21,7 @@ __all__ = [
     "ModelChanged",
     "Note",
     "Option",
+    "Presence",
     "QuestionAsked",
     "QuestionResolved",
     "QueueChanged",
@@ -53,6 +54,14 @@ class By(BaseModel):
     """`owner` for the machine's user, `participant` for a share."""
     name: str = ""
     """The login name of the owner, or the participant's share name."""
+
+
+class Presence(BaseModel):
+    """Someone attached now: one open event stream's person, as the status rows list them."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    kind: Literal["owner", "collaborator", "viewer"] = "owner"
 
 
 class Option(BaseModel):
@@ -172,6 +181,8 @@ class Status(EventBase):
     context_used: int = 0
     context_limit: int = 0
     children: dict[str, int] = {}
+    attached: list[Presence] = []
+    """Who has an event stream open now (each name once); a `status` is also emitted when it changes."""
 
 
 class ModelChanged(EventBase):

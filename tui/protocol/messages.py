@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tui.protocol.events import By, Option, QueueItem
+from tui.protocol.events import By, Option, Presence, QueueItem
 
 __all__ = [
     "FEATURES",
@@ -143,6 +143,8 @@ class Transcript(_Wire):
     model: str | None = None
     cursor: int = 0
     has_more: bool = False
+    attached: list[Presence] = []
+    """Who has an event stream open when the transcript is read."""
 
 
 class Stats(_Wire):

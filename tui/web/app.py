@@ -628,7 +628,8 @@ async def _watch(bridge: WebBridge) -> None:
 def _by(principal: Principal) -> dict[str, str]:
     if principal.is_owner:
         return {}
-    return {"X-Tui-By": json.dumps({"kind": "participant", "name": principal.name})}
+    # `share` tells the worker whether the stream is a collaborator's or a viewer's (who is attached).
+    return {"X-Tui-By": json.dumps({"kind": "participant", "name": principal.name, "share": principal.kind})}
 
 
 def _flag(value: str | None) -> bool:

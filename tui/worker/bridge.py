@@ -7,6 +7,7 @@ Refusals are ``{"error": code, "detail": sentence, …}`` from the `tui.errors` 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
@@ -26,10 +27,11 @@ from tui.protocol import (
     InterruptRequest,
     LeaveRequest,
     ModelRequest,
+    Presence,
     TurnRequest,
 )
 from tui.store import JournalLine
-from tui.worker.core import SessionWorker
+from tui.worker.core import SessionWorker, owner
 from tui.worker.hub import BEHIND, CLOSED
 
 __all__ = ["MAX_BODY", "build_app"]
@@ -110,6 +112,19 @@ def _by(request: Request) -> By | None:
         raise InvalidRequest("X-Tui-By: not a {kind, name} object", field="X-Tui-By") from None
 
 
+def _present(request: Request) -> Presence:
+    """Whose stream this is: the web bridge names a participant's share in ``X-Tui-By``
+    (``share``: collaborator or viewer); anyone else on this socket is the owner."""
+    by = _by(request)
+    if by is None or by.kind == "owner":
+        return Presence(name=(by.name if by and by.name else owner().name), kind="owner")
+    try:
+        share = json.loads(request.headers.get("x-tui-by", "")).get("share")
+    except (ValueError, AttributeError):
+        share = None
+    return Presence(name=by.name, kind="collaborator" if share == "collaborator" else "viewer")
+
+
 def _sse(line: JournalLine) -> bytes:
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (line.seq, line.type.encode(), line.raw)
 
@@ -142,7 +157,7 @@ def build_app(worker: SessionWorker) -> Starlette:
             raise InvalidRequest("cursor: must be at least 0", field="cursor")
         client_id = request.query_params.get("client_id") or None
         return StreamingResponse(
-            _stream(worker, cursor, client_id),
+            _stream(worker, cursor, client_id, _present(request)),
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
@@ -223,13 +238,17 @@ def build_app(worker: SessionWorker) -> Starlette:
     return Starlette(routes=routes, exception_handlers={TuiError: refused, HTTPException: http_error})
 
 
-async def _stream(worker: SessionWorker, cursor: int, client_id: str | None) -> AsyncIterator[bytes]:
+async def _stream(
+    worker: SessionWorker, cursor: int, client_id: str | None, who: Presence | None = None
+) -> AsyncIterator[bytes]:
     """Replay the journal after `cursor`, then live events: no gap and no repeat at the seam.
 
     The subscription starts before the replay, so an event appended while the replay is sent
-    waits in the queue; anything at or below the last seq sent is skipped.
+    waits in the queue; anything at or below the last seq sent is skipped. Opening and closing
+    the stream may emit a `status` naming who is attached now.
     """
-    sub = worker.hub.subscribe(client_id)
+    sub = worker.hub.subscribe(client_id, who)
+    worker.presence_changed()
     sent = cursor
     try:
         while True:
@@ -261,3 +280,4 @@ async def _stream(worker: SessionWorker, cursor: int, client_id: str | None) -> 
                     sent = fresh[-1].seq
     finally:
         worker.hub.unsubscribe(sub)
+        worker.presence_changed()

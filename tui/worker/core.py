@@ -29,6 +29,7 @@ from tui.protocol import (
     Info,
     Option,
     PendingQuestion,
+    Presence,
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
@@ -146,7 +147,7 @@ class SessionWorker:
         """Called once leaving begins (the process marks its sidecar)."""
         self._turn: _Turn | None = None
         self._question_future: asyncio.Future[Answer] | None = None
-        self._last_status: tuple[str, str | None] | None = None
+        self._last_status: tuple[str, str | None, tuple[Presence, ...]] | None = None
         self._leave_task: asyncio.Task[None] | None = None
         self._quiet = False
 
@@ -180,10 +181,16 @@ class SessionWorker:
         return typed
 
     def _maybe_status(self) -> None:
-        now = (self.state.state, self.state.model)
+        present = self.hub.present
+        now = (self.state.state, self.state.model, tuple(present))
         if now != self._last_status:
             self._last_status = now
-            self.emit(Status(state=self.state.state, model=self.state.model))
+            self.emit(Status(state=self.state.state, model=self.state.model, attached=present))
+
+    def presence_changed(self) -> None:
+        """An event stream opened or closed: a `status` says so when who is attached changed."""
+        if not (self.leaving or self._quiet or self.hub.closed):
+            self._maybe_status()
 
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
@@ -512,6 +519,7 @@ class SessionWorker:
             model=self.state.model,
             cursor=self.journal.last_seq,
             has_more=more,
+            attached=self.hub.present,
         )
 
     def save_image(self, data: bytes, name: str) -> ImageRef:

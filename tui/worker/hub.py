@@ -13,6 +13,7 @@ import logging
 from collections import deque
 from typing import Final
 
+from tui.protocol import Presence
 from tui.store import JournalLine
 
 __all__ = ["BEHIND", "CLOSED", "Hub", "Subscription"]
@@ -37,8 +38,12 @@ CLOSED: Final = _Signal("CLOSED")
 class Subscription:
     """One follower's queue of live events."""
 
-    def __init__(self, client_id: str | None, limit: int, limit_bytes: int) -> None:
+    def __init__(
+        self, client_id: str | None, limit: int, limit_bytes: int, who: Presence | None = None
+    ) -> None:
         self.client_id = client_id
+        self.who = who
+        """The person whose stream this is (None: not counted as attached)."""
         self.limit = limit
         self.limit_bytes = limit_bytes
         self.size = 0
@@ -100,9 +105,9 @@ class Hub:
         self._subs: set[Subscription] = set()
         self.closed = False
 
-    def subscribe(self, client_id: str | None) -> Subscription:
+    def subscribe(self, client_id: str | None, who: Presence | None = None) -> Subscription:
         """A new follower; it receives every event published from now on."""
-        sub = Subscription(client_id, self.limit, self.limit_bytes)
+        sub = Subscription(client_id, self.limit, self.limit_bytes, who)
         if self.closed:
             # The worker is leaving: a late stream gets the journal (worker_leaving included), then ends.
             sub.close()
@@ -127,6 +132,16 @@ class Hub:
     def attached(self) -> list[str]:
         """The client ids of the open streams, each once."""
         return sorted({s.client_id for s in self._subs if s.client_id})
+
+    @property
+    def present(self) -> list[Presence]:
+        """Who the open streams are for, each name once (owner first, then by name)."""
+        people: dict[str, Presence] = {}
+        for sub in self._subs:
+            if sub.who is not None and not sub.closed:
+                people.setdefault(sub.who.name, sub.who)
+        order = {"owner": 0, "collaborator": 1, "viewer": 2}
+        return sorted(people.values(), key=lambda p: (order[p.kind], p.name))
 
     def __len__(self) -> int:
         return len(self._subs)
