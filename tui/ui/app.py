@@ -108,21 +108,25 @@ class TuiApp(App[int]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         session = self.session
-        yield SystemCommand("Session: interrupt the running turn", "End the turn now", session.interrupt)
+        may = session.principal.may
+        # What this client may not do is not offered (asked anyway, the session refuses in one line).
+        if may("interrupt"):
+            yield SystemCommand("Session: interrupt the running turn", "End the turn now", session.interrupt)
         yield SystemCommand("Session: detach", "Leave; the worker keeps running", self.action_detach)
-        yield SystemCommand(
-            "Session: exit", "Stop the worker and leave (/exit)", lambda: session.run_command("/exit")
-        )
-        yield SystemCommand(
-            "Session: exit and delete",
-            "Stop the worker, delete the session (/exit --delete)",
-            lambda: session.run_command("/exit --delete"),
-        )
-        yield SystemCommand(
-            "Session: archive",
-            "Hide it from `tui sessions` (/archive)",
-            lambda: session.run_command("/archive"),
-        )
+        if may("session"):
+            yield SystemCommand(
+                "Session: exit", "Stop the worker and leave (/exit)", lambda: session.run_command("/exit")
+            )
+            yield SystemCommand(
+                "Session: exit and delete",
+                "Stop the worker, delete the session (/exit --delete)",
+                lambda: session.run_command("/exit --delete"),
+            )
+            yield SystemCommand(
+                "Session: archive",
+                "Hide it from `tui sessions` (/archive)",
+                lambda: session.run_command("/archive"),
+            )
         yield SystemCommand(
             "Session: stats",
             "Turns, tokens, uptime, who is attached (/stats)",
@@ -131,7 +135,8 @@ class TuiApp(App[int]):
         yield SystemCommand(
             "Session: show the queue", "The prompts waiting (/queue)", lambda: session.run_command("/queue")
         )
-        yield SystemCommand("Session: take back the last queued prompt", "/unqueue", session.unqueue)
+        if may("send"):
+            yield SystemCommand("Session: take back the last queued prompt", "/unqueue", session.unqueue)
         yield SystemCommand("Session: load older turns", "Page further back", session.transcript.load_older)
         yield SystemCommand(
             "Session: help", "Commands and keys (/help)", lambda: session.run_command("/help")

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
-from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
+from tui.link.base import Action, AttachLink, Gone, LinkState, Live, Principal, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import (
     Event,
@@ -109,6 +109,8 @@ class SessionScreen(Screen[None]):
         """The `LinkEvents` message posted and not yet taken by its handler."""
         self.stopped: str | None = None
         """``stopped`` or ``deleted`` once /exit ended the session's worker."""
+        self.principal: Principal = link.principal
+        """Who this client acts as: what it may not do is hidden, and refused in one line if asked."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -116,6 +118,7 @@ class SessionScreen(Screen[None]):
         yield Static(id="queue-row", markup=False)
         yield Static(id="outbox-row", markup=False)
         yield Vertical(id="question-slot")
+        yield Static(id="viewing", markup=False)
         yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
         yield StatusRows(id="status", clock=self.clock)
         yield Footer()
@@ -159,6 +162,10 @@ class SessionScreen(Screen[None]):
             info: Info | None = await self.link.info()
         except TuiError:
             info = None
+        try:
+            self.principal = await self.link.whoami()
+        except TuiError:
+            self.principal = self.link.principal
         self.post_message(Attached(transcript, info))
         async for item in Follower(self.link, transcript.cursor):
             if self._batch is None:
@@ -211,7 +218,9 @@ class SessionScreen(Screen[None]):
             version=info.version if info else "",
             busy_since=self._started_clock(transcript.current),
             link=Live(version=info.version if info else ""),
+            attached=tuple(transcript.attached),
         )
+        self._show_principal()
         if transcript.question is not None:
             await self._ask(transcript.question)
         self._away(seen, transcript)
@@ -357,6 +366,7 @@ class SessionScreen(Screen[None]):
             }
             if event.model:
                 fields["model"] = event.model
+            fields["attached"] = tuple(event.attached)
             if event.state != "idle" and self.status.status.busy_since is None:
                 fields["busy_since"] = self.clock()
             self.status.change(**fields)
@@ -424,14 +434,18 @@ class SessionScreen(Screen[None]):
     async def _ask(self, question: PendingQuestion) -> None:
         await self._unask()
         self.question = question
-        await self.query_one("#question-slot").mount(QuestionPanel(question))
+        panel = QuestionPanel(question)
+        # A viewer reads the question; answering it is refused (`_answered`), so it takes no focus.
+        panel.disabled = not self.principal.may("answer")
+        await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
 
     async def _unask(self) -> None:
         self.question = None
         await self.query_one("#question-slot").remove_children()
-        self.prompt_box.display = True
-        self.prompt.focus()
+        self.prompt_box.display = self.principal.may("send")
+        if self.prompt_box.display:
+            self.prompt.focus()
 
     async def _resolved(self, event: QuestionResolved) -> None:
         if self.question is None or self.question.question_id != event.question_id:
@@ -454,10 +468,14 @@ class SessionScreen(Screen[None]):
 
     @on(QuestionPanel.Answered)
     def _answered(self, message: QuestionPanel.Answered) -> None:
+        if not self.permitted("answer", "Answering a question"):
+            return
         self._request("answer", self.link.answer(message.question_id, message.selected, message.freeform))
 
     @on(QuestionPanel.Dismissed)
     def _dismissed(self, message: QuestionPanel.Dismissed) -> None:
+        if not self.permitted("answer", "Dismissing a question"):
+            return
         self._request("dismiss", self.link.dismiss(message.question_id))
 
     # --- the prompt ----------------------------------------------------------------------------
@@ -479,6 +497,8 @@ class SessionScreen(Screen[None]):
             return
         if text.startswith("//"):
             text = text[1:]
+        if not self.permitted("send", "Sending a prompt"):
+            return
         self.outbox.append(Outgoing(text, uuid.uuid4().hex, "queue" if self.busy else "now"))
         self._show_outbox()
         self._deliver()
@@ -505,6 +525,8 @@ class SessionScreen(Screen[None]):
                 if item in self.outbox:
                     self.outbox.remove(item)
                 self._show_outbox()
+                if self.principal.turns_left is not None:
+                    await self._refresh_principal()
 
     def _drop_outgoing(self, item: Outgoing, exc: TuiError) -> None:
         if item in self.outbox:
@@ -539,6 +561,9 @@ class SessionScreen(Screen[None]):
     def run_command(self, line: str) -> None:
         """Run a slash command typed at the prompt."""
         name, rest = slash.parse(line)
+        need = _NEEDS.get(name)
+        if need is not None and (name != "/queue" or rest) and not self.permitted(need, name):
+            return
         if name == "/detach":
             self.leave(0)
         elif name == "/exit":
@@ -580,6 +605,8 @@ class SessionScreen(Screen[None]):
 
     def unqueue(self) -> None:
         """Take the last queued prompt back into the prompt."""
+        if not self.permitted("send", "Taking a queued prompt back"):
+            return
         if not self.queue:
             self.notify("Nothing is queued.", title="Queue")
             return
@@ -648,6 +675,8 @@ class SessionScreen(Screen[None]):
         if self.prompt_box.completing:
             self.prompt_box.close()
         elif self.question is not None:
+            if not self.permitted("answer", "Dismissing a question"):
+                return
             panel = self.query(QuestionPanel)
             if panel:
                 panel.first().dismiss()
@@ -656,6 +685,8 @@ class SessionScreen(Screen[None]):
 
     def interrupt(self) -> None:
         """End the running turn."""
+        if not self.permitted("interrupt", "Interrupting"):
+            return
         self._request("interrupt", self.link.interrupt())
 
     def ctrl_c(self) -> None:
@@ -671,6 +702,41 @@ class SessionScreen(Screen[None]):
         self.prompt.clear()
         self.notify("Press Ctrl+C again to detach (the session keeps running).", timeout=2)
 
+    # --- who this client is --------------------------------------------------------------------
+    def permitted(self, action: Action, what: str) -> bool:
+        """Whether this client may do `action`; if not, say so in one line (nothing is sent)."""
+        if self.principal.may(action):
+            return True
+        p = self.principal
+        if action == "session":
+            line = f"{what} is for the session's owner; you are {p.name}, a {p.kind} here."
+        else:
+            line = f"{what} needs a collaborator's share; you are viewing as {p.name}."
+        self.notify(line, title="Not permitted", severity="warning")
+        return False
+
+    def _show_principal(self) -> None:
+        p = self.principal
+        viewing = self.query_one("#viewing", Static)
+        self.status.change(principal=p)
+        if p.may("send"):
+            viewing.display = False
+            return
+        viewing.update(
+            f"Viewing as {p.name}: you can follow and read; "
+            "sending, answering and interrupting need a collaborator's share."
+        )
+        viewing.display = True
+        self.prompt_box.display = False
+        self.transcript.focus()
+
+    async def _refresh_principal(self) -> None:
+        try:
+            self.principal = await self.link.whoami()
+        except TuiError:
+            return
+        self._show_principal()
+
     def _remember(self) -> None:
         if self.seen_store is not None and self.cursor:
             self.seen_store.put(self.link.where, self.link.session_id, Seen(self.cursor, self._last_turn_id))
@@ -680,6 +746,17 @@ class SessionScreen(Screen[None]):
         if not forget:
             self._remember()
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
+
+
+_NEEDS: dict[str, Action] = {
+    "/exit": "session",
+    "/exit --delete": "session",
+    "/archive": "session",
+    "/model": "session",
+    "/queue": "send",
+    "/unqueue": "send",
+}
+"""What a slash command needs (``/queue`` only with a prompt; bare, it lists the queue)."""
 
 
 def _clip(text: str, limit: int = 40) -> str:

@@ -11,9 +11,10 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.link.base import Gone, LinkState, Live, Reconnecting
+from tui.link.base import Gone, LinkState, Live, Principal, Reconnecting
+from tui.protocol import Presence
 
-__all__ = ["SessionStatus", "StatusRows"]
+__all__ = ["SessionStatus", "StatusRows", "attached_text"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -36,6 +37,15 @@ class SessionStatus:
     reconnect_at: float | None = None
     """The client clock of the next reconnect try."""
     version: str = ""
+    attached: tuple[Presence, ...] = ()
+    """Who has the session open now, as the worker's last `status` said."""
+    principal: Principal = field(default_factory=Principal)
+    """Who this client acts as (a participant sees its kind, and a collaborator its turns left)."""
+
+
+def attached_text(people: tuple[Presence, ...] | list[Presence]) -> str:
+    """``root, ana (viewer), bo (collaborator)``: the owner plain, participants with their share."""
+    return ", ".join(p.name if p.kind == "owner" else f"{p.name} ({p.kind})" for p in people)
 
 
 def _age(seconds: float) -> str:
@@ -137,6 +147,14 @@ class StatusRows(Vertical):
         else:
             connection = f"gone: {s.link.reason}"
         parts = [s.where, connection]
+        if s.principal.kind != "owner":
+            me = f"as {s.principal.name} ({s.principal.kind})"
+            if s.principal.kind == "collaborator" and s.principal.turns_left is not None:
+                left = s.principal.turns_left
+                me += f", {left} turn{'s' if left != 1 else ''} left"
+            parts.append(me)
+        if s.attached:
+            parts.append("attached: " + attached_text(s.attached))
         if s.version:
             parts.append(f"worker {s.version}")
         if self.last_event is not None:
