@@ -59,7 +59,7 @@ class By(BaseModel):
 class Presence(BaseModel):
     """Someone attached now: one open event stream's person, as the status rows list them."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
     name: str
     kind: Literal["owner", "collaborator", "viewer"] = "owner"
 
