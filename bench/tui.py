@@ -5,8 +5,10 @@
 
 Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an
 empty session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s); one
-reply of 100/200/400 paragraphs; memory after attaching to 10,000 turns and scrolling up through
-them. Each case runs in a fresh process so that imports and caches count as a user sees them.
+reply of 100/200/400 paragraphs (Markdown); memory after attaching to 10,000 turns and
+scrolling up through them. A python session's replies are program output, shown verbatim; a
+model's are Markdown: the ``_md`` cases measure the Markdown path. Each case runs in a fresh
+process so that imports and caches count as a user sees them.
 """
 
 from __future__ import annotations
@@ -97,13 +99,13 @@ def history(n: int) -> list[Any]:
     ]
 
 
-def case_first_frame(turns: int) -> dict[str, float]:
+def case_first_frame(turns: int, agent: str = "python") -> dict[str, float]:
     from tui.link.mock import MockLink
     from tui.ui import TuiApp
 
     built = time.perf_counter()
     records = history(turns)
-    link = MockLink(history=records)
+    link = MockLink(history=records, agent=agent)
     excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
 
     async def run() -> float:
@@ -140,12 +142,12 @@ async def stream_into(app: Any, pilot: Any, link: Any, chunks: list[str]) -> flo
     return time.perf_counter() - start
 
 
-def case_stream(count: int) -> dict[str, float]:
+def case_stream(count: int, agent: str = "python") -> dict[str, float]:
     from tui.link.mock import MockLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink()
+        link = MockLink(agent=agent)
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -169,7 +171,7 @@ def case_paragraphs(n: int) -> dict[str, float]:
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink()
+        link = MockLink(agent="llm")
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -219,7 +221,9 @@ CASES = {
     "minimal": case_minimal,
     "empty": lambda: case_first_frame(0),
     "turns10k": lambda: case_first_frame(10_000),
+    "turns10k_md": lambda: case_first_frame(10_000, "llm"),
     "stream20k": lambda: case_stream(20_000),
+    "stream20k_md": lambda: case_stream(20_000, "llm"),
     "para100": lambda: case_paragraphs(100),
     "para200": lambda: case_paragraphs(200),
     "para400": lambda: case_paragraphs(400),
@@ -253,7 +257,7 @@ def main() -> None:
         print(name, {k: round(v, 3) for k, v in results[name].items()}, flush=True)
     if "minimal" in results:
         ref = results["minimal"]["first_frame_s"]
-        for name in ("empty", "turns10k"):
+        for name in ("empty", "turns10k", "turns10k_md"):
             if name in results:
                 print(f"{name}: first frame {results[name]['first_frame_s'] / ref:.2f}x the minimal app")
 

@@ -24,7 +24,7 @@ from tui.protocol import (
 )
 from tui.ui import TuiApp
 from tui.ui.widgets.question import QuestionPanel
-from tui.ui.widgets.turn import ToolBlock, TurnView
+from tui.ui.widgets.turn import ToolBlock, TurnView, VerbatimSegment
 
 Until = Callable[..., Awaitable[None]]
 
@@ -92,6 +92,42 @@ class TestTurns:
             view = app.session.query(TurnView).last()
             await until(pilot, lambda: view.size.height > 0)
             assert "failed: ZeroDivisionError" in rendered(view)
+
+    async def test_python_output_is_shown_exactly_as_printed(self, until: Until) -> None:
+        tb = 'Traceback (most recent call last):\n  File "<program 6>", line 1, in <module>\n'
+        out = "a  *b*  <c> __x__\n" + tb
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("1/0")
+            link.emit(TextChunk(turn_id=turn, text=out[:10]))
+            link.emit(TextChunk(turn_id=turn, text=out[10:]))
+            await until(pilot, lambda: app.session.query(VerbatimSegment))
+            segment = app.session.query_one(VerbatimSegment)
+            await until(pilot, lambda: segment.text == out and segment.size.height >= 3)
+            live = "\n".join(rendered(s) for s in segment.query(Static))
+            assert "a  *b*  <c> __x__" in live
+            assert '    File "<program 6>", line 1, in <module>' in live
+            link.end_turn("failed", error="ZeroDivisionError: division by zero")
+            await until(pilot, lambda: app.session.query(TurnView))
+            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: view.size.height > 0)
+            shown = rendered(view)
+            assert "a  *b*  <c> __x__" in shown
+            assert '    File "<program 6>", line 1, in <module>' in shown
+
+    async def test_a_model_s_reply_is_markdown(self, until: Until) -> None:
+        link = MockLink(agent="llm")
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            link.start_turn("hi")
+            link.reply("a  *b*  done\n")
+            await until(pilot, lambda: app.session.query(TurnView))
+            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: view.size.height > 0)
+            assert "*b*" not in rendered(view)  # emphasis, not asterisks
 
     async def test_tool_calls_are_blocks_with_their_output_and_outcome(self, until: Until) -> None:
         link = MockLink()

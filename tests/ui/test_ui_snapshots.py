@@ -127,7 +127,7 @@ class TestSession:
 class TestStreaming:
     def test_streaming_reply(self, snap_compare: SnapCompare) -> None:
         """A turn in progress: its prompt, half a reply, the working status with a spinner."""
-        link = MockLink(history=history())
+        link = MockLink(history=history(), agent="llm")
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("explain()")
@@ -137,8 +137,8 @@ class TestStreaming:
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
     def test_long_markdown_reply_with_code(self, snap_compare: SnapCompare) -> None:
-        """An ended turn whose reply has a heading, a code block, a list and a table."""
-        link = MockLink()
+        """A model's ended turn whose reply has a heading, a code block, a list and a table."""
+        link = MockLink(agent="llm")
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
             link.start_turn("how do I sort?")

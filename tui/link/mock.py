@@ -79,6 +79,7 @@ class MockLink(AttachLink):
         handler: answers requests instead of the built-in behaviour.
         paths_complete: whether ``@path`` completions apply.
         auto_start: emit `worker_started` and a `status` at once, like a fresh worker.
+        agent: the session's agent (``python``: replies are program output).
     """
 
     backoff = Backoff(first=0.01, factor=1.6, jitter=0.0, cap=0.05)
@@ -96,7 +97,9 @@ class MockLink(AttachLink):
         paths_complete: bool = False,
         auto_start: bool = True,
         principal: Principal | None = None,
+        agent: str = "python",
     ) -> None:
+        self.agent = agent
         self.session_id = session_id
         self.principal = principal or Principal()
         self.present: list[Presence] = []
@@ -124,7 +127,7 @@ class MockLink(AttachLink):
         self.state: Literal["idle", "working", "asking"] = "idle"
         self._request_ids: dict[str, TurnAccepted] = {}
         if auto_start:
-            self.emit(WorkerStarted(epoch=1, pid=4242, version=version, agent="python", model=model))
+            self.emit(WorkerStarted(epoch=1, pid=4242, version=version, agent=agent, model=model))
 
     # --- scripting ---------------------------------------------------------------------------
     def emit(self, event: Event) -> Event:
@@ -321,7 +324,7 @@ class MockLink(AttachLink):
 
     async def info(self) -> Info:
         return Info(
-            version=self.version, session_id=self.session_id, epoch=1, agent="python", model=self.model
+            version=self.version, session_id=self.session_id, epoch=1, agent=self.agent, model=self.model
         )
 
     async def send_turn(

@@ -57,6 +57,8 @@ from tui.ui.widgets.turn import TurnView, who
 
 __all__ = ["Outgoing", "SessionScreen"]
 
+PROGRAM_AGENT = "python"
+"""The agent whose reply is exactly what its program printed (shown verbatim, not as Markdown)."""
 GONE_EXIT_AFTER = 3.0
 """Seconds the reason stays on screen before the app exits when the worker is gone."""
 
@@ -197,6 +199,8 @@ class SessionScreen(Screen[None]):
         transcript, info = message.transcript, message.info
         self.cursor = transcript.cursor
         seen = self.seen_store.get(self.link.where, self.link.session_id) if self.seen_store else None
+        if info is not None:
+            self.transcript.verbatim = info.agent == PROGRAM_AGENT
         await self.transcript.load(transcript.turns, has_more=transcript.has_more)
         for record in transcript.turns:
             if record.by.kind == "owner":
@@ -376,6 +380,7 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, Note):
             await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
         elif isinstance(event, WorkerStarted):
+            transcript.verbatim = event.agent == PROGRAM_AGENT
             self.status.change(version=event.version, model=event.model or self.status.status.model)
             if self.turn is not None:
                 await self._end_turn_here("failed", "the worker restarted; this turn did not finish")

@@ -69,6 +69,8 @@ class TranscriptView(VerticalScroll, can_focus=False):
         self._older = Static("", id="older", markup=False)
         self.live: LiveTurn | None = None
         self._loading = False
+        self.verbatim = False
+        """Whether replies are program output (the python agent), shown as printed."""
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield self._older
@@ -84,7 +86,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
 
     def _widget(self, item: Item) -> Widget:
         if item.record is not None:
-            return TurnView(item.record, item.parts)
+            return TurnView(item.record, item.parts, verbatim=self.verbatim)
         return NoteLine(item.line, markup=False)
 
     def _show_older(self) -> None:
@@ -209,7 +211,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
             await self.end_live(self.live.record)
         if self._hi < len(self.items):
             await self._mount_newer()
-        self.live = LiveTurn(record)
+        self.live = LiveTurn(record, verbatim=self.verbatim)
         await self.mount(self.live)
         return self.live
 

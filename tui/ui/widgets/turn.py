@@ -5,6 +5,10 @@ renderables, cached by Textual per width); only the running turn is a live tree:
 `Markdown` fed through `Markdown.get_stream` with writes throttled to every 50 ms, whose finished
 blocks are frozen into `FrozenMarkdown` pieces so that a very long reply stays as fast as a short
 one, and a `ToolBlock` for each call.
+
+A session whose agent is the python one replies with what its program printed: such a reply is
+shown verbatim (every space and line kept, nothing read as Markup or Markdown), streamed by
+appending text and, past `FREEZE_AT` characters, freezing its finished lines the same way.
 """
 
 from __future__ import annotations
@@ -32,7 +36,16 @@ from tui.ui.markdown import parser, reply_markdown
 if TYPE_CHECKING:
     from textual.widgets._markdown import MarkdownStream
 
-__all__ = ["FrozenMarkdown", "LiveTurn", "ToolBlock", "TurnView", "safe_cut", "tool_title", "who"]
+__all__ = [
+    "FrozenMarkdown",
+    "LiveTurn",
+    "ToolBlock",
+    "TurnView",
+    "VerbatimSegment",
+    "safe_cut",
+    "tool_title",
+    "who",
+]
 
 FLUSH_EVERY = 0.05
 """Seconds between writes into the streaming Markdown (writing every chunk is 7x slower)."""
@@ -86,6 +99,11 @@ class Part:
     kind: Literal["text", "tool"]
     text: str = ""
     tool: ToolRecord | None = None
+
+
+def verbatim_text(source: str) -> Text:
+    """Program output as a terminal shows it: no markup, every space and line kept."""
+    return Text(source.rstrip("\n"), no_wrap=False, end="")
 
 
 def parts_of(record: TurnRecord) -> list[Part]:
@@ -145,11 +163,18 @@ class TurnView(Widget):
     """Whether the tools' output is shown."""
 
     def __init__(
-        self, record: TurnRecord, parts: list[Part] | None = None, *, expanded: bool = False
+        self,
+        record: TurnRecord,
+        parts: list[Part] | None = None,
+        *,
+        expanded: bool = False,
+        verbatim: bool = False,
     ) -> None:
         super().__init__()
         self.can_focus = True
         self.record = record
+        self.verbatim = verbatim
+        """Whether the reply is program output, shown as printed (not Markdown)."""
         self.parts = parts if parts is not None else parts_of(record)
         self._markdown: dict[int, ConsoleRenderable] = {}
         self.set_reactive(TurnView.expanded, expanded)
@@ -176,7 +201,8 @@ class TurnView(Widget):
             elif part.text:
                 markdown = self._markdown.get(index)
                 if markdown is None:
-                    markdown = self._markdown[index] = reply_markdown(part.text)
+                    made = verbatim_text(part.text) if self.verbatim else reply_markdown(part.text)
+                    markdown = self._markdown[index] = made
                 pieces.append(Padding(markdown, (0, 2, 0, 2)))
         for answered in record.answered:
             pieces.append(Padding(Text(answered, style=self._style("turn--who")), (0, 0, 0, 2)))
@@ -313,6 +339,40 @@ class ReplySegment(Vertical):
             self._stream = None
 
 
+class VerbatimSegment(Vertical):
+    """A stretch of program output: appended to a `Static`; past `FREEZE_AT` characters, its
+    finished lines are frozen into a `Static` of their own so that each write stays short."""
+
+    DEFAULT_CSS = """
+    VerbatimSegment { height: auto; }
+    VerbatimSegment > Static { padding: 0 2 0 2; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = ""
+        self._live_source = ""
+        self._live = Static("", markup=False)
+
+    def compose(self) -> ComposeResult:
+        yield self._live
+
+    async def write(self, text: str) -> None:
+        """Append text (the caller throttles and serializes calls)."""
+        self.text += text
+        self._live_source += text
+        if len(self._live_source) > FREEZE_AT:
+            cut = self._live_source.rfind("\n") + 1
+            if cut > 0:
+                head, self._live_source = self._live_source[:cut], self._live_source[cut:]
+                await self.mount(Static(verbatim_text(head), markup=False), before=self._live)
+        self._live.update(verbatim_text(self._live_source))
+        self._live.display = bool(self._live_source)
+
+    async def finish(self) -> None:
+        """Nothing is pending: every write is shown at once."""
+
+
 class LiveTurn(Vertical):
     """The running turn: its prompt, then text and tool calls in the order they happen."""
 
@@ -321,12 +381,14 @@ class LiveTurn(Vertical):
     LiveTurn > .live--line { padding: 0 0 0 2; color: $text-muted; }
     """
 
-    def __init__(self, record: TurnRecord) -> None:
+    def __init__(self, record: TurnRecord, *, verbatim: bool = False) -> None:
         super().__init__()
         self.record = record
+        self.verbatim = verbatim
+        """Whether the reply is program output, shown as printed (not Markdown)."""
         self.parts: list[Part] = []
         self._pending = ""
-        self._segment: ReplySegment | None = None
+        self._segment: ReplySegment | VerbatimSegment | None = None
         self._tools: dict[str, ToolBlock] = {}
         self._timer: Timer | None = None
         self._flushing = asyncio.Lock()
@@ -355,7 +417,7 @@ class LiveTurn(Vertical):
             return
         text, self._pending = self._pending, ""
         if self._segment is None:
-            self._segment = ReplySegment()
+            self._segment = VerbatimSegment() if self.verbatim else ReplySegment()
             self.parts.append(Part("text"))
             await self.mount(self._segment)
         self.parts[-1].text += text
