@@ -370,6 +370,18 @@ class TestCommands:
             await pilot.press("tab")
             assert app.session.prompt.text == "/detach"
 
+    async def test_tab_typed_fast_completes_and_stays_in_the_prompt(self, until: Until) -> None:
+        link = MockLink(history=history(2))
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            app.session.query_one(TurnView)  # a focusable block Tab could wrongly go to
+            await pilot.press("/", "h", "e", "tab")  # no pause: completions not shown yet
+            assert app.session.prompt.text == "/help"
+            assert app.focused is app.session.prompt
+            await pilot.press("shift+tab")
+            assert app.focused is app.session.prompt
+
     async def test_at_path_completes_files_for_a_local_session(self, until: Until, tmp_path: Path) -> None:
         (tmp_path / "notes.md").write_text("x")
         link = MockLink(paths_complete=True)

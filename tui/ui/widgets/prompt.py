@@ -64,6 +64,14 @@ class PromptArea(TextArea):
 
     async def _on_key(self, event: events.Key) -> None:
         box = self.box
+        if event.key in ("tab", "shift+tab"):
+            # Tab never leaves the prompt: it completes what is typed now, even when the
+            # completions for it are not shown yet (keys typed fast arrive before `Changed`).
+            event.stop()
+            event.prevent_default()
+            if box is not None:
+                box.complete_now(self.text, forward=event.key == "tab")
+            return
         if box is not None and box.completing and event.key in ("up", "down", "tab", "enter"):
             event.stop()
             event.prevent_default()
@@ -169,6 +177,17 @@ class PromptBox(Vertical):
         if options:
             completions.highlighted = 0
         self.set_class(bool(options), "-completing")
+
+    def complete_now(self, text: str, *, forward: bool = True) -> None:
+        """Tab: take the highlighted completion of `text` (the first one when none is shown yet);
+        Shift+Tab while completions are shown moves up through them."""
+        if self.completing and not forward:
+            self.query_one(OptionList).action_cursor_up()
+            return
+        if not self.completing:
+            self.refresh_completions(text)
+        if self._words:
+            self.accept(self.query_one(OptionList).highlighted or 0)
 
     def close(self) -> None:
         """Hide the completions."""
