@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from tui.link.base import Gone, Located, Reconnecting
 from tui.link.mock import MockLink
@@ -277,6 +277,38 @@ class TestQuestions:
             await pilot.press(*"Ada", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["freeform"] == "Ada"
+
+    async def test_a_question_without_options_takes_the_typing_at_once(self, until: Until) -> None:
+        link = MockLink(history=history(2))
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('Still there?')")
+            link.ask("Still there?")
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await until(pilot, lambda: isinstance(app.focused, Input))
+            await pilot.press("tab")  # stays in the question
+            assert isinstance(app.focused, Input)
+            await pilot.press(*"yes", "enter")
+            await until(pilot, lambda: routes(link, "answer"))
+            assert routes(link, "answer")[0]["freeform"] == "yes"
+
+    async def test_tab_goes_between_options_and_freeform_line(self, until: Until) -> None:
+        link = MockLink(history=history(2))
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('color?')")
+            link.ask("Which color?", ["red", "green"])
+            await until(pilot, lambda: app.session.query(QuestionPanel))
+            panel = app.session.query_one(QuestionPanel)
+            await until(pilot, lambda: app.focused is panel.query_one("#choices"))
+            await pilot.press("tab")
+            assert app.focused is panel.query_one("#freeform")
+            await pilot.press("tab")
+            assert app.focused is panel.query_one("#choices")
+            await pilot.press("shift+tab")
+            assert app.focused is panel.query_one("#freeform")
 
     async def test_esc_dismisses_the_question_and_does_not_interrupt(self, until: Until) -> None:
         link = MockLink()

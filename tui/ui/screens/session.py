@@ -444,6 +444,9 @@ class SessionScreen(Screen[None]):
         panel.disabled = not self.principal.may("answer")
         await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
+        # Hiding the focused prompt moves focus on to the next widget (a transcript block):
+        # the question takes it back once that happened.
+        self.call_after_refresh(panel.focus_first)
 
     async def _unask(self) -> None:
         self.question = None

@@ -22,7 +22,9 @@ class QuestionPanel(Vertical):
     QuestionPanel { height: auto; border-top: tall $accent; background: $surface; padding: 0 1; }
     QuestionPanel > #question-text { text-style: bold; padding: 0 0 1 0; }
     QuestionPanel > OptionList, QuestionPanel > SelectionList { height: auto; max-height: 12; border: none; }
-    QuestionPanel > Input { border: none; height: 1; padding: 0 1; background: $boost; }
+    QuestionPanel > Input, QuestionPanel > Input:focus {
+        border: none; height: 1; padding: 0 1; background: $boost;
+    }
     QuestionPanel > #question-hint { color: $text-muted; }
     """
 
@@ -71,11 +73,15 @@ class QuestionPanel(Vertical):
             parts.append("↑↓ or 1-9 choose")
             parts.append("Space toggles, Enter answers" if q.multiple else "Enter answers")
         if q.freeform:
-            parts.append("Tab to type")
+            parts.append("Tab to type" if q.options else "Enter answers")
         parts.append("Esc dismisses")
         return " · ".join(parts)
 
     def on_mount(self) -> None:
+        self.focus_first()
+
+    def focus_first(self) -> None:
+        """Focus the options, or the freeform line when there are none."""
         first = self.query("#choices, #freeform")
         if first:
             first.first().focus()
@@ -103,6 +109,16 @@ class QuestionPanel(Vertical):
     def on_key(self, event: events.Key) -> None:
         q = self.question
         focused = self.screen.focused
+        if event.key in ("tab", "shift+tab"):
+            # Tab goes between the options and the freeform line, never out of the question.
+            event.stop()
+            event.prevent_default()
+            stops = list(self.query("#choices, #freeform"))
+            if stops:
+                at = stops.index(focused) if focused in stops else -1
+                step = 1 if event.key == "tab" else -1
+                stops[(at + step) % len(stops)].focus()
+            return
         if isinstance(focused, Input):
             return
         if event.character and event.character.isdigit() and q.options:
