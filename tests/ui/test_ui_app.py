@@ -80,6 +80,18 @@ class TestTurns:
             assert view.record.prompt == "print(1)"
             assert app.session.status.status.state == "idle"
 
+    async def test_an_empty_session_says_where_it_is_and_what_to_type(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link, folder="/tmp/proj")
+        async with app.run_test(size=(140, 30)) as pilot:
+            await started(app, pilot, until)
+            hello = text_of(app, "#hello")
+            assert "New session 3f2a9c0e in /tmp/proj" in hello
+            assert "ask(" in hello and "/help" in hello
+            await pilot.press(*"print(1)", "enter")
+            await until(pilot, lambda: app.session.transcript.live is not None)
+            assert not app.session.query_one("#hello").display
+
     async def test_a_failed_turn_says_so(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)

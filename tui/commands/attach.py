@@ -40,18 +40,22 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
     access = open_access(args)
     folder = os.path.abspath(getattr(args, "dir", None) or os.getcwd())
 
-    async def connect() -> AttachLink:
+    async def connect() -> tuple[AttachLink, str]:
         if prefix is None:
             session_id = await access.create(working_directory=folder)
+            where = folder
         else:
             session_id = await access.resolve(prefix)
             await access.wake(session_id)
-        return await access.link(session_id, client_id=local_client_id())
+            where = (await access.show(session_id)).folder
+        return await access.link(session_id, client_id=local_client_id()), where
 
-    link = asyncio.run(connect())
+    link, where = asyncio.run(connect())
     from tui.ui import TuiApp
 
-    app = TuiApp(link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root)
+    app = TuiApp(
+        link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root, folder=where
+    )
     app.run()
     code = app.return_code or 0
     short = link.session_id[:8]

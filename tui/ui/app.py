@@ -70,6 +70,7 @@ class TuiApp(App[int]):
         state_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         gone_exit_after: float | None = 3.0,
+        folder: str = "",
     ) -> None:
         super().__init__()
         self.link = link
@@ -84,6 +85,7 @@ class TuiApp(App[int]):
             seen=self.seen,
             clock=clock,
             gone_exit_after=gone_exit_after,
+            folder=folder,
         )
         """The session screen."""
 

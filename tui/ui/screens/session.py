@@ -86,8 +86,11 @@ class SessionScreen(Screen[None]):
         seen: SeenStore | None = None,
         clock: Callable[[], float],
         gone_exit_after: float | None = GONE_EXIT_AFTER,
+        folder: str = "",
     ) -> None:
         super().__init__()
+        self.folder = folder
+        """The session's working directory (shown on an empty transcript)."""
         self.link = link
         self.first_prompt = first_prompt
         self.seen_store = seen
@@ -227,11 +230,22 @@ class SessionScreen(Screen[None]):
         self._show_principal()
         if transcript.question is not None:
             await self._ask(transcript.question)
+        if not transcript.turns and transcript.current is None and not transcript.has_more:
+            self.transcript.show_hello(self._hello())
         self._away(seen, transcript)
         self.attached.set()
         if self.first_prompt:
             prompt, self.first_prompt = self.first_prompt, None
             self.submit(prompt)
+
+    def _hello(self) -> str:
+        where = f" in {self.folder}" if self.folder else ""
+        what = (
+            "each prompt is a Python program; ask(...) asks you a question"
+            if self.transcript.verbatim
+            else "type a prompt, Enter sends"
+        )
+        return f"New session {self.link.session_id[:8]}{where} · {what} · /help"
 
     def _started_clock(self, record: TurnRecord | None) -> float | None:
         if record is None:

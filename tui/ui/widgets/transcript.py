@@ -49,6 +49,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
     DEFAULT_CSS = """
     TranscriptView { height: 1fr; padding: 0 1 0 1; scrollbar-size-vertical: 1; }
     TranscriptView > #older { color: $text-muted; height: auto; text-align: center; }
+    TranscriptView > #hello { color: $text-muted; height: auto; display: none; }
     """
 
     class NeedOlder(Message):
@@ -67,6 +68,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
         self._lo = 0
         self._hi = 0
         self._older = Static("", id="older", markup=False)
+        self._hello = Static("", id="hello", markup=False)
         self.live: LiveTurn | None = None
         self._loading = False
         self.verbatim = False
@@ -74,6 +76,12 @@ class TranscriptView(VerticalScroll, can_focus=False):
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield self._older
+        yield self._hello
+
+    def show_hello(self, text: str) -> None:
+        """The line an empty session shows until its first turn: where it is, what to type."""
+        self._hello.update(text)
+        self._hello.display = True
 
     def on_mount(self) -> None:
         self.anchor()
@@ -183,6 +191,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
 
     # --- what happens now ------------------------------------------------------------------------
     async def _append(self, item: Item) -> None:
+        self._hello.display = False
         self.items.append(item)
         if self._hi == len(self.items) - 1:
             self._hi += 1
@@ -207,6 +216,7 @@ class TranscriptView(VerticalScroll, can_focus=False):
 
     async def start_live(self, record: TurnRecord) -> LiveTurn:
         """Show a turn that just started."""
+        self._hello.display = False
         if self.live is not None:
             await self.end_live(self.live.record)
         if self._hi < len(self.items):
