@@ -512,3 +512,7 @@ class TestAway:
             away = text_of(again, "#away")
             assert "1 turn ended (1 failed)" in away
             assert "a question is waiting" in away
+            assert again.session.query_one("#away").display
+            await pilot.press("1")  # answer the waiting question
+            await until(pilot, lambda: routes(link, "answer"))
+            assert not again.session.query_one("#away").display

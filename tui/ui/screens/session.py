@@ -289,6 +289,10 @@ class SessionScreen(Screen[None]):
                     self.call_after_refresh(self.transcript.scroll_to_widget, view, top=True, animate=False)
                     break
 
+    def away_seen(self) -> None:
+        """The user acted: the "While you were away" line has done its job."""
+        self.query_one("#away", Static).display = False
+
     @on(TranscriptView.NeedOlder)
     def _need_older(self, message: TranscriptView.NeedOlder) -> None:
         self._load_older(message.before)
@@ -492,12 +496,14 @@ class SessionScreen(Screen[None]):
     def _answered(self, message: QuestionPanel.Answered) -> None:
         if not self.permitted("answer", "Answering a question"):
             return
+        self.away_seen()
         self._request("answer", self.link.answer(message.question_id, message.selected, message.freeform))
 
     @on(QuestionPanel.Dismissed)
     def _dismissed(self, message: QuestionPanel.Dismissed) -> None:
         if not self.permitted("answer", "Dismissing a question"):
             return
+        self.away_seen()
         self._request("dismiss", self.link.dismiss(message.question_id))
 
     # --- the prompt ----------------------------------------------------------------------------
@@ -513,7 +519,7 @@ class SessionScreen(Screen[None]):
 
     def submit(self, text: str) -> None:
         """Send a prompt (queued behind the running turn) or run a slash command."""
-        self.query_one("#away", Static).display = False
+        self.away_seen()
         if text.startswith("/") and not text.startswith("//"):
             self.run_command(text)
             return
@@ -709,6 +715,7 @@ class SessionScreen(Screen[None]):
         """End the running turn."""
         if not self.permitted("interrupt", "Interrupting"):
             return
+        self.away_seen()
         self._request("interrupt", self.link.interrupt())
 
     def ctrl_c(self) -> None:
