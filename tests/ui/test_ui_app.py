@@ -92,6 +92,19 @@ class TestTurns:
             await until(pilot, lambda: app.session.transcript.live is not None)
             assert not app.session.query_one("#hello").display
 
+    async def test_a_multi_line_prompt_is_indented_under_its_first_line(self, until: Until) -> None:
+        record = history(1)[0].model_copy(update={"prompt": "import time\nfor i in range(3):\n    print(i)"})
+        link = MockLink(history=[record])
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            lines = rendered(view).splitlines()
+            assert lines[0].startswith("\u276f import time")
+            assert lines[1].startswith("  for i in range(3):")
+            assert lines[2].startswith("      print(i)")
+
     async def test_a_failed_turn_says_so(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)

@@ -226,7 +226,8 @@ def prompt_text(prompt: str, by: By, style: Any) -> Text:
     """The first line(s) of a turn: the prompt and who sent it."""
     text = Text()
     text.append("\u276f ", style=style("turn--mark"))
-    text.append(prompt.rstrip("\n"), style=style("turn--prompt"))
+    # Continuation lines start under the first line's text, not under the mark.
+    text.append(prompt.rstrip("\n").replace("\n", "\n  "), style=style("turn--prompt"))
     text.append(f"  · {who(by)}", style=style("turn--who"))
     return text
 
