@@ -188,8 +188,12 @@ class SessionWorker:
             self.emit(Status(state=self.state.state, model=self.state.model, attached=present))
 
     def presence_changed(self) -> None:
-        """An event stream opened or closed: a `status` says so when who is attached changed."""
-        if not (self.leaving or self._quiet or self.hub.closed):
+        """An event stream opened or closed: a `status` says so when who is attached changed.
+
+        Not when the last stream closed: nobody is left to tell, and an idle session's journal
+        should not grow as clients come and go (`/transcript` says who is attached anyway).
+        """
+        if self.hub.present and not (self.leaving or self._quiet or self.hub.closed):
             self._maybe_status()
 
     def begin(self) -> None:
