@@ -303,11 +303,17 @@ class PythonSession:
         """Kill the interpreter and everything it started; return whether they all ended."""
         if interp.alive:
             self._detach(interp)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            # the process group too: without bubblewrap, what the program started is in it
+        # the process group (the interpreter leads it): without bubblewrap, what the program
+        # started is in it. Signal with os.kill, never Popen.kill: that polls first, and a poll
+        # that reaps the dead interpreter steals its exit from asyncio's child watcher, which
+        # then logs "Unknown child process pid" and reports 255.
+        try:
             os.killpg(interp.process.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            interp.process.kill()
+        except PermissionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(interp.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         emptied = True
         if self._cgroup is not None:
             emptied = await asyncio.to_thread(self._cgroup.kill_all)
@@ -352,7 +358,7 @@ class PythonSession:
             # the program wrote into the runner's pipe: the stream cannot be trusted any more
             log.warning("the sandboxed interpreter broke its protocol (%s); replacing it", exc)
             with contextlib.suppress(ProcessLookupError):
-                interp.process.kill()
+                os.kill(interp.process.pid, signal.SIGKILL)
             self._on_child_gone(interp)
 
     def _on_output(self, payload: bytes) -> None:
