@@ -17,6 +17,7 @@ from tui.codemode import (
     RunContext,
     SandboxError,
     SessionBusy,
+    Tool,
 )
 
 
@@ -138,23 +139,46 @@ class TestErrors:
         assert result.value is False
 
 
+# A program that runs until the test opens its gate (a file in the working folder), so it
+# outlives an observation however slowly a loaded machine runs the test.
+GATE = "import os, time\nwhile not os.path.exists('gate'):\n    time.sleep(0.01)\n"
+
+
 class TestObservation:
-    async def test_still_working_then_incremental_output_nothing_twice(self, quick: PythonSession) -> None:
-        source = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(0.1)\n'done'"
+    async def test_still_working_then_incremental_output_nothing_twice(
+        self, quick: PythonSession, workdir: Path
+    ) -> None:
+        source = (
+            "for i in range(3):\n    print(i, flush=True)\n"
+            + GATE
+            + "for i in range(3, 6):\n    print(i)\n'done'"
+        )
         first = await quick.execute(source=source)
         assert first.status == "still_working"
+        (workdir / "gate").touch()
         output, last = await run_out(quick, first)
         assert output == "".join(f"{i}\n" for i in range(6))
         assert last.status == "completed" and last.value == "done"
 
-    async def test_still_working_keeps_the_program_active(self, quick: PythonSession) -> None:
-        first = await quick.execute(source="import time\ntime.sleep(0.3)\n5")
+    async def test_still_working_keeps_the_program_active(self, quick: PythonSession, workdir: Path) -> None:
+        finishing = asyncio.Event()
+
+        async def finished() -> None:
+            finishing.set()
+
+        tool = Tool(
+            "finished", "says the program is about to end", {"type": "object", "properties": {}}, finished
+        )
+        first = await quick.execute(source=GATE + "finished()\n5", catalog=[tool])
         assert first.status == "still_working"
         with pytest.raises(ProgramActive):
             await quick.execute(source="1")
-        await asyncio.sleep(0.3)
-        # it ended meanwhile, but stays active until observed
-        result = await quick.wait()
+        (workdir / "gate").touch()
+        await asyncio.wait_for(finishing.wait(), 30)
+        # it ends meanwhile, but stays active until observed
+        with pytest.raises(ProgramActive):
+            await quick.execute(source="1")
+        _, result = await run_out(quick, await quick.wait())
         assert (result.status, result.value) == ("completed", 5)
         with pytest.raises(NoActiveProgram):
             await quick.wait()
@@ -374,9 +398,8 @@ async def test_output_of_a_process_left_running_arrives_with_the_next_program(qu
     first = await quick.execute(source=source)
     assert first.value == "started"
     collected = ""
-    for _ in range(50):
-        result = await quick.execute(source="import time\ntime.sleep(0.05)")
-        collected += result.output
-        if "late" in collected:
-            break
+    async with asyncio.timeout(30):
+        while "late" not in collected:
+            result = await quick.execute(source="import time\ntime.sleep(0.05)")
+            collected += result.output
     assert collected == "late\n"
