@@ -154,9 +154,9 @@ class PythonAgent(Agent):
                     break
                 result = await session.wait(context=context)
         except SandboxError as exc:
+            # keep the session: its next execute starts a fresh interpreter, and close() still
+            # releases its sandbox (dropping it here leaked the sandbox's cgroup and folder)
             printed.line(f"the Python sandbox failed: {exc}")
-            self._session = None
-            self._opening = None
             return TurnOutcome("failed", f"the Python sandbox failed: {exc}")
         finally:
             self._context = None

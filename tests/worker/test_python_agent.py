@@ -1,0 +1,58 @@
+"""The python agent on a real sandbox: a program that kills its interpreter fails only its turn."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tui.codemode.sandbox import landlock_abi
+from tui.worker.python_agent import PythonAgent
+
+
+class Turn:
+    """A turn as the agent sees it, recording the reply text."""
+
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
+        self.turn_id = "t1"
+        self.interrupted = False
+        self.reply = ""
+
+    def text(self, text: str) -> None:
+        self.reply += text
+
+    def tool_started(self, name: str, args: dict[str, Any]) -> str:
+        return "c1"
+
+    def tool_ended(self, call_id: str, status: str, value: Any = None, error: str | None = None) -> None:
+        pass
+
+    async def ask(self, text: str, options: list[Any], *, multiple: bool, freeform: bool) -> Any:
+        raise AssertionError("no question is expected")
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    if shutil.which("bwrap") is None and landlock_abi() < 1:
+        pytest.skip("neither bubblewrap nor Landlock is available (apt install bubblewrap)")
+    with tempfile.TemporaryDirectory(prefix="tui-pa-", dir="/tmp") as root:
+        yield Path(root)
+
+
+async def test_after_the_interpreter_dies_the_next_turn_runs_in_a_fresh_one(workdir: Path) -> None:
+    agent = PythonAgent(workdir, observe_seconds=5.0)
+    try:
+        dying = Turn("import os, signal\nkept = 1\nos.kill(os.getpid(), signal.SIGKILL)")
+        outcome = await agent.run_turn(dying)  # type: ignore[arg-type]
+        assert outcome.outcome == "failed"
+        assert "the Python sandbox failed" in dying.reply
+        again = Turn("'kept' in globals(), 6 * 7")
+        assert (await agent.run_turn(again)).outcome == "completed"  # type: ignore[arg-type]
+        assert "(False, 42)" in again.reply
+    finally:
+        await agent.close()
