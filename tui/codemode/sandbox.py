@@ -196,9 +196,11 @@ def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None) -> Sandbox
         "--clearenv",
         *_system_binds(),
     ]
+    # The private /tmp comes before the interpreter's binds: a later mount hides an earlier one,
+    # and the interpreter (a venv, a checkout) may itself live under /tmp.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(1024**3), "--tmpfs", "/tmp"]
     for root in _interpreter_roots():
         argv += ["--ro-bind", root, root]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(1024**3), "--tmpfs", "/tmp"]
     argv += ["--ro-bind", str(CHILD_SCRIPT), CHILD_PATH, "--bind", str(workdir), str(workdir)]
     argv += ["--remount-ro", "/", "--chdir", str(workdir)]
     for name, value in _program_env(workdir, "/tmp").items():
