@@ -12,23 +12,13 @@ import contextlib
 import os
 import socket
 import time
-from collections import deque
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from tui.errors import InvalidRequest, TuiError, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.errors import TuiError, WorkerUnavailable
+from tui.link.base import Backoff, Located
+from tui.link.bridged import BridgedLink, RestartBudget
 from tui.protocol import (
-    AnswerRequest,
-    DismissRequest,
-    Event,
-    ImageRef,
-    Info,
-    Stats,
-    Transcript,
-    TurnAccepted,
-    TurnRequest,
     WorkerLeaving,
 )
 from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
@@ -37,10 +27,6 @@ if TYPE_CHECKING:
     from tui.link.client import BridgeClient
 
 __all__ = ["LocalLink", "local_client_id", "wait_for_release"]
-
-RESTARTS = 3
-"""How many times a link restarts a dead worker within `RESTART_WINDOW` seconds."""
-RESTART_WINDOW = 60.0
 
 
 def local_client_id() -> str:
@@ -60,7 +46,7 @@ async def wait_for_release(lock: Path, seconds: float) -> bool:
     return True
 
 
-class LocalLink(AttachLink):
+class LocalLink(BridgedLink):
     """One session of this machine's state dir.
 
     Args:
@@ -82,7 +68,7 @@ class LocalLink(AttachLink):
         self._client: BridgeClient | None = None
         self._old_clients: list[BridgeClient] = []
         self._journal: Journal | None = None
-        self._restarts: deque[float] = deque()
+        self._restarts = RestartBudget()
         self._starting: asyncio.Task[object] | None = None
 
     @property
@@ -94,7 +80,7 @@ class LocalLink(AttachLink):
         return self._client.retry_hint if self._client is not None else None
 
     # --- finding the worker --------------------------------------------------------------------
-    def _bridge(self) -> BridgeClient:
+    def bridge_client(self) -> BridgeClient:
         """The client for the live worker's socket (a new one when the socket moved)."""
         car = read_sidecar(self.paths.sidecar)
         path = car.socket if car is not None else str(self.paths.socket)
@@ -150,76 +136,17 @@ class LocalLink(AttachLink):
             return Located(
                 "gone", f"the worker stopped{why}; `{self.command('attach', self.short)}` starts it again"
             )
-        now = time.monotonic()
-        while self._restarts and now - self._restarts[0] > RESTART_WINDOW:
-            self._restarts.popleft()
-        if len(self._restarts) >= RESTARTS:
+        if not self._restarts.spend():
             return Located(
                 "gone",
-                f"the worker of session {self.short} died {RESTARTS} times within {RESTART_WINDOW:g} s; "
+                f"the worker of session {self.short} died {self._restarts}; "
                 f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
             )
-        self._restarts.append(now)
         from tui.worker.launch import start_worker_async
 
         launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
         self._starting = asyncio.create_task(launch)
         return Located("starting", "the worker stopped unexpectedly; starting a new one")
-
-    def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
-        return self._bridge().events(cursor, client_id=self.client_id, announce_open=True)
-
-    # --- requests --------------------------------------------------------------------------------
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        return await self._bridge().transcript(limit, before)
-
-    async def info(self) -> Info:
-        return await self._bridge().info()
-
-    async def send_turn(
-        self,
-        prompt: str,
-        *,
-        request_id: str,
-        delivery: Literal["now", "queue"] = "now",
-        images: list[ImageRef] | None = None,
-    ) -> TurnAccepted:
-        request = TurnRequest(
-            prompt=prompt,
-            client_id=self.client_id,
-            request_id=request_id,
-            images=images or [],
-            delivery=delivery,
-        )
-        return await self._bridge().send_turn(request)
-
-    async def unqueue(self, queue_id: str) -> None:
-        await self._bridge().unqueue(queue_id)
-
-    async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
-        request = AnswerRequest(
-            question_id=question_id, selected=selected, freeform=freeform, client_id=self.client_id
-        )
-        await self._bridge().answer(request)
-
-    async def dismiss(self, question_id: str) -> None:
-        await self._bridge().dismiss(DismissRequest(question_id=question_id, client_id=self.client_id))
-
-    async def interrupt(self) -> bool:
-        return await self._bridge().interrupt(self.client_id)
-
-    async def set_model(self, model: str) -> None:
-        await self._bridge().set_model(model)
-
-    async def stats(self) -> Stats:
-        return await self._bridge().stats()
-
-    async def upload_image(self, path: Path) -> ImageRef:
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as exc:
-            raise InvalidRequest(f"cannot read image {path}: {exc.strerror}; check the path") from exc
-        return await self._bridge().upload_image(data, path.name)
 
     # --- the session -----------------------------------------------------------------------------
     async def stop_worker(self) -> None:
@@ -227,7 +154,7 @@ class LocalLink(AttachLink):
         if not is_live(self.paths.lock):
             return
         with contextlib.suppress(WorkerUnavailable):
-            await self._bridge().leave()
+            await self.bridge_client().leave()
         if not await wait_for_release(self.paths.lock, 10.0):
             raise WorkerUnavailable(
                 f"the worker of session {self.short} did not stop within 10 s; "

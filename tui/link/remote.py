@@ -14,15 +14,11 @@ import functools
 import re
 import ssl
 import time
-from collections import deque
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 
 from tui.errors import (
-    InvalidRequest,
     NotFound,
     Refused,
     TuiError,
@@ -30,19 +26,9 @@ from tui.errors import (
     WorkerUnavailable,
     error_from_wire,
 )
-from tui.link.base import AttachLink, Backoff, Live, Located, Principal
+from tui.link.base import Backoff, Located, Principal
+from tui.link.bridged import BridgedLink, RestartBudget
 from tui.link.client import BridgeClient
-from tui.protocol import (
-    AnswerRequest,
-    DismissRequest,
-    Event,
-    ImageRef,
-    Info,
-    Stats,
-    Transcript,
-    TurnAccepted,
-    TurnRequest,
-)
 
 __all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "transport"]
 
@@ -52,8 +38,6 @@ RETRY_AFTER = 1.0
 """Seconds before asking again a web bridge that answered 503 ``server_stopping``."""
 RETRY_FOR = 30.0
 """How long a request keeps asking a stopping web bridge before giving up."""
-RESTARTS = 3
-RESTART_WINDOW = 60.0
 WAKE_WAIT = 30.0
 
 
@@ -185,7 +169,7 @@ class WebClient:
             raise error
 
 
-class RemoteLink(AttachLink):
+class RemoteLink(BridgedLink):
     """One session of another machine, through its web bridge.
 
     Args:
@@ -210,7 +194,7 @@ class RemoteLink(AttachLink):
             stream_idle=45.0,
             transport=transport(),
         )
-        self._restarts: deque[float] = deque()
+        self._restarts = RestartBudget()
         self._starting: asyncio.Task[Any] | None = None
 
     @property
@@ -278,75 +262,19 @@ class RemoteLink(AttachLink):
                 "gone",
                 f"the worker stopped ({reason}); `{self.command('attach', self.short)}` starts it again",
             )
-        now = time.monotonic()
-        while self._restarts and now - self._restarts[0] > RESTART_WINDOW:
-            self._restarts.popleft()
-        if len(self._restarts) >= RESTARTS:
+        if not self._restarts.spend():
             return Located(
                 "gone",
-                f"the worker of session {self.short} died {RESTARTS} times within {RESTART_WINDOW:g} s; "
+                f"the worker of session {self.short} died {self._restarts}; "
                 f"`{self.command('attach', self.short)}` tries again",
             )
-        self._restarts.append(now)
         self._starting = asyncio.create_task(
             self.web.request("POST", f"{self._path}/wake", json={"wait": WAKE_WAIT}, seconds=WAKE_WAIT + 10)
         )
         return Located("starting", "the worker stopped unexpectedly; waking a new one there")
 
-    def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
-        return self.bridge.events(cursor, client_id=self.client_id, announce_open=True)
-
-    # --- requests --------------------------------------------------------------------------------
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        return await self.bridge.transcript(limit, before)
-
-    async def info(self) -> Info:
-        return await self.bridge.info()
-
-    async def send_turn(
-        self,
-        prompt: str,
-        *,
-        request_id: str,
-        delivery: Literal["now", "queue"] = "now",
-        images: list[ImageRef] | None = None,
-    ) -> TurnAccepted:
-        request = TurnRequest(
-            prompt=prompt,
-            client_id=self.client_id,
-            request_id=request_id,
-            images=images or [],
-            delivery=delivery,
-        )
-        return await self.bridge.send_turn(request)
-
-    async def unqueue(self, queue_id: str) -> None:
-        await self.bridge.unqueue(queue_id)
-
-    async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
-        request = AnswerRequest(
-            question_id=question_id, selected=selected, freeform=freeform, client_id=self.client_id
-        )
-        await self.bridge.answer(request)
-
-    async def dismiss(self, question_id: str) -> None:
-        await self.bridge.dismiss(DismissRequest(question_id=question_id, client_id=self.client_id))
-
-    async def interrupt(self) -> bool:
-        return await self.bridge.interrupt(self.client_id)
-
-    async def set_model(self, model: str) -> None:
-        await self.bridge.set_model(model)
-
-    async def stats(self) -> Stats:
-        return await self.bridge.stats()
-
-    async def upload_image(self, path: Path) -> ImageRef:
-        try:
-            data = await asyncio.to_thread(path.read_bytes)
-        except OSError as exc:
-            raise InvalidRequest(f"cannot read image {path}: {exc.strerror}; check the path") from exc
-        return await self.bridge.upload_image(data, path.name)
+    def bridge_client(self) -> BridgeClient:
+        return self.bridge
 
     # --- the session -----------------------------------------------------------------------------
     async def stop_worker(self) -> None:
