@@ -14,13 +14,18 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "AgentCommand",
+    "AgentInfo",
     "By",
+    "Diff",
     "Event",
     "EventBody",
     "KnownEvent",
     "ModelChanged",
     "Note",
     "Option",
+    "Plan",
+    "PlanEntry",
     "Presence",
     "QuestionAsked",
     "QuestionResolved",
@@ -28,6 +33,7 @@ __all__ = [
     "QueueItem",
     "Status",
     "TextChunk",
+    "Thinking",
     "ToolEnded",
     "ToolOutput",
     "ToolStarted",
@@ -122,13 +128,70 @@ class ToolStarted(EventBase):
     call_id: str
     name: str
     args: dict[str, Any] = {}
+    title: str | None = None
+    """What an agent says the call does (ACP's title); None: the name says it."""
+    kind: str | None = None
+    """An agent's kind of call (read, edit, execute …), when it says one."""
+    locations: list[str] = []
+    """Files the call touches, when the agent says."""
+
+
+class Diff(BaseModel):
+    """An edit of one file, shown as a unified diff."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    path: str
+    old: str | None = None
+    """The text before; None for a new file."""
+    new: str
 
 
 class ToolOutput(EventBase):
     type: Literal["tool_output"] = "tool_output"
     turn_id: str
     call_id: str
+    text: str = ""
+    diff: Diff | None = None
+
+
+class Thinking(EventBase):
+    """A chunk of a model's reasoning, shown dimmed and folded."""
+
+    type: Literal["thinking"] = "thinking"
+    turn_id: str
     text: str
+
+
+class PlanEntry(BaseModel):
+    """One step of an agent's plan."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+
+
+class Plan(EventBase):
+    """An agent's plan: the whole list each time it changes."""
+
+    type: Literal["plan"] = "plan"
+    turn_id: str
+    entries: list[PlanEntry] = []
+
+
+class AgentCommand(BaseModel):
+    """One of the agent's own slash commands."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    name: str
+    description: str = ""
+
+
+class AgentInfo(EventBase):
+    """The agent's own slash commands and mode, whenever they change (outside turns too)."""
+
+    type: Literal["agent_info"] = "agent_info"
+    commands: list[AgentCommand] = []
+    mode: str | None = None
 
 
 class ToolEnded(EventBase):
@@ -180,6 +243,10 @@ class Status(EventBase):
     model: str | None = None
     context_used: int = 0
     context_limit: int = 0
+    tokens_in: int = 0
+    """Tokens the session has sent to its model so far (model-backed sessions)."""
+    tokens_out: int = 0
+    """Tokens the model has answered with so far."""
     children: dict[str, int] = {}
     attached: list[Presence] = []
     """Who has an event stream open now (each name once); a `status` is also emitted when it changes."""
@@ -214,6 +281,9 @@ KnownEvent = Annotated[
     | TextChunk
     | ToolStarted
     | ToolOutput
+    | Thinking
+    | Plan
+    | AgentInfo
     | ToolEnded
     | QuestionAsked
     | QuestionResolved
@@ -268,6 +338,9 @@ _KNOWN_TYPES = {
     "text",
     "tool_started",
     "tool_output",
+    "thinking",
+    "plan",
+    "agent_info",
     "tool_ended",
     "question_asked",
     "question_resolved",

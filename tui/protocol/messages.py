@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tui.protocol.events import By, Option, Presence, QueueItem
+from tui.protocol.events import AgentCommand, By, Option, Presence, QueueItem
 
 __all__ = [
     "FEATURES",
@@ -47,6 +47,10 @@ class Info(_Wire):
     epoch: int
     agent: str
     model: str | None = None
+    reply_format: Literal["verbatim", "markdown"] = "verbatim"
+    """How clients show replies: as printed (a program's output) or as Markdown (a model's prose)."""
+    commands: list[AgentCommand] = []
+    """The agent's own slash commands, for completion in the prompt."""
     features: list[str] = list(FEATURES)
 
 
