@@ -15,9 +15,9 @@ def test_known_event_decodes_to_its_type() -> None:
 
 
 def test_unknown_event_type_is_kept_not_an_error() -> None:
-    event = decode_event('{"seq": 9, "type": "thinking", "words": 12}')
+    event = decode_event('{"seq": 9, "type": "dreaming", "words": 12}')
     assert isinstance(event, UnknownEvent)
-    assert event.type == "thinking"
+    assert event.type == "dreaming"
     assert event.model_extra == {"words": 12}
 
 
