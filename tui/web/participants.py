@@ -21,7 +21,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tui.errors import InvalidRequest, NotFound, Refused, TuiError
+from tui.errors import InvalidRequest, NotFound, TokenExpired, TokenRevoked, TooManyTurns, TuiError
+from tui.protocol.web import ParticipantView
 from tui.store._atomic import write_atomic
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token
@@ -94,12 +95,11 @@ class Participant(BaseModel):
             return None
         return max(0, self.turns - self.turns_used)
 
-    def view(self) -> dict[str, object]:
+    def view(self) -> ParticipantView:
         """What lists show: everything but the digest."""
-        out = self.model_dump(mode="json", exclude={"digest"})
-        out["state"] = self.state()
-        out["turns_left"] = self.turns_left
-        return out
+        return ParticipantView(
+            **self.model_dump(exclude={"digest"}), state=self.state(), turns_left=self.turns_left
+        )
 
 
 class _File(BaseModel):
@@ -237,10 +237,9 @@ class ParticipantStore:
             _check_state(p)
             left = p.turns_left
             if left is not None and left <= 0:
-                raise Refused(
+                raise TooManyTurns(
                     f"{p.name} has used all {p.turns} turns of this share; "
-                    "ask the session's owner for a new share with more `--turns`",
-                    code="too_many_turns",
+                    "ask the session's owner for a new share with more `--turns`"
                 )
             people[i] = p.model_copy(update={"turns_used": p.turns_used + 1, "last_seen": _now()})
             return people[i]
@@ -328,12 +327,10 @@ def _index(people: list[Participant], participant_id: str) -> tuple[int, Partici
 def _check_state(p: Participant) -> None:
     state = p.state()
     if state == "revoked":
-        raise Refused(
-            f"this token for session {p.session_id[:8]} was revoked; ask its owner for a new share",
-            code="token_revoked",
+        raise TokenRevoked(
+            f"this token for session {p.session_id[:8]} was revoked; ask its owner for a new share"
         )
     if state == "expired":
-        raise Refused(
-            f"this token for session {p.session_id[:8]} expired; ask its owner for a new share",
-            code="token_expired",
+        raise TokenExpired(
+            f"this token for session {p.session_id[:8]} expired; ask its owner for a new share"
         )
