@@ -12,7 +12,7 @@ import httpx
 from pydantic import BaseModel
 
 from tui.errors import Refused, TuiError, Unreachable, UsageError, error_from_wire
-from tui.link.remote import NEEDED
+from tui.link.remote import NEEDED, checked_info
 from tui.protocol.routes import WEB, RouteSpec
 from tui.protocol.web import Participants, ParticipantView, Resolved, Revoked, Shared, ShareRequest
 from tui.store import StatePaths, resolve_id
@@ -88,15 +88,7 @@ def check_remote(url: str, token_file: str, *, name: str) -> dict[str, Any]:
         if isinstance(error, Refused) or reply.status_code in (401, 403, 421, 429):
             raise error
         raise TuiError(f"{url} is not a tui web (GET /api/info answered HTTP {reply.status_code})")
-    if not isinstance(body, dict) or body.get("app") != "tui-web":
-        raise TuiError(f"{url} is not a tui web (GET /api/info answered something else)")
-    missing = [f for f in NEEDED if f not in body.get("features", [])]
-    if missing:
-        raise TuiError(
-            f"remote {name} runs tui web {body.get('version', '?')}, too old: update it there "
-            f"(it lacks {', '.join(missing)})"
-        )
-    return body
+    return checked_info(body, name, url)
 
 
 # --- tui share -----------------------------------------------------------------------------------

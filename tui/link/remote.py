@@ -35,7 +35,7 @@ from tui.protocol.principal import Principal
 from tui.protocol.routes import WEB, RouteSpec
 from tui.protocol.web import WakeRequest, WebInfo, WorkerView
 
-__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "transport"]
+__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "checked_info", "transport"]
 
 NEEDED = ("session_commands", "remote_attach")
 """What a remote's ``tui web`` must offer for ``tui --remote`` (`GET /api/info`'s features)."""
@@ -55,6 +55,23 @@ def _tls() -> ssl.SSLContext:
 def transport() -> httpx.AsyncHTTPTransport:
     """A transport to a remote, sharing this process's one TLS context."""
     return httpx.AsyncHTTPTransport(verify=_tls())
+
+
+def checked_info(body: Any, name: str, url: str) -> dict[str, Any]:
+    """A web bridge's ``GET /api/info`` answer, once it is a ``tui web`` with the features needed.
+
+    Raises:
+        TuiError: not a ``tui web``, or one too old.
+    """
+    if not isinstance(body, dict) or body.get("app") != "tui-web":
+        raise TuiError(f"{url} is not a tui web (GET /api/info answered something else)")
+    missing = [f for f in NEEDED if f not in body.get("features", [])]
+    if missing:
+        raise TuiError(
+            f"remote {name} runs tui web {body.get('version', '?')}, too old: update it there "
+            f"(it lacks {', '.join(missing)})"
+        )
+    return body
 
 
 _COMMANDS = re.compile(r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|delete|share)\b)")
@@ -118,17 +135,8 @@ class WebClient:
         """
         if self.info is not None:
             return self.info
-        body = await self.request("GET", "/api/info", checked=False)
-        if not isinstance(body, dict) or body.get("app") != "tui-web":
-            raise TuiError(f"remote {self.name} ({self.url}) is not a tui web")
-        missing = [f for f in NEEDED if f not in body.get("features", [])]
-        if missing:
-            raise TuiError(
-                f"remote {self.name} runs tui web {body.get('version', '?')}, too old: update it there "
-                f"(it lacks {', '.join(missing)})"
-            )
-        self.info = body
-        return body
+        self.info = checked_info(await self.request("GET", "/api/info", checked=False), self.name, self.url)
+        return self.info
 
     async def request(
         self,

@@ -24,6 +24,7 @@ __all__ = [
     "Restarted",
     "Revoked",
     "SessionSummary",
+    "Share",
     "ShareRequest",
     "Shared",
     "StopRequest",
@@ -151,19 +152,28 @@ class Restarted(_Answer):
     worker: WorkerView
 
 
-class ParticipantView(_Answer):
-    """A share as lists show it: everything but the token's digest."""
+class Share(BaseModel):
+    """One share of one session, as it is kept and shown (the token's digest is kept apart)."""
 
     id: str
+    """A short random id of this share."""
     session_id: str
     name: str
+    """Who it is for: shown in the transcript next to their turns and answers."""
     kind: Literal["viewer", "collaborator"]
     created_at: datetime
     expires_at: datetime | None = None
     turns: int | None = None
+    """A collaborator's turn limit (None: no limit)."""
     turns_used: int = 0
     revoked_at: datetime | None = None
     last_seen: datetime | None = None
+
+
+class ParticipantView(Share):
+    """A share as lists show it, with its state now."""
+
+    model_config = ConfigDict(defer_build=True)
     state: Literal["active", "expired", "revoked"]
     turns_left: int | None = None
 

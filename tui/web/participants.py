@@ -22,7 +22,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tui.errors import InvalidRequest, NotFound, TokenExpired, TokenRevoked, TooManyTurns, TuiError
-from tui.protocol.web import ParticipantView
+from tui.protocol.web import ParticipantView, Share
 from tui.store._atomic import write_atomic
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token
@@ -59,24 +59,11 @@ def parse_ttl(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-class Participant(BaseModel):
-    """One share of one session."""
+class Participant(Share):
+    """One share of one session, with the digest of its token."""
 
-    id: str
-    """A short random id of this share."""
-    session_id: str
-    name: str
-    """Who it is for: shown in the transcript next to their turns and answers."""
-    kind: Kind
     digest: str
     """SHA-256 (hex) of the token; the token itself is never stored."""
-    created_at: datetime
-    expires_at: datetime | None = None
-    turns: int | None = None
-    """A collaborator's turn limit (None: no limit)."""
-    turns_used: int = 0
-    revoked_at: datetime | None = None
-    last_seen: datetime | None = None
 
     def state(self, at: datetime | None = None) -> Literal["active", "expired", "revoked"]:
         """Whether the token is still good at `at` (now by default)."""
