@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.local import LocalLink, wait_for_release
+from tui.protocol.ids import short_id
 from tui.store import (
     SessionRecord,
     StatePaths,
@@ -105,7 +106,9 @@ class LocalAccess(SessionAccess):
         if car is not None:
             from tui.link.client import BridgeClient  # httpx only when a worker is asked
 
-            client = BridgeClient(socket_path=car.socket, label=f"the worker of session {session_id[:8]}")
+            client = BridgeClient(
+                socket_path=car.socket, label=f"the worker of session {short_id(session_id)}"
+            )
             try:
                 await client.leave()
             except WorkerUnavailable:
@@ -121,8 +124,8 @@ class LocalAccess(SessionAccess):
             if await wait_for_release(paths.lock, 5.0):
                 return True
         raise WorkerUnavailable(
-            f"the worker of session {session_id[:8]} did not stop; "
-            f"`{self.command('stop', session_id[:8])}` tries again"
+            f"the worker of session {short_id(session_id)} did not stop; "
+            f"`{self.command('stop', short_id(session_id))}` tries again"
         )
 
     async def archive(self, session_id: str) -> None:
@@ -133,8 +136,8 @@ class LocalAccess(SessionAccess):
         if is_live(self.state.session(session_id).lock):
             if not force:
                 raise WorkerRunning(
-                    f"session {session_id[:8]} has a live worker; "
-                    f"`{self.command('delete', session_id[:8], '--force')}` stops it first"
+                    f"session {short_id(session_id)} has a live worker; "
+                    f"`{self.command('delete', short_id(session_id), '--force')}` stops it first"
                 )
             await self.stop(session_id)
         await asyncio.to_thread(delete_session, self.state, session_id)

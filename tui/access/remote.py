@@ -15,6 +15,7 @@ import time
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
+from tui.protocol.ids import short_id
 from tui.protocol.routes import WEB
 from tui.protocol.web import (
     Created,
@@ -103,8 +104,8 @@ class RemoteAccess(SessionAccess):
             else:
                 if time.monotonic() >= deadline:
                     raise WorkerUnavailable(
-                        f"the worker of session {session_id[:8]} on {self.remote.name} is still starting; "
-                        f"`{self.command('attach', session_id[:8])}` follows it once it is up"
+                        f"the worker of session {short_id(session_id)} on {self.remote.name} is still "
+                        f"starting; `{self.command('attach', short_id(session_id))}` follows it once it is up"
                     )
             await asyncio.sleep(0.2)
 

@@ -12,6 +12,7 @@ import os
 import sys
 
 from tui.link.base import AttachLink
+from tui.protocol.ids import short_id
 
 
 def run_new(args: argparse.Namespace) -> int:
@@ -58,7 +59,7 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
     )
     app.run()
     code = app.return_code or 0
-    short = link.session_id[:8]
+    short = short_id(link.session_id)
     if code == 0 and app.session.stopped is None:
         hint = f"`{link.command('attach', short)}` comes back"
         print(f"tui: detached from {short}; it keeps running. {hint}.", file=sys.stderr)

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from tui.errors import Refused, TuiError, Unreachable, UsageError, error_from_wire
 from tui.link.remote import NEEDED, checked_info
+from tui.protocol.ids import short_id
 from tui.protocol.routes import WEB, RouteSpec
 from tui.protocol.web import Participants, ParticipantView, Resolved, Revoked, Shared, ShareRequest
 from tui.store import StatePaths, resolve_id
@@ -46,7 +47,7 @@ def run_remote(args: argparse.Namespace) -> int:
         kind = who.get("kind", "owner")
         line = f"remote {args.name}: {url}, tui-web {info.get('version', '?')}, as {kind}"
         if kind != "owner" and who.get("session_id"):
-            sid = str(who["session_id"])[:8]
+            sid = short_id(str(who["session_id"]))
             line += f" of session {sid}; `tui --remote {args.name} attach {sid}`"
         else:
             line += f"; `tui --remote {args.name} sessions` lists its sessions"
@@ -117,7 +118,8 @@ def run_share(args: argparse.Namespace) -> int:
         people = shares.people(sid)
         if not people:
             print(
-                f"session {sid[:8]} is not shared; `{say} share {sid[:8]} --name N --kind viewer` shares it"
+                f"session {short_id(sid)} is not shared; "
+                f"`{say} share {short_id(sid)} --name N --kind viewer` shares it"
             )
         for p in people:
             turns = f"{p.turns_used}/{p.turns}" if p.turns is not None else str(p.turns_used)
@@ -129,9 +131,9 @@ def run_share(args: argparse.Namespace) -> int:
     if action == "revoke":
         done = shares.revoke(sid, args.participant)
         if not done:
-            print(f"nothing to revoke on session {sid[:8]}")
+            print(f"nothing to revoke on session {short_id(sid)}")
         for p in done:
-            print(f"revoked {p.name} ({p.kind}) on session {sid[:8]}")
+            print(f"revoked {p.name} ({p.kind}) on session {short_id(sid)}")
         return 0
     if not args.name or not args.kind:
         raise UsageError(f"`{say} share {words[0]}` needs --name N and --kind viewer|collaborator")
@@ -143,7 +145,7 @@ def run_share(args: argparse.Namespace) -> int:
     limits = [person.kind, f"expires {_when(person.expires_at)}"]
     if person.turns is not None:
         limits.append(f"{person.turns} turns")
-    print(f"shared session {sid[:8]} with {person.name} ({', '.join(limits)})")
+    print(f"shared session {short_id(sid)} with {person.name} ({', '.join(limits)})")
     if args.token_file:
         write_token_file(Path(args.token_file), token)
         print(f"token written to {args.token_file} (mode 0600); give it to {person.name} privately")
@@ -154,7 +156,7 @@ def run_share(args: argparse.Namespace) -> int:
         print("tui web is not running here: start it (`tui web --host ADDR`) and put its address in:")
     print(f"for {person.name}, with the token saved in a file F:")
     print(f"  tui remote add NAME {url} --token-file F")
-    print(f"  tui --remote NAME attach {sid[:8]}")
+    print(f"  tui --remote NAME attach {short_id(sid)}")
     return 0
 
 

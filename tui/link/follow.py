@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from tui.errors import InvalidRequest, NotFound, Refused, TuiError, Unreachable, WorkerUnavailable
 from tui.link.base import AttachLink, Backoff, Gone, LinkState, Live, Located, Reconnecting
 from tui.protocol import Event, WorkerLeaving, WorkerStarted
+from tui.protocol.ids import short_id
 
 __all__ = ["Follower", "backoff_delay"]
 
@@ -158,7 +159,7 @@ class Follower:
             if no_worker_since is None:
                 no_worker_since = now
             elif now - no_worker_since > self.link.no_worker_timeout:
-                again = self.link.command("attach", getattr(self.link, "session_id", "")[:8])
+                again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
                 waited = self.link.no_worker_timeout
                 self.state = Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again", 4)
                 yield self.state

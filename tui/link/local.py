@@ -21,6 +21,7 @@ from tui.link.bridged import BridgedLink, RestartBudget
 from tui.protocol import (
     WorkerLeaving,
 )
+from tui.protocol.ids import short_id
 from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class LocalLink(BridgedLink):
 
     @property
     def short(self) -> str:
-        return self.session_id[:8]
+        return short_id(self.session_id)
 
     @property
     def retry_hint(self) -> float | None:  # type: ignore[override]

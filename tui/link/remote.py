@@ -31,6 +31,7 @@ from tui.errors import (
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
 from tui.link.client import BridgeClient
+from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.routes import WEB, RouteSpec
 from tui.protocol.web import WakeRequest, WebInfo, WorkerView
@@ -228,7 +229,7 @@ class RemoteLink(BridgedLink):
         self.bridge = BridgeClient(
             base_url=f"{web.url}/api/sessions/{session_id}",
             token=web.token,
-            label=f"session {session_id[:8]} on {web.name}",
+            label=f"session {short_id(session_id)} on {web.name}",
             stream_idle=45.0,
             transport=transport(),
         )
@@ -237,7 +238,7 @@ class RemoteLink(BridgedLink):
 
     @property
     def short(self) -> str:
-        return self.session_id[:8]
+        return short_id(self.session_id)
 
     @property
     def retry_hint(self) -> float | None:  # type: ignore[override]

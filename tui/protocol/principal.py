@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tui.errors import NotPermitted
+from tui.protocol.ids import short_id
 
 __all__ = ["Permission", "Principal"]
 
@@ -52,7 +53,7 @@ class Principal(BaseModel):
         if permission == "owner":
             return NotPermitted(f"a {self.kind}'s token may not do this; only the owner of this machine may")
         if session_id is not None and session_id != self.session_id:
-            shown = (self.session_id or "")[:8]
+            shown = short_id(self.session_id or "")
             return NotPermitted(f"this token is for session {shown} only; `tui attach {shown}`")
         if permission == "write" and self.kind != "collaborator":
             return NotPermitted(

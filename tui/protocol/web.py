@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from tui.protocol.ids import short_id
 from tui.protocol.messages import TurnAccepted
 from tui.protocol.principal import Principal
 
@@ -90,7 +91,7 @@ class SessionSummary(_Answer):
     @property
     def short_id(self) -> str:
         """The id as people see it: its first 8 characters."""
-        return self.id[:8]
+        return short_id(self.id)
 
 
 class WebInfo(_Answer):

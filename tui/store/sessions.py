@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning
+from tui.protocol.ids import short_id
 from tui.store._atomic import write_atomic
 from tui.store.lock import is_live
 from tui.store.paths import StatePaths, is_session_id
@@ -46,7 +47,7 @@ class SessionRecord(BaseModel):
     @property
     def short_id(self) -> str:
         """The id as people see it."""
-        return self.id[:8]
+        return short_id(self.id)
 
 
 def new_session_id() -> str:
@@ -149,7 +150,7 @@ def resolve_id(state: StatePaths, prefix: str) -> str:
     if not matches:
         raise NotFound(f"no session matches {prefix!r}; `tui sessions --all` lists them")
     if len(matches) > 1:
-        shown = ", ".join(m[:8] for m in matches[:10])
+        shown = ", ".join(short_id(m) for m in matches[:10])
         raise AmbiguousId(
             f"{prefix!r} matches {len(matches)} sessions ({shown}); type more of the id",
             matches=matches,
@@ -176,8 +177,8 @@ def delete_session(state: StatePaths, session_id: str) -> None:
         raise NotFound(f"no session {session_id!r}; `tui sessions --all` lists them")
     if is_live(paths.lock):
         raise WorkerRunning(
-            f"session {session_id[:8]} has a live worker; "
-            f"`tui delete {session_id[:8]} --force` stops it first"
+            f"session {short_id(session_id)} has a live worker; "
+            f"`tui delete {short_id(session_id)} --force` stops it first"
         )
     sock = paths.socket
     if sock.parent != paths.root:

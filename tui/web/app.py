@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from tui import __version__
 from tui.errors import CapReached, Forbidden, InvalidRequest, Misdirected, NotFound, ServerStopping, TuiError
 from tui.protocol import TurnAccepted, TurnRequest
+from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB, RouteSpec, forwarded
 from tui.protocol.web import (
@@ -248,7 +249,7 @@ def create_app(bridge: WebBridge) -> Starlette:
         if not given or not mine.startswith(given.lower()):
             principal.check("read", "")  # raises not_permitted: another session
         if not s.exists(mine):
-            raise NotFound(f"session {mine[:8]} no longer exists on this machine")
+            raise NotFound(f"session {short_id(mine)} no longer exists on this machine")
         return mine
 
     # --- the machine ---------------------------------------------------------------------------
@@ -287,16 +288,14 @@ def create_app(bridge: WebBridge) -> Starlette:
         if not given:
             raise InvalidRequest("id: a session id or prefix is needed (?id=PREFIX)", field="id")
         full = _session_of(principal, given)
-        return Resolved(id=full, short_id=full[:8])
+        return Resolved(id=full, short_id=short_id(full))
 
     async def create(request: Request, principal: Principal, sid: str) -> Created:
         """A new session, its worker started; its first turn when ``prompt`` is given."""
         body = await parse_body(request, CreateRequest)
         folder = body.working_directory or bridge.started_in
-        new_id = await s.create(
-            working_directory=folder, agent=body.agent, model=body.model, wait=body.wait
-        )
-        created = Created(id=new_id, short_id=new_id[:8])
+        new_id = await s.create(working_directory=folder, agent=body.agent, model=body.model, wait=body.wait)
+        created = Created(id=new_id, short_id=short_id(new_id))
         if body.prompt and not body.idle:
             turn = TurnRequest(prompt=body.prompt, client_id=body.client_id, request_id=body.request_id)
             answer = await bridge.forwarder.send(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 
 from tui.errors import TokenExpired, TokenRevoked, Unauthorized
+from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.tokens import matches
@@ -66,12 +67,12 @@ def principal_of(person: Participant) -> Principal:
     state = person.state()
     if state == "revoked":
         raise TokenRevoked(
-            f"the share of session {person.session_id[:8]} for {person.name} was revoked; "
+            f"the share of session {short_id(person.session_id)} for {person.name} was revoked; "
             "ask its owner for a new one"
         )
     if state == "expired":
         raise TokenExpired(
-            f"the share of session {person.session_id[:8]} for {person.name} expired; "
+            f"the share of session {short_id(person.session_id)} for {person.name} expired; "
             "ask its owner for a new one"
         )
     return Principal(

@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tui.errors import InvalidRequest, NotFound, TokenExpired, TokenRevoked, TooManyTurns, TuiError
+from tui.protocol.ids import short_id
 from tui.protocol.web import ParticipantView, Share
 from tui.store._atomic import write_atomic
 from tui.web.paths import WebPaths
@@ -171,8 +172,8 @@ class ParticipantStore:
             for p in people:
                 if p.session_id == session_id and p.name == name and p.state() == "active":
                     raise InvalidRequest(
-                        f"{name} already has a share of session {session_id[:8]}; "
-                        f"`tui share revoke {session_id[:8]} --participant {name}` first",
+                        f"{name} already has a share of session {short_id(session_id)}; "
+                        f"`tui share revoke {short_id(session_id)} --participant {name}` first",
                         field="name",
                     )
             people.append(person)
@@ -197,8 +198,8 @@ class ParticipantStore:
             ]
             if name is not None and not chosen:
                 raise NotFound(
-                    f"session {session_id[:8]} has no participant {name!r}; "
-                    f"`tui share list {session_id[:8]}` lists them"
+                    f"session {short_id(session_id)} has no participant {name!r}; "
+                    f"`tui share list {short_id(session_id)}` lists them"
                 )
             done = []
             for i, p in enumerate(people):
@@ -315,9 +316,9 @@ def _check_state(p: Participant) -> None:
     state = p.state()
     if state == "revoked":
         raise TokenRevoked(
-            f"this token for session {p.session_id[:8]} was revoked; ask its owner for a new share"
+            f"this token for session {short_id(p.session_id)} was revoked; ask its owner for a new share"
         )
     if state == "expired":
         raise TokenExpired(
-            f"this token for session {p.session_id[:8]} expired; ask its owner for a new share"
+            f"this token for session {short_id(p.session_id)} expired; ask its owner for a new share"
         )

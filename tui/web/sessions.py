@@ -11,6 +11,7 @@ import os
 
 from tui.access.local import LocalAccess
 from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, WorkerUnavailable
+from tui.protocol.ids import short_id
 from tui.protocol.web import SessionSummary, WorkerView
 from tui.store import Journal, StatePaths, get_session, is_live, read_sidecar, resolve_id
 
@@ -83,8 +84,8 @@ class LocalSessions:
         car = read_sidecar(paths.sidecar)
         if car is None or not is_live(paths.lock):
             raise WorkerUnavailable(
-                f"session {session_id[:8]} has no live worker; wake it (POST …/wake) "
-                f"or `tui attach {session_id[:8]}`"
+                f"session {short_id(session_id)} has no live worker; wake it (POST …/wake) "
+                f"or `tui attach {short_id(session_id)}`"
             )
         return car.socket
 
@@ -107,7 +108,9 @@ class LocalSessions:
         except TuiError:
             raise
         except Exception as exc:
-            raise WorkerUnavailable(f"the worker of session {session_id[:8]} did not start: {exc}") from exc
+            raise WorkerUnavailable(
+                f"the worker of session {short_id(session_id)} did not start: {exc}"
+            ) from exc
         return self.worker(session_id)
 
     async def stop(self, session_id: str) -> bool:

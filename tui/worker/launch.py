@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tui.errors import WorkerStarting, WorkerUnavailable
+from tui.protocol.ids import short_id
 from tui.store import StatePaths, WorkerSidecar, read_sidecar
 from tui.store import is_live as _lock_is_live
 
@@ -101,12 +102,12 @@ def start_worker(
         car = read_sidecar(paths.sidecar)
         if car is not None and car.leaving:
             if on_wait is not None:
-                on_wait(f"waiting for the previous worker of session {session_id[:8]} to stop…")
+                on_wait(f"waiting for the previous worker of session {short_id(session_id)} to stop…")
             while _lock_is_live(paths.lock):
                 if time.monotonic() > deadline:
                     raise WorkerUnavailable(
-                        f"the previous worker of session {session_id[:8]} (pid {car.pid}) did not stop "
-                        f"within {timeout:g} s; try `tui attach {session_id[:8]}` again"
+                        f"the previous worker of session {short_id(session_id)} (pid {car.pid}) did not stop "
+                        f"within {timeout:g} s; try `tui attach {short_id(session_id)}` again"
                     )
                 time.sleep(pause())
         else:
@@ -148,21 +149,22 @@ def _wait_for_bridge(
                 proc = None
                 continue
             raise WorkerUnavailable(
-                f"the worker of session {session_id[:8]} exited at start (code {proc.returncode}); "
+                f"the worker of session {short_id(session_id)} exited at start (code {proc.returncode}); "
                 f"{log} says why"
             )
         if proc is None and not _lock_is_live(lock):
             raise WorkerUnavailable(
-                f"no worker is running for session {session_id[:8]}; `tui attach {session_id[:8]}` starts one"
+                f"no worker is running for session {short_id(session_id)}; "
+                f"`tui attach {short_id(session_id)}` starts one"
             )
         if time.monotonic() > deadline:
             if proc is not None and proc.poll() is None:
                 raise WorkerStarting(
-                    f"the worker of session {session_id[:8]} is still starting; "
-                    f"`tui attach {session_id[:8]}` follows it once it is up (or see {log})"
+                    f"the worker of session {short_id(session_id)} is still starting; "
+                    f"`tui attach {short_id(session_id)}` follows it once it is up (or see {log})"
                 )
             raise WorkerUnavailable(
-                f"the worker of session {session_id[:8]} did not answer in time; see {log}"
+                f"the worker of session {short_id(session_id)} did not answer in time; see {log}"
             )
         time.sleep(pause())
 
