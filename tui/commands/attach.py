@@ -18,8 +18,9 @@ def run_new(args: argparse.Namespace) -> int:
     """``tui [PROMPT]``: a new session in the current folder (or ``--dir``), attached."""
     if not sys.stdin.isatty():
         from tui import piped
+        from tui.commands.sessions import open_access
 
-        return piped.run_new(args)
+        return piped.run(open_access(args), args, first_prompt=getattr(args, "prompt", None))
     return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))
 
 
@@ -27,8 +28,9 @@ def run_attach(args: argparse.Namespace) -> int:
     """``tui attach ID``: attach to a session, starting its worker when none runs."""
     if not sys.stdin.isatty():
         from tui import piped
+        from tui.commands.sessions import open_access
 
-        return piped.run_attach(args)
+        return piped.run(open_access(args), args, session_id=args.id)
     return _attach(args, prefix=args.id, first_prompt=None)
 
 
