@@ -24,3 +24,9 @@ def _no_user_state(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
     """No test reads or writes the user's real state dir."""
     if "TUI_STATE_DIR" not in os.environ:
         monkeypatch.setenv("TUI_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+
+
+@pytest.fixture(autouse=True)
+def _no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads the user's real ``config.toml``: each has an empty config dir of its own."""
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))

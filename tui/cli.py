@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"tui {__version__}")
     _global_options(top)
     top.add_argument("--dir", metavar="D", help="the new session's folder (default: the current one)")
+    top.add_argument(
+        "--agent", metavar="NAME", help="what the new session runs (default: config.toml's, else python)"
+    )
     top.add_argument("prompt", nargs="?", help="the new session's first turn")
     _piped_options(top)
     top.set_defaults(run=_command("attach", "run_new"))
@@ -102,6 +105,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     )
     p.add_argument("--new", action="store_true", help="to a new session (its id printed on stderr)")
     p.add_argument("--dir", metavar="D", help="with --new: the new session's folder")
+    p.add_argument("--agent", metavar="NAME", help="with --new: what the new session runs")
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")

@@ -1,13 +1,25 @@
-"""Where tui keeps its files, and the user's settings."""
+"""Where tui keeps its files, and the user's settings (``config.toml`` in the config dir).
+
+The settings (agents.md, "Configuration") are read by `load_config`: a missing file is an empty
+configuration, a broken one a `TuiError` naming the file and the line, never a traceback.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["state_dir"]
+from tui.errors import TuiError
+
+__all__ = ["AgentProfile", "Config", "ModelProfile", "config_dir", "config_path", "load_config", "state_dir"]
+
+CONFIG_FILE = "config.toml"
 
 
 def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -19,3 +31,115 @@ def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
     path = Path(chosen).expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def config_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """The config dir: `override`, else ``$TUI_CONFIG_DIR``, else the platform's user config dir.
+
+    Nothing is made: a missing folder is an empty configuration.
+    """
+    chosen = override or os.environ.get("TUI_CONFIG_DIR") or platformdirs.user_config_dir("tui")
+    return Path(chosen).expanduser().resolve()
+
+
+def config_path(override: str | os.PathLike[str] | None = None) -> Path:
+    """``config.toml`` in the config dir (see `config_dir`)."""
+    return config_dir(override) / CONFIG_FILE
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelProfile(_Settings):
+    """A ``[models.NAME]`` table: one language model and how to reach it."""
+
+    provider: str
+    """``openai`` (any OpenAI-compatible server), ``anthropic``, ``google`` …"""
+    model: str
+    """The provider's name of the model."""
+    base_url: str | None = None
+    """The server's URL (a local OpenAI-compatible server); the provider's own when unset."""
+    api_key_env: str | None = None
+    """The environment variable holding the key; never the key itself."""
+    context_window: int | None = Field(default=None, gt=0)
+    """Tokens the model takes in; known models have a default."""
+    api: Literal["chat", "responses"] | None = None
+    """OpenAI only: ``responses`` opts into the Responses API (Chat Completions otherwise)."""
+
+
+class AgentProfile(_Settings):
+    """An ``[agents.NAME]`` table: an external agent spoken to over ACP."""
+
+    command: list[str] = Field(min_length=1)
+    """The command that starts it, as a list of words."""
+    env: dict[str, str] = {}
+    """Extra environment variables for it."""
+
+
+class Config(_Settings):
+    """The user's settings; every field has a default, so an empty file is a whole configuration."""
+
+    default_agent: str = "python"
+    """What ``tui`` with no flags starts: ``python``, ``model`` or an ``[agents]`` name."""
+    default_model: str | None = None
+    """The model profile a model session uses when none is named."""
+    models: dict[str, ModelProfile] = {}
+    agents: dict[str, AgentProfile] = {}
+    path: Path | None = Field(default=None, exclude=True)
+    """The file it was read from (None when no file was there)."""
+
+
+def load_config(directory: str | os.PathLike[str] | None = None) -> Config:
+    """Read ``config.toml`` from the config dir (`directory`, else `config_dir`).
+
+    Raises:
+        TuiError: the file cannot be read, is not TOML, or holds a setting that is not one
+            (the message names the file, the line and what to fix).
+    """
+    path = config_path(directory)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Config()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TuiError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TuiError(f"{path} is not valid TOML: {exc}; fix that line or move the file away") from exc
+    data.pop("path", None)
+    try:
+        return Config.model_validate({**data, "path": path})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        keys = [str(k) for k in first["loc"]]
+        line = _line_of(text, keys)
+        where = f"{path}, line {line}" if line else str(path)
+        raise TuiError(
+            f"{where}: {'.'.join(keys) or 'the file'}: {first['msg'].lower()}; fix it or move the file away"
+        ) from exc
+
+
+def _line_of(text: str, keys: list[str]) -> int | None:
+    """The line (1-based) where the setting at `keys` is written, best effort."""
+    if not keys:
+        return None
+    key = keys[0]
+    lines = text.splitlines()
+    start = 0
+    if len(keys) >= 2 and keys[0] in ("models", "agents"):
+        header = re.compile(rf"^\s*\[\s*{re.escape(keys[0])}\s*\.\s*\"?{re.escape(keys[1])}\"?\s*\]")
+        start = next((i for i, ln in enumerate(lines) if header.match(ln)), -1)
+        if start < 0:
+            return None
+        if len(keys) == 2:
+            return start + 1
+        key = keys[2]
+    pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
+    for i in range(start, len(lines)):
+        if start and i > start and lines[i].lstrip().startswith("["):
+            break
+        if pattern.match(lines[i]):
+            return i + 1
+    return None

@@ -6,9 +6,9 @@ once the previous turn ended, or a slash command (``/model NAME``, ``/queue [PRO
 ``--output jsonl``, every event as a JSON line); stderr one line per turn outcome and every
 error. It follows the session with the same `SessionWatch` as ``tui send --wait``.
 
-Exit codes: 0 every turn completed; 1 a turn failed or was interrupted, a timeout, any other
-error; 3 a question nobody answered; 4 the worker went away; 5 a reply with nothing in it (a
-model that said nothing).
+Exit codes (`tui.link.outcomes`): 0 every turn completed; 1 a turn failed or was interrupted, a
+timeout, any other error; 3 a question nobody answered; 4 the worker went away; 5 a reply with
+nothing in it (a model that said nothing). Slash commands are the core's table (`tui.link.slash`).
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from tui.access.base import SessionAccess
 from tui.errors import TuiError, UsageError
+from tui.link import slash as commands
 from tui.link.base import AttachLink, LinkState, Reconnecting
 from tui.link.local import local_client_id
+from tui.link.outcomes import FAILED, turn_ending
 from tui.link.watch import AnswerSpec, QuestionPolicy, SessionWatch, TurnResult, Unanswered, WorkerGoneError
 from tui.protocol import Event, TextChunk
 
-__all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "read_inputs", "run", "run_attach", "run_new"]
-
-_SLASH = ("/model", "/queue", "/stats", "/detach", "/exit")
+__all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "read_inputs", "run"]
 
 
 def load_answers(path: str) -> list[AnswerSpec] | dict[str, AnswerSpec]:
@@ -176,7 +176,7 @@ class _Run:
     out: IO[bytes]
     err: IO[str]
     policy: QuestionPolicy
-    agent: str = "python"
+    reply_format: Literal["verbatim", "markdown"] = "verbatim"
     turns: int = 0
     exit_code: int = 0
     running: str | None = None
@@ -208,20 +208,10 @@ class _Run:
     # --- turns -------------------------------------------------------------------------------
     def _outcome(self, n: int, result: TurnResult) -> int:
         self._finish_output(result)
-        short = self.link.session_id[:8]
-        if result.outcome == "completed":
-            if not result.reply and self.agent != "python":
-                self.say(f"turn {n} completed with no reply at all")
-                return 5
-            self.say(f"turn {n} completed")
-            return 0
-        if result.outcome == "interrupted":
-            self.say(f"turn {n} was interrupted; `{self.link.command('attach', short)}` to look")
-            return 1
-        lines = (result.error or "failed").strip().splitlines()
-        why = lines[-1] if lines else "failed"
-        self.say(f"turn {n} failed: {why}; `{self.link.command('attach', short)}` to look")
-        return 1
+        attach = self.link.command("attach", self.link.session_id[:8])
+        ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {n}")
+        self.say(ending.line)
+        return ending.code
 
     def _record(self, code: int) -> bool:
         """Keep the first failure's code; whether the script goes on."""
@@ -258,8 +248,10 @@ class _Run:
     async def slash(self, line: str) -> bool | None:
         """Run a slash command; None ends the script (``/detach``, ``/exit``)."""
         assert self.watch is not None
-        word, _, rest = line.partition(" ")
-        rest = rest.strip()
+        word, rest = commands.parse(line)
+        if commands.find(word, "piped") is None:
+            names = ", ".join(c.name for c in commands.commands_for("piped"))
+            raise UsageError(f"unknown command {word}; piped input takes {names}")
         if word == "/model":
             if not rest:
                 raise UsageError("/model needs a name: `/model NAME`")
@@ -274,11 +266,7 @@ class _Run:
             rid = await self.watch.send(rest, delivery="queue")
             self.queued.append((self.turns, rid))
         elif word == "/stats":
-            s = await self.link.stats()
-            self.say(
-                f"stats: {s.turns} turns, {s.events} events, tokens {s.tokens_in} in / {s.tokens_out} out, "
-                f"up {s.uptime:.0f} s, attached: {', '.join(s.attached) or 'none'}"
-            )
+            self.say(commands.format_stats(await self.link.stats()))
         elif word == "/detach":
             return None
         elif word == "/exit":
@@ -286,13 +274,10 @@ class _Run:
             await self.link.stop_worker()
             self.say(f"stopped session {self.link.session_id[:8]}")
             return None
-        else:
-            raise UsageError(f"unknown command {word}; piped input takes {', '.join(_SLASH)}")
         return True
 
     async def script(self, inputs: _Inputs, first: str | None) -> int:
-        info = await self.link.info()
-        self.agent = info.agent
+        self.reply_format = (await self.link.info()).reply_format
         self.watch = await SessionWatch.open(self.link, on_event=self.on_event, on_state=self.on_state)
         watch = self.watch
         self.replies = ReplyWriter(lambda: watch.own_turns, self.out)
@@ -316,7 +301,7 @@ class _Run:
                     raise
                 except TuiError as exc:
                     self.say(str(exc))
-                    going = self._record(exc.exit_code if exc.exit_code != 2 else 1)
+                    going = self._record(exc.exit_code if exc.exit_code != 2 else FAILED)
                 if not going:
                     return self.exit_code
             await self._report_queued(wait=True)
@@ -368,8 +353,11 @@ async def _run_async(
                 assert isinstance(target, SessionAccess)
                 if session_id is None:
                     folder = _folder(getattr(args, "dir", None))
-                    session_id = await target.create(working_directory=folder)
+                    agent = getattr(args, "agent", None)
+                    session_id = await target.create(working_directory=folder, agent=agent)
                     print(f"tui: new session {session_id}", file=err, flush=True)
+                else:
+                    session_id = await target.resolve(session_id)
                 link = await target.link(session_id, client_id=local_client_id())
             state = _Run(link, args, out, err, policy)
             code = await state.script(_Inputs(stdin, loop), first_prompt)
@@ -390,7 +378,7 @@ async def _run_async(
         raise
     except Unanswered as exc:
         print(f"tui: {exc}", file=err, flush=True)
-        return 3
+        return exc.exit_code
     except WorkerGoneError as exc:
         print(f"tui: the session's worker went away: {exc}", file=err, flush=True)
         return exc.exit_code
@@ -419,7 +407,7 @@ def run(
             ``args.dir`` (default: the current folder) when `session_id` is None.
         args: the piped options (``output``, ``keep_going``, ``answers``, ``question_timeout``,
             ``default_answer``, ``timeout``).
-        session_id: the session to attach, with a `SessionAccess`.
+        session_id: the session to attach (an id or a unique prefix), with a `SessionAccess`.
         first_prompt: a prompt to run before stdin's (``tui PROMPT < script``).
         stdin, stdout, stderr: the streams (the process's by default).
     """
@@ -435,27 +423,5 @@ def run(
     return asyncio.run(body)
 
 
-def _access(args: argparse.Namespace) -> SessionAccess:
-    from tui.commands.sessions import open_access
-
-    return open_access(args)
-
-
-def run_attach(args: argparse.Namespace) -> int:
-    """``tui attach ID < script``."""
-    access = _access(args)
-    session_id = asyncio.run(_resolve(access, args.id))
-    return run(access, args, session_id=session_id)
-
-
-def run_new(args: argparse.Namespace) -> int:
-    """``tui [PROMPT] < script``: a new session in ``--dir`` or the current folder."""
-    return run(_access(args), args, first_prompt=getattr(args, "prompt", None))
-
-
 def _folder(folder: str | None) -> str:
     return os.path.abspath(folder or os.getcwd())
-
-
-async def _resolve(access: SessionAccess, prefix: str) -> str:
-    return await access.resolve(prefix)

@@ -138,3 +138,13 @@ def test_a_killed_worker_is_restarted_and_the_turn_reported_failed(state_dir: Pa
     assert worker_pid(state_dir, sid) != old
     after = tui("send", sid, "print('still here')", "--wait")
     assert after.stdout == "still here\n"
+
+
+def test_an_agent_this_machine_cannot_run_is_refused_in_one_line_and_leaves_nothing(state_dir: Path) -> None:
+    for args in (["send", "--new", "--agent", "nonsense", "print(1)"], ["--agent", "nonsense", "print(1)"]):
+        out = tui(*args)
+        assert out.returncode == 1, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no agent 'nonsense'" in lines[0] and "python" in lines[0], out.stderr
+        assert "Traceback" not in out.stderr
+    assert sessions() == []

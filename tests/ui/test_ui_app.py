@@ -143,7 +143,7 @@ class TestTurns:
             assert '    File "<program 6>", line 1, in <module>' in shown
 
     async def test_a_model_s_reply_is_markdown(self, until: Until) -> None:
-        link = MockLink(agent="llm")
+        link = MockLink(agent="llm", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)

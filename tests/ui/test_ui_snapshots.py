@@ -127,7 +127,7 @@ class TestSession:
 class TestStreaming:
     def test_streaming_reply(self, snap_compare: SnapCompare) -> None:
         """A turn in progress: its prompt, half a reply, the working status with a spinner."""
-        link = MockLink(history=history(), agent="llm")
+        link = MockLink(history=history(), agent="llm", reply_format="markdown")
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("explain()")
@@ -138,7 +138,7 @@ class TestStreaming:
 
     def test_long_markdown_reply_with_code(self, snap_compare: SnapCompare) -> None:
         """A model's ended turn whose reply has a heading, a code block, a list and a table."""
-        link = MockLink(agent="llm")
+        link = MockLink(agent="llm", reply_format="markdown")
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
             link.start_turn("how do I sort?")

@@ -25,3 +25,10 @@ def test_a_boolean_is_not_a_number_of_seconds(web: Web) -> None:
         f"/api/sessions/{sid}/participants", json={"name": "a", "kind": "collaborator", "turns": True}
     )
     assert share.status_code == 400 and share.json()["field"] == "turns"
+
+
+def test_a_session_of_an_agent_this_machine_cannot_run_is_refused_and_not_made(web: Web) -> None:
+    reply = web.client().post("/api/sessions", json={"agent": "nonsense", "prompt": "1"})
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"] == "invalid_request" and "nonsense" in reply.json()["detail"]
+    assert web.client().get("/api/sessions").json() == []

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tui.codemode.sandbox import landlock_abi
-from tui.worker.python_agent import PythonAgent
+from tui.worker.agents.python import PythonAgent
 
 
 class Turn:

@@ -18,6 +18,7 @@ async def test_info_names_the_session_and_its_features(worker: Worker) -> None:
     assert info["app"] == "tui-worker"
     assert info["session_id"] == worker.session_id
     assert info["epoch"] == 1 and info["agent"] == "python" and info["model"] is None
+    assert info["reply_format"] == "verbatim" and info["commands"] == []
     assert {
         "turns",
         "queue",

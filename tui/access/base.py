@@ -33,8 +33,19 @@ class SessionAccess(ABC):
         """One session."""
 
     @abstractmethod
-    async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
-        """A new session with its worker started; returns its id."""
+    async def create(
+        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+    ) -> str:
+        """A new session with its worker started; returns its id.
+
+        Args:
+            working_directory: the session's folder.
+            agent: what it runs; None: the machine's ``default_agent`` (config.toml), else python.
+            model: its model, for a model-backed agent.
+
+        Raises:
+            InvalidRequest: an agent this machine cannot run (nothing is created).
+        """
 
     @abstractmethod
     async def wake(self, session_id: str, *, wait: float = 10.0) -> None:

@@ -86,7 +86,15 @@ class LocalAccess(SessionAccess):
     async def show(self, session_id: str) -> SessionSummary:
         return await self._state_of(get_session(self.state, session_id))
 
-    async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
+    async def create(
+        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+    ) -> str:
+        from tui.config import load_config
+        from tui.worker.agents import check_agent
+
+        config = load_config()
+        agent = agent or config.default_agent
+        check_agent(agent, config)
         record = create_session(self.state, working_directory=working_directory, agent=agent, model=model)
         await self.wake(record.id)
         return record.id

@@ -75,7 +75,9 @@ class RemoteAccess(SessionAccess):
         summary: SessionSummary = await self.web.call(WEB["show"], id=session_id)
         return summary
 
-    async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
+    async def create(
+        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+    ) -> str:
         # This machine's current folder means nothing there: leave the choice to the remote
         # (the folder its `tui web` was started in) unless a folder was asked for.
         body = CreateRequest(

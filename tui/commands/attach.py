@@ -19,8 +19,9 @@ def run_new(args: argparse.Namespace) -> int:
     """``tui [PROMPT]``: a new session in the current folder (or ``--dir``), attached."""
     if not sys.stdin.isatty():
         from tui import piped
+        from tui.commands.sessions import open_access
 
-        return piped.run_new(args)
+        return piped.run(open_access(args), args, first_prompt=getattr(args, "prompt", None))
     return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))
 
 
@@ -28,8 +29,9 @@ def run_attach(args: argparse.Namespace) -> int:
     """``tui attach ID``: attach to a session, starting its worker when none runs."""
     if not sys.stdin.isatty():
         from tui import piped
+        from tui.commands.sessions import open_access
 
-        return piped.run_attach(args)
+        return piped.run(open_access(args), args, session_id=args.id)
     return _attach(args, prefix=args.id, first_prompt=None)
 
 
@@ -43,7 +45,7 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
 
     async def connect() -> tuple[AttachLink, str]:
         if prefix is None:
-            session_id = await access.create(working_directory=folder)
+            session_id = await access.create(working_directory=folder, agent=getattr(args, "agent", None))
             where = folder
         else:
             session_id = await access.resolve(prefix)

@@ -13,13 +13,14 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, TypeVar
+from typing import IO, Literal, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import QuestionNotPending, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
-from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
+from tui.link.outcomes import turn_ending
+from tui.link.watch import SessionWatch, Unanswered, describe_question
 from tui.piped import ReplyWriter
 
 __all__ = [
@@ -103,22 +104,6 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 # --- send ----------------------------------------------------------------------------------------
-def turn_exit(link: AttachLink, result: TurnResult, agent: str, err: IO[str]) -> int:
-    """Say how a turn ended on stderr and return its exit code (cli.md)."""
-    short = link.session_id[:8]
-    if result.outcome == "completed":
-        if not result.reply and agent != "python":
-            _say(f"the turn completed with no reply at all; `{link.command('attach', short)}` to look", err)
-            return 5
-        return 0
-    if result.outcome == "interrupted":
-        _say(f"the turn was interrupted; `{link.command('attach', short)}` to look", err)
-        return 1
-    why = (result.error or "failed").strip().splitlines()
-    _say(f"the turn failed: {why[-1] if why else 'failed'}; `{link.command('attach', short)}` to look", err)
-    return 1
-
-
 def _abspath(folder: str | None) -> str:
     return os.path.abspath(folder or os.getcwd())
 
@@ -162,7 +147,7 @@ async def send(
         async with asyncio.timeout(args.timeout):
             if target is None:
                 folder = _abspath(args.dir)
-                sid = await access.create(working_directory=folder)
+                sid = await access.create(working_directory=folder, agent=getattr(args, "agent", None))
                 print(sid, file=err, flush=True)
             else:
                 sid = await access.resolve(target)
@@ -183,10 +168,13 @@ async def send(
                 return 0
             result = await watch.wait_turn(rid)
             printer.finish(result)
-            agent = "python"
+            reply_format: Literal["verbatim", "markdown"] = "verbatim"
             if result.outcome == "completed" and not result.reply:
-                agent = (await link.info()).agent
-            return turn_exit(link, result, agent, err)
+                reply_format = (await link.info()).reply_format
+            ending = turn_ending(result, reply_format, attach=link.command("attach", short))
+            if ending.code:
+                _say(ending.line, err)
+            return ending.code
     except TimeoutError:
         where = f"`{link.command('attach', link.session_id[:8])}` to watch" if link else "nothing was started"
         left = "the turn keeps running" if sent else "nothing was sent"

@@ -86,7 +86,8 @@ class MockLink(AttachLink):
         handler: answers requests instead of the built-in behaviour.
         paths_complete: whether ``@path`` completions apply.
         auto_start: emit `worker_started` and a `status` at once, like a fresh worker.
-        agent: the session's agent (``python``: replies are program output).
+        agent: the session's agent.
+        reply_format: how its replies are shown (``verbatim``: program output; ``markdown``).
     """
 
     backoff = Backoff(first=0.01, factor=1.6, jitter=0.0, cap=0.05)
@@ -105,8 +106,10 @@ class MockLink(AttachLink):
         auto_start: bool = True,
         principal: Principal | None = None,
         agent: str = "python",
+        reply_format: Literal["verbatim", "markdown"] = "verbatim",
     ) -> None:
         self.agent = agent
+        self.reply_format: Literal["verbatim", "markdown"] = reply_format
         self.session_id = session_id
         self.principal = principal or Principal()
         self.present: list[Presence] = []
@@ -331,7 +334,12 @@ class MockLink(AttachLink):
 
     async def info(self) -> Info:
         return Info(
-            version=self.version, session_id=self.session_id, epoch=1, agent=self.agent, model=self.model
+            version=self.version,
+            session_id=self.session_id,
+            epoch=1,
+            agent=self.agent,
+            model=self.model,
+            reply_format=self.reply_format,
         )
 
     async def send_turn(

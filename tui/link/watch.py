@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.errors import Conflict, InvalidRequest, Refused, TuiError, WorkerGone
+from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, WorkerGone
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import (
@@ -340,9 +340,7 @@ class SessionWatch:
         while True:
             try:
                 accepted = await self.link.send_turn(prompt, request_id=rid, delivery=delivery)
-            except Conflict as exc:
-                if exc.code != "busy":
-                    raise
+            except Busy:
                 await self.wait_idle()
                 continue
             if accepted.turn_id:

@@ -49,7 +49,8 @@ class _Answer(BaseModel):
 
 class CreateRequest(_Body):
     working_directory: str | None = None
-    agent: str = "python"
+    agent: str | None = None
+    """What the session runs; None: the machine's default (config.toml's ``default_agent``)."""
     model: str | None = None
     prompt: str | None = None
     idle: bool = False

@@ -1,43 +1,20 @@
-"""The slash commands typed at the prompt, and what completes as the user types."""
+"""What completes as the user types at the prompt: slash commands and ``@path`` words.
+
+The commands themselves (names, help, who may use them, parsing) are the core's table,
+`tui.link.slash`, shared with the piped surface.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+
+from tui.link.slash import SlashCommand, commands_for, parse
 
 __all__ = ["COMMANDS", "SlashCommand", "complete", "complete_path", "parse"]
 
-
-@dataclass(frozen=True)
-class SlashCommand:
-    """One command: how it is typed and what it does."""
-
-    name: str
-    usage: str
-    help: str
-
-
-COMMANDS: tuple[SlashCommand, ...] = (
-    SlashCommand("/detach", "/detach", "leave the session; its worker keeps running"),
-    SlashCommand("/exit", "/exit", "stop the session's worker and leave"),
-    SlashCommand("/exit --delete", "/exit --delete", "stop the worker, delete the session and leave"),
-    SlashCommand("/archive", "/archive", "hide the session from `tui sessions`"),
-    SlashCommand("/model", "/model NAME", "switch the session's model"),
-    SlashCommand("/queue", "/queue [PROMPT]", "show the queue, or queue PROMPT behind the running turn"),
-    SlashCommand("/unqueue", "/unqueue", "take the last queued prompt back into the prompt"),
-    SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
-    SlashCommand("/help", "/help", "commands and keys"),
-)
-
-
-def parse(line: str) -> tuple[str, str]:
-    """Split a slash command line into its command and the rest (``("/model", "big")``)."""
-    text = line.strip()
-    if text.startswith("/exit") and text.split()[1:2] == ["--delete"]:
-        return "/exit --delete", ""
-    name, _, rest = text.partition(" ")
-    return name, rest.strip()
+COMMANDS: tuple[SlashCommand, ...] = commands_for("tui")
+"""The commands typed in the full-screen app."""
 
 
 def complete(text: str) -> list[SlashCommand]:

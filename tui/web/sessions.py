@@ -90,7 +90,9 @@ class LocalSessions:
         return car.socket
 
     # --- changing --------------------------------------------------------------------------
-    async def create(self, *, working_directory: str, agent: str, model: str | None, wait: float) -> str:
+    async def create(
+        self, *, working_directory: str, agent: str | None, model: str | None, wait: float
+    ) -> str:
         """A new session with its worker started; its id."""
         _check_folder(working_directory)
         new_id = await self.access.create(working_directory=working_directory, agent=agent, model=model)

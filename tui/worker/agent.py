@@ -1,20 +1,73 @@
 """What runs a turn: the `Agent` contract between the worker and an agent.
 
-The worker hands an agent a `TurnIO` for each turn. Everything the agent does that a person
-should see goes through it (reply text, tool calls, questions), and the worker turns each call
-into journal events. An agent never touches the journal or the bridge.
+The worker makes an agent from an `AgentContext` (the session, its paths, the user's config, the
+earlier turns) and hands it a `TurnIO` for each turn. Everything the agent does that a person
+should see goes through the `TurnIO` (reply text, reasoning, a plan, tool calls and their output,
+questions, token usage), and the worker turns each call into journal events. An agent never
+touches the journal or the bridge.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Protocol
 
+from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import Option
+from tui.protocol import AgentCommand, Diff, Option, PlanEntry, TurnRecord
+from tui.store import SessionPaths, SessionRecord
 
-__all__ = ["Agent", "Answer", "QuestionCancelled", "QuestionDismissed", "TurnIO", "TurnOutcome"]
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "Answer",
+    "QuestionCancelled",
+    "QuestionDismissed",
+    "TurnIO",
+    "TurnOutcome",
+]
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What an agent knows of its session when the worker makes it."""
+
+    record: SessionRecord
+    """The session's record (``session.json``) as the worker read it."""
+    paths: SessionPaths
+    """The session's files."""
+    config: Config
+    """The user's settings (``config.toml``)."""
+    earlier_turns: Callable[[], list[TurnRecord]] = list
+    """The session's ended turns, oldest first, read when called (start-up stays cheap)."""
+
+    @property
+    def session_id(self) -> str:
+        return self.record.id
+
+    @property
+    def session_folder(self) -> Path:
+        """``sessions/ID``."""
+        return self.paths.root
+
+    @property
+    def working_directory(self) -> Path:
+        """The folder the session works in (a program's current directory)."""
+        return Path(self.record.working_directory)
+
+    @property
+    def journal(self) -> Path:
+        """The session's journal: for reading only, the worker alone appends."""
+        return self.paths.journal
+
+    def agent_folder(self) -> Path:
+        """The agent's own folder for its state (``sessions/ID/agent/``), made (0700) when missing."""
+        folder = self.paths.root / "agent"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        return folder
 
 
 @dataclass(frozen=True)
@@ -43,7 +96,7 @@ class QuestionCancelled(Exception):
 
 
 class TurnIO(Protocol):
-    """The running turn, as an agent reaches it."""
+    """The running turn, as an agent reaches it. Each call becomes one journal event."""
 
     @property
     def turn_id(self) -> str: ...
@@ -52,16 +105,46 @@ class TurnIO(Protocol):
     def prompt(self) -> str: ...
 
     @property
+    def images(self) -> Sequence[Path]:
+        """The images sent with the turn (files in the session's ``images/``), in order."""
+        ...
+
+    @property
     def interrupted(self) -> bool:
         """Whether someone asked this turn to stop."""
         ...
 
     def text(self, text: str) -> None:
-        """Stream a chunk of the reply."""
+        """Stream a chunk of the reply (a `text` event)."""
 
-    def tool_started(self, name: str, args: dict[str, Any]) -> str:
-        """Say a tool call began; returns its call id."""
+    def thinking(self, text: str) -> None:
+        """Stream a chunk of the agent's reasoning (a `thinking` event)."""
+
+    def plan(self, entries: Sequence[PlanEntry]) -> None:
+        """Show the agent's plan, the whole list each time (a `plan` event)."""
+
+    def tool_started(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        locations: Sequence[str] = (),
+    ) -> str:
+        """Say a tool call began (a `tool_started` event); returns its call id.
+
+        Args:
+            name: the tool's name.
+            args: its arguments.
+            title: what the agent says the call does, for people.
+            kind: what kind of call it is (``read``, ``edit``, ``execute`` …).
+            locations: the files it touches.
+        """
         ...
+
+    def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
+        """Stream a tool call's output, or a change it made to a file (a `tool_output` event)."""
 
     def tool_ended(
         self,
@@ -70,7 +153,13 @@ class TurnIO(Protocol):
         value: Any = None,
         error: str | None = None,
     ) -> None:
-        """Say a tool call ended."""
+        """Say a tool call ended (a `tool_ended` event)."""
+
+    def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
+        """Add tokens this turn spent: they go into the status row and `turn_ended.usage`."""
+
+    def context(self, used: int, limit: int) -> None:
+        """Say how much of the model's context window the conversation fills (the status row)."""
 
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         """Ask the people attached; waits for the first answer.
@@ -85,13 +174,30 @@ class TurnIO(Protocol):
 class Agent(ABC):
     """Runs a session's turns, one at a time.
 
+    A kind of agent is one module of `tui.worker.agents` that registers its class; the worker
+    makes it with `from_context`. Only `run_turn` is required; every other method has a default.
+
     Attributes:
         name: the agent's name as the session records it (``python``).
+        reply_format: how clients show its replies: ``verbatim`` (a program's output, every
+            space kept) or ``markdown`` (a model's prose).
         model: the model it uses, None when it has none.
+        commands: its own slash commands (completed in the prompt, advertised in ``/info``).
+        mode: its current mode, when it has modes.
     """
 
-    name: str
+    name: ClassVar[str]
+    reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
     model: str | None = None
+    commands: Sequence[AgentCommand] = ()
+    mode: str | None = None
+    on_info: Callable[[], None] | None = None
+    """Set by the worker: called by `info_changed`."""
+
+    @classmethod
+    @abstractmethod
+    def from_context(cls, context: AgentContext) -> Agent:
+        """Make the agent of the session `context` describes (cheap: `start` does the slow part)."""
 
     async def start(self) -> None:  # noqa: B027 - optional
         """Get ready (warm a sandbox); called once, after the bridge listens. Default: nothing."""
@@ -103,16 +209,24 @@ class Agent(ABC):
     def interrupt(self) -> None:  # noqa: B027 - optional
         """Ask the running turn to stop. Default: nothing (the worker cancels the turn's task)."""
 
-    def check_model(self, model: str) -> None:
-        """Accept or refuse a switch to `model`. Default: refused, this agent has no models.
+    def set_model(self, model: str) -> None:
+        """Switch to `model` from the next turn, or refuse. Default: refused, this agent has no models.
+
+        The worker writes `model_changed` only once this returned, with `self.model` when the
+        agent set it (a profile resolved), else `model`.
 
         Raises:
-            InvalidRequest: ``invalid_model``.
+            InvalidRequest: ``invalid_model``, saying why.
         """
         raise InvalidModel(
             f"this session runs the {self.name} agent, which has no models to switch to; "
             "model-backed sessions are not available in this version yet"
         )
+
+    def info_changed(self) -> None:
+        """Say `commands` or `mode` changed (also outside turns): the worker writes `agent_info`."""
+        if self.on_info is not None:
+            self.on_info()
 
     async def close(self) -> None:  # noqa: B027 - optional
         """Release what `start` took. Default: nothing."""

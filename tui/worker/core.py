@@ -15,7 +15,8 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from tui import __version__
@@ -29,14 +30,19 @@ from tui.errors import (
 )
 from tui.protocol import (
     FEATURES,
+    AgentCommand,
+    AgentInfo,
     AnswerRequest,
     By,
+    Diff,
     Event,
     ImageRef,
     Info,
+    ModelChanged,
     Option,
     PendingQuestion,
-    Presence,
+    Plan,
+    PlanEntry,
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
@@ -44,7 +50,9 @@ from tui.protocol import (
     Stats,
     Status,
     TextChunk,
+    Thinking,
     ToolEnded,
+    ToolOutput,
     ToolStarted,
     Transcript,
     TurnAccepted,
@@ -83,13 +91,16 @@ def _new_id(prefix: str) -> str:
 
 
 class _Turn:
-    """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`)."""
+    """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`): each call one event."""
 
-    def __init__(self, worker: SessionWorker, started: TurnStarted) -> None:
+    def __init__(self, worker: SessionWorker, started: TurnStarted, images: Sequence[ImageRef] = ()) -> None:
         self._worker = worker
         self.started = started
+        self._images = tuple(worker.paths.images / image.file for image in images)
         self.interrupted = False
         self.task: asyncio.Task[None] | None = None
+        self.spent: dict[str, int] = {}
+        """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
 
     @property
     def turn_id(self) -> str:
@@ -99,14 +110,47 @@ class _Turn:
     def prompt(self) -> str:
         return self.started.prompt
 
+    @property
+    def images(self) -> Sequence[Path]:
+        return self._images
+
     def text(self, text: str) -> None:
         if text:
             self._worker.emit(TextChunk(turn_id=self.turn_id, text=text))
 
-    def tool_started(self, name: str, args: dict[str, Any]) -> str:
+    def thinking(self, text: str) -> None:
+        if text:
+            self._worker.emit(Thinking(turn_id=self.turn_id, text=text))
+
+    def plan(self, entries: Sequence[PlanEntry]) -> None:
+        self._worker.emit(Plan(turn_id=self.turn_id, entries=list(entries)))
+
+    def tool_started(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        locations: Sequence[str] = (),
+    ) -> str:
         call_id = _new_id("call")
-        self._worker.emit(ToolStarted(turn_id=self.turn_id, call_id=call_id, name=name, args=args))
+        self._worker.emit(
+            ToolStarted(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                name=name,
+                args=args,
+                title=title,
+                kind=kind,
+                locations=list(locations),
+            )
+        )
         return call_id
+
+    def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
+        if text or diff is not None:
+            self._worker.emit(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
 
     def tool_ended(
         self,
@@ -118,6 +162,16 @@ class _Turn:
         self._worker.emit(
             ToolEnded(turn_id=self.turn_id, call_id=call_id, status=status, value=value, error=error)
         )
+
+    def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
+        for kind, tokens in (("input", input), ("output", output), ("cached", cached)):
+            if tokens:
+                self.spent[kind] = self.spent.get(kind, 0) + tokens
+        self._worker.status_changed()
+
+    def context(self, used: int, limit: int) -> None:
+        self._worker.context = (used, limit)
+        self._worker.status_changed()
 
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         return await self._worker.ask(self, text, options, multiple=multiple, freeform=freeform)
@@ -152,9 +206,15 @@ class SessionWorker:
         """Set once the worker let go of its session (journal closed, lock released)."""
         self.on_leaving: Callable[[], None] | None = None
         """Called once leaving begins (the process marks its sidecar)."""
+        self.context: tuple[int, int] = (0, 0)
+        """The model's context window: tokens used, its size (the agent says, `TurnIO.context`)."""
         self._turn: _Turn | None = None
+        self._queued_images: dict[str, list[ImageRef]] = {}
+        """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
-        self._last_status: tuple[str, str | None, tuple[Presence, ...]] | None = None
+        self._last_status: tuple[object, ...] | None = None
+        self._agent_info: tuple[tuple[AgentCommand, ...], str | None] = ((), None)
+        agent.on_info = self._agent_info_changed
         self._leave_task: asyncio.Task[None] | None = None
         self._quiet = False
 
@@ -189,10 +249,37 @@ class SessionWorker:
 
     def _maybe_status(self) -> None:
         present = self.hub.present
-        now = (self.state.state, self.state.model, tuple(present))
+        # The running turn's tokens count until its turn_ended adds them to the session's.
+        spent = self._turn.spent if self._turn is not None and self.state.current is not None else {}
+        tokens = (
+            self.state.tokens_in + spent.get("input", 0),
+            self.state.tokens_out + spent.get("output", 0),
+        )
+        now = (self.state.state, self.state.model, tuple(present), self.context, tokens)
         if now != self._last_status:
             self._last_status = now
-            self.emit(Status(state=self.state.state, model=self.state.model, attached=present))
+            self.emit(
+                Status(
+                    state=self.state.state,
+                    model=self.state.model,
+                    context_used=self.context[0],
+                    context_limit=self.context[1],
+                    tokens_in=tokens[0],
+                    tokens_out=tokens[1],
+                    attached=present,
+                )
+            )
+
+    def status_changed(self) -> None:
+        """Something the status row shows changed (tokens, context): a `status` says so."""
+        if not (self._quiet or self.hub.closed):
+            self._maybe_status()
+
+    def _agent_info_changed(self) -> None:
+        now = (tuple(self.agent.commands), self.agent.mode)
+        if now != self._agent_info and not self.leaving:
+            self._agent_info = now
+            self.emit(AgentInfo(commands=list(now[0]), mode=now[1]))
 
     def presence_changed(self) -> None:
         """An event stream opened or closed: a `status` says so when who is attached changed.
@@ -228,6 +315,7 @@ class SessionWorker:
                 )
             )
         self._quiet = False
+        self._agent_info_changed()
         self._maybe_status()
 
     # --- turns -------------------------------------------------------------------------------
@@ -261,7 +349,15 @@ class SessionWorker:
                 raise Busy(
                     "a turn is running; queue this prompt (delivery queue) or wait for the turn to end"
                 )
-            started = self._start(request.prompt, request.client_id, request.request_id, None, "user", by=by)
+            started = self._start(
+                request.prompt,
+                request.client_id,
+                request.request_id,
+                None,
+                "user",
+                by=by,
+                images=request.images,
+            )
             return TurnAccepted(turn_id=started.turn_id, seq=started.seq)
         item = QueueItem(
             queue_id=_new_id("q"),
@@ -270,6 +366,8 @@ class SessionWorker:
             client_id=request.client_id,
             by=by or self.by,
         )
+        if request.images:
+            self._queued_images[item.queue_id] = list(request.images)
         changed = self.emit(QueueChanged(items=[*self.state.queue, item]))
         accepted = TurnAccepted(queue_id=item.queue_id, seq=changed.seq)
         self.kick_queue()
@@ -284,6 +382,7 @@ class SessionWorker:
         items = [i for i in self.state.queue if i.queue_id != queue_id]
         if len(items) == len(self.state.queue):
             raise NotFound(f"queue item {queue_id!r} is not queued: it started already, or never was")
+        self._queued_images.pop(queue_id, None)
         self.emit(QueueChanged(items=items))
 
     def kick_queue(self) -> None:
@@ -292,7 +391,10 @@ class SessionWorker:
             return
         item, *rest = self.state.queue
         self.emit(QueueChanged(items=rest))
-        self._start(item.prompt, item.client_id, item.request_id, item.queue_id, "queue", by=item.by)
+        images = self._queued_images.pop(item.queue_id, [])
+        self._start(
+            item.prompt, item.client_id, item.request_id, item.queue_id, "queue", by=item.by, images=images
+        )
 
     def _start(
         self,
@@ -302,6 +404,7 @@ class SessionWorker:
         queue_id: str | None,
         origin: Literal["user", "queue", "note"],
         by: By | None = None,
+        images: Sequence[ImageRef] = (),
     ) -> TurnStarted:
         started = self.emit(
             TurnStarted(
@@ -317,7 +420,7 @@ class SessionWorker:
         assert isinstance(started, TurnStarted)
         if not self.record.title:
             self._title_from(prompt)
-        turn = _Turn(self, started)
+        turn = _Turn(self, started, images)
         self._turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started
@@ -345,8 +448,9 @@ class SessionWorker:
         except Exception as exc:
             log.exception("turn %s: the agent failed", turn.turn_id)
             result = TurnOutcome("failed", f"the worker failed running this turn: {exc!r}")
+        usage = {**turn.spent, **result.usage}
         if turn.interrupted:
-            result = TurnOutcome("interrupted", result.error, result.usage)
+            result = TurnOutcome("interrupted", result.error)
         self._cancel_question()
         current = self.state.current
         reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
@@ -356,7 +460,7 @@ class SessionWorker:
                 outcome=result.outcome,
                 reply=reply,
                 error=result.error,
-                usage=result.usage,
+                usage=usage,
             )
         )
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
@@ -483,17 +587,22 @@ class SessionWorker:
             epoch=self.state.epoch,
             agent=self.agent.name,
             model=self.state.model,
+            reply_format=self.agent.reply_format,
+            commands=list(self.agent.commands),
             features=list(FEATURES),
         )
 
     def set_model(self, model: str) -> None:
-        """Switch the model, when the agent has models (the python agent refuses)."""
-        self._refuse_if_leaving()
-        self.agent.check_model(model)
-        from tui.protocol import ModelChanged
+        """Switch the model from the next turn: the agent decides (the python agent refuses).
 
-        if model != self.state.model:
-            self.emit(ModelChanged(model=model))
+        Raises:
+            InvalidRequest: ``invalid_model``, the agent's reason.
+        """
+        self._refuse_if_leaving()
+        self.agent.set_model(model)
+        taken = self.agent.model or model
+        if taken != self.state.model:
+            self.emit(ModelChanged(model=taken))
 
     def stats(self) -> Stats:
         return Stats(

@@ -25,23 +25,26 @@ from pathlib import Path
 import uvicorn
 
 from tui import __version__
+from tui.config import Config, load_config
 from tui.errors import Locked, TuiError
-from tui.protocol import FEATURES
+from tui.protocol import FEATURES, TurnRecord
 from tui.store import (
     Journal,
     OwnerLock,
     SessionPaths,
     SessionRecord,
     StatePaths,
+    TurnStore,
     WorkerSidecar,
     get_session,
     write_sidecar,
 )
-from tui.worker.agent import Agent
+from tui.worker.agent import AgentContext
+from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
 from tui.worker.core import SessionWorker
 
-__all__ = ["bind_socket", "main", "make_agent"]
+__all__ = ["agent_context", "bind_socket", "main"]
 
 log = logging.getLogger("tui.worker")
 
@@ -49,17 +52,23 @@ EXIT_BOUND = 2.0
 """Seconds within which a leaving worker's process is gone, open streams or not."""
 
 
-def make_agent(record: SessionRecord) -> Agent:
-    """The agent a session's record names.
+def agent_context(paths: SessionPaths, record: SessionRecord) -> AgentContext:
+    """What the session's agent is made from: its record, paths, the user's config, its turns.
 
-    Raises:
-        TuiError: the record names an agent this version does not have.
+    A config.toml that cannot be read is logged and read as empty: the agent kinds that need a
+    setting say so themselves, and a python session does not stop working over a typo there.
     """
-    if record.agent == "python":
-        from tui.worker.python_agent import PythonAgent
+    try:
+        config = load_config()
+    except TuiError as exc:
+        log.warning("%s; going on without it", exc)
+        config = Config()
 
-        return PythonAgent(Path(record.working_directory))
-    raise TuiError(f"session {record.id[:8]} uses agent {record.agent!r}, which this version does not have")
+    def earlier_turns() -> list[TurnRecord]:
+        turns, _ = TurnStore(paths.turns).page(1_000_000)
+        return turns
+
+    return AgentContext(record=record, paths=paths, config=config, earlier_turns=earlier_turns)
 
 
 def bind_socket(path: Path) -> socket.socket:
@@ -106,7 +115,7 @@ async def _leave_when_idle(worker: SessionWorker, idle_seconds: float) -> None:
 
 async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float) -> int:
     journal = Journal.open_for_append(paths.journal)
-    agent = make_agent(record)
+    agent = make_agent(agent_context(paths, record))
     worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
     worker.load()
     worker.begin()

@@ -20,9 +20,10 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
+from tui.errors import Busy, Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
+from tui.link.slash import format_stats, needs
 from tui.protocol import (
     Event,
     Info,
@@ -58,8 +59,6 @@ from tui.ui.widgets.turn import TurnView, who
 
 __all__ = ["Outgoing", "SessionScreen"]
 
-PROGRAM_AGENT = "python"
-"""The agent whose reply is exactly what its program printed (shown verbatim, not as Markdown)."""
 GONE_EXIT_AFTER = 3.0
 """Seconds the reason stays on screen before the app exits when the worker is gone."""
 
@@ -204,7 +203,7 @@ class SessionScreen(Screen[None]):
         self.cursor = transcript.cursor
         seen = self.seen_store.get(self.link.where, self.link.session_id) if self.seen_store else None
         if info is not None:
-            self.transcript.verbatim = info.agent == PROGRAM_AGENT
+            self.transcript.verbatim = info.reply_format == "verbatim"
         await self.transcript.load(transcript.turns, has_more=transcript.has_more)
         for record in transcript.turns:
             if record.by.kind == "owner":
@@ -399,7 +398,6 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, Note):
             await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
         elif isinstance(event, WorkerStarted):
-            transcript.verbatim = event.agent == PROGRAM_AGENT
             self.status.change(version=event.version, model=event.model or self.status.status.model)
             if self.turn is not None:
                 await self._end_turn_here("failed", "the worker restarted; this turn did not finish")
@@ -540,7 +538,7 @@ class SessionScreen(Screen[None]):
                 try:
                     await self.link.send_turn(item.prompt, request_id=item.request_id, delivery=item.delivery)
                 except Conflict as exc:
-                    if exc.code == "busy" and item.delivery == "now":
+                    if isinstance(exc, Busy) and item.delivery == "now":
                         item.delivery = "queue"
                         continue
                     self._drop_outgoing(item, exc)
@@ -590,8 +588,8 @@ class SessionScreen(Screen[None]):
     def run_command(self, line: str) -> None:
         """Run a slash command typed at the prompt."""
         name, rest = slash.parse(line)
-        need = _NEEDS.get(name)
-        if need is not None and (name != "/queue" or rest) and not self.permitted(need, name):
+        need = needs(name, rest)
+        if need is not None and not self.permitted(need, name):
             return
         if name == "/detach":
             self.leave(0)
@@ -663,12 +661,7 @@ class SessionScreen(Screen[None]):
         except TuiError as exc:
             self._failed("stats", exc)
             return
-        line = (
-            f"stats: {stats.turns} turns · tokens {stats.tokens_in} in / {stats.tokens_out} out · "
-            f"up {int(stats.uptime)}s · {stats.events} events · "
-            f"attached: {', '.join(stats.attached) or 'nobody'}"
-        )
-        await self.transcript.add_line(line)
+        await self.transcript.add_line(format_stats(stats))
 
     @work(group="requests", exit_on_error=False)
     async def _stop(self, *, delete: bool) -> None:
@@ -776,17 +769,6 @@ class SessionScreen(Screen[None]):
         if not forget:
             self._remember()
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
-
-
-_NEEDS: dict[str, Permission] = {
-    "/exit": "owner",
-    "/exit --delete": "owner",
-    "/archive": "owner",
-    "/model": "owner",
-    "/queue": "write",
-    "/unqueue": "write",
-}
-"""What a slash command needs (``/queue`` only with a prompt; bare, it lists the queue)."""
 
 
 def _clip(text: str, limit: int = 40) -> str:

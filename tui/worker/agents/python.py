@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from tui.codemode import (
     Limits,
@@ -27,7 +27,8 @@ from tui.codemode import (
 )
 from tui.errors import TuiError
 from tui.protocol import Option
-from tui.worker.agent import Agent, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agents import register
 
 __all__ = ["PROSE_REPLY", "PythonAgent"]
 
@@ -81,10 +82,12 @@ def is_python(prompt: str) -> str | None:
     return None
 
 
+@register("python")
 class PythonAgent(Agent):
     """Runs each prompt as a program in one warm, sandboxed interpreter."""
 
-    name = "python"
+    name: ClassVar[str] = "python"
+    reply_format: ClassVar[Literal["verbatim", "markdown"]] = "verbatim"
     model = None
 
     def __init__(self, workdir: Path, *, observe_seconds: float = OBSERVE_SECONDS) -> None:
@@ -95,6 +98,10 @@ class PythonAgent(Agent):
         self._context: RunContext | None = None
         self._observed = asyncio.Event()
         """Set (and replaced) after each observation's output went out as reply text."""
+
+    @classmethod
+    def from_context(cls, context: AgentContext) -> PythonAgent:
+        return cls(context.working_directory)
 
     async def _open(self) -> PythonSession:
         session = PythonSession(workdir=self.workdir, limits=self.limits)

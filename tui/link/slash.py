@@ -1,0 +1,87 @@
+"""The slash commands people type, one table for the full-screen app and the piped surface.
+
+Each command says how it is typed, what it does, what a client needs to be permitted it (the
+`Permission` of `tui.protocol.principal`) and which surfaces take it. `parse` splits a typed line;
+`format_stats` is what ``/stats`` prints on either surface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tui.protocol import Stats
+from tui.protocol.principal import Permission
+
+__all__ = ["COMMANDS", "SlashCommand", "Surface", "commands_for", "find", "format_stats", "needs", "parse"]
+
+Surface = Literal["tui", "piped"]
+"""Where a command is typed: the full-screen app, or a script on stdin."""
+
+_BOTH: frozenset[Surface] = frozenset({"tui", "piped"})
+_TUI: frozenset[Surface] = frozenset({"tui"})
+
+
+@dataclass(frozen=True)
+class SlashCommand:
+    """One command: how it is typed, what it does, who may use it and where."""
+
+    name: str
+    usage: str
+    help: str
+    needs: Permission | None = None
+    """What the client must be permitted (None: anyone attached may)."""
+    surfaces: frozenset[Surface] = _BOTH
+
+
+COMMANDS: tuple[SlashCommand, ...] = (
+    SlashCommand("/detach", "/detach", "leave the session; its worker keeps running"),
+    SlashCommand("/exit", "/exit", "stop the session's worker and leave", "owner"),
+    SlashCommand(
+        "/exit --delete", "/exit --delete", "stop the worker, delete the session and leave", "owner", _TUI
+    ),
+    SlashCommand("/archive", "/archive", "hide the session from `tui sessions`", "owner", _TUI),
+    SlashCommand("/model", "/model NAME", "switch the session's model", "owner"),
+    SlashCommand(
+        "/queue", "/queue [PROMPT]", "show the queue, or queue PROMPT behind the running turn", "write"
+    ),
+    SlashCommand("/unqueue", "/unqueue", "take the last queued prompt back into the prompt", "write", _TUI),
+    SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
+    SlashCommand("/help", "/help", "commands and keys", None, _TUI),
+)
+
+
+def commands_for(surface: Surface) -> tuple[SlashCommand, ...]:
+    """The commands `surface` takes, in the table's order."""
+    return tuple(c for c in COMMANDS if surface in c.surfaces)
+
+
+def find(name: str, surface: Surface) -> SlashCommand | None:
+    """The command called `name` (as `parse` returns it) that `surface` takes, if any."""
+    return next((c for c in commands_for(surface) if c.name == name), None)
+
+
+def parse(line: str) -> tuple[str, str]:
+    """Split a slash command line into its command and the rest (``("/model", "big")``)."""
+    text = line.strip()
+    if text.startswith("/exit") and text.split()[1:2] == ["--delete"]:
+        return "/exit --delete", ""
+    name, _, rest = text.partition(" ")
+    return name, rest.strip()
+
+
+def needs(name: str, rest: str = "") -> Permission | None:
+    """What running `name` with argument `rest` needs (a bare ``/queue`` only lists the queue)."""
+    command = next((c for c in COMMANDS if c.name == name), None)
+    if command is None or (name == "/queue" and not rest):
+        return None
+    return command.needs
+
+
+def format_stats(stats: Stats) -> str:
+    """The line ``/stats`` shows."""
+    return (
+        f"stats: {stats.turns} turns · tokens {stats.tokens_in} in / {stats.tokens_out} out · "
+        f"up {int(stats.uptime)}s · {stats.events} events · "
+        f"attached: {', '.join(stats.attached) or 'nobody'}"
+    )

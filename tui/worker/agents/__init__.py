@@ -1,0 +1,110 @@
+"""The kinds of agent a session can run: a registry, one module a kind.
+
+A kind is a module of this package named as the kind (``python.py`` is ``python``) whose agent
+class registers itself with ``@register("python")``. The names are the modules found here, read
+without importing any of them, so `check_agent` is cheap enough for ``tui`` commands and the web
+bridge; `agent_class` imports a kind's module only when a worker needs it.
+
+Adding a kind is adding one module; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from tui.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from tui.config import Config
+    from tui.worker.agent import Agent, AgentContext
+
+__all__ = ["agent_class", "check_agent", "kinds", "make_agent", "register"]
+
+A = TypeVar("A", bound="type[Agent]")
+
+_registered: dict[str, type[Agent]] = {}
+
+
+def _modules() -> set[str]:
+    return {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+
+
+def kinds() -> list[str]:
+    """The kinds of agent this version runs, sorted: the modules of this package (and any kind
+    registered from elsewhere, as a test's fake agent is)."""
+    return sorted(_modules() | set(_registered))
+
+
+def register(name: str) -> Callable[[A], A]:
+    """Class decorator: `name`'s agent class (a module of this package registers its own name)."""
+
+    def add(cls: A) -> A:
+        _registered[name] = cls
+        return cls
+
+    return add
+
+
+def check_agent(name: str, config: Config) -> None:
+    """Refuse, before anything is made, a session of an agent this version cannot run.
+
+    Imports no agent: it runs in ``tui`` commands and in the web bridge.
+
+    Args:
+        name: the agent the session would run (``--agent``, or the config's ``default_agent``).
+        config: the user's settings (`tui.config.load_config`), for the ``[agents]`` it names.
+
+    Raises:
+        InvalidRequest: ``invalid_request``, a sentence naming the kinds this version runs,
+            the configured ``[agents]`` and what to type instead.
+    """
+    known = kinds()
+    if name in known:
+        return
+    runs = ", ".join(known)
+    where = f" ({config.path})" if config.path is not None else ""
+    if name == "model":
+        why = "model-backed sessions are not available in this version yet"
+    elif name in config.agents:
+        why = (
+            f"{name!r} is an ACP agent of your config.toml{where}, "
+            "and ACP sessions are not available in this version yet"
+        )
+    else:
+        configured = ", ".join(sorted(config.agents))
+        named = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
+        why = (
+            f"there is no agent {name!r}{named}; "
+            "model-backed and ACP sessions are not available in this version yet"
+        )
+    raise InvalidRequest(f"{why}. This version runs {runs} sessions: ask for agent python, or name no agent")
+
+
+def agent_class(name: str) -> type[Agent]:
+    """The agent class of the kind `name`, its module imported now.
+
+    Raises:
+        InvalidRequest: no such kind (see `check_agent`).
+    """
+    if name not in _registered:
+        if name not in _modules():
+            from tui.config import Config
+
+            check_agent(name, Config())
+        importlib.import_module(f"{__name__}.{name}")
+        if name not in _registered:
+            raise RuntimeError(f"{__name__}.{name} registers no agent class (@register({name!r}))")
+    return _registered[name]
+
+
+def make_agent(context: AgentContext) -> Agent:
+    """The agent the session's record names, made from `context`.
+
+    Raises:
+        InvalidRequest: the record names an agent this version does not run.
+    """
+    check_agent(context.record.agent, context.config)
+    return agent_class(context.record.agent).from_context(context)
