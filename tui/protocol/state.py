@@ -55,6 +55,7 @@ __all__ = [
     "SUPERSEDED",
     "RunningTurn",
     "SessionState",
+    "State",
     "apply",
     "who",
 ]
@@ -62,8 +63,8 @@ __all__ = [
 SCHEMA_VERSION: Literal[1] = 1
 """The version of `SessionState`'s shape; a checkpoint of another version is not read back."""
 
-RESTARTED = "the worker restarted; this turn did not finish"
-"""The error of a turn that was running when a new worker started."""
+RESTARTED = "the worker running this turn stopped before it ended (killed or crashed) and was restarted"
+"""The error of a turn that was running when a new worker started (which writes the same)."""
 SUPERSEDED = "another turn started before this one ended"
 """The error of a turn that was running when another one started."""
 

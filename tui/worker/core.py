@@ -50,7 +50,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.protocol.events import EventBase
-from tui.protocol.state import SessionState
+from tui.protocol.state import RESTARTED, SessionState
 from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.hub import Hub
@@ -231,7 +231,7 @@ class SessionWorker:
                     turn_id=orphan.turn_id,
                     outcome="failed",
                     reply=orphan.reply,
-                    error="the worker running this turn stopped before it ended (killed or crashed)",
+                    error=RESTARTED,
                 )
             )
         self._quiet = False
