@@ -4,7 +4,8 @@ Like httpx's ``MockTransport``, it ships in the package so that UI tests (and an
 `AttachLink`) can script a session: `emit` appends events to an in-memory journal that every open
 stream delivers in order; requests are recorded in `requests` and, by default, answered the way
 a worker would (a turn starts or queues, an answer resolves the question, an interrupt ends the
-turn). A `handler` may answer any request instead.
+turn). What the session is now (`session`) comes from the one reducer, `tui.protocol.state`.
+A `handler` may answer any request instead.
 
     link = MockLink(history=[...])
     link.emit(TextChunk(turn_id="t1", text="hello"))
@@ -37,10 +38,6 @@ from tui.protocol import (
     Stats,
     Status,
     TextChunk,
-    ToolEnded,
-    ToolOutput,
-    ToolRecord,
-    ToolStarted,
     Transcript,
     TurnAccepted,
     TurnEnded,
@@ -48,6 +45,7 @@ from tui.protocol import (
     TurnStarted,
     WorkerStarted,
 )
+from tui.protocol.state import SessionState, State
 
 __all__ = ["MockLink", "MockRequest"]
 
@@ -102,13 +100,10 @@ class MockLink(AttachLink):
         self.agent = agent
         self.session_id = session_id
         self.principal = principal or Principal()
-        self.present: list[Presence] = []
-        """Who is attached, as `status` events and the transcript say (see `attend`)."""
         self.client_id = client_id
         self.where = where
         self.paths_complete = paths_complete
         self.version = version
-        self.model = model
         self.handler = handler
         self.history: list[TurnRecord] = list(history or [])
         self.journal: list[Event] = []
@@ -121,11 +116,8 @@ class MockLink(AttachLink):
         self._changed = asyncio.Event()
         self._drop: str | None = None
         self._ids = itertools.count(1)
-        self.current: TurnRecord | None = None
-        self.question: PendingQuestion | None = None
-        self.queue: list[QueueItem] = []
-        self.state: Literal["idle", "working", "asking"] = "idle"
-        self._request_ids: dict[str, TurnAccepted] = {}
+        self.session = SessionState(last_seq=self._seq, model=model)
+        """The session as its journal says it is."""
         if auto_start:
             self.emit(WorkerStarted(epoch=1, pid=4242, version=version, agent=agent, model=model))
 
@@ -138,7 +130,12 @@ class MockLink(AttachLink):
             update["attached"] = list(self.present)  # as the worker does: every status says who
         event = event.model_copy(update=update)
         self.journal.append(event)
-        self._track(event)
+        ended = self.session.apply(event).ended_by(event)
+        if ended is not None:
+            if self.history and self.history[-1].turn_id == ended.turn_id:
+                self.history[-1] = ended
+            else:
+                self.history.append(ended)
         self._wake()
         return event
 
@@ -149,8 +146,34 @@ class MockLink(AttachLink):
 
     def attend(self, *people: tuple[str, str]) -> None:
         """Say who is attached now, ``("ana", "viewer")`` each, with a `status` as the worker does."""
-        self.present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
-        self.emit(Status(state=self.state, model=self.model, attached=list(self.present)))
+        present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
+        self.emit(Status(state=self.state, model=self.model, attached=present))
+
+    @property
+    def present(self) -> list[Presence]:
+        """Who is attached, as `status` events and the transcript say (see `attend`)."""
+        return self.session.attached
+
+    @property
+    def model(self) -> str | None:
+        return self.session.model
+
+    @property
+    def state(self) -> State:
+        return self.session.state
+
+    @property
+    def current(self) -> TurnRecord | None:
+        """The running turn's record so far."""
+        return self.session.current.record() if self.session.current is not None else None
+
+    @property
+    def question(self) -> PendingQuestion | None:
+        return self.session.question
+
+    @property
+    def queue(self) -> list[QueueItem]:
+        return self.session.queue
 
     def next_id(self, prefix: str) -> str:
         """A fresh id such as ``t3`` or ``q1`` for scripted events."""
@@ -217,48 +240,6 @@ class MockLink(AttachLink):
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-
-    def _track(self, event: Event) -> None:
-        if isinstance(event, TurnStarted):
-            self.current = TurnRecord(
-                turn_id=event.turn_id,
-                prompt=event.prompt,
-                by=event.by,
-                client_id=event.client_id,
-                request_id=event.request_id,
-                origin=event.origin,
-                started_seq=event.seq,
-            )
-            self.state = "working"
-        elif isinstance(event, TextChunk) and self.current:
-            self.current.reply += event.text
-        elif isinstance(event, ToolStarted) and self.current:
-            self.current.tools.append(ToolRecord(call_id=event.call_id, name=event.name, args=event.args))
-        elif isinstance(event, ToolOutput | ToolEnded) and self.current:
-            for tool in self.current.tools:
-                if tool.call_id == event.call_id:
-                    if isinstance(event, ToolOutput):
-                        tool.output += event.text
-                    else:
-                        tool.status, tool.value, tool.error = event.status, event.value, event.error
-        elif isinstance(event, QuestionAsked):
-            self.question = PendingQuestion(**event.model_dump(exclude={"seq", "at", "type"}))
-            self.state = "asking"
-        elif isinstance(event, QuestionResolved):
-            self.question = None
-            self.state = "working" if self.current else "idle"
-        elif isinstance(event, TurnEnded) and self.current:
-            record = self.current.model_copy(
-                update={"outcome": event.outcome, "error": event.error, "ended_seq": event.seq}
-            )
-            self.history.append(record)
-            self.current = None
-            self.question = None
-            self.state = "idle"
-        elif isinstance(event, QueueChanged):
-            self.queue = list(event.items)
-        elif isinstance(event, Status):
-            self.state = event.state
 
     # --- AttachLink ------------------------------------------------------------------------
     async def locate(self) -> Located:
@@ -338,8 +319,8 @@ class MockLink(AttachLink):
         answer = await self._handle("send_turn", prompt=prompt, request_id=request_id, delivery=delivery)
         if answer is not NotImplemented:
             return answer  # type: ignore[no-any-return]
-        if request_id in self._request_ids:
-            return self._request_ids[request_id]
+        if request_id in self.session.requests:
+            return self.session.requests[request_id]
         if self.located.status != "live":
             raise WorkerUnavailable("the worker is not running")
         if self.current is not None:
@@ -352,13 +333,10 @@ class MockLink(AttachLink):
                 client_id=self.client_id,
                 by=By(name="alice"),
             )
-            event = self.emit(QueueChanged(items=[*self.queue, item]))
-            accepted = TurnAccepted(queue_id=item.queue_id, seq=event.seq)
+            self.emit(QueueChanged(items=[*self.queue, item]))
         else:
-            turn_id = self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
-            accepted = TurnAccepted(turn_id=turn_id, seq=self._seq)
-        self._request_ids[request_id] = accepted
-        return accepted
+            self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
+        return self.session.requests[request_id]
 
     async def unqueue(self, queue_id: str) -> None:
         if await self._handle("unqueue", queue_id=queue_id) is not NotImplemented:
@@ -414,7 +392,6 @@ class MockLink(AttachLink):
             return
         from tui.protocol import ModelChanged
 
-        self.model = model
         self.emit(ModelChanged(model=model))
 
     async def stats(self) -> Stats:

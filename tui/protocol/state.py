@@ -418,6 +418,11 @@ class SessionState(BaseModel):
                 pass
         return self
 
+    def ended_by(self, event: Event) -> TurnRecord | None:
+        """The record of the turn `event` ended (or amended), when applying it did so."""
+        last = next(reversed(self.turns.values()), None)
+        return last if last is not None and event.seq and last.ended_seq == event.seq else None
+
     def record(self, turn_id: str) -> TurnRecord | None:
         """The record of turn `turn_id`: running, or among the ended ones kept."""
         if self.current is not None and self.current.turn_id == turn_id:

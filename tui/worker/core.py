@@ -168,24 +168,18 @@ class SessionWorker:
             except ValueError as exc:
                 log.warning("journal line %d cannot be read, skipped: %s", seq, exc)
                 continue
-            ended = self._ended_by(self.state.apply(event), event)
+            ended = self.state.apply(event).ended_by(event)
             if ended is not None and (ended.turn_id in missing or not self.turn_store.has(ended.turn_id)):
                 missing[ended.turn_id] = ended
         for record in missing.values():
             self.turn_store.save(record)
-
-    @staticmethod
-    def _ended_by(state: SessionState, event: Event) -> TurnRecord | None:
-        """The record of the turn `event` ended (or amended), if it did."""
-        last = next(reversed(state.turns.values()), None)
-        return last if last is not None and event.seq and last.ended_seq == event.seq else None
 
     def emit(self, event: EventBase) -> Event:
         """Append `event` to the journal, apply it, then send it to the open streams."""
         stamped, line = self.journal.append_line(event)
         self.last_activity = time.monotonic()
         typed: Event = stamped  # type: ignore[assignment]
-        ended = self._ended_by(self.state.apply(typed), typed)
+        ended = self.state.apply(typed).ended_by(typed)
         if ended is not None:
             self.turn_store.save(ended)
         self.hub.publish(line)
