@@ -24,28 +24,22 @@ from typing import Any, Literal
 
 from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
 from tui.link.base import AttachLink, Backoff, Live, Located, Principal
-from tui.protocol import (
+from tui.protocol.events import (
     By,
     Event,
-    ImageRef,
-    Info,
-    PendingQuestion,
     Presence,
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
     QueueItem,
-    Stats,
     Status,
     TextChunk,
-    Transcript,
-    TurnAccepted,
     TurnEnded,
-    TurnRecord,
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.state import SessionState, State
+from tui.protocol.messages import ImageRef, Info, Stats, Transcript, TurnAccepted, TurnRecord
+from tui.protocol.state import SessionState
 
 __all__ = ["MockLink", "MockRequest"]
 
@@ -147,7 +141,7 @@ class MockLink(AttachLink):
     def attend(self, *people: tuple[str, str]) -> None:
         """Say who is attached now, ``("ana", "viewer")`` each, with a `status` as the worker does."""
         present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
-        self.emit(Status(state=self.state, model=self.model, attached=present))
+        self.emit(Status(state=self.session.state, model=self.model, attached=present))
 
     @property
     def present(self) -> list[Presence]:
@@ -159,21 +153,9 @@ class MockLink(AttachLink):
         return self.session.model
 
     @property
-    def state(self) -> State:
-        return self.session.state
-
-    @property
     def current(self) -> TurnRecord | None:
         """The running turn's record so far."""
         return self.session.current.record() if self.session.current is not None else None
-
-    @property
-    def question(self) -> PendingQuestion | None:
-        return self.session.question
-
-    @property
-    def queue(self) -> list[QueueItem]:
-        return self.session.queue
 
     def next_id(self, prefix: str) -> str:
         """A fresh id such as ``t3`` or ``q1`` for scripted events."""
@@ -198,8 +180,8 @@ class MockLink(AttachLink):
         self.emit(
             TurnEnded(turn_id=self.current.turn_id, outcome=outcome, reply=self.current.reply, error=error)
         )
-        if self.queue:
-            item, rest = self.queue[0], self.queue[1:]
+        if self.session.queue:
+            item, rest = self.session.queue[0], self.session.queue[1:]
             self.emit(QueueChanged(items=rest))
             self.start_turn(item.prompt, by=item.by.name, request_id=item.request_id, origin="queue")
         else:
@@ -294,9 +276,9 @@ class MockLink(AttachLink):
         return Transcript(
             turns=page,
             current=self.current,
-            question=self.question,
-            queue=self.queue,
-            state=self.state,
+            question=self.session.question,
+            queue=list(self.session.queue),
+            state=self.session.state,
             model=self.model,
             cursor=self._seq,
             has_more=len(turns) > len(page),
@@ -333,7 +315,7 @@ class MockLink(AttachLink):
                 client_id=self.client_id,
                 by=By(name="alice"),
             )
-            self.emit(QueueChanged(items=[*self.queue, item]))
+            self.emit(QueueChanged(items=[*self.session.queue, item]))
         else:
             self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
         return self.session.requests[request_id]
@@ -341,9 +323,9 @@ class MockLink(AttachLink):
     async def unqueue(self, queue_id: str) -> None:
         if await self._handle("unqueue", queue_id=queue_id) is not NotImplemented:
             return
-        if not any(i.queue_id == queue_id for i in self.queue):
+        if not any(i.queue_id == queue_id for i in self.session.queue):
             raise NotFound(f"queue item {queue_id} already started or never was")
-        self.emit(QueueChanged(items=[i for i in self.queue if i.queue_id != queue_id]))
+        self.emit(QueueChanged(items=[i for i in self.session.queue if i.queue_id != queue_id]))
 
     async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
         if await self._handle(
@@ -358,7 +340,7 @@ class MockLink(AttachLink):
         self._resolve(question_id, "dismissed", [], None)
 
     def _resolve(self, question_id: str, how: Any, selected: list[str], freeform: str | None) -> None:
-        if self.question is None or self.question.question_id != question_id:
+        if self.session.question is None or self.session.question.question_id != question_id:
             raise Conflict("that question is no longer pending", code="question_not_pending")
         self.emit(
             QuestionResolved(
@@ -378,10 +360,10 @@ class MockLink(AttachLink):
             return bool(answer)
         if self.current is None:
             return False
-        if self.question is not None:
+        if self.session.question is not None:
             self.emit(
                 QuestionResolved(
-                    question_id=self.question.question_id, how="cancelled", client_id=self.client_id
+                    question_id=self.session.question.question_id, how="cancelled", client_id=self.client_id
                 )
             )
         self.end_turn("interrupted")

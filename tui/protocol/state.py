@@ -240,6 +240,7 @@ class SessionState(BaseModel):
     """The last `keep_turns` ended turns by id, oldest first."""
     turns_ended: int = 0
     tokens_in: int = 0
+    """Tokens sent to the model: the sum of the turns' usage, unless a `status` reports a total."""
     tokens_out: int = 0
     context_used: int = 0
     context_limit: int = 0
