@@ -379,7 +379,7 @@ class SessionScreen(Screen[None]):
                 "context_used": state.context_used,
                 "context_limit": state.context_limit,
                 "children": dict(state.children),
-                "model": state.model,
+                "model": state.model or self.status.status.model,
                 "attached": tuple(state.attached),
             }
             if state.state != "idle" and self.status.status.busy_since is None:
