@@ -4,7 +4,8 @@ Like httpx's ``MockTransport``, it ships in the package so that UI tests (and an
 `AttachLink`) can script a session: `emit` appends events to an in-memory journal that every open
 stream delivers in order; requests are recorded in `requests` and, by default, answered the way
 a worker would (a turn starts or queues, an answer resolves the question, an interrupt ends the
-turn). A `handler` may answer any request instead.
+turn). What the session is now (`session`) comes from the one reducer, `tui.protocol.state`.
+A `handler` may answer any request instead.
 
     link = MockLink(history=[...])
     link.emit(TextChunk(turn_id="t1", text="hello"))
@@ -21,40 +22,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.errors import (
-    BadCursor,
-    Busy,
-    NotFound,
-    QuestionNotPending,
-    WorkerUnavailable,
-)
+from tui.errors import BadCursor, Busy, NotFound, QuestionNotPending, WorkerUnavailable
 from tui.link.base import AttachLink, Backoff, Live, Located
-from tui.protocol import (
+from tui.protocol.events import (
     By,
     Event,
-    ImageRef,
-    Info,
-    PendingQuestion,
     Presence,
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
     QueueItem,
-    Stats,
     Status,
     TextChunk,
-    ToolEnded,
-    ToolOutput,
-    ToolRecord,
-    ToolStarted,
-    Transcript,
-    TurnAccepted,
     TurnEnded,
-    TurnRecord,
     TurnStarted,
     WorkerStarted,
 )
+from tui.protocol.messages import ImageRef, Info, Stats, Transcript, TurnAccepted, TurnRecord
 from tui.protocol.principal import Principal
+from tui.protocol.state import SessionState
 
 __all__ = ["MockLink", "MockRequest"]
 
@@ -112,13 +98,10 @@ class MockLink(AttachLink):
         self.reply_format: Literal["verbatim", "markdown"] = reply_format
         self.session_id = session_id
         self.principal = principal or Principal()
-        self.present: list[Presence] = []
-        """Who is attached, as `status` events and the transcript say (see `attend`)."""
         self.client_id = client_id
         self.where = where
         self.paths_complete = paths_complete
         self.version = version
-        self.model = model
         self.handler = handler
         self.history: list[TurnRecord] = list(history or [])
         self.journal: list[Event] = []
@@ -131,11 +114,8 @@ class MockLink(AttachLink):
         self._changed = asyncio.Event()
         self._drop: str | None = None
         self._ids = itertools.count(1)
-        self.current: TurnRecord | None = None
-        self.question: PendingQuestion | None = None
-        self.queue: list[QueueItem] = []
-        self.state: Literal["idle", "working", "asking"] = "idle"
-        self._request_ids: dict[str, TurnAccepted] = {}
+        self.session = SessionState(last_seq=self._seq, model=model)
+        """The session as its journal says it is."""
         if auto_start:
             self.emit(WorkerStarted(epoch=1, pid=4242, version=version, agent=agent, model=model))
 
@@ -148,7 +128,12 @@ class MockLink(AttachLink):
             update["attached"] = list(self.present)  # as the worker does: every status says who
         event = event.model_copy(update=update)
         self.journal.append(event)
-        self._track(event)
+        ended = self.session.apply(event).ended_by(event)
+        if ended is not None:
+            if self.history and self.history[-1].turn_id == ended.turn_id:
+                self.history[-1] = ended
+            else:
+                self.history.append(ended)
         self._wake()
         return event
 
@@ -159,8 +144,22 @@ class MockLink(AttachLink):
 
     def attend(self, *people: tuple[str, str]) -> None:
         """Say who is attached now, ``("ana", "viewer")`` each, with a `status` as the worker does."""
-        self.present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
-        self.emit(Status(state=self.state, model=self.model, attached=list(self.present)))
+        present = [Presence(name=name, kind=kind) for name, kind in people]  # type: ignore[arg-type]
+        self.emit(Status(state=self.session.state, model=self.model, attached=present))
+
+    @property
+    def present(self) -> list[Presence]:
+        """Who is attached, as `status` events and the transcript say (see `attend`)."""
+        return self.session.attached
+
+    @property
+    def model(self) -> str | None:
+        return self.session.model
+
+    @property
+    def current(self) -> TurnRecord | None:
+        """The running turn's record so far."""
+        return self.session.current.record() if self.session.current is not None else None
 
     def next_id(self, prefix: str) -> str:
         """A fresh id such as ``t3`` or ``q1`` for scripted events."""
@@ -185,8 +184,8 @@ class MockLink(AttachLink):
         self.emit(
             TurnEnded(turn_id=self.current.turn_id, outcome=outcome, reply=self.current.reply, error=error)
         )
-        if self.queue:
-            item, rest = self.queue[0], self.queue[1:]
+        if self.session.queue:
+            item, rest = self.session.queue[0], self.session.queue[1:]
             self.emit(QueueChanged(items=rest))
             self.start_turn(item.prompt, by=item.by.name, request_id=item.request_id, origin="queue")
         else:
@@ -227,48 +226,6 @@ class MockLink(AttachLink):
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
-
-    def _track(self, event: Event) -> None:
-        if isinstance(event, TurnStarted):
-            self.current = TurnRecord(
-                turn_id=event.turn_id,
-                prompt=event.prompt,
-                by=event.by,
-                client_id=event.client_id,
-                request_id=event.request_id,
-                origin=event.origin,
-                started_seq=event.seq,
-            )
-            self.state = "working"
-        elif isinstance(event, TextChunk) and self.current:
-            self.current.reply += event.text
-        elif isinstance(event, ToolStarted) and self.current:
-            self.current.tools.append(ToolRecord(call_id=event.call_id, name=event.name, args=event.args))
-        elif isinstance(event, ToolOutput | ToolEnded) and self.current:
-            for tool in self.current.tools:
-                if tool.call_id == event.call_id:
-                    if isinstance(event, ToolOutput):
-                        tool.output += event.text
-                    else:
-                        tool.status, tool.value, tool.error = event.status, event.value, event.error
-        elif isinstance(event, QuestionAsked):
-            self.question = PendingQuestion(**event.model_dump(exclude={"seq", "at", "type"}))
-            self.state = "asking"
-        elif isinstance(event, QuestionResolved):
-            self.question = None
-            self.state = "working" if self.current else "idle"
-        elif isinstance(event, TurnEnded) and self.current:
-            record = self.current.model_copy(
-                update={"outcome": event.outcome, "error": event.error, "ended_seq": event.seq}
-            )
-            self.history.append(record)
-            self.current = None
-            self.question = None
-            self.state = "idle"
-        elif isinstance(event, QueueChanged):
-            self.queue = list(event.items)
-        elif isinstance(event, Status):
-            self.state = event.state
 
     # --- AttachLink ------------------------------------------------------------------------
     async def locate(self) -> Located:
@@ -323,9 +280,9 @@ class MockLink(AttachLink):
         return Transcript(
             turns=page,
             current=self.current,
-            question=self.question,
-            queue=self.queue,
-            state=self.state,
+            question=self.session.question,
+            queue=list(self.session.queue),
+            state=self.session.state,
             model=self.model,
             cursor=self._seq,
             has_more=len(turns) > len(page),
@@ -353,8 +310,8 @@ class MockLink(AttachLink):
         answer = await self._handle("send_turn", prompt=prompt, request_id=request_id, delivery=delivery)
         if answer is not NotImplemented:
             return answer  # type: ignore[no-any-return]
-        if request_id in self._request_ids:
-            return self._request_ids[request_id]
+        if request_id in self.session.requests:
+            return self.session.requests[request_id]
         if self.located.status != "live":
             raise WorkerUnavailable("the worker is not running")
         if self.current is not None:
@@ -367,20 +324,17 @@ class MockLink(AttachLink):
                 client_id=self.client_id,
                 by=By(name="alice"),
             )
-            event = self.emit(QueueChanged(items=[*self.queue, item]))
-            accepted = TurnAccepted(queue_id=item.queue_id, seq=event.seq)
+            self.emit(QueueChanged(items=[*self.session.queue, item]))
         else:
-            turn_id = self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
-            accepted = TurnAccepted(turn_id=turn_id, seq=self._seq)
-        self._request_ids[request_id] = accepted
-        return accepted
+            self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
+        return self.session.requests[request_id]
 
     async def unqueue(self, queue_id: str) -> None:
         if await self._handle("unqueue", queue_id=queue_id) is not NotImplemented:
             return
-        if not any(i.queue_id == queue_id for i in self.queue):
+        if not any(i.queue_id == queue_id for i in self.session.queue):
             raise NotFound(f"queue item {queue_id} already started or never was")
-        self.emit(QueueChanged(items=[i for i in self.queue if i.queue_id != queue_id]))
+        self.emit(QueueChanged(items=[i for i in self.session.queue if i.queue_id != queue_id]))
 
     async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
         if await self._handle(
@@ -395,7 +349,7 @@ class MockLink(AttachLink):
         self._resolve(question_id, "dismissed", [], None)
 
     def _resolve(self, question_id: str, how: Any, selected: list[str], freeform: str | None) -> None:
-        if self.question is None or self.question.question_id != question_id:
+        if self.session.question is None or self.session.question.question_id != question_id:
             raise QuestionNotPending("that question is no longer pending")
         self.emit(
             QuestionResolved(
@@ -415,10 +369,10 @@ class MockLink(AttachLink):
             return bool(answer)
         if self.current is None:
             return False
-        if self.question is not None:
+        if self.session.question is not None:
             self.emit(
                 QuestionResolved(
-                    question_id=self.question.question_id, how="cancelled", client_id=self.client_id
+                    question_id=self.session.question.question_id, how="cancelled", client_id=self.client_id
                 )
             )
         self.end_turn("interrupted")
@@ -429,7 +383,6 @@ class MockLink(AttachLink):
             return
         from tui.protocol import ModelChanged
 
-        self.model = model
         self.emit(ModelChanged(model=model))
 
     async def stats(self) -> Stats:

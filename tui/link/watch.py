@@ -1,7 +1,8 @@
 """Waiting on a session without a UI: the code `tui send --wait` and the piped surface share.
 
 `SessionWatch` keeps a session's state (idle/working/asking, the pending question, which turn
-each request started, how each turn ended) current from one `Follower`, pumped in a task so
+each request started, how each turn ended: a `SessionState`, the one reducer of
+`tui.protocol.state`) current from one `Follower`, pumped in a task so
 that waiting can time out or be interrupted without breaking the stream. `wait_idle` and
 `run_turn` wait on it; questions are answered by a `QuestionPolicy` or end the wait with
 `Unanswered` (exit 3), a worker that went away for good with `WorkerGoneError` (exit 4 or 6).
@@ -14,25 +15,16 @@ import contextlib
 import shlex
 import time
 import uuid
-from collections.abc import Callable
+from collections import ChainMap
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, WorkerGone
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
-from tui.protocol import (
-    Event,
-    PendingQuestion,
-    QuestionAsked,
-    QuestionResolved,
-    QueueChanged,
-    QueueItem,
-    Status,
-    Transcript,
-    TurnEnded,
-    TurnStarted,
-)
+from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
+from tui.protocol.state import SessionState, State
 
 __all__ = [
     "AnswerSpec",
@@ -179,23 +171,16 @@ class SessionWatch:
     transcript: Transcript
     on_event: Callable[[Event], None] | None = None
     on_state: Callable[[LinkState], None] | None = None
-    state: str = "idle"
-    question: PendingQuestion | None = None
-    queue: list[QueueItem] = field(default_factory=list)
-    current: str | None = None
-    by_request: dict[str, str] = field(default_factory=dict)
-    ended: dict[str, TurnEnded] = field(default_factory=dict)
     gone: Gone | None = None
     own_requests: set[str] = field(default_factory=set)
     own_turns: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        t = self.transcript
-        self.state = t.state
-        self.question = t.question
-        self.queue = list(t.queue)
-        self.current = t.current.turn_id if t.current is not None and t.current.outcome is None else None
-        self.follower = Follower(self.link, t.cursor)
+        self.session = SessionState.from_transcript(self.transcript, keep_turns=None)
+        """The session's state: every ended turn is kept, for `wait_turn`."""
+        self._accepted: dict[str, str] = {}
+        """The turn each of this client's requests started, as the worker answered it."""
+        self.follower = Follower(self.link, self.transcript.cursor)
         self._items: asyncio.Queue[Event | LinkState | Exception] = asyncio.Queue(maxsize=4096)
         self._pump: asyncio.Task[None] | None = None
 
@@ -207,6 +192,28 @@ class SessionWatch:
     @property
     def cursor(self) -> int:
         return self.follower.cursor
+
+    @property
+    def state(self) -> State:
+        return self.session.state
+
+    @property
+    def question(self) -> PendingQuestion | None:
+        return self.session.question
+
+    @property
+    def queue(self) -> list[QueueItem]:
+        return self.session.queue
+
+    @property
+    def by_request(self) -> Mapping[str, str]:
+        """The turn each request id started."""
+        return ChainMap(self.session.started, self._accepted)
+
+    @property
+    def ended(self) -> Mapping[str, TurnRecord]:
+        """Every turn that ended while this watch followed, by id."""
+        return self.session.turns
 
     async def _run_pump(self) -> None:
         try:
@@ -226,37 +233,11 @@ class SessionWatch:
             if self.on_state is not None:
                 self.on_state(item)
             return
-        self._apply_event(item)
+        self.session.apply(item)
+        if isinstance(item, TurnStarted) and item.request_id in self.own_requests:
+            self.own_turns.add(item.turn_id)
         if self.on_event is not None:
             self.on_event(item)
-
-    def _apply_event(self, event: Event) -> None:
-        if isinstance(event, Status):
-            self.state = event.state
-        elif isinstance(event, TurnStarted):
-            self.current = event.turn_id
-            if event.request_id:
-                self.by_request[event.request_id] = event.turn_id
-                if event.request_id in self.own_requests:
-                    self.own_turns.add(event.turn_id)
-        elif isinstance(event, QuestionAsked):
-            self.question = PendingQuestion(
-                turn_id=event.turn_id,
-                question_id=event.question_id,
-                text=event.text,
-                options=event.options,
-                multiple=event.multiple,
-                freeform=event.freeform,
-            )
-        elif isinstance(event, QuestionResolved):
-            if self.question is not None and self.question.question_id == event.question_id:
-                self.question = None
-        elif isinstance(event, TurnEnded):
-            self.ended[event.turn_id] = event
-            if self.current == event.turn_id:
-                self.current = None
-        elif isinstance(event, QueueChanged):
-            self.queue = list(event.items)
 
     async def step(self, within: float | None = None) -> Event | LinkState | None:
         """Apply the next event or link change; None when `within` seconds passed first.
@@ -327,7 +308,7 @@ class SessionWatch:
     async def wait_idle(self, policy: QuestionPolicy | None = None) -> None:
         """Wait until no turn runs and no question is pending."""
         handled: dict[str, float] = {}
-        while self.state != "idle" or self.current is not None or self.question is not None:
+        while self.session.state != "idle":
             await self._handle_question(policy, handled)
             await self.step(self._question_wait(handled))
 
@@ -344,7 +325,7 @@ class SessionWatch:
                 await self.wait_idle()
                 continue
             if accepted.turn_id:
-                self.by_request[rid] = accepted.turn_id
+                self._accepted[rid] = accepted.turn_id
                 self.own_turns.add(accepted.turn_id)
             return rid
 
@@ -353,9 +334,9 @@ class SessionWatch:
         handled: dict[str, float] = {}
         while True:
             turn_id = self.by_request.get(request_id)
-            if turn_id is not None and turn_id in self.ended:
-                e = self.ended[turn_id]
-                return TurnResult(turn_id, e.outcome, e.reply, e.error)
+            ended = self.session.turns.get(turn_id) if turn_id is not None else None
+            if turn_id is not None and ended is not None:
+                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error)
             if self.question is not None and (turn_id is None or self.question.turn_id == turn_id):
                 await self._handle_question(policy, handled)
             await self.step(self._question_wait(handled))

@@ -235,6 +235,8 @@ class TurnEnded(EventBase):
 class QueueChanged(EventBase):
     type: Literal["queue_changed"] = "queue_changed"
     items: list[QueueItem] = []
+    held: bool = False
+    """Whether the queue waits (after an interrupt) until someone resumes it."""
 
 
 class Status(EventBase):

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
-from tui.protocol.events import AgentCommand, By, Option, Presence, QueueItem
+from tui.protocol.events import AgentCommand, By, Diff, Option, PlanEntry, Presence, QueueItem
 
 __all__ = [
     "FEATURES",
@@ -139,6 +139,12 @@ class ToolRecord(_Wire):
     status: str = "completed"
     value: Any = None
     error: str | None = None
+    title: str | None = None
+    """What the agent says the call does, when it says (else the name says it)."""
+    kind: str | None = None
+    locations: list[str] = []
+    diffs: list[Diff] = []
+    """The edits the call made, in order."""
 
 
 class TurnRecord(_Wire):
@@ -161,6 +167,10 @@ class TurnRecord(_Wire):
     error: str | None = None
     answered: list[str] = []
     """One line for each question this turn asked: what was answered, and by whom."""
+    thinking: str = ""
+    """A model's reasoning during the turn, when it showed any."""
+    plan: list[PlanEntry] = []
+    """The agent's plan as it last stood in this turn."""
 
 
 class PendingQuestion(_Wire):

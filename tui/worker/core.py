@@ -1,5 +1,6 @@
 """The session as the worker runs it: every change is an event appended to the journal first,
-then applied to the `SessionState`, then published to the open streams.
+then applied to the session's state (`tui.protocol.state`, the one reducer), then published to
+the open streams.
 
 `SessionWorker` owns the turn in progress, the queue, the pending question and leaving. The
 bridge (`tui.worker.bridge`) only translates HTTP into calls of this class.
@@ -57,17 +58,18 @@ from tui.protocol import (
     Transcript,
     TurnAccepted,
     TurnEnded,
+    TurnRecord,
     TurnRequest,
     TurnStarted,
     WorkerLeaving,
     WorkerStarted,
 )
 from tui.protocol.events import EventBase
+from tui.protocol.state import RESTARTED, SessionState
 from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
-from tui.worker.state import SessionState
 
 __all__ = ["SessionWorker", "owner"]
 
@@ -220,26 +222,31 @@ class SessionWorker:
 
     # --- the journal -------------------------------------------------------------------------
     def load(self) -> None:
-        """Replay the journal into the state, reading only the events that can change it."""
+        """Replay the journal into the state, reading only the events that can change it, and
+        keep the record of every ended turn the turn store misses (a worker killed before it
+        wrote one)."""
+        missing: dict[str, TurnRecord] = {}
         for position, seq, typ in self.journal.heads_after(0):
             if not self.state.wants(typ):
-                self.state.last_seq = seq
+                self.state.skip(seq)
                 continue
             try:
                 event = self.journal.line_at(position).decode()
             except ValueError as exc:
                 log.warning("journal line %d cannot be read, skipped: %s", seq, exc)
                 continue
-            ended = self.state.apply(event)
-            if ended is not None and not self.turn_store.has(ended.turn_id):
-                self.turn_store.save(ended)
+            ended = self.state.apply(event).ended_by(event)
+            if ended is not None and (ended.turn_id in missing or not self.turn_store.has(ended.turn_id)):
+                missing[ended.turn_id] = ended
+        for record in missing.values():
+            self.turn_store.save(record)
 
     def emit(self, event: EventBase) -> Event:
         """Append `event` to the journal, apply it, then send it to the open streams."""
         stamped, line = self.journal.append_line(event)
         self.last_activity = time.monotonic()
         typed: Event = stamped  # type: ignore[assignment]
-        ended = self.state.apply(typed)
+        ended = self.state.apply(typed).ended_by(typed)
         if ended is not None:
             self.turn_store.save(ended)
         self.hub.publish(line)
@@ -293,6 +300,7 @@ class SessionWorker:
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
         self._quiet = True
+        orphan, question = self.state.current, self.state.question
         self.emit(
             WorkerStarted(
                 epoch=self.state.epoch + 1,
@@ -302,16 +310,16 @@ class SessionWorker:
                 model=self.state.model,
             )
         )
-        if self.state.question is not None:
-            self.emit(QuestionResolved(question_id=self.state.question.question_id, how="cancelled"))
-        if self.state.current is not None:
-            current = self.state.current
+        # The state ended them when the new worker started; the journal says so for every reader.
+        if question is not None:
+            self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
+        if orphan is not None:
             self.emit(
                 TurnEnded(
-                    turn_id=current.turn_id,
+                    turn_id=orphan.turn_id,
                     outcome="failed",
-                    reply=current.reply,
-                    error="the worker running this turn stopped before it ended (killed or crashed)",
+                    reply=orphan.reply,
+                    error=RESTARTED,
                 )
             )
         self._quiet = False

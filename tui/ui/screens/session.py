@@ -1,8 +1,9 @@
 """The session screen: the transcript, the prompt (or the pending question), the status rows.
 
 Everything the link reports arrives in `LinkEvents` (or `LinkStateChanged`) messages from one
-follower worker; requests run in workers of their own, and their failures are shown in one place
-(`_failed`).
+follower worker; each event is applied to the session's state (`tui.protocol.state`, the one
+reducer) and the widgets then show what it says. Requests run in workers of their own, and their
+failures are shown in one place (`_failed`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from tui.protocol import (
     ModelChanged,
     Note,
     PendingQuestion,
-    QuestionAsked,
     QuestionResolved,
     QueueChanged,
     QueueItem,
@@ -40,7 +40,6 @@ from tui.protocol import (
     ToolOutput,
     ToolStarted,
     Transcript,
-    TurnEnded,
     TurnRecord,
     TurnStarted,
     UnknownEvent,
@@ -48,6 +47,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.protocol.principal import Permission, Principal
+from tui.protocol.state import SessionState, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
@@ -55,7 +55,7 @@ from tui.ui.widgets.prompt import PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
-from tui.ui.widgets.turn import TurnView, who
+from tui.ui.widgets.turn import TurnView
 
 __all__ = ["Outgoing", "SessionScreen"]
 
@@ -96,18 +96,15 @@ class SessionScreen(Screen[None]):
         self.seen_store = seen
         self.clock = clock
         self.gone_exit_after = gone_exit_after
-        self.cursor = 0
-        """The last event applied."""
-        self.turn: TurnRecord | None = None
-        """The running turn."""
-        self.question: PendingQuestion | None = None
-        self.queue: list[QueueItem] = []
+        self.session_state = SessionState()
+        """The session as the events applied so far say it is; the widgets show it."""
         self.outbox: list[Outgoing] = []
-        self.state: str = "idle"
         self.link_state: Live | Reconnecting | Gone = Live()
         self.attached = asyncio.Event()
         """Set once the transcript is shown and the follower runs."""
         self._last_turn_id: str | None = None
+        self._asked: str | None = None
+        """The question the question panel shows."""
         self._send_lock = asyncio.Lock()
         self._ctrl_c_at: float | None = None
         self._batch: list[Event | LinkState] | None = None
@@ -146,9 +143,29 @@ class SessionScreen(Screen[None]):
         return self.query_one("#status", StatusRows)
 
     @property
+    def cursor(self) -> int:
+        """The last event applied."""
+        return self.session_state.last_seq
+
+    @property
     def busy(self) -> bool:
-        """Whether a turn runs (Enter queues; Esc interrupts)."""
-        return self.turn is not None
+        """Whether a turn runs (Enter queues; Esc interrupts); none does once the worker is gone."""
+        return self.session_state.current is not None and not isinstance(self.link_state, Gone)
+
+    @property
+    def turn(self) -> TurnRecord | None:
+        """The running turn's record so far."""
+        current = self.session_state.current
+        return current.record() if current is not None and self.busy else None
+
+    @property
+    def question(self) -> PendingQuestion | None:
+        """The pending question; none once the worker is gone."""
+        return None if isinstance(self.link_state, Gone) else self.session_state.question
+
+    @property
+    def queue(self) -> list[QueueItem]:
+        return self.session_state.queue
 
     def on_mount(self) -> None:
         self._status = self.status
@@ -200,7 +217,7 @@ class SessionScreen(Screen[None]):
 
     async def on_attached(self, message: Attached) -> None:
         transcript, info = message.transcript, message.info
-        self.cursor = transcript.cursor
+        self.session_state = state = SessionState.from_transcript(transcript)
         seen = self.seen_store.get(self.link.where, self.link.session_id) if self.seen_store else None
         if info is not None:
             self.transcript.verbatim = info.reply_format == "verbatim"
@@ -210,26 +227,22 @@ class SessionScreen(Screen[None]):
                 self.prompt.remember(record.prompt)
         if transcript.turns:
             self._last_turn_id = transcript.turns[-1].turn_id
-        if transcript.current is not None:
-            self.turn = transcript.current
-            live = await self.transcript.start_live(transcript.current.model_copy())
-            live.add_text(transcript.current.reply)
-            self.turn = live.record
-        self.queue = list(transcript.queue)
+        if state.current is not None:
+            record = state.current.record()
+            live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
+            live.add_text(record.reply)
         self._show_queue()
-        self.state = transcript.state
         self.status.change(
-            state=transcript.state,
-            model=transcript.model or (info.model if info else None),
+            state=state.state,
+            model=state.model or (info.model if info else None),
             queued=len(self.queue),
             version=info.version if info else "",
-            busy_since=self._started_clock(transcript.current),
+            busy_since=self._started_clock(self.turn),
             link=Live(version=info.version if info else ""),
             attached=tuple(transcript.attached),
         )
         self._show_principal()
-        if transcript.question is not None:
-            await self._ask(transcript.question)
+        await self._show_question()
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
         self._away(seen, transcript)
@@ -319,33 +332,29 @@ class SessionScreen(Screen[None]):
             if item.seq and item.seq <= self.cursor:
                 continue
             await self._apply(item)
-            self.cursor = max(self.cursor, item.seq)
             applied = True
         if applied:
             self._status.touch()
 
-    async def _apply(self, event: object) -> None:
+    async def _apply(self, event: Event) -> None:
+        """Apply `event` to the session's state, then show what changed."""
+        state = self.session_state
+        running = state.current.turn_id if state.current is not None else None
+        asked = state.question.question_id if state.question is not None else None
+        was = state.state
+        state.apply(event)
         transcript = self.transcript
+        if running is not None and (state.current is None or state.current.turn_id != running):
+            ended = state.turns.get(running)
+            if ended is not None:
+                await self._finish(ended)
         live = transcript.live
         if isinstance(event, TurnStarted):
-            if self.turn is not None and self.turn.turn_id != event.turn_id:
-                await self._end_turn_here("failed", "another turn started before this one ended")
-            record = TurnRecord(
-                turn_id=event.turn_id,
-                prompt=event.prompt,
-                by=event.by,
-                client_id=event.client_id,
-                request_id=event.request_id,
-                origin=event.origin,
-                started_seq=event.seq,
-                started_at=event.at.isoformat(),
-            )
             self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
             self._show_outbox()
-            self.turn = record
-            await transcript.start_live(record)
-            self.state = "working"
-            self.status.change(state="working", busy_since=self.clock())
+            assert state.current is not None
+            await transcript.start_live(state.current.record())
+            self.status.change(busy_since=self.clock())
             self._show_busy()
         elif isinstance(event, TextChunk):
             if live is not None and live.record.turn_id == event.turn_id:
@@ -359,74 +368,52 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, ToolEnded):
             if live is not None:
                 live.tool_ended(event)
-        elif isinstance(event, QuestionAsked):
-            await self._ask(PendingQuestion(**event.model_dump(include=set(PendingQuestion.model_fields))))
-            self.state = "asking"
-            self.status.change(state="asking")
         elif isinstance(event, QuestionResolved):
-            await self._resolved(event)
-        elif isinstance(event, TurnEnded):
-            if self.turn is not None and self.turn.turn_id == event.turn_id:
-                record = self.turn
-                record.outcome = event.outcome
-                record.error = event.error
-                record.reply = event.reply or record.reply
-                record.ended_seq = event.seq
-                record.ended_at = event.at.isoformat()
-                await self._finish(record)
+            if event.question_id == asked and state.current is not None and state.current.answered:
+                await self._resolved(event, state.current.answered[-1])
         elif isinstance(event, QueueChanged):
-            self.queue = list(event.items)
             self._show_queue()
             self.status.change(queued=len(self.queue))
         elif isinstance(event, Status):
-            self.state = event.state
             fields: dict[str, object] = {
-                "state": event.state,
-                "context_used": event.context_used,
-                "context_limit": event.context_limit,
-                "children": dict(event.children),
+                "context_used": state.context_used,
+                "context_limit": state.context_limit,
+                "children": dict(state.children),
+                "model": state.model or self.status.status.model,
+                "attached": tuple(state.attached),
             }
-            if event.model:
-                fields["model"] = event.model
-            fields["attached"] = tuple(event.attached)
-            if event.state != "idle" and self.status.status.busy_since is None:
+            if state.state != "idle" and self.status.status.busy_since is None:
                 fields["busy_since"] = self.clock()
             self.status.change(**fields)
         elif isinstance(event, ModelChanged):
-            self.status.change(model=event.model)
+            self.status.change(model=state.model)
             await transcript.add_line(f"model: {event.model}")
         elif isinstance(event, Note):
             await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
         elif isinstance(event, WorkerStarted):
-            self.status.change(version=event.version, model=event.model or self.status.status.model)
-            if self.turn is not None:
-                await self._end_turn_here("failed", "the worker restarted; this turn did not finish")
-            if self.question is not None:
-                await self._unask()
+            self.status.change(version=event.version, model=state.model or self.status.status.model)
         elif isinstance(event, WorkerLeaving):
             await transcript.add_line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}")
         elif isinstance(event, UnknownEvent):
             await transcript.add_line(f"(an event this version does not know: {event.type})")
+        if state.state != was:
+            self.status.change(state=state.state)
+        await self._show_question()
 
     async def _finish(self, record: TurnRecord) -> None:
-        self.turn = None
-        if self.question is not None:
-            await self._unask()
+        await self._show_question()
         await self.transcript.end_live(record)
         self._last_turn_id = record.turn_id
-        self.state = "idle"
-        self.status.change(state="idle", busy_since=None)
+        self.status.change(state=self.session_state.state, busy_since=None)
         self._show_busy()
         self._remember()
 
     async def _end_turn_here(self, outcome: Literal["failed", "interrupted"], why: str) -> None:
-        """A turn the worker will never end (restarted, gone) is shown ended, never spinning."""
-        if self.turn is None:
+        """A turn the worker will never end (it is gone) is shown ended, never spinning."""
+        current = self.session_state.current
+        if current is None:
             return
-        record = self.turn
-        record.outcome = outcome
-        record.error = why
-        await self._finish(record)
+        await self._finish(current.record(outcome=outcome, error=why))
 
     async def on_link_state_changed(self, message: LinkStateChanged) -> None:
         await self._link_state(message.state)
@@ -444,18 +431,26 @@ class SessionScreen(Screen[None]):
         else:
             self.status.change(link=state)
             await self._end_turn_here("interrupted", f"the worker is gone: {state.reason}")
-            self.state = "ended"
             self.status.change(link=state, state="ended", busy_since=None)
-            if self.question is not None:
-                await self._unask()
+            await self._show_question()
             self.notify(state.reason, title="The session's worker is gone", severity="error", timeout=30)
             if self.gone_exit_after is not None:
                 self.set_timer(self.gone_exit_after, lambda: self.leave(state.exit_code, state.reason))
 
     # --- the question --------------------------------------------------------------------------
+    async def _show_question(self) -> None:
+        """Show the pending question in the panel, or no panel when none is pending."""
+        question = self.question
+        if (question.question_id if question is not None else None) == self._asked:
+            return
+        if question is None:
+            await self._unask()
+        else:
+            await self._ask(question)
+
     async def _ask(self, question: PendingQuestion) -> None:
         await self._unask()
-        self.question = question
+        self._asked = question.question_id
         panel = QuestionPanel(question)
         # A viewer reads the question; answering it is refused (`_answered`), so it takes no focus.
         panel.disabled = not self.principal.may("write")
@@ -466,30 +461,18 @@ class SessionScreen(Screen[None]):
         self.call_after_refresh(panel.focus_first)
 
     async def _unask(self) -> None:
-        self.question = None
+        self._asked = None
         await self.query_one("#question-slot").remove_children()
         self.prompt_box.display = self.principal.may("write")
         if self.prompt_box.display:
             self.prompt.focus()
 
-    async def _resolved(self, event: QuestionResolved) -> None:
-        if self.question is None or self.question.question_id != event.question_id:
-            return
-        answer = ", ".join(event.selected + ([event.freeform] if event.freeform else []))
-        name = who(event.by)
-        line = {
-            "answered": f"answered by {name}: {answer}",
-            "dismissed": f"question dismissed by {name}",
-            "cancelled": "question cancelled",
-        }[event.how]
-        if self.turn is not None:
-            self.turn.answered.append(line)
+    async def _resolved(self, event: QuestionResolved, line: str) -> None:
+        """The question was resolved: `line` says how, in the turn and in the transcript."""
         await self._unask()
         await self.transcript.add_line(line)
         if event.client_id != self.link.client_id and event.how != "cancelled":
             self.notify(line, title="The question was resolved elsewhere")
-        self.state = "working" if self.turn else "idle"
-        self.status.change(state=self.state)
 
     @on(QuestionPanel.Answered)
     def _answered(self, message: QuestionPanel.Answered) -> None:

@@ -31,6 +31,7 @@ from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
 from tui.protocol import By, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.protocol.state import who
 from tui.ui.markdown import parser, reply_markdown
 
 if TYPE_CHECKING:
@@ -53,13 +54,6 @@ FREEZE_AT = 2_000
 """Characters of live Markdown source past which its finished blocks are frozen."""
 OUTPUT_LINES = 200
 """The last lines of a tool's output a block shows."""
-
-
-def who(by: By) -> str:
-    """Who sent a prompt, as the transcript names them."""
-    if by.kind == "participant":
-        return f"{by.name} (participant)" if by.name else "a participant"
-    return by.name or "owner"
 
 
 def _short(value: Any, limit: int = 60) -> str:

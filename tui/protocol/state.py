@@ -1,0 +1,460 @@
+"""A session's state as a pure function of its events: the one reducer.
+
+The worker, `SessionWatch`, `MockLink` and the app all keep a `SessionState` and feed it every
+event in order (`apply`); none of them keeps the turn, the question, the queue or the status in
+bookkeeping of its own. The state is a pydantic model with a `schema_version`, so it can be
+checkpointed (`model_dump_json`) and resumed (`model_validate_json`) at any event.
+
+Rules it follows (protocol.md):
+- events apply strictly in order; one whose ``seq`` was already applied changes nothing;
+- ``asking`` while a question is pending, ``working`` while a turn runs, else ``idle``;
+- the pending question always belongs to the running turn;
+- a `worker_started` (or another `turn_started`) while a turn runs ends that turn ``failed``
+  here at once, since its worker will never end it; the `turn_ended` a new worker writes for it
+  afterwards amends that record;
+- an event of a type this version does not know changes nothing but the cursor.
+
+A reply is kept as its chunks and joined when read, so a reply of many chunks costs O(1) per
+chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_serializer
+
+from tui.protocol.events import (
+    AgentCommand,
+    AgentInfo,
+    By,
+    Event,
+    ModelChanged,
+    Plan,
+    PlanEntry,
+    Presence,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    QueueItem,
+    Status,
+    TextChunk,
+    Thinking,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+    WorkerStarted,
+)
+from tui.protocol.messages import PendingQuestion, ToolRecord, Transcript, TurnAccepted, TurnRecord
+
+__all__ = [
+    "RESTARTED",
+    "SCHEMA_VERSION",
+    "SUPERSEDED",
+    "RunningTurn",
+    "SessionState",
+    "State",
+    "apply",
+    "who",
+]
+
+SCHEMA_VERSION: Literal[1] = 1
+"""The version of `SessionState`'s shape; a checkpoint of another version is not read back."""
+
+RESTARTED = "the worker running this turn stopped before it ended (killed or crashed) and was restarted"
+"""The error of a turn that was running when a new worker started (which writes the same)."""
+SUPERSEDED = "another turn started before this one ended"
+"""The error of a turn that was running when another one started."""
+
+State = Literal["idle", "working", "asking"]
+
+# Events that only matter inside the turn that is running when they are read.
+_TURN_DETAIL = frozenset({"text", "thinking", "plan", "tool_started", "tool_output", "tool_ended"})
+# Known events that change nothing here.
+_NO_STATE = frozenset({"note", "worker_leaving"})
+_KNOWN = frozenset(
+    {
+        *_TURN_DETAIL,
+        *_NO_STATE,
+        "worker_started",
+        "turn_started",
+        "question_asked",
+        "question_resolved",
+        "turn_ended",
+        "queue_changed",
+        "status",
+        "model_changed",
+        "agent_info",
+    }
+)
+
+
+def who(by: By) -> str:
+    """A person as the transcript names them: the owner's name, or a participant's."""
+    if by.kind == "participant":
+        return f"{by.name} (participant)" if by.name else "a participant"
+    return by.name or "owner"
+
+
+def _joined(chunks: list[str]) -> str:
+    # Joined once and kept joined: reading a reply twice costs nothing more.
+    if len(chunks) > 1:
+        chunks[:] = ["".join(chunks)]
+    return chunks[0] if chunks else ""
+
+
+class RunningTurn(BaseModel):
+    """The turn in progress, built up event by event."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    head: TurnRecord
+    """The record as the turn started: prompt, who, ids (no reply, tools or outcome yet)."""
+    chunks: list[str] = []
+    """The reply's chunks as they came (joined when read)."""
+    thinking: list[str] = []
+    plan: list[PlanEntry] = []
+    tools: dict[str, ToolRecord] = {}
+    """The calls by id, in the order they started (their output kept apart, in `output`)."""
+    output: dict[str, list[str]] = {}
+    """Each call's output chunks."""
+    answered: list[str] = []
+
+    @field_serializer("chunks", "thinking")
+    def _compact(self, chunks: list[str]) -> list[str]:
+        return [_joined(chunks)] if chunks else []
+
+    @field_serializer("output")
+    def _compact_output(self, output: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {call_id: [_joined(chunks)] for call_id, chunks in output.items()}
+
+    @classmethod
+    def begin(cls, event: TurnStarted) -> RunningTurn:
+        """The turn `event` started."""
+        return cls(
+            head=TurnRecord(
+                turn_id=event.turn_id,
+                prompt=event.prompt,
+                by=event.by,
+                client_id=event.client_id,
+                request_id=event.request_id,
+                origin=event.origin,
+                started_seq=event.seq,
+                started_at=event.at.isoformat(),
+            )
+        )
+
+    @classmethod
+    def resume(cls, record: TurnRecord) -> RunningTurn:
+        """The turn a transcript says is running (`record`: its record so far)."""
+        head = record.model_copy(
+            update={"reply": "", "tools": [], "answered": [], "thinking": "", "plan": []}
+        )
+        return cls(
+            head=head,
+            chunks=[record.reply] if record.reply else [],
+            thinking=[record.thinking] if record.thinking else [],
+            plan=list(record.plan),
+            tools={t.call_id: t.model_copy(update={"output": ""}) for t in record.tools},
+            output={t.call_id: [t.output] for t in record.tools if t.output},
+            answered=list(record.answered),
+        )
+
+    @property
+    def turn_id(self) -> str:
+        return self.head.turn_id
+
+    @property
+    def reply(self) -> str:
+        """The reply so far."""
+        return _joined(self.chunks)
+
+    def record(
+        self,
+        *,
+        seq: int | None = None,
+        at: str | None = None,
+        outcome: Literal["completed", "failed", "interrupted"] | None = None,
+        error: str | None = None,
+        reply: str = "",
+    ) -> TurnRecord:
+        """The turn's compact record: as it stands (no `outcome`), or ended at `seq`.
+
+        Args:
+            seq: the seq of the event that ended it.
+            at: when it ended (ISO 8601).
+            outcome: how it ended; None while it runs.
+            error: why it failed, if it did.
+            reply: the whole reply as the ending says it; empty: the chunks so far.
+        """
+        tools = [
+            t.model_copy(update={"output": _joined(self.output.get(t.call_id, [])), "diffs": list(t.diffs)})
+            for t in self.tools.values()
+        ]
+        return self.head.model_copy(
+            update={
+                "ended_seq": seq,
+                "ended_at": at,
+                "reply": reply or self.reply,
+                "tools": tools,
+                "outcome": outcome,
+                "error": error,
+                "answered": list(self.answered),
+                "thinking": _joined(self.thinking),
+                "plan": list(self.plan),
+            }
+        )
+
+
+class SessionState(BaseModel):
+    """A session as its events say it is.
+
+    Start from nothing (and apply the journal from seq 1) or `from_transcript` (and apply the
+    events after its cursor).
+    """
+
+    model_config = ConfigDict(defer_build=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    keep_turns: int | None = 1
+    """How many ended turns to keep in `turns` (None: all of them)."""
+    last_seq: int = 0
+    """The last event applied (the cursor)."""
+    epoch: int = 0
+    agent: str | None = None
+    version: str | None = None
+    """The running worker's version."""
+    model: str | None = None
+    current: RunningTurn | None = None
+    question: PendingQuestion | None = None
+    queue: list[QueueItem] = []
+    held: bool = False
+    """Whether the queue waits (after an interrupt) until someone resumes it."""
+    requests: dict[str, TurnAccepted] = {}
+    """Every request id seen, with the first answer it got (a turn or a queue item)."""
+    started: dict[str, str] = {}
+    """Each request id whose turn started, and that turn's id (also for queued requests)."""
+    turns: dict[str, TurnRecord] = {}
+    """The last `keep_turns` ended turns by id, oldest first."""
+    turns_ended: int = 0
+    tokens_in: int = 0
+    """Tokens sent to the model: the sum of the turns' usage, unless a `status` reports a total."""
+    tokens_out: int = 0
+    context_used: int = 0
+    context_limit: int = 0
+    children: dict[str, int] = {}
+    attached: list[Presence] = []
+    """Who has an event stream open, as the last `status` said."""
+    commands: list[AgentCommand] = []
+    """The agent's own slash commands."""
+    mode: str | None = None
+    """The agent's mode, when it has modes."""
+
+    @classmethod
+    def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
+        """The state a transcript describes, current to its cursor."""
+        state = cls(
+            keep_turns=keep_turns,
+            last_seq=transcript.cursor,
+            model=transcript.model,
+            queue=list(transcript.queue),
+            attached=list(transcript.attached),
+        )
+        for record in transcript.turns:
+            state._keep(record)
+        current = transcript.current
+        if current is not None and current.outcome is None:
+            state.current = RunningTurn.resume(current)
+            if current.request_id:
+                state.started[current.request_id] = current.turn_id
+            question = transcript.question
+            if question is not None and question.turn_id == current.turn_id:
+                state.question = question
+        return state
+
+    @property
+    def state(self) -> State:
+        """``asking`` while a question is pending, ``working`` while a turn runs, else ``idle``."""
+        if self.question is not None:
+            return "asking"
+        return "working" if self.current is not None else "idle"
+
+    def wants(self, typ: str) -> bool:
+        """Whether an event of type `typ` can change anything now (else it need not be decoded)."""
+        if typ not in _KNOWN or typ in _NO_STATE:
+            return False
+        return typ not in _TURN_DETAIL or self.current is not None
+
+    def skip(self, seq: int) -> None:
+        """Move the cursor past an event `wants` said changes nothing."""
+        self.last_seq = max(self.last_seq, seq)
+
+    def apply(self, event: Event) -> SessionState:
+        """Apply one event (in place); an event already applied (by seq) changes nothing.
+
+        Returns:
+            This state.
+        """
+        if event.seq:
+            if event.seq <= self.last_seq:
+                return self
+            self.last_seq = event.seq
+        current = self.current
+        match event:
+            case TextChunk():
+                if current is not None and current.turn_id == event.turn_id:
+                    current.chunks.append(event.text)
+            case ToolOutput():
+                if current is not None and current.turn_id == event.turn_id:
+                    if event.text:
+                        current.output.setdefault(event.call_id, []).append(event.text)
+                    tool = current.tools.get(event.call_id)
+                    if event.diff is not None and tool is not None:
+                        tool.diffs.append(event.diff)
+            case Thinking():
+                if current is not None and current.turn_id == event.turn_id:
+                    current.thinking.append(event.text)
+            case ToolStarted():
+                if current is not None and current.turn_id == event.turn_id:
+                    current.tools[event.call_id] = ToolRecord(
+                        call_id=event.call_id,
+                        name=event.name,
+                        args=event.args,
+                        status="still_working",
+                        title=event.title,
+                        kind=event.kind,
+                        locations=list(event.locations),
+                    )
+            case ToolEnded():
+                if current is not None and current.turn_id == event.turn_id:
+                    tool = current.tools.get(event.call_id)
+                    if tool is not None:
+                        tool.status, tool.value, tool.error = event.status, event.value, event.error
+            case Plan():
+                if current is not None and current.turn_id == event.turn_id:
+                    current.plan = list(event.entries)
+            case TurnStarted():
+                if current is not None and current.turn_id != event.turn_id:
+                    self._end_here(SUPERSEDED, event.seq, event.at.isoformat())
+                self.current = RunningTurn.begin(event)
+                self.question = None
+                rid = event.request_id
+                if rid:
+                    self.started[rid] = event.turn_id
+                    if rid not in self.requests:
+                        self.requests[rid] = TurnAccepted(turn_id=event.turn_id, seq=event.seq)
+            case QuestionAsked():
+                if current is not None and current.turn_id == event.turn_id:
+                    self.question = PendingQuestion(
+                        turn_id=event.turn_id,
+                        question_id=event.question_id,
+                        text=event.text,
+                        options=list(event.options),
+                        multiple=event.multiple,
+                        freeform=event.freeform,
+                    )
+            case QuestionResolved():
+                if self.question is not None and self.question.question_id == event.question_id:
+                    if current is not None:
+                        current.answered.append(_answered_line(event))
+                    self.question = None
+            case TurnEnded():
+                self.tokens_in += event.usage.get("input", 0)
+                self.tokens_out += event.usage.get("output", 0)
+                at = event.at.isoformat()
+                if current is not None and current.turn_id == event.turn_id:
+                    self._keep(
+                        current.record(
+                            seq=event.seq, at=at, outcome=event.outcome, error=event.error, reply=event.reply
+                        )
+                    )
+                    self.current = None
+                    self.question = None
+                    self.turns_ended += 1
+                elif event.turn_id in self.turns:
+                    # A new worker's ending of a turn already shown ended when that worker started.
+                    ended = self.turns[event.turn_id]
+                    self.turns[event.turn_id] = ended.model_copy(
+                        update={
+                            "outcome": event.outcome,
+                            "error": event.error,
+                            "reply": event.reply or ended.reply,
+                            "ended_seq": event.seq,
+                            "ended_at": at,
+                        }
+                    )
+            case QueueChanged():
+                self.queue = list(event.items)
+                self.held = event.held
+                for item in event.items:
+                    if item.request_id and item.request_id not in self.requests:
+                        self.requests[item.request_id] = TurnAccepted(queue_id=item.queue_id, seq=event.seq)
+            case Status():
+                if event.model is not None:
+                    self.model = event.model
+                self.context_used = event.context_used
+                self.context_limit = event.context_limit
+                self.children = dict(event.children)
+                self.attached = list(event.attached)
+                # Totals a worker reports win over the sum of turn usages; a status without any keeps it.
+                if event.tokens_in or event.tokens_out:
+                    self.tokens_in, self.tokens_out = event.tokens_in, event.tokens_out
+            case WorkerStarted():
+                if current is not None:
+                    self._end_here(RESTARTED, event.seq, event.at.isoformat())
+                self.question = None
+                self.epoch = event.epoch
+                self.agent = event.agent
+                self.version = event.version
+                if event.model is not None:
+                    self.model = event.model
+            case ModelChanged():
+                self.model = event.model
+            case AgentInfo():
+                self.commands = list(event.commands)
+                self.mode = event.mode
+            case _:
+                pass
+        return self
+
+    def ended_by(self, event: Event) -> TurnRecord | None:
+        """The record of the turn `event` ended (or amended), when applying it did so."""
+        last = next(reversed(self.turns.values()), None)
+        return last if last is not None and event.seq and last.ended_seq == event.seq else None
+
+    def record(self, turn_id: str) -> TurnRecord | None:
+        """The record of turn `turn_id`: running, or among the ended ones kept."""
+        if self.current is not None and self.current.turn_id == turn_id:
+            return self.current.record()
+        return self.turns.get(turn_id)
+
+    def _end_here(self, why: str, seq: int, at: str) -> None:
+        """End the running turn ``failed``: no worker will end it."""
+        assert self.current is not None
+        self._keep(self.current.record(seq=seq or None, at=at, outcome="failed", error=why))
+        self.current = None
+        self.question = None
+        self.turns_ended += 1
+
+    def _keep(self, record: TurnRecord) -> None:
+        self.turns.pop(record.turn_id, None)
+        self.turns[record.turn_id] = record
+        if self.keep_turns is not None:
+            while len(self.turns) > self.keep_turns:
+                del self.turns[next(iter(self.turns))]
+
+
+def apply(state: SessionState, event: Event) -> SessionState:
+    """Apply `event` to `state` (in place) and return it; see `SessionState.apply`."""
+    return state.apply(event)
+
+
+def _answered_line(event: QuestionResolved) -> str:
+    if event.how == "answered":
+        answer = ", ".join([*event.selected, *([event.freeform] if event.freeform else [])])
+        return f"answered by {who(event.by)}: {answer}"
+    if event.how == "dismissed":
+        return f"question dismissed by {who(event.by)}"
+    return "question cancelled"
