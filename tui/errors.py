@@ -3,21 +3,41 @@
 Every failure a person may see is a `TuiError`. Foreign errors (OS, httpx, pydantic) are mapped
 into this tree at the boundary where they happen, with ``raise ... from exc``; the command line
 prints ``str(error)`` and exits with ``error.exit_code``. On the wire a refusal is
-``{"error": code, "detail": sentence}``; `error_from_wire` turns it back into the same class, so
-a remote refusal reads exactly like a local one.
+``{"error": code, "detail": sentence, …fields}``. Each wire code is one class, and its HTTP status
+and exit code are class attributes (a family sets them, a case may narrow the status);
+`error_from_wire` is the one way back from the wire, so a remote refusal reads exactly like a
+local one.
 
-    TuiError                      exit 1
-    ├── UsageError                exit 2   (bad arguments)
-    ├── NotFound                  not_found: no such session, queue item, question
-    ├── AmbiguousId               ambiguous_id: a prefix that matches several sessions
-    ├── InvalidRequest            invalid_request / invalid_answer / invalid_model / bad_cursor
-    ├── Conflict                  busy, question_not_pending, worker_running, locked
-    ├── TooLarge                  413 too_large, 415 not_an_image
-    ├── WorkerUnavailable         exit 4   no_worker, worker_gone, server_stopping
-    ├── Unreachable               a remote machine could not be asked
-    └── Refused                   exit 6   unauthorized, token_revoked, token_expired,
-                                           forbidden, misdirected, not_permitted,
-                                           too_many_turns, cap_reached
+    TuiError                       error                 500  exit 1
+    ├── UsageError                 usage                 400  exit 2 (bad arguments)
+    ├── NotFound                   not_found             404
+    ├── AmbiguousId                ambiguous_id          409
+    ├── InvalidRequest             invalid_request       400
+    │   ├── InvalidAnswer          invalid_answer        400
+    │   ├── InvalidModel           invalid_model         400
+    │   ├── MethodNotAllowed       method_not_allowed    405
+    │   └── BadCursor              bad_cursor            409
+    ├── Conflict                   conflict              409
+    │   ├── Busy                   busy
+    │   ├── QuestionNotPending     question_not_pending
+    │   ├── WorkerRunning          worker_running
+    │   └── Locked                 locked
+    ├── TooLarge                   too_large             413
+    │   └── NotAnImage             not_an_image          415
+    ├── WorkerUnavailable          no_worker             503  exit 4
+    │   ├── WorkerGone             worker_gone
+    │   ├── WorkerStarting         (no_worker)
+    │   └── ServerStopping         server_stopping
+    ├── Unreachable                unreachable           502
+    └── Refused                    refused               403  exit 6
+        ├── Unauthorized           unauthorized          401
+        ├── TokenRevoked           token_revoked         401
+        ├── TokenExpired           token_expired         401
+        ├── Forbidden              forbidden             403
+        ├── NotPermitted           not_permitted         403
+        ├── Misdirected            misdirected           421
+        ├── TooManyTurns           too_many_turns        429
+        └── CapReached             cap_reached           429
 """
 
 from __future__ import annotations
@@ -26,24 +46,47 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AmbiguousId",
+    "BadCursor",
+    "Busy",
+    "CapReached",
     "Conflict",
+    "Forbidden",
+    "InvalidAnswer",
+    "InvalidModel",
     "InvalidRequest",
+    "Locked",
+    "MethodNotAllowed",
+    "Misdirected",
+    "NotAnImage",
     "NotFound",
+    "NotPermitted",
+    "QuestionNotPending",
     "Refused",
+    "ServerStopping",
+    "TokenExpired",
+    "TokenRevoked",
     "TooLarge",
+    "TooManyTurns",
     "TuiError",
+    "Unauthorized",
     "Unreachable",
     "UsageError",
+    "WorkerGone",
+    "WorkerRunning",
+    "WorkerStarting",
     "WorkerUnavailable",
+    "error_class",
     "error_from_wire",
 ]
+
+_BY_CODE: dict[str, type[TuiError]] = {}
 
 
 class TuiError(Exception):
     """Root of every error a person may see.
 
     Attributes:
-        code: the wire code (`protocol.md`), also used in logs.
+        code: the wire code (`protocol.md`), also used in logs; one class per code.
         status: the HTTP status a server answers with.
         exit_code: what the command line exits with.
         title: a short heading for the UI.
@@ -55,16 +98,24 @@ class TuiError(Exception):
     exit_code: ClassVar[int] = 1
     title: ClassVar[str] = "Error"
 
-    def __init__(self, detail: str, *, code: str | None = None, **fields: Any) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            if cls.code in _BY_CODE:
+                raise TypeError(f"wire code {cls.code!r} has two classes: {_BY_CODE[cls.code]} and {cls}")
+            _BY_CODE[cls.code] = cls
+
+    def __init__(self, detail: str, **fields: Any) -> None:
         super().__init__(detail)
         self.detail = detail
-        if code is not None:
-            self.code = code  # type: ignore[misc]
         self.fields = fields
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON body of a refusal carrying this error."""
         return {"error": self.code, "detail": self.detail, **self.fields}
+
+
+_BY_CODE[TuiError.code] = TuiError
 
 
 class UsageError(TuiError):
@@ -92,16 +143,69 @@ class InvalidRequest(TuiError):
     title = "Invalid request"
 
 
+class InvalidAnswer(InvalidRequest):
+    """A label not offered, several when one is asked, free text when not allowed."""
+
+    code = "invalid_answer"
+
+
+class MethodNotAllowed(InvalidRequest):
+    """A route that exists, asked with a method it does not take (its ``Allow`` header lists them)."""
+
+    code = "method_not_allowed"
+    status = 405
+
+
+class InvalidModel(InvalidRequest):
+    """A model this session cannot switch to."""
+
+    code = "invalid_model"
+
+
+class BadCursor(InvalidRequest):
+    """A cursor ahead of the journal: never a silent gap."""
+
+    code = "bad_cursor"
+    status = 409
+
+
 class Conflict(TuiError):
-    code = "busy"
+    code = "conflict"
     status = 409
     title = "Not now"
+
+
+class Busy(Conflict):
+    """A turn is running and the prompt was to start now."""
+
+    code = "busy"
+
+
+class QuestionNotPending(Conflict):
+    code = "question_not_pending"
+
+
+class WorkerRunning(Conflict):
+    """The session's worker is live, and the command needs it stopped."""
+
+    code = "worker_running"
+
+
+class Locked(Conflict):
+    """Another worker holds the session's owner lock."""
+
+    code = "locked"
 
 
 class TooLarge(TuiError):
     code = "too_large"
     status = 413
     title = "Too large"
+
+
+class NotAnImage(TooLarge):
+    code = "not_an_image"
+    status = 415
 
 
 class WorkerUnavailable(TuiError):
@@ -111,62 +215,132 @@ class WorkerUnavailable(TuiError):
     title = "Worker unavailable"
 
 
+class WorkerGone(WorkerUnavailable):
+    """The worker stopped answering (a transport failure, or 502/503/504 without a reason)."""
+
+    code = "worker_gone"
+
+
+class WorkerStarting(WorkerUnavailable):
+    """A worker was started and runs, but its bridge was not ready within the wait: ask again soon.
+
+    Never on the wire (a wake answers ``starting``); it carries ``no_worker`` if it ever is.
+    """
+
+
+class ServerStopping(WorkerUnavailable):
+    """The web bridge is shutting down; asking again in a second is right."""
+
+    code = "server_stopping"
+
+
 class Unreachable(TuiError):
+    """Another machine could not be asked."""
+
     code = "unreachable"
     status = 502
     title = "Unreachable"
 
 
 class Refused(TuiError):
-    code = "unauthorized"
-    status = 401
+    code = "refused"
+    status = 403
     exit_code = 6
     title = "Refused"
 
 
-_BY_CODE: dict[str, type[TuiError]] = {
-    "usage": UsageError,
-    "not_found": NotFound,
-    "ambiguous_id": AmbiguousId,
-    "invalid_request": InvalidRequest,
-    "invalid_answer": InvalidRequest,
-    "invalid_model": InvalidRequest,
-    "bad_cursor": InvalidRequest,
-    "busy": Conflict,
-    "question_not_pending": Conflict,
-    "worker_running": Conflict,
-    "locked": Conflict,
-    "too_large": TooLarge,
-    "not_an_image": TooLarge,
-    "no_worker": WorkerUnavailable,
-    "worker_gone": WorkerUnavailable,
-    "server_stopping": WorkerUnavailable,
-    "unreachable": Unreachable,
-    "unauthorized": Refused,
-    "token_revoked": Refused,
-    "token_expired": Refused,
-    "forbidden": Refused,
-    "misdirected": Refused,
-    "not_permitted": Refused,
-    "too_many_turns": Refused,
-    "cap_reached": Refused,
+class Unauthorized(Refused):
+    code = "unauthorized"
+    status = 401
+
+
+class TokenRevoked(Refused):
+    code = "token_revoked"
+    status = 401
+
+
+class TokenExpired(Refused):
+    code = "token_expired"
+    status = 401
+
+
+class Forbidden(Refused):
+    """A request from a web page of another origin."""
+
+    code = "forbidden"
+
+
+class NotPermitted(Refused):
+    """What this principal's kind may not do."""
+
+    code = "not_permitted"
+
+
+class Misdirected(Refused):
+    """A ``Host`` that is not the web bridge's own address."""
+
+    code = "misdirected"
+    status = 421
+
+
+class TooManyTurns(Refused):
+    """A collaborator's share has no turns left."""
+
+    code = "too_many_turns"
+    status = 429
+
+
+class CapReached(Refused):
+    """A participant's token holds as many open streams as it may."""
+
+    code = "cap_reached"
+    status = 429
+
+
+# A status without a known code (a proxy's answer, a newer server's code) maps to its family.
+_BY_STATUS: dict[int, type[TuiError]] = {
+    400: InvalidRequest,
+    401: Unauthorized,
+    403: Refused,
+    404: NotFound,
+    405: MethodNotAllowed,
+    409: Conflict,
+    413: TooLarge,
+    415: NotAnImage,
+    421: Misdirected,
+    429: Refused,
+    502: WorkerGone,
+    503: WorkerGone,
+    504: WorkerGone,
 }
 
 
-def error_from_wire(body: Any, status: int) -> TuiError:
-    """Turn a refusal body (``{"error", "detail", ...}``) back into its exception.
+def error_class(code: str) -> type[TuiError] | None:
+    """The class of a wire code, None for a code this version does not know."""
+    return _BY_CODE.get(code)
+
+
+def error_from_wire(body: Any, status: int, *, who: str = "the server") -> TuiError:
+    """Turn a refusal back into its exception: the one mapper from the wire.
 
     Args:
         body: the decoded JSON body, or anything else a server sent.
         status: the HTTP status it came with.
+        who: how a sentence names the other end when it sent none (``the worker of session 3f2a``).
 
     Returns:
-        The `TuiError` subclass for the code, carrying the server's sentence.
+        The class of the body's code, carrying the server's sentence and fields; for a code this
+        version does not know, or no refusal body at all, the family of the HTTP status.
     """
     if isinstance(body, dict) and isinstance(body.get("error"), str):
         code = body["error"]
         detail = str(body.get("detail") or code)
         fields = {k: v for k, v in body.items() if k not in ("error", "detail")}
-        cls = _BY_CODE.get(code, TuiError)
-        return cls(detail, code=code, **fields)
-    return TuiError(f"the server answered HTTP {status} without a reason", code="error")
+        cls = _BY_CODE.get(code) or _BY_STATUS.get(status, TuiError)
+        return cls(detail, **fields)
+    cls = _BY_STATUS.get(status, TuiError)
+    if issubclass(cls, WorkerUnavailable):
+        return cls(f"{who} is not available (HTTP {status})")
+    if issubclass(cls, Refused):
+        return cls(f"{who} refused this client (HTTP {status})")
+    return cls(f"{who} answered HTTP {status} without a reason")

@@ -31,7 +31,7 @@ async def test_the_owners_status_row_shows_a_viewer_attaching_and_leaving(web: W
     try:
         principal = await guest_link.whoami()
         assert (principal.kind, principal.name) == ("viewer", "ana")
-        assert not principal.may("send")
+        assert not principal.may("write")
         assert (await owner_link.whoami()).kind == "owner"
         async with app.run_test() as pilot:
             row = app.session.status.link_row

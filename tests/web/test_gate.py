@@ -114,7 +114,8 @@ def test_a_session_without_a_worker_answers_no_worker_on_forwarded_routes(shared
         ("POST", "turn"),
         ("POST", "interrupt"),
     ]:
-        reply = c.request(method, f"/api/sessions/{sid}/{path}", json={} if method == "POST" else None)
+        body = {"prompt": "1"} if path == "turn" else {}
+        reply = c.request(method, f"/api/sessions/{sid}/{path}", json=body if method == "POST" else None)
         assert reply.status_code == 503, path
         assert reply.json()["error"] == "no_worker"
         assert "wake" in reply.json()["detail"]

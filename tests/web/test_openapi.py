@@ -1,7 +1,9 @@
-"""The OpenAPI schema stays true to the routes, and no request drawn from it gets a 500."""
+"""The OpenAPI document stays true to the routes and their answers, and no request drawn from it
+gets a 500."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,45 +11,177 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from tui.store import StatePaths
 from tui.web.app import WebBridge, create_app
-from tui.web.openapi import OPERATIONS, schema
+from tui.web.openapi import document, operations
 
-from .conftest import Web, start_web, wake
+from .conftest import TIMEOUT, Web, start_web, wake
 
 
-def test_the_schema_lists_exactly_the_apps_routes() -> None:
+def _served(routes: list[BaseRoute], prefix: str = "") -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for route in routes:
+        if isinstance(route, Mount):
+            found |= _served(route.routes, prefix + route.path)
+        elif isinstance(route, Route):
+            found |= {(m.lower(), prefix + route.path) for m in route.methods or () if m != "HEAD"}
+    return found
+
+
+def test_the_document_lists_exactly_the_apps_routes() -> None:
     with tempfile.TemporaryDirectory(prefix="tui-", dir="/tmp") as d:
         app = create_app(WebBridge(StatePaths(Path(d)), "0" * 64))
-    served = {
-        (method.lower(), route.path)
-        for route in app.routes
-        if isinstance(route, Route)
-        for method in (route.methods or ())
-        if method != "HEAD"
-    }
-    documented = {(method, path) for method, path, *_ in OPERATIONS}
-    assert served == documented
-    paths = schema()["paths"]
+    documented = {(spec.method.lower(), spec.path) for spec in operations()}
+    assert _served(app.routes) == documented
+    paths = document()["paths"]
     assert {(m, p) for p, ops in paths.items() for m in ops} == documented
 
 
-def test_the_schema_is_served(shared_web: Web) -> None:
+def test_the_document_is_served(shared_web: Web) -> None:
     reply = shared_web.client().get("/api/openapi.json")
     assert reply.status_code == 200
-    assert reply.json() == schema()
+    assert reply.json() == document()
     assert shared_web.client(token=None).get("/api/openapi.json").status_code == 401
 
 
-def test_the_schemas_bodies_are_the_models_the_routes_take() -> None:
-    components = schema()["components"]["schemas"]
+def test_the_documents_bodies_are_the_models_the_routes_take() -> None:
+    components = document()["components"]["schemas"]
     assert set(components["TurnRequest"]["properties"]) >= {"prompt", "request_id", "delivery", "images"}
     assert set(components["ShareRequest"]["required"]) == {"name", "kind"}
+
+
+def test_every_operation_describes_its_success_answer() -> None:
+    for path, ops in document()["paths"].items():
+        for method, op in ops.items():
+            ok = [code for code in op["responses"] if code.startswith("2")]
+            assert len(ok) == 1, (method, path)
+            assert op["responses"][ok[0]]["content"], (method, path)
+
+
+def test_a_method_a_path_does_not_take_is_a_405_naming_the_ones_it_does(shared_web: Web) -> None:
+    sid = shared_web.session()
+    c = shared_web.client()
+    put = c.put(f"/api/sessions/{sid}/participants")
+    assert put.status_code == 405
+    assert set(put.headers["allow"].replace(" ", "").split(",")) >= {"GET", "POST", "DELETE"}
+    assert put.json()["error"] == "method_not_allowed"
+    wrong = c.get(f"/api/sessions/{sid}/turn")
+    assert (wrong.status_code, wrong.headers["allow"]) == (405, "POST")
+
+
+# --- every route's real answer, checked against the document ------------------------------------
+class Checker:
+    """Checks each answer against the document's schema for its operation, and counts the
+    operations answered with their success status."""
+
+    def __init__(self, sid: str) -> None:
+        self.doc = document()
+        self.sid = sid
+        self.answered: set[tuple[str, str]] = set()
+
+    def _validate(self, schema: dict[str, Any], body: Any, where: str) -> None:
+        root = {**schema, "components": self.doc["components"]}
+        errors = list(jsonschema.Draft202012Validator(root).iter_errors(body))
+        assert not errors, f"{where}: {errors[0].message} at {list(errors[0].absolute_path)}"
+
+    def check(self, method: str, path: str, reply: httpx.Response) -> Any:
+        op = self.doc["paths"][path][method]
+        status = next(code for code in op["responses"] if code.startswith("2"))
+        where = f"{method.upper()} {path}"
+        if str(reply.status_code) != status:
+            refusal = op["responses"]["default"]["content"]["application/json"]["schema"]
+            self._validate(refusal, reply.json(), where)
+            raise AssertionError(f"{where}: {reply.status_code} {reply.text}")
+        (media, content), *_ = op["responses"][status]["content"].items()
+        assert reply.headers["content-type"].startswith(media), where
+        body = reply.json() if media == "application/json" else reply.text
+        self._validate(content["schema"], body, where)
+        self.answered.add((method, path))
+        return body
+
+
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
+    w = start_web(state_dir)
+    try:
+        c = w.client()
+        made = c.post("/api/sessions", json={"prompt": "x = 6", "wait": TIMEOUT, "request_id": "r1"})
+        assert made.status_code == 201, made.text
+        sid = made.json()["id"]
+        chk = Checker(sid)
+        chk.check("post", "/api/sessions", made)
+        s = f"/api/sessions/{sid}"
+        sp = "/api/sessions/{id}"
+
+        def session(method: str, rest: str, **kw: Any) -> Any:
+            return chk.check(method, sp + rest, c.request(method, s + rest, **kw))
+
+        chk.check("get", "/api/info", c.get("/api/info"))
+        chk.check("get", "/api/openapi.json", c.get("/api/openapi.json"))
+        chk.check("get", "/api/sessions", c.get("/api/sessions"))
+        chk.check("get", "/api/sessions/resolve", c.get("/api/sessions/resolve", params={"id": sid[:6]}))
+        session("get", "")
+        session("post", "/wake", json={"wait": TIMEOUT})
+        session("get", "/worker")
+        session("get", "/info")
+        session("get", "/stats")
+        # A question holds the turn, so a second prompt queues behind it and can be taken back.
+        session("post", "/turn", json={"prompt": 'ask("which?", options=["a", "b"])', "request_id": "q1"})
+        queued = session("post", "/turn", json={"prompt": "y = 1", "delivery": "queue"})
+        chk.check("delete", sp + "/queue/{queue_id}", c.delete(f"{s}/queue/{queued['queue_id']}"))
+        question = _pending(c, s)
+        session("post", "/answer", json={"question_id": question, "selected": ["a"]})
+        session("post", "/turn", json={"prompt": 'ask("again?")', "request_id": "q2"})
+        session("post", "/question/dismiss", json={"question_id": _pending(c, s)})
+        session("get", "/transcript", params={"limit": 5})
+        session("post", "/interrupt", json={})
+        session("post", "/images", params={"name": "dot.png"}, content=PNG)
+        with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            chk.answered.add(("get", sp + "/events"))
+        shared = session("post", "/participants", json={"name": "ana", "kind": "viewer"})
+        assert shared["token"]
+        session("get", "/participants")
+        session("delete", "/participants", params={"participant": "ana"})
+        # A python session has no models: the switch is refused, with the document's refusal.
+        refused = c.post(f"{s}/model", json={"model": "x"})
+        assert refused.status_code == 400 and refused.json()["error"] == "invalid_model"
+        chk.answered.add(("post", sp + "/model"))
+        session("post", "/restart", json={"wait": TIMEOUT})
+        session("post", "/stop", json={})
+        session("post", "/archive")
+        session("delete", "", params={"force": 1})
+        documented = {(spec.method.lower(), spec.path) for spec in operations()}
+        assert chk.answered == documented
+    finally:
+        w.stop()
+
+
+def _pending(c: httpx.Client, s: str) -> str:
+    """The pending question's id, once the worker has asked it (followed on the event stream)."""
+    now = c.get(f"{s}/transcript", params={"limit": 0}).json()
+    if now["question"] is not None:
+        return str(now["question"]["question_id"])
+    with c.stream("GET", f"{s}/events", params={"cursor": now["cursor"]}, timeout=TIMEOUT) as r:
+        kind = ""
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                kind = line.removeprefix("event: ")
+            elif line.startswith("data: ") and kind == "question_asked":
+                return str(json.loads(line.removeprefix("data: "))["question_id"])
+    raise AssertionError("the stream ended before the question was asked")
 
 
 # --- a schema-driven run over the routes -------------------------------------------------------------
@@ -59,7 +193,7 @@ SKIPPED = {
     ("post", "/api/sessions/{id}/restart"),
     ("post", "/api/sessions"),
 }
-FUZZED = [op for op in OPERATIONS if (op[0], op[1]) not in SKIPPED]
+FUZZED = [spec for spec in operations() if (spec.method.lower(), spec.path) not in SKIPPED]
 
 json_values = st.recursive(
     st.none()
@@ -75,7 +209,7 @@ json_values = st.recursive(
 def _body_strategy(name: str | None) -> st.SearchStrategy[Any]:
     if name is None:
         return st.none() | json_values
-    props = schema()["components"]["schemas"][name].get("properties", {})
+    props = document()["components"]["schemas"][name].get("properties", {})
     return st.fixed_dictionaries({}, optional={k: json_values for k in props}) | json_values
 
 
@@ -92,14 +226,16 @@ def fuzz_web() -> Iterator[tuple[httpx.Client, str]]:
 
 @st.composite
 def requests(draw: st.DrawFn, sid: str) -> tuple[str, str, dict[str, str], Any, bytes | None]:
-    method, path, _, _, query, body_name, _ = draw(st.sampled_from(FUZZED))
+    spec = draw(st.sampled_from(FUZZED))
+    method, path, query = spec.method.lower(), spec.path, spec.query
+    body_name = spec.request.__name__ if spec.request is not None else None
     ident = draw(
         st.sampled_from([sid, sid[:6]]) | st.text("0123456789abcdefxyz-._~", min_size=1, max_size=20)
     )
     url = path.replace("{id}", quote(ident, safe="")).replace(
         "{queue_id}", draw(st.text("abcq0-", min_size=1))
     )
-    params = {p["name"]: draw(st.text(max_size=10)) for p in query if draw(st.booleans())}
+    params = {p.name: draw(st.text(max_size=10)) for p in query if draw(st.booleans())}
     raw = draw(st.none() | st.binary(max_size=40)) if draw(st.integers(0, 4)) == 0 else None
     return method, url, params, draw(_body_strategy(body_name)), raw
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+import tui.errors
 from tui.access.remote import RemoteAccess
 from tui.cli import main
 from tui.errors import Refused
@@ -259,8 +260,8 @@ async def test_each_code_of_the_web_bridge_maps_to_its_exception(
     with pytest.raises(Exception) as caught:
         await RemoteAccess(Remote("lab", "http://lab:7433", ""), web=web).show("3f2a1b2c")
     error = caught.value
-    assert type(error).__name__ == kind
-    assert getattr(error, "code", None) == code
+    assert isinstance(error, getattr(tui.errors, kind))
+    assert type(error).code == code, "each wire code is its own class"
     assert getattr(error, "exit_code", None) == exit_code
     assert "`tui --remote lab delete 3f2a1b2c --force`" in str(error)
     await web.close()

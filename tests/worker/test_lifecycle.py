@@ -122,7 +122,7 @@ async def test_sigterm_makes_the_worker_leave_properly(worker: Worker) -> None:
     assert read_sidecar(worker.paths.sidecar) is None
 
 
-async def test_a_worker_that_cannot_start_is_reported_with_its_log(
+async def test_a_worker_that_cannot_start_points_to_its_log(
     state_dir: Path, new_session: Callable[[], str]
 ) -> None:
     state = StatePaths(state_dir)
@@ -131,7 +131,10 @@ async def test_a_worker_that_cannot_start_is_reported_with_its_log(
     record.write_text(record.read_text().replace('"python"', '"no-such-agent"'))
     with pytest.raises(WorkerUnavailable) as failed:
         start_worker(state, sid, timeout=TIMEOUT)
-    assert "no-such-agent" in str(failed.value)
+    log = state.session(sid).log
+    assert str(log) in str(failed.value), "the error names the log"
+    assert "no-such-agent" not in str(failed.value), "the log stays in the log"
+    assert "no-such-agent" in log.read_text()
     with pytest.raises(NotFound):
         start_worker(state, "0" * 16, timeout=TIMEOUT)
 

@@ -8,30 +8,11 @@ line cannot tell the difference.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from datetime import datetime
-from typing import Literal
-
-from pydantic import BaseModel
 
 from tui.link.base import AttachLink
+from tui.protocol.web import SessionSummary
 
 __all__ = ["SessionAccess", "SessionSummary"]
-
-
-class SessionSummary(BaseModel):
-    """One session as `tui sessions` lists it."""
-
-    id: str
-    title: str = ""
-    state: Literal["working", "idle", "asking", "stopped", "archived"] = "stopped"
-    live: bool = False
-    folder: str = ""
-    """The session's working directory."""
-    created_at: datetime
-    updated_at: datetime | None = None
-    agent: str = "python"
-    model: str | None = None
-    archived: bool = False
 
 
 class SessionAccess(ABC):

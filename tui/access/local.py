@@ -9,7 +9,7 @@ import signal
 from datetime import UTC, datetime
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import Conflict, TuiError, WorkerUnavailable
+from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.local import LocalLink, wait_for_release
 from tui.store import (
     SessionRecord,
@@ -132,10 +132,9 @@ class LocalAccess(SessionAccess):
         get_session(self.state, session_id)
         if is_live(self.state.session(session_id).lock):
             if not force:
-                raise Conflict(
+                raise WorkerRunning(
                     f"session {session_id[:8]} has a live worker; "
-                    f"`{self.command('delete', session_id[:8], '--force')}` stops it first",
-                    code="worker_running",
+                    f"`{self.command('delete', session_id[:8], '--force')}` stops it first"
                 )
             await self.stop(session_id)
         await asyncio.to_thread(delete_session, self.state, session_id)

@@ -12,9 +12,19 @@ import asyncio
 import os
 import time
 
-from tui.access.base import SessionAccess, SessionSummary
+from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
+from tui.protocol.routes import WEB
+from tui.protocol.web import (
+    Created,
+    CreateRequest,
+    Resolved,
+    SessionSummary,
+    Stopped,
+    WakeRequest,
+    WorkerView,
+)
 from tui.store import StatePaths
 from tui.store.remotes import Remote, get_remote, read_token_file
 
@@ -50,54 +60,63 @@ class RemoteAccess(SessionAccess):
     def command(self, *words: str) -> str:
         return " ".join(("tui", "--remote", self.remote.name, *words))
 
-    def _path(self, session_id: str) -> str:
-        return f"/api/sessions/{session_id}"
-
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
-        params = {"archived": 1} if include_archived else None
-        rows = await self.web.request("GET", "/api/sessions", params=params)
-        return [SessionSummary.model_validate(row) for row in rows]
+        rows: list[SessionSummary] = await self.web.call(
+            WEB["sessions"], query={"archived": 1} if include_archived else None
+        )
+        return rows
 
     async def resolve(self, prefix: str) -> str:
-        reply = await self.web.request("GET", "/api/sessions/resolve", params={"id": prefix})
-        return str(reply["id"])
+        resolved: Resolved = await self.web.call(WEB["resolve"], query={"id": prefix})
+        return resolved.id
 
     async def show(self, session_id: str) -> SessionSummary:
-        return SessionSummary.model_validate(await self.web.request("GET", self._path(session_id)))
+        summary: SessionSummary = await self.web.call(WEB["show"], id=session_id)
+        return summary
 
     async def create(self, *, working_directory: str, agent: str = "python", model: str | None = None) -> str:
-        body: dict[str, object] = {"agent": agent, "model": model, "idle": True, "wait": WAIT_SLICE}
         # This machine's current folder means nothing there: leave the choice to the remote
         # (the folder its `tui web` was started in) unless a folder was asked for.
-        if _asked_for(working_directory):
-            body["working_directory"] = working_directory
-        reply = await self.web.request("POST", "/api/sessions", json=body, seconds=WAIT_SLICE + 10)
-        return str(reply["id"])
+        body = CreateRequest(
+            agent=agent,
+            model=model,
+            idle=True,
+            wait=WAIT_SLICE,
+            working_directory=working_directory if _asked_for(working_directory) else None,
+        )
+        created: Created = await self.web.call(WEB["create"], body, seconds=WAIT_SLICE + 10)
+        return created.id
 
     async def wake(self, session_id: str, *, wait: float = 10.0) -> None:
         deadline = time.monotonic() + wait
         while True:
             left = max(0.5, min(WAIT_SLICE, deadline - time.monotonic()))
             try:
-                await self.web.request(
-                    "POST", f"{self._path(session_id)}/wake", json={"wait": left}, seconds=left + 10
+                worker: WorkerView = await self.web.call(
+                    WEB["wake"], WakeRequest(wait=left), seconds=left + 10, id=session_id
                 )
-                return
+                if worker.live:
+                    return
             except WorkerUnavailable:
                 if time.monotonic() >= deadline:
                     raise
-                await asyncio.sleep(0.2)
+            else:
+                if time.monotonic() >= deadline:
+                    raise WorkerUnavailable(
+                        f"the worker of session {session_id[:8]} on {self.remote.name} is still starting; "
+                        f"`{self.command('attach', session_id[:8])}` follows it once it is up"
+                    )
+            await asyncio.sleep(0.2)
 
     async def stop(self, session_id: str) -> bool:
-        reply = await self.web.request("POST", f"{self._path(session_id)}/stop", json={}, seconds=40.0)
-        return bool(reply.get("stopped"))
+        stopped: Stopped = await self.web.call(WEB["stop"], seconds=40.0, id=session_id)
+        return stopped.stopped
 
     async def archive(self, session_id: str) -> None:
-        await self.web.request("POST", f"{self._path(session_id)}/archive", json={})
+        await self.web.call(WEB["archive"], id=session_id)
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
-        params = {"force": 1} if force else None
-        await self.web.request("DELETE", self._path(session_id), params=params, seconds=40.0)
+        await self.web.call(WEB["delete"], query={"force": 1} if force else None, seconds=40.0, id=session_id)
 
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)

@@ -6,7 +6,8 @@ caller or of the host:
 
     TuiError
     ├── Conflict
-    │   ├── SessionBusy       a control operation is already in flight
+    │   ├── Busy
+    │   │   └── SessionBusy   a control operation is already in flight
     │   └── ProgramActive     execute while a program is still active
     ├── NotFound
     │   └── NoActiveProgram   wait or stop with no active program
@@ -17,7 +18,7 @@ caller or of the host:
 
 from __future__ import annotations
 
-from tui.errors import Conflict, NotFound, TuiError
+from tui.errors import Busy, Conflict, NotFound, TuiError
 
 __all__ = [
     "CleanupError",
@@ -29,10 +30,9 @@ __all__ = [
 ]
 
 
-class SessionBusy(Conflict):
+class SessionBusy(Busy):
     """A second control operation (execute, wait, stop) started while one was in flight."""
 
-    code = "busy"
     title = "Busy"
 
 

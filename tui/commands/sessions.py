@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import IO, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import Conflict, UsageError
+from tui.errors import QuestionNotPending, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
@@ -204,10 +204,9 @@ async def _question_link(access: SessionAccess, prefix: str) -> AttachLink:
     sid = await access.resolve(prefix)
     summary = await access.show(sid)
     if not summary.live:
-        raise Conflict(
+        raise QuestionNotPending(
             f"session {sid[:8]} has no live worker, so no question is waiting; "
-            f"`{access.command('attach', sid[:8])}` resumes it",
-            code="question_not_pending",
+            f"`{access.command('attach', sid[:8])}` resumes it"
         )
     return await access.link(sid, client_id=local_client_id())
 
@@ -222,9 +221,8 @@ def run_answer(args: argparse.Namespace) -> int:
             question = (await link.transcript(limit=0)).question
             short = link.session_id[:8]
             if question is None:
-                raise Conflict(
-                    f"session {short} has no pending question; `{link.command('attach', short)}` to look",
-                    code="question_not_pending",
+                raise QuestionNotPending(
+                    f"session {short} has no pending question; `{link.command('attach', short)}` to look"
                 )
             if not args.option and args.text is None:
                 raise UsageError("give --option N and/or --text T:\n" + describe_question(link, question))
@@ -254,9 +252,8 @@ def run_dismiss(args: argparse.Namespace) -> int:
             question = (await link.transcript(limit=0)).question
             short = link.session_id[:8]
             if question is None:
-                raise Conflict(
-                    f"session {short} has no pending question; `{link.command('attach', short)}` to look",
-                    code="question_not_pending",
+                raise QuestionNotPending(
+                    f"session {short} has no pending question; `{link.command('attach', short)}` to look"
                 )
             await link.dismiss(question.question_id)
             _say(f"dismissed {question.text!r}")

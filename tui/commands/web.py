@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from tui.errors import Refused, TuiError, Unreachable, UsageError, error_from_wire
-from tui.link.remote import NEEDED
+from tui.link.remote import NEEDED, checked_info
+from tui.protocol.routes import WEB, RouteSpec
+from tui.protocol.web import Participants, ParticipantView, Resolved, Revoked, Shared, ShareRequest
 from tui.store import StatePaths, resolve_id
 from tui.store.remotes import Remote, add_remote, list_remotes, read_token_file, remove_remote
 
@@ -85,15 +88,7 @@ def check_remote(url: str, token_file: str, *, name: str) -> dict[str, Any]:
         if isinstance(error, Refused) or reply.status_code in (401, 403, 421, 429):
             raise error
         raise TuiError(f"{url} is not a tui web (GET /api/info answered HTTP {reply.status_code})")
-    if not isinstance(body, dict) or body.get("app") != "tui-web":
-        raise TuiError(f"{url} is not a tui web (GET /api/info answered something else)")
-    missing = [f for f in NEEDED if f not in body.get("features", [])]
-    if missing:
-        raise TuiError(
-            f"remote {name} runs tui web {body.get('version', '?')}, too old: update it there "
-            f"(it lacks {', '.join(missing)})"
-        )
-    return body
+    return checked_info(body, name, url)
 
 
 # --- tui share -----------------------------------------------------------------------------------
@@ -125,10 +120,10 @@ def run_share(args: argparse.Namespace) -> int:
                 f"session {sid[:8]} is not shared; `{say} share {sid[:8]} --name N --kind viewer` shares it"
             )
         for p in people:
-            turns = f"{p['turns_used']}/{p['turns']}" if p.get("turns") is not None else str(p["turns_used"])
+            turns = f"{p.turns_used}/{p.turns}" if p.turns is not None else str(p.turns_used)
             print(
-                f"{p['name']}\t{p['kind']}\t{p['state']}\texpires {_when(p.get('expires_at'))}\t"
-                f"turns {turns}\tlast seen {_when(p.get('last_seen'))}"
+                f"{p.name}\t{p.kind}\t{p.state}\texpires {_when(p.expires_at)}\t"
+                f"turns {turns}\tlast seen {_when(p.last_seen)}"
             )
         return 0
     if action == "revoke":
@@ -136,7 +131,7 @@ def run_share(args: argparse.Namespace) -> int:
         if not done:
             print(f"nothing to revoke on session {sid[:8]}")
         for p in done:
-            print(f"revoked {p['name']} ({p['kind']}) on session {sid[:8]}")
+            print(f"revoked {p.name} ({p.kind}) on session {sid[:8]}")
         return 0
     if not args.name or not args.kind:
         raise UsageError(f"`{say} share {words[0]}` needs --name N and --kind viewer|collaborator")
@@ -145,25 +140,25 @@ def run_share(args: argparse.Namespace) -> int:
     if args.ttl:
         parse_ttl(args.ttl)
     person, token, url = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
-    limits = [str(person["kind"]), f"expires {_when(person.get('expires_at'))}"]
-    if person.get("turns") is not None:
-        limits.append(f"{person['turns']} turns")
-    print(f"shared session {sid[:8]} with {person['name']} ({', '.join(limits)})")
+    limits = [person.kind, f"expires {_when(person.expires_at)}"]
+    if person.turns is not None:
+        limits.append(f"{person.turns} turns")
+    print(f"shared session {sid[:8]} with {person.name} ({', '.join(limits)})")
     if args.token_file:
         write_token_file(Path(args.token_file), token)
-        print(f"token written to {args.token_file} (mode 0600); give it to {person['name']} privately")
+        print(f"token written to {args.token_file} (mode 0600); give it to {person.name} privately")
     else:
-        print(f"token (shown once, give it to {person['name']} privately): {token}")
+        print(f"token (shown once, give it to {person.name} privately): {token}")
     if url is None:
         url = "http://HOST:7433"
         print("tui web is not running here: start it (`tui web --host ADDR`) and put its address in:")
-    print(f"for {person['name']}, with the token saved in a file F:")
+    print(f"for {person.name}, with the token saved in a file F:")
     print(f"  tui remote add NAME {url} --token-file F")
     print(f"  tui --remote NAME attach {sid[:8]}")
     return 0
 
 
-View = dict[str, Any]
+View = ParticipantView
 
 
 class _Shares:
@@ -220,31 +215,33 @@ class _RemoteShares(_Shares):
 
         self.access = open_access(args.remote, getattr(args, "state_dir", None))
 
-    def _ask(self, method: str, path: str, **kw: Any) -> Any:
+    def _ask(self, spec: RouteSpec, body: BaseModel | None = None, **kw: Any) -> Any:
         async def ask() -> Any:
             try:
-                return await self.access.web.request(method, path, **kw)
+                return await self.access.web.call(spec, body, **kw)
             finally:
                 await self.access.web.close()
 
         return asyncio.run(ask())
 
     def resolve(self, prefix: str) -> str:
-        return str(self._ask("GET", "/api/sessions/resolve", params={"id": prefix})["id"])
+        resolved: Resolved = self._ask(WEB["resolve"], query={"id": prefix})
+        return resolved.id
 
     def people(self, sid: str) -> list[View]:
-        return list(self._ask("GET", f"/api/sessions/{sid}/participants")["participants"])
+        found: Participants = self._ask(WEB["participants"], id=sid)
+        return found.participants
 
     def revoke(self, sid: str, who: str | None) -> list[View]:
-        params = {"participant": who} if who else None
-        return list(self._ask("DELETE", f"/api/sessions/{sid}/participants", params=params)["revoked"])
+        done: Revoked = self._ask(WEB["revoke"], query={"participant": who} if who else None, id=sid)
+        return done.revoked
 
     def add(
         self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
     ) -> tuple[View, str, str | None]:
-        body = {"name": name, "kind": kind, "ttl": ttl, "turns": turns}
-        made = self._ask("POST", f"/api/sessions/{sid}/participants", json=body)
-        return made["participant"], str(made["token"]), self.access.web.url
+        share = ShareRequest.model_validate({"name": name, "kind": kind, "ttl": ttl, "turns": turns})
+        made: Shared = self._ask(WEB["share"], share, id=sid)
+        return made.participant, made.token, self.access.web.url
 
 
 def _when(at: datetime | str | None) -> str:

@@ -18,16 +18,15 @@ from pathlib import Path
 from typing import Literal
 
 from tui.protocol import Event, ImageRef, Info, Stats, Transcript, TurnAccepted
+from tui.protocol.principal import Principal
 
 __all__ = [
-    "Action",
     "AttachLink",
     "Backoff",
     "Gone",
     "LinkState",
     "Live",
     "Located",
-    "Principal",
     "Reconnecting",
 ]
 
@@ -81,29 +80,6 @@ class Backoff:
     factor: float = 1.6
     jitter: float = 0.2
     cap: float = 30.0
-
-
-Action = Literal["send", "answer", "interrupt", "session"]
-"""What a client may ask of a session: send (turns, queue), answer (or dismiss) questions,
-interrupt, and session (exit, delete, archive, model), which only the owner may."""
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who this client acts as on its session: the owner, or a participant of a share."""
-
-    kind: Literal["owner", "collaborator", "viewer"] = "owner"
-    name: str = ""
-    turns_left: int | None = None
-    """A collaborator's turns left, when its share has a limit."""
-
-    def may(self, action: Action) -> bool:
-        """Whether the session's machine would allow `action` (remote.md's table of routes)."""
-        if self.kind == "owner":
-            return True
-        if self.kind == "collaborator":
-            return action != "session"
-        return False
 
 
 class AttachLink(ABC):

@@ -17,12 +17,12 @@ from typing import Any
 
 import httpx
 from httpx_sse import EventSource, SSEError
+from pydantic import BaseModel
 
 from tui.errors import (
-    NotFound,
-    Refused,
     TuiError,
     Unreachable,
+    WorkerGone,
     WorkerUnavailable,
     error_from_wire,
 )
@@ -33,8 +33,10 @@ from tui.protocol import (
     Event,
     ImageRef,
     Info,
+    Interrupted,
     InterruptRequest,
     LeaveRequest,
+    Left,
     ModelRequest,
     Stats,
     Transcript,
@@ -42,12 +44,11 @@ from tui.protocol import (
     TurnRequest,
     decode_event,
 )
+from tui.protocol.routes import BRIDGE, RouteSpec
 
 __all__ = ["BridgeClient"]
 
 log = logging.getLogger("tui.link.client")
-
-_GONE_STATUSES = {502, 503, 504}
 
 
 class BridgeClient:
@@ -107,110 +108,102 @@ class BridgeClient:
         what = type(exc).__name__
         if self.remote:
             return Unreachable(f"{self.label} could not be reached ({what}: {exc}); check the network")
-        return WorkerUnavailable(
-            f"{self.label} is not answering ({what}); it may have stopped", code="worker_gone"
-        )
+        return WorkerGone(f"{self.label} is not answering ({what}); it may have stopped")
 
     def _raise_for(self, response: httpx.Response, body: bytes) -> None:
-        """Raise the `TuiError` a refusal stands for (the one place codes become exceptions)."""
+        """Raise the `TuiError` a refusal stands for."""
         if response.status_code < 400:
             return
         try:
             decoded: Any = json.loads(body) if body else None
         except ValueError:
             decoded = None
-        if isinstance(decoded, dict) and isinstance(decoded.get("error"), str):
-            raise error_from_wire(decoded, response.status_code)
-        status = response.status_code
-        if status in _GONE_STATUSES:
-            raise WorkerUnavailable(f"{self.label} is not available (HTTP {status})", code="worker_gone")
-        if status in (401, 403):
-            raise Refused(f"{self.label} refused this client (HTTP {status})")
-        if status == 404:
-            raise NotFound(f"{self.label} has no {response.request.url.path} (HTTP 404)")
-        raise error_from_wire(decoded, status)
+        raise error_from_wire(decoded, response.status_code, who=self.label)
 
-    async def _request(
+    async def _call(
         self,
-        method: str,
-        path: str,
+        spec: RouteSpec,
+        body: BaseModel | None = None,
         *,
-        json_body: Any = None,
+        query: dict[str, Any] | None = None,
         content: bytes | None = None,
-        params: dict[str, Any] | None = None,
         seconds: float | None = None,
+        **path: str,
     ) -> Any:
+        """One route of the table: its answer decoded into the route's answer type."""
         kwargs: dict[str, Any] = {}
         if seconds is not None:
             kwargs["timeout"] = seconds
+        json_body = body.model_dump(mode="json", exclude_none=True) if body is not None else None
         try:
             response = await self._http.request(
-                method, path, json=json_body, content=content, params=params, **kwargs
+                spec.method, spec.url(**path), json=json_body, content=content, params=query, **kwargs
             )
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
         self._raise_for(response, response.content)
-        if not response.content:
-            return None
         try:
-            return response.json()
-        except ValueError as exc:
-            raise TuiError(f"{self.label} answered {path} with something that is not JSON") from exc
+            return spec.read_answer(response.json() if response.content else None)
+        except ValueError as exc:  # not JSON, or not the route's answer (pydantic's errors are ValueErrors)
+            raise TuiError(
+                f"{self.label} answered {spec.path} with something this version cannot read; "
+                "is it the same version of tui?"
+            ) from exc
 
     # --- routes ----------------------------------------------------------------------------------
     async def info(self) -> Info:
         """``GET /info``."""
-        return Info.model_validate(await self._request("GET", "/info"))
+        info: Info = await self._call(BRIDGE["info"])
+        return info
 
     async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
         """``GET /transcript``: the last `limit` ended turns, the current one, question, queue, cursor."""
-        params: dict[str, Any] = {"limit": limit}
+        query: dict[str, Any] = {"limit": limit}
         if before is not None:
-            params["before"] = before
-        return Transcript.model_validate(await self._request("GET", "/transcript", params=params))
+            query["before"] = before
+        transcript: Transcript = await self._call(BRIDGE["transcript"], query=query)
+        return transcript
 
     async def send_turn(self, request: TurnRequest) -> TurnAccepted:
         """``POST /turn``: start a turn now or queue it (409 ``busy`` when `now` and one runs)."""
-        body = request.model_dump(mode="json", exclude_none=True)
-        return TurnAccepted.model_validate(await self._request("POST", "/turn", json_body=body))
+        accepted: TurnAccepted = await self._call(BRIDGE["turn"], request)
+        return accepted
 
     async def unqueue(self, queue_id: str) -> None:
         """``DELETE /queue/{queue_id}``."""
-        await self._request("DELETE", f"/queue/{queue_id}")
+        await self._call(BRIDGE["unqueue"], queue_id=queue_id)
 
     async def answer(self, request: AnswerRequest) -> None:
         """``POST /answer``."""
-        await self._request("POST", "/answer", json_body=request.model_dump(mode="json", exclude_none=True))
+        await self._call(BRIDGE["answer"], request)
 
     async def dismiss(self, request: DismissRequest) -> None:
         """``POST /question/dismiss``."""
-        body = request.model_dump(mode="json", exclude_none=True)
-        await self._request("POST", "/question/dismiss", json_body=body)
+        await self._call(BRIDGE["dismiss"], request)
 
     async def interrupt(self, client_id: str | None = None) -> bool:
         """``POST /interrupt``: whether a running turn was interrupted."""
-        body = InterruptRequest(client_id=client_id).model_dump(exclude_none=True)
-        reply = await self._request("POST", "/interrupt", json_body=body)
-        return bool(isinstance(reply, dict) and reply.get("interrupted"))
+        reply: Interrupted = await self._call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
+        return reply.interrupted
 
     async def set_model(self, model: str) -> None:
         """``POST /model``."""
-        await self._request("POST", "/model", json_body=ModelRequest(model=model).model_dump())
+        await self._call(BRIDGE["model"], ModelRequest(model=model))
 
     async def stats(self) -> Stats:
         """``GET /stats``."""
-        return Stats.model_validate(await self._request("GET", "/stats"))
+        stats: Stats = await self._call(BRIDGE["stats"])
+        return stats
 
     async def upload_image(self, data: bytes, name: str) -> ImageRef:
         """``POST /images``: store an image where the worker reads it."""
-        reply = await self._request("POST", "/images", content=data, params={"name": name})
-        return ImageRef.model_validate(reply)
+        ref: ImageRef = await self._call(BRIDGE["images"], content=data, query={"name": name})
+        return ref
 
     async def leave(self, wait: float = 2.0) -> bool:
         """``POST /leave``: the worker ends its turn, writes ``worker_leaving`` and exits."""
-        body = LeaveRequest(wait=wait).model_dump()
-        reply = await self._request("POST", "/leave", json_body=body, seconds=wait + 10.0)
-        return bool(isinstance(reply, dict) and reply.get("released", True))
+        left: Left = await self._call(BRIDGE["leave"], LeaveRequest(wait=wait), seconds=wait + 10.0)
+        return left.released
 
     # --- the event stream ------------------------------------------------------------------------
     async def events(
@@ -234,7 +227,7 @@ class BridgeClient:
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
         try:
             async with self._http.stream(
-                "GET", "/events", params=params, headers=headers, timeout=timeout
+                "GET", BRIDGE["events"].path, params=params, headers=headers, timeout=timeout
             ) as response:
                 if response.status_code != 200:
                     self._raise_for(response, await response.aread())

@@ -21,8 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Live, Located, Principal
+from tui.errors import (
+    BadCursor,
+    Busy,
+    NotFound,
+    QuestionNotPending,
+    WorkerUnavailable,
+)
+from tui.link.base import AttachLink, Backoff, Live, Located
 from tui.protocol import (
     By,
     Event,
@@ -48,6 +54,7 @@ from tui.protocol import (
     TurnStarted,
     WorkerStarted,
 )
+from tui.protocol.principal import Principal
 
 __all__ = ["MockLink", "MockRequest"]
 
@@ -270,7 +277,7 @@ class MockLink(AttachLink):
         if self.located.status == "starting":
             raise WorkerUnavailable("the worker is starting")
         if cursor > self._seq:
-            raise InvalidRequest(f"cursor {cursor} is ahead of the journal ({self._seq})", code="bad_cursor")
+            raise BadCursor(f"cursor {cursor} is ahead of the journal ({self._seq})")
         self.streams_opened += 1
         self._drop = None
         yield Live(version=self.version, epoch=1)
@@ -344,7 +351,7 @@ class MockLink(AttachLink):
             raise WorkerUnavailable("the worker is not running")
         if self.current is not None:
             if delivery == "now":
-                raise Conflict("a turn is running; queue this prompt or wait", code="busy")
+                raise Busy("a turn is running; queue this prompt or wait")
             item = QueueItem(
                 queue_id=self.next_id("u"),
                 request_id=request_id,
@@ -381,7 +388,7 @@ class MockLink(AttachLink):
 
     def _resolve(self, question_id: str, how: Any, selected: list[str], freeform: str | None) -> None:
         if self.question is None or self.question.question_id != question_id:
-            raise Conflict("that question is no longer pending", code="question_not_pending")
+            raise QuestionNotPending("that question is no longer pending")
         self.emit(
             QuestionResolved(
                 question_id=question_id,

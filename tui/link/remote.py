@@ -17,20 +17,25 @@ import time
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ValidationError
 
 from tui.errors import (
     NotFound,
     Refused,
+    ServerStopping,
     TuiError,
     Unreachable,
     WorkerUnavailable,
     error_from_wire,
 )
-from tui.link.base import Backoff, Located, Principal
+from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
 from tui.link.client import BridgeClient
+from tui.protocol.principal import Principal
+from tui.protocol.routes import WEB, RouteSpec
+from tui.protocol.web import WakeRequest, WebInfo, WorkerView
 
-__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "transport"]
+__all__ = ["NEEDED", "RETRY_AFTER", "RemoteLink", "WebClient", "checked_info", "transport"]
 
 NEEDED = ("session_commands", "remote_attach")
 """What a remote's ``tui web`` must offer for ``tui --remote`` (`GET /api/info`'s features)."""
@@ -50,6 +55,23 @@ def _tls() -> ssl.SSLContext:
 def transport() -> httpx.AsyncHTTPTransport:
     """A transport to a remote, sharing this process's one TLS context."""
     return httpx.AsyncHTTPTransport(verify=_tls())
+
+
+def checked_info(body: Any, name: str, url: str) -> dict[str, Any]:
+    """A web bridge's ``GET /api/info`` answer, once it is a ``tui web`` with the features needed.
+
+    Raises:
+        TuiError: not a ``tui web``, or one too old.
+    """
+    if not isinstance(body, dict) or body.get("app") != "tui-web":
+        raise TuiError(f"{url} is not a tui web (GET /api/info answered something else)")
+    missing = [f for f in NEEDED if f not in body.get("features", [])]
+    if missing:
+        raise TuiError(
+            f"remote {name} runs tui web {body.get('version', '?')}, too old: update it there "
+            f"(it lacks {', '.join(missing)})"
+        )
+    return body
 
 
 _COMMANDS = re.compile(r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|delete|share)\b)")
@@ -101,12 +123,9 @@ class WebClient:
 
     def refusal(self, status: int, body: Any) -> TuiError:
         """The exception a refusal stands for, as a local command would raise it."""
-        if not (isinstance(body, dict) and isinstance(body.get("error"), str)):
-            if status in (401, 403):
-                return Refused(f"remote {self.name} refused this client (HTTP {status})")
-            return TuiError(f"remote {self.name} answered HTTP {status} without a reason")
-        error = error_from_wire({**body, "detail": self.spell(str(body.get("detail") or ""))}, status)
-        return error
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            body = {**body, "detail": self.spell(str(body.get("detail") or ""))}
+        return error_from_wire(body, status, who=f"remote {self.name}")
 
     async def check(self) -> dict[str, Any]:
         """``GET /api/info``, once: a ``tui web`` with the features the commands need.
@@ -116,17 +135,8 @@ class WebClient:
         """
         if self.info is not None:
             return self.info
-        body = await self.request("GET", "/api/info", checked=False)
-        if not isinstance(body, dict) or body.get("app") != "tui-web":
-            raise TuiError(f"remote {self.name} ({self.url}) is not a tui web")
-        missing = [f for f in NEEDED if f not in body.get("features", [])]
-        if missing:
-            raise TuiError(
-                f"remote {self.name} runs tui web {body.get('version', '?')}, too old: update it there "
-                f"(it lacks {', '.join(missing)})"
-            )
-        self.info = body
-        return body
+        self.info = checked_info(await self.request("GET", "/api/info", checked=False), self.name, self.url)
+        return self.info
 
     async def request(
         self,
@@ -163,10 +173,38 @@ class WebClient:
             if reply.status_code < 400:
                 return body
             error = self.refusal(reply.status_code, body)
-            if error.code == "server_stopping" and time.monotonic() + RETRY_AFTER < deadline:
+            if isinstance(error, ServerStopping) and time.monotonic() + RETRY_AFTER < deadline:
                 await asyncio.sleep(RETRY_AFTER)
                 continue
             raise error
+
+    async def call(
+        self,
+        spec: RouteSpec,
+        body: BaseModel | None = None,
+        *,
+        query: dict[str, Any] | None = None,
+        seconds: float | None = None,
+        **path: str,
+    ) -> Any:
+        """One route of the table: its path filled with `path`, `body` as its JSON; its answer
+        decoded into the route's answer type.
+
+        Raises:
+            Unreachable: the remote could not be asked.
+            TuiError: its refusal, as the matching exception, or an answer this version cannot read.
+        """
+        json = body.model_dump(mode="json", exclude_none=True) if body is not None else None
+        if json is None and spec.request is not None:
+            json = {}
+        data = await self.request(spec.method, spec.url(**path), json=json, params=query, seconds=seconds)
+        try:
+            return spec.read_answer(data)
+        except ValidationError as exc:
+            raise TuiError(
+                f"remote {self.name} answered {spec.method} {spec.path} with something this version "
+                f"cannot read ({exc.errors()[0]['msg']}); is its tui the same version?"
+            ) from exc
 
 
 class RemoteLink(BridgedLink):
@@ -202,10 +240,6 @@ class RemoteLink(BridgedLink):
         return self.session_id[:8]
 
     @property
-    def _path(self) -> str:
-        return f"/api/sessions/{self.session_id}"
-
-    @property
     def retry_hint(self) -> float | None:  # type: ignore[override]
         return self.bridge.retry_hint
 
@@ -215,15 +249,8 @@ class RemoteLink(BridgedLink):
     async def whoami(self) -> Principal:
         """This token's principal, asked of the remote's ``GET /api/info`` each time (turns left
         change as turns are sent)."""
-        body = await self.web.request("GET", "/api/info")
-        raw = body.get("principal") if isinstance(body, dict) else None
-        if isinstance(raw, dict) and raw.get("kind") in ("owner", "collaborator", "viewer"):
-            left = raw.get("turns_left")
-            self.principal = Principal(
-                kind=raw["kind"],
-                name=str(raw.get("name") or ""),
-                turns_left=left if isinstance(left, int) else None,
-            )
+        info: WebInfo = await self.web.call(WEB["web_info"])
+        self.principal = info.principal
         return self.principal
 
     # --- following -------------------------------------------------------------------------------
@@ -242,7 +269,7 @@ class RemoteLink(BridgedLink):
                 self.failure = str(exc)
                 return Located("gone", f"the worker could not be restarted: {exc}")
         try:
-            worker = await self.web.request("GET", f"{self._path}/worker")
+            worker: WorkerView = await self.web.call(WEB["worker"], id=self.session_id)
         except Refused as exc:
             return Located("gone", str(exc), exc.exit_code)
         except NotFound:
@@ -250,14 +277,14 @@ class RemoteLink(BridgedLink):
         except (Unreachable, WorkerUnavailable) as exc:
             self.failure = str(exc)
             return Located("starting", str(exc))
-        if worker.get("live"):
-            if worker.get("leaving"):
+        if worker.live:
+            if worker.leaving:
                 return Located("starting", "the worker is stopping")
-            return Located(
-                "live", version=str(worker.get("version") or ""), epoch=int(worker.get("epoch") or 0)
-            )
-        if worker.get("left"):
-            reason = worker.get("reason") or "stopped"
+            return Located("live", version=worker.version or "", epoch=worker.epoch or 0)
+        if worker.starting:
+            return Located("starting", "a new worker is starting there")
+        if worker.left:
+            reason = worker.reason or "stopped"
             return Located(
                 "gone",
                 f"the worker stopped ({reason}); `{self.command('attach', self.short)}` starts it again",
@@ -269,7 +296,9 @@ class RemoteLink(BridgedLink):
                 f"`{self.command('attach', self.short)}` tries again",
             )
         self._starting = asyncio.create_task(
-            self.web.request("POST", f"{self._path}/wake", json={"wait": WAKE_WAIT}, seconds=WAKE_WAIT + 10)
+            self.web.call(
+                WEB["wake"], WakeRequest(wait=WAKE_WAIT), seconds=WAKE_WAIT + 10, id=self.session_id
+            )
         )
         return Located("starting", "the worker stopped unexpectedly; waking a new one there")
 
@@ -278,13 +307,13 @@ class RemoteLink(BridgedLink):
 
     # --- the session -----------------------------------------------------------------------------
     async def stop_worker(self) -> None:
-        await self.web.request("POST", f"{self._path}/stop", json={}, seconds=40.0)
+        await self.web.call(WEB["stop"], seconds=40.0, id=self.session_id)
 
     async def delete_session(self) -> None:
-        await self.web.request("DELETE", self._path, params={"force": 1}, seconds=40.0)
+        await self.web.call(WEB["delete"], query={"force": 1}, seconds=40.0, id=self.session_id)
 
     async def archive_session(self) -> None:
-        await self.web.request("POST", f"{self._path}/archive", json={})
+        await self.web.call(WEB["archive"], id=self.session_id)
 
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.errors import Conflict, InvalidRequest, TuiError
+from tui.errors import Conflict, InvalidRequest, Refused, TuiError, WorkerGone
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import (
@@ -60,15 +60,23 @@ class Unanswered(TuiError):
         self.question = question
 
 
-class WorkerGoneError(TuiError):
-    """The session's worker went away and did not come back."""
-
-    code = "worker_gone"
-    exit_code = 4
+class WorkerGoneError(WorkerGone):
+    """The session's worker went away and did not come back (exit 4)."""
 
     def __init__(self, gone: Gone) -> None:
         super().__init__(gone.reason)
-        self.exit_code = gone.exit_code  # type: ignore[misc]
+        self.gone = gone
+
+
+class AccessEnded(WorkerGoneError):
+    """The session's machine refused this client for good (a revoked or expired share): exit 6."""
+
+    exit_code = 6
+
+
+def gone_error(gone: Gone) -> WorkerGoneError:
+    """The error that ends a wait when the follower says the session is gone."""
+    return AccessEnded(gone) if gone.exit_code == Refused.exit_code else WorkerGoneError(gone)
 
 
 @dataclass(frozen=True)
@@ -257,7 +265,7 @@ class SessionWatch:
             WorkerGoneError: the worker went away for good.
         """
         if self.gone is not None:
-            raise WorkerGoneError(self.gone)
+            raise gone_error(self.gone)
         if self._pump is None:
             self._pump = asyncio.create_task(self._run_pump())
         try:
@@ -269,7 +277,7 @@ class SessionWatch:
             raise item
         self._apply(item)
         if isinstance(item, Gone):
-            raise WorkerGoneError(item)
+            raise gone_error(item)
         return item
 
     async def close(self) -> None:

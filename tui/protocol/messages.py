@@ -4,19 +4,24 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
 from tui.protocol.events import AgentCommand, By, Option, Presence, QueueItem
 
 __all__ = [
     "FEATURES",
     "AnswerRequest",
+    "Answered",
     "DismissRequest",
+    "Dismissed",
     "ImageRef",
     "Info",
     "InterruptRequest",
+    "Interrupted",
     "LeaveRequest",
+    "Left",
     "ModelRequest",
+    "ModelSet",
     "PendingQuestion",
     "Stats",
     "ToolRecord",
@@ -24,6 +29,7 @@ __all__ = [
     "TurnAccepted",
     "TurnRecord",
     "TurnRequest",
+    "Unqueued",
 ]
 
 FEATURES = ("turns", "queue", "unqueue", "interrupt", "questions", "images", "stats", "model", "transcript")
@@ -94,7 +100,35 @@ class ModelRequest(_Body):
 
 
 class LeaveRequest(_Body):
-    wait: float = 2.0
+    wait: StrictFloat = Field(default=2.0, ge=0, le=60)
+
+
+class Unqueued(_Wire):
+    queue_id: str
+    removed: bool = True
+
+
+class Answered(_Wire):
+    question_id: str
+    answered: bool = True
+
+
+class Dismissed(_Wire):
+    question_id: str
+    dismissed: bool = True
+
+
+class Interrupted(_Wire):
+    interrupted: bool
+    """False when no turn was running."""
+
+
+class ModelSet(_Wire):
+    model: str
+
+
+class Left(_Wire):
+    released: bool = True
 
 
 class ToolRecord(_Wire):

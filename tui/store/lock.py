@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from tui.errors import Conflict
+from tui.errors import Locked
 
 __all__ = ["OwnerLock", "is_live"]
 
@@ -44,9 +44,8 @@ class OwnerLock:
             except BlockingIOError:
                 if attempt == 4:
                     os.close(fd)
-                    raise Conflict(
-                        f"another worker holds this session ({self.path}); attach to it instead",
-                        code="locked",
+                    raise Locked(
+                        f"another worker holds this session ({self.path}); attach to it instead"
                     ) from None
                 time.sleep(0.003)
             else:

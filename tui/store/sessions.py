@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from tui.errors import AmbiguousId, Conflict, NotFound, TuiError
+from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning
 from tui.store._atomic import write_atomic
 from tui.store.lock import is_live
 from tui.store.paths import StatePaths, is_session_id
@@ -175,10 +175,9 @@ def delete_session(state: StatePaths, session_id: str) -> None:
     if not paths.root.exists():
         raise NotFound(f"no session {session_id!r}; `tui sessions --all` lists them")
     if is_live(paths.lock):
-        raise Conflict(
+        raise WorkerRunning(
             f"session {session_id[:8]} has a live worker; "
-            f"`tui delete {session_id[:8]} --force` stops it first",
-            code="worker_running",
+            f"`tui delete {session_id[:8]} --force` stops it first"
         )
     sock = paths.socket
     if sock.parent != paths.root:

@@ -112,10 +112,10 @@ class TuiApp(App[int]):
         session = self.session
         may = session.principal.may
         # What this client may not do is not offered (asked anyway, the session refuses in one line).
-        if may("interrupt"):
+        if may("write"):
             yield SystemCommand("Session: interrupt the running turn", "End the turn now", session.interrupt)
         yield SystemCommand("Session: detach", "Leave; the worker keeps running", self.action_detach)
-        if may("session"):
+        if may("owner"):
             yield SystemCommand(
                 "Session: exit", "Stop the worker and leave (/exit)", lambda: session.run_command("/exit")
             )
@@ -137,7 +137,7 @@ class TuiApp(App[int]):
         yield SystemCommand(
             "Session: show the queue", "The prompts waiting (/queue)", lambda: session.run_command("/queue")
         )
-        if may("send"):
+        if may("write"):
             yield SystemCommand("Session: take back the last queued prompt", "/unqueue", session.unqueue)
         yield SystemCommand("Session: load older turns", "Page further back", session.transcript.load_older)
         yield SystemCommand(

@@ -147,8 +147,7 @@ class Forwarder:
 def _unavailable(exc: Exception) -> WorkerUnavailable:
     return WorkerUnavailable(
         f"the session's worker did not answer ({type(exc).__name__}); it may be starting or gone: "
-        "POST …/wake starts it",
-        code="no_worker",
+        "POST …/wake starts it"
     )
 
 

@@ -21,7 +21,8 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tui.errors import InvalidRequest, NotFound, Refused, TuiError
+from tui.errors import InvalidRequest, NotFound, TokenExpired, TokenRevoked, TooManyTurns, TuiError
+from tui.protocol.web import ParticipantView, Share
 from tui.store._atomic import write_atomic
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token
@@ -58,24 +59,11 @@ def parse_ttl(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-class Participant(BaseModel):
-    """One share of one session."""
+class Participant(Share):
+    """One share of one session, with the digest of its token."""
 
-    id: str
-    """A short random id of this share."""
-    session_id: str
-    name: str
-    """Who it is for: shown in the transcript next to their turns and answers."""
-    kind: Kind
     digest: str
     """SHA-256 (hex) of the token; the token itself is never stored."""
-    created_at: datetime
-    expires_at: datetime | None = None
-    turns: int | None = None
-    """A collaborator's turn limit (None: no limit)."""
-    turns_used: int = 0
-    revoked_at: datetime | None = None
-    last_seen: datetime | None = None
 
     def state(self, at: datetime | None = None) -> Literal["active", "expired", "revoked"]:
         """Whether the token is still good at `at` (now by default)."""
@@ -94,12 +82,11 @@ class Participant(BaseModel):
             return None
         return max(0, self.turns - self.turns_used)
 
-    def view(self) -> dict[str, object]:
+    def view(self) -> ParticipantView:
         """What lists show: everything but the digest."""
-        out = self.model_dump(mode="json", exclude={"digest"})
-        out["state"] = self.state()
-        out["turns_left"] = self.turns_left
-        return out
+        return ParticipantView(
+            **self.model_dump(exclude={"digest"}), state=self.state(), turns_left=self.turns_left
+        )
 
 
 class _File(BaseModel):
@@ -237,10 +224,9 @@ class ParticipantStore:
             _check_state(p)
             left = p.turns_left
             if left is not None and left <= 0:
-                raise Refused(
+                raise TooManyTurns(
                     f"{p.name} has used all {p.turns} turns of this share; "
-                    "ask the session's owner for a new share with more `--turns`",
-                    code="too_many_turns",
+                    "ask the session's owner for a new share with more `--turns`"
                 )
             people[i] = p.model_copy(update={"turns_used": p.turns_used + 1, "last_seen": _now()})
             return people[i]
@@ -328,12 +314,10 @@ def _index(people: list[Participant], participant_id: str) -> tuple[int, Partici
 def _check_state(p: Participant) -> None:
     state = p.state()
     if state == "revoked":
-        raise Refused(
-            f"this token for session {p.session_id[:8]} was revoked; ask its owner for a new share",
-            code="token_revoked",
+        raise TokenRevoked(
+            f"this token for session {p.session_id[:8]} was revoked; ask its owner for a new share"
         )
     if state == "expired":
-        raise Refused(
-            f"this token for session {p.session_id[:8]} expired; ask its owner for a new share",
-            code="token_expired",
+        raise TokenExpired(
+            f"this token for session {p.session_id[:8]} expired; ask its owner for a new share"
         )

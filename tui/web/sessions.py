@@ -8,15 +8,13 @@ whether a worker stopped on purpose) is read here from the state dir.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from tui.access.local import LocalAccess
-from tui.errors import InvalidRequest, NotFound, TuiError, WorkerUnavailable
+from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, WorkerUnavailable
+from tui.protocol.web import SessionSummary, WorkerView
 from tui.store import Journal, StatePaths, get_session, is_live, read_sidecar, resolve_id
 
-__all__ = ["LocalSessions", "WorkerState"]
-
-WorkerState = dict[str, Any]
+__all__ = ["LocalSessions"]
 
 
 class LocalSessions:
@@ -39,17 +37,15 @@ class LocalSessions:
             return False
         return True
 
-    async def summaries(self, *, include_archived: bool = False) -> list[dict[str, Any]]:
+    async def summaries(self, *, include_archived: bool = False) -> list[SessionSummary]:
         """Every session as `tui sessions` lists it, newest first."""
-        rows = await self.access.list_sessions(include_archived=include_archived)
-        return [r.model_dump(mode="json") for r in rows]
+        return await self.access.list_sessions(include_archived=include_archived)
 
-    async def show(self, session_id: str) -> dict[str, Any]:
+    async def show(self, session_id: str) -> SessionSummary:
         """One session's summary (NotFound when there is none)."""
-        summary: dict[str, Any] = (await self.access.show(session_id)).model_dump(mode="json")
-        return summary
+        return await self.access.show(session_id)
 
-    def worker(self, session_id: str) -> WorkerState:
+    def worker(self, session_id: str) -> WorkerView:
         """The session's worker now: live, leaving, epoch, version, features.
 
         With no live worker, ``left`` says whether the last one stopped on purpose (its last
@@ -58,29 +54,22 @@ class LocalSessions:
         """
         get_session(self.state, session_id)
         paths = self.state.session(session_id)
-        car = read_sidecar(paths.sidecar) if is_live(paths.lock) else None
+        held = is_live(paths.lock)
+        car = read_sidecar(paths.sidecar) if held else None
+        if held and car is None:
+            return WorkerView(live=False, starting=True)
         if car is None:
             left, reason = _left(Journal.open_for_reading(paths.journal))
-            return {
-                "live": False,
-                "leaving": False,
-                "epoch": None,
-                "version": None,
-                "features": [],
-                "left": left,
-                "reason": reason,
-            }
-        return {
-            "live": True,
-            "leaving": car.leaving,
-            "epoch": car.epoch,
-            "version": car.version,
-            "features": car.features,
-            "pid": car.pid,
-            "started_at": car.started_at.isoformat(),
-            "left": False,
-            "reason": "",
-        }
+            return WorkerView(live=False, left=left, reason=reason)
+        return WorkerView(
+            live=True,
+            leaving=car.leaving,
+            epoch=car.epoch,
+            version=car.version,
+            features=car.features,
+            pid=car.pid,
+            started_at=car.started_at,
+        )
 
     def socket(self, session_id: str) -> str:
         """The live worker's bridge socket.
@@ -95,8 +84,7 @@ class LocalSessions:
         if car is None or not is_live(paths.lock):
             raise WorkerUnavailable(
                 f"session {session_id[:8]} has no live worker; wake it (POST …/wake) "
-                f"or `tui attach {session_id[:8]}`",
-                code="no_worker",
+                f"or `tui attach {session_id[:8]}`"
             )
         return car.socket
 
@@ -107,26 +95,26 @@ class LocalSessions:
         new_id = await self.access.create(working_directory=working_directory, agent=agent, model=model)
         return new_id
 
-    async def wake(self, session_id: str, *, wait: float) -> WorkerState:
+    async def wake(self, session_id: str, *, wait: float) -> WorkerView:
         """Start the session's worker when none runs, and wait for its bridge up to `wait` s."""
         now = self.worker(session_id)
-        if now["live"] and not now["leaving"]:
+        if now.live and not now.leaving:
             return now
         try:
             await self.access.wake(session_id, wait=max(0.5, wait))
+        except WorkerStarting:
+            return WorkerView(live=False, starting=True)
         except TuiError:
             raise
         except Exception as exc:
-            raise WorkerUnavailable(
-                f"the worker of session {session_id[:8]} did not start: {exc}", code="no_worker"
-            ) from exc
+            raise WorkerUnavailable(f"the worker of session {session_id[:8]} did not start: {exc}") from exc
         return self.worker(session_id)
 
     async def stop(self, session_id: str) -> bool:
         """Ask the worker to leave and wait for it to let go; False when none was running."""
         return await self.access.stop(session_id)
 
-    async def restart(self, session_id: str, *, wait: float) -> WorkerState:
+    async def restart(self, session_id: str, *, wait: float) -> WorkerView:
         """Stop the worker (if any) and start a new one."""
         await self.stop(session_id)
         return await self.wake(session_id, wait=wait)

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from tui.errors import InvalidRequest
+from tui.errors import InvalidModel
 from tui.protocol import Option
 
 __all__ = ["Agent", "Answer", "QuestionCancelled", "QuestionDismissed", "TurnIO", "TurnOutcome"]
@@ -109,10 +109,9 @@ class Agent(ABC):
         Raises:
             InvalidRequest: ``invalid_model``.
         """
-        raise InvalidRequest(
+        raise InvalidModel(
             f"this session runs the {self.name} agent, which has no models to switch to; "
-            "model-backed sessions are not available in this version yet",
-            code="invalid_model",
+            "model-backed sessions are not available in this version yet"
         )
 
     async def close(self) -> None:  # noqa: B027 - optional

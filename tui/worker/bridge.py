@@ -10,26 +10,36 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response, StreamingResponse
 
-from tui.errors import Conflict, InvalidRequest, NotFound, TooLarge, TuiError
+from tui.errors import BadCursor, InvalidRequest
 from tui.protocol import (
+    Answered,
     AnswerRequest,
     By,
+    Dismissed,
     DismissRequest,
+    ImageRef,
+    Info,
+    Interrupted,
     InterruptRequest,
     LeaveRequest,
+    Left,
     ModelRequest,
+    ModelSet,
     Presence,
+    Stats,
+    Transcript,
+    TurnAccepted,
     TurnRequest,
+    Unqueued,
 )
+from tui.protocol.routes import BRIDGE
+from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
 from tui.worker.hub import BEHIND, CLOSED
@@ -38,63 +48,11 @@ __all__ = ["MAX_BODY", "build_app"]
 
 log = logging.getLogger("tui.worker.bridge")
 
-MAX_BODY = 4 * 1024 * 1024
-"""The largest request body the bridge reads."""
 KEEPALIVE = 5.0
 """Seconds between ``: ping`` comments on an idle stream."""
 REPLAY_BATCH = 512
 REPLAY_BYTES = 256 * 1024
 """A replay sends at most this much at once, so a slow client holds little in memory."""
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def _json(model: BaseModel | dict[str, Any], status: int = 200) -> Response:
-    if isinstance(model, BaseModel):
-        return Response(model.model_dump_json(), status_code=status, media_type="application/json")
-    return JSONResponse(model, status_code=status)
-
-
-async def _body(request: Request) -> bytes:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY:
-        raise TooLarge(f"the request body is over {MAX_BODY // (1024 * 1024)} MiB", limit=MAX_BODY)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise TooLarge(f"the request body is over {MAX_BODY // (1024 * 1024)} MiB", limit=MAX_BODY)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-async def _parse(request: Request, model: type[M]) -> M:
-    raw = await _body(request)
-    if not raw.strip():
-        raw = b"{}"
-    try:
-        return model.model_validate_json(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        if first["type"] == "json_invalid":
-            raise InvalidRequest(f"the body is not valid JSON: {first['msg']}") from exc
-        field = ".".join(str(p) for p in first["loc"]) or "body"
-        raise InvalidRequest(f"{field}: {first['msg']}", field=field) from exc
-
-
-def _int_param(request: Request, name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
-    text = request.query_params.get(name)
-    if text is None or text == "":
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise InvalidRequest(f"{name}: {text!r} is not a whole number", field=name) from None
-    if value < low or (high is not None and value > high):
-        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise InvalidRequest(f"{name}: must be {bound}, not {value}", field=name)
-    return value
 
 
 def _by(request: Request) -> By | None:
@@ -130,31 +88,25 @@ def _sse(line: JournalLine) -> bytes:
 
 
 def build_app(worker: SessionWorker) -> Starlette:
-    """The bridge app of one worker."""
+    """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`."""
 
-    async def info(request: Request) -> Response:
-        return _json(worker.info())
+    async def info(request: Request) -> Info:
+        return worker.info()
 
     async def events(request: Request) -> Response:
-        cursor = _int_param(request, "cursor", 0)
+        cursor = int_param(request, "cursor", 0)
         last_id = request.headers.get("last-event-id")
         if last_id is not None and last_id.strip():
-            try:
-                cursor = int(last_id)
-            except ValueError:
-                raise InvalidRequest(
-                    f"Last-Event-ID: {last_id!r} is not a seq", field="Last-Event-ID"
-                ) from None
+            if not last_id.strip().isdigit():
+                raise InvalidRequest(f"Last-Event-ID: {last_id!r} is not a seq", field="Last-Event-ID")
+            cursor = int(last_id)
         last = worker.journal.last_seq
         if cursor > last:
-            raise Conflict(
+            raise BadCursor(
                 f"cursor {cursor} is ahead of this session's journal (last event {last}); "
                 "follow from /transcript's cursor",
-                code="bad_cursor",
                 last_seq=last,
             )
-        if cursor < 0:
-            raise InvalidRequest("cursor: must be at least 0", field="cursor")
         client_id = request.query_params.get("client_id") or None
         return StreamingResponse(
             _stream(worker, cursor, client_id, _present(request)),
@@ -162,80 +114,68 @@ def build_app(worker: SessionWorker) -> Starlette:
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
 
-    async def transcript(request: Request) -> Response:
-        limit = _int_param(request, "limit", 50, high=1000)
+    async def transcript(request: Request) -> Transcript:
+        limit = int_param(request, "limit", 50, high=1000)
         before = request.query_params.get("before") or None
-        return _json(worker.transcript(limit, before))
+        return worker.transcript(limit, before)
 
-    async def turn(request: Request) -> Response:
-        body = await _parse(request, TurnRequest)
-        return _json(worker.submit(body, _by(request)), 202)
+    async def stats(request: Request) -> Stats:
+        return worker.stats()
 
-    async def unqueue(request: Request) -> Response:
-        worker.unqueue(request.path_params["queue_id"])
-        return _json({"queue_id": request.path_params["queue_id"], "removed": True})
+    async def turn(request: Request) -> TurnAccepted:
+        body = await parse_body(request, TurnRequest)
+        return worker.submit(body, _by(request))
 
-    async def answer(request: Request) -> Response:
-        body = await _parse(request, AnswerRequest)
+    async def answer(request: Request) -> Answered:
+        body = await parse_body(request, AnswerRequest)
         worker.answer(body, _by(request))
-        return _json({"question_id": body.question_id, "answered": True})
+        return Answered(question_id=body.question_id)
 
-    async def dismiss(request: Request) -> Response:
-        body = await _parse(request, DismissRequest)
+    async def dismiss(request: Request) -> Dismissed:
+        body = await parse_body(request, DismissRequest)
         worker.dismiss(body.question_id, body.client_id, _by(request))
-        return _json({"question_id": body.question_id, "dismissed": True})
+        return Dismissed(question_id=body.question_id)
 
-    async def interrupt(request: Request) -> Response:
-        await _parse(request, InterruptRequest)
-        return _json({"interrupted": worker.interrupt()})
+    async def interrupt(request: Request) -> Interrupted:
+        await parse_body(request, InterruptRequest)
+        return Interrupted(interrupted=worker.interrupt())
 
-    async def model(request: Request) -> Response:
-        body = await _parse(request, ModelRequest)
+    async def unqueue(request: Request) -> Unqueued:
+        worker.unqueue(request.path_params["queue_id"])
+        return Unqueued(queue_id=request.path_params["queue_id"])
+
+    async def images(request: Request) -> ImageRef:
+        data = await read_body(request)
+        return worker.save_image(data, request.query_params.get("name", ""))
+
+    async def model(request: Request) -> ModelSet:
+        body = await parse_body(request, ModelRequest)
         worker.set_model(body.model)
-        return _json({"model": body.model})
+        return ModelSet(model=body.model)
 
-    async def stats(request: Request) -> Response:
-        return _json(worker.stats())
-
-    async def images(request: Request) -> Response:
-        data = await _body(request)
-        name = request.query_params.get("name", "")
-        return _json(worker.save_image(data, name), 201)
-
-    async def leave(request: Request) -> Response:
-        body = await _parse(request, LeaveRequest)
+    async def leave(request: Request) -> Left:
+        body = await parse_body(request, LeaveRequest)
         await worker.leave("stopped on request", body.wait)
-        return _json({"released": True})
+        return Left()
 
-    async def refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, TuiError)
-        return JSONResponse(exc.to_wire(), status_code=exc.status)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        if exc.status_code == 404:
-            error: TuiError = NotFound(f"no route {request.method} {request.url.path}; see GET /info")
-        else:
-            error = InvalidRequest(
-                f"{request.method} {request.url.path}: {exc.detail}", code="invalid_request"
-            )
-        return JSONResponse(error.to_wire(), status_code=exc.status_code)
-
-    routes = [
-        Route("/info", info, methods=["GET"]),
-        Route("/events", events, methods=["GET"]),
-        Route("/transcript", transcript, methods=["GET"]),
-        Route("/turn", turn, methods=["POST"]),
-        Route("/queue/{queue_id}", unqueue, methods=["DELETE"]),
-        Route("/answer", answer, methods=["POST"]),
-        Route("/question/dismiss", dismiss, methods=["POST"]),
-        Route("/interrupt", interrupt, methods=["POST"]),
-        Route("/model", model, methods=["POST"]),
-        Route("/stats", stats, methods=["GET"]),
-        Route("/images", images, methods=["POST"]),
-        Route("/leave", leave, methods=["POST"]),
-    ]
-    return Starlette(routes=routes, exception_handlers={TuiError: refused, HTTPException: http_error})
+    served = routes(
+        BRIDGE.values(),
+        {
+            "info": info,
+            "events": events,
+            "transcript": transcript,
+            "stats": stats,
+            "turn": turn,
+            "answer": answer,
+            "dismiss": dismiss,
+            "interrupt": interrupt,
+            "unqueue": unqueue,
+            "images": images,
+            "model": model,
+            "leave": leave,
+        },
+    )
+    return Starlette(routes=served, exception_handlers=handlers("see GET /info"))
 
 
 async def _stream(

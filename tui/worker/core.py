@@ -19,7 +19,14 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from tui import __version__
-from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
+from tui.errors import (
+    Busy,
+    InvalidAnswer,
+    InvalidRequest,
+    NotFound,
+    QuestionNotPending,
+    ServerStopping,
+)
 from tui.protocol import (
     FEATURES,
     AnswerRequest,
@@ -230,9 +237,7 @@ class SessionWorker:
 
     def _refuse_if_leaving(self) -> None:
         if self.leaving:
-            raise WorkerUnavailable(
-                "this session's worker is stopping; attach again to start a new one", code="server_stopping"
-            )
+            raise ServerStopping("this session's worker is stopping; attach again to start a new one")
 
     def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:
         """Start a turn now, or queue it. Idempotent by `request.request_id`.
@@ -253,9 +258,8 @@ class SessionWorker:
                 )
         if request.delivery == "now":
             if self.running:
-                raise Conflict(
-                    "a turn is running; queue this prompt (delivery queue) or wait for the turn to end",
-                    code="busy",
+                raise Busy(
+                    "a turn is running; queue this prompt (delivery queue) or wait for the turn to end"
                 )
             started = self._start(request.prompt, request.client_id, request.request_id, None, "user", by=by)
             return TurnAccepted(turn_id=started.turn_id, seq=started.seq)
@@ -382,10 +386,7 @@ class SessionWorker:
     ) -> Answer:
         """Put a question to the people attached and wait for the first answer."""
         if self._question_future is not None:
-            raise Conflict(
-                "a question is already pending in this session; ask the next one after its answer",
-                code="busy",
-            )
+            raise Busy("a question is already pending in this session; ask the next one after its answer")
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._question_future = future
         question_id = _new_id("ask")
@@ -410,9 +411,8 @@ class SessionWorker:
     def _pending(self, question_id: str) -> PendingQuestion:
         question = self.state.question
         if question is None or question.question_id != question_id:
-            raise Conflict(
-                f"question {question_id!r} is not pending (already answered, dismissed or withdrawn)",
-                code="question_not_pending",
+            raise QuestionNotPending(
+                f"question {question_id!r} is not pending (already answered, dismissed or withdrawn)"
             )
         return question
 
@@ -428,18 +428,16 @@ class SessionWorker:
         for label in request.selected:
             if label not in labels:
                 offered = ", ".join(repr(x) for x in labels) or "none"
-                raise InvalidRequest(
-                    f"{label!r} is not one of the options offered ({offered})", code="invalid_answer"
-                )
+                raise InvalidAnswer(f"{label!r} is not one of the options offered ({offered})")
         if len(request.selected) > 1 and not question.multiple:
-            raise InvalidRequest("this question takes one option, not several", code="invalid_answer")
+            raise InvalidAnswer("this question takes one option, not several")
         if len(set(request.selected)) != len(request.selected):
-            raise InvalidRequest("an option was chosen twice", code="invalid_answer")
+            raise InvalidAnswer("an option was chosen twice")
         freeform = request.freeform if request.freeform else None
         if freeform is not None and not question.freeform:
-            raise InvalidRequest("this question takes only its options, not free text", code="invalid_answer")
+            raise InvalidAnswer("this question takes only its options, not free text")
         if not request.selected and freeform is None:
-            raise InvalidRequest("an answer needs an option or some text", code="invalid_answer")
+            raise InvalidAnswer("an answer needs an option or some text")
         self.emit(
             QuestionResolved(
                 question_id=question.question_id,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.errors import TooLarge
+from tui.errors import NotAnImage
 
 __all__ = ["image_suffix"]
 
@@ -25,8 +25,6 @@ def image_suffix(data: bytes) -> str:
             return suffix
     if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return ".webp"
-    error = TooLarge(
-        "the upload is not an image (PNG, JPEG, GIF or WebP, told by its first bytes)", code="not_an_image"
-    )
+    error = NotAnImage("the upload is not an image (PNG, JPEG, GIF or WebP, told by its first bytes)")
     error.status = 415  # type: ignore[misc]
     raise error

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tui.errors import WorkerUnavailable
+from tui.errors import WorkerStarting, WorkerUnavailable
 from tui.store import StatePaths, WorkerSidecar, read_sidecar
 from tui.store import is_live as _lock_is_live
 
@@ -66,15 +66,6 @@ def _answers_info(sock_path: str, timeout: float) -> bool:
     return head.startswith(b"HTTP/1.1 200")
 
 
-def _log_tail(path: Path, lines: int = 12) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no worker.log)"
-    tail = text.splitlines()[-lines:]
-    return "\n".join(tail) if tail else "(worker.log is empty)"
-
-
 def start_worker(
     state_dir: StatePaths | str | os.PathLike[str],
     session_id: str,
@@ -94,7 +85,8 @@ def start_worker(
         The live worker's sidecar (its ``socket`` is where the bridge listens).
 
     Raises:
-        WorkerUnavailable: no worker came up within `timeout` (the message ends with worker.log's tail).
+        WorkerStarting: the worker started but was not ready within `timeout`.
+        WorkerUnavailable: no worker came up (the message names worker.log).
     """
     state = _state(state_dir)
     paths = state.session(session_id)
@@ -157,16 +149,20 @@ def _wait_for_bridge(
                 continue
             raise WorkerUnavailable(
                 f"the worker of session {session_id[:8]} exited at start (code {proc.returncode}); "
-                f"its log ends:\n{_log_tail(log)}"
+                f"{log} says why"
             )
         if proc is None and not _lock_is_live(lock):
             raise WorkerUnavailable(
                 f"no worker is running for session {session_id[:8]}; `tui attach {session_id[:8]}` starts one"
             )
         if time.monotonic() > deadline:
+            if proc is not None and proc.poll() is None:
+                raise WorkerStarting(
+                    f"the worker of session {session_id[:8]} is still starting; "
+                    f"`tui attach {session_id[:8]}` follows it once it is up (or see {log})"
+                )
             raise WorkerUnavailable(
-                f"the worker of session {session_id[:8]} did not answer in time; its log ends:\n"
-                f"{_log_tail(log)}"
+                f"the worker of session {session_id[:8]} did not answer in time; see {log}"
             )
         time.sleep(pause())
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import uvicorn
 
 from tui import __version__
-from tui.errors import TuiError
+from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES
 from tui.store import (
     Journal,
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         lock.acquire()
     except TuiError as exc:
         print(f"tui worker: {exc}", file=sys.stderr)
-        return 3 if exc.code == "locked" else 1
+        return 3 if isinstance(exc, Locked) else 1
     _logging(paths.log)
     try:
         return asyncio.run(_serve(paths, record, lock, args.idle_timeout))

@@ -22,7 +22,7 @@ from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from tui.errors import Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
-from tui.link.base import Action, AttachLink, Gone, LinkState, Live, Principal, Reconnecting
+from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import (
     Event,
@@ -47,6 +47,7 @@ from tui.protocol import (
     WorkerLeaving,
     WorkerStarted,
 )
+from tui.protocol.principal import Permission, Principal
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
@@ -460,7 +461,7 @@ class SessionScreen(Screen[None]):
         self.question = question
         panel = QuestionPanel(question)
         # A viewer reads the question; answering it is refused (`_answered`), so it takes no focus.
-        panel.disabled = not self.principal.may("answer")
+        panel.disabled = not self.principal.may("write")
         await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
         # Hiding the focused prompt moves focus on to the next widget (a transcript block):
@@ -470,7 +471,7 @@ class SessionScreen(Screen[None]):
     async def _unask(self) -> None:
         self.question = None
         await self.query_one("#question-slot").remove_children()
-        self.prompt_box.display = self.principal.may("send")
+        self.prompt_box.display = self.principal.may("write")
         if self.prompt_box.display:
             self.prompt.focus()
 
@@ -495,14 +496,14 @@ class SessionScreen(Screen[None]):
 
     @on(QuestionPanel.Answered)
     def _answered(self, message: QuestionPanel.Answered) -> None:
-        if not self.permitted("answer", "Answering a question"):
+        if not self.permitted("write", "Answering a question"):
             return
         self.away_seen()
         self._request("answer", self.link.answer(message.question_id, message.selected, message.freeform))
 
     @on(QuestionPanel.Dismissed)
     def _dismissed(self, message: QuestionPanel.Dismissed) -> None:
-        if not self.permitted("answer", "Dismissing a question"):
+        if not self.permitted("write", "Dismissing a question"):
             return
         self.away_seen()
         self._request("dismiss", self.link.dismiss(message.question_id))
@@ -526,7 +527,7 @@ class SessionScreen(Screen[None]):
             return
         if text.startswith("//"):
             text = text[1:]
-        if not self.permitted("send", "Sending a prompt"):
+        if not self.permitted("write", "Sending a prompt"):
             return
         self.outbox.append(Outgoing(text, uuid.uuid4().hex, "queue" if self.busy else "now"))
         self._show_outbox()
@@ -634,7 +635,7 @@ class SessionScreen(Screen[None]):
 
     def unqueue(self) -> None:
         """Take the last queued prompt back into the prompt."""
-        if not self.permitted("send", "Taking a queued prompt back"):
+        if not self.permitted("write", "Taking a queued prompt back"):
             return
         if not self.queue:
             self.notify("Nothing is queued.", title="Queue")
@@ -724,7 +725,7 @@ class SessionScreen(Screen[None]):
         if self.prompt_box.completing:
             self.prompt_box.close()
         elif self.question is not None:
-            if not self.permitted("answer", "Dismissing a question"):
+            if not self.permitted("write", "Dismissing a question"):
                 return
             panel = self.query(QuestionPanel)
             if panel:
@@ -734,7 +735,7 @@ class SessionScreen(Screen[None]):
 
     def interrupt(self) -> None:
         """End the running turn."""
-        if not self.permitted("interrupt", "Interrupting"):
+        if not self.permitted("write", "Interrupting"):
             return
         self.away_seen()
         self._request("interrupt", self.link.interrupt())
@@ -753,12 +754,12 @@ class SessionScreen(Screen[None]):
         self.notify("Press Ctrl+C again to detach (the session keeps running).", timeout=2)
 
     # --- who this client is --------------------------------------------------------------------
-    def permitted(self, action: Action, what: str) -> bool:
+    def permitted(self, action: Permission, what: str) -> bool:
         """Whether this client may do `action`; if not, say so in one line (nothing is sent)."""
         if self.principal.may(action):
             return True
         p = self.principal
-        if action == "session":
+        if action == "owner":
             line = f"{what} is for the session's owner; you are {p.name}, a {p.kind} here."
         else:
             line = f"{what} needs a collaborator's share; you are viewing as {p.name}."
@@ -769,7 +770,7 @@ class SessionScreen(Screen[None]):
         p = self.principal
         viewing = self.query_one("#viewing", Static)
         self.status.change(principal=p)
-        if p.may("send"):
+        if p.may("write"):
             viewing.display = False
             return
         viewing.update(
@@ -798,13 +799,13 @@ class SessionScreen(Screen[None]):
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
 
 
-_NEEDS: dict[str, Action] = {
-    "/exit": "session",
-    "/exit --delete": "session",
-    "/archive": "session",
-    "/model": "session",
-    "/queue": "send",
-    "/unqueue": "send",
+_NEEDS: dict[str, Permission] = {
+    "/exit": "owner",
+    "/exit --delete": "owner",
+    "/archive": "owner",
+    "/model": "owner",
+    "/queue": "write",
+    "/unqueue": "write",
 }
 """What a slash command needs (``/queue`` only with a prompt; bare, it lists the queue)."""
 

@@ -11,8 +11,9 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.link.base import Gone, LinkState, Live, Principal, Reconnecting
+from tui.link.base import Gone, LinkState, Live, Reconnecting
 from tui.protocol import Presence
+from tui.protocol.principal import Principal
 
 __all__ = ["SessionStatus", "StatusRows", "attached_text"]
 

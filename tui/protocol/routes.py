@@ -1,0 +1,319 @@
+"""The route table: every route of the bridge and of the web bridge, declared once.
+
+A `RouteSpec` says a route's method and path, what it takes (query, JSON body model, or raw
+bytes), what it answers (status and model), and the `Permission` it needs through the web
+bridge. Everything else is derived from this table: the worker's Starlette routes
+(`tui.worker.bridge`), the web bridge's own routes and its forwarded ``/api/sessions/{id}``
+mount (`tui.web.app`), the clients' requests (`tui.link.client`, `tui.link.remote`,
+`tui.access.remote`) and the OpenAPI document (`tui.web.openapi`). A new route is one entry here
+and one handler on each side that serves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Literal
+from urllib.parse import quote
+
+from pydantic import BaseModel, TypeAdapter
+
+from tui.protocol.messages import (
+    Answered,
+    AnswerRequest,
+    Dismissed,
+    DismissRequest,
+    ImageRef,
+    Info,
+    Interrupted,
+    InterruptRequest,
+    LeaveRequest,
+    Left,
+    ModelRequest,
+    ModelSet,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRequest,
+    Unqueued,
+)
+from tui.protocol.principal import Permission
+from tui.protocol.web import (
+    Archived,
+    Created,
+    CreateRequest,
+    Deleted,
+    Participants,
+    Resolved,
+    Restarted,
+    Revoked,
+    SessionSummary,
+    Shared,
+    ShareRequest,
+    Stopped,
+    StopRequest,
+    WakeRequest,
+    WebInfo,
+    WorkerView,
+)
+
+__all__ = [
+    "BRIDGE",
+    "SESSION_PREFIX",
+    "WEB",
+    "Param",
+    "RouteSpec",
+    "forwarded",
+]
+
+Method = Literal["GET", "POST", "DELETE"]
+
+SESSION_PREFIX = "/api/sessions/{id}"
+"""Where the web bridge serves a session's bridge routes."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query parameter."""
+
+    name: str
+    kind: Literal["string", "integer", "boolean"] = "string"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """One route.
+
+    Attributes:
+        name: its name in code (``turn``, ``participants_add``).
+        method: the HTTP method.
+        path: the path, with ``{name}`` parameters.
+        summary: what it does, in a few words.
+        permission: what it needs through the web bridge; None for a worker route that the web
+            bridge does not forward (``/leave``: the owner stops a session with ``…/stop``).
+        status: its success status.
+        request: the JSON body's model, None when it takes no JSON body.
+        answer: the success body's type (a model, or ``list[Model]``); None for a stream or a
+            document described elsewhere.
+        query: its query parameters.
+        media: the success body's media type.
+        upload: a raw request body's media type (``image/*``), instead of JSON.
+        spends_turn: a collaborator's turn limit counts it.
+    """
+
+    name: str
+    method: Method
+    path: str
+    summary: str
+    permission: Permission | None
+    status: int = 200
+    request: type[BaseModel] | None = None
+    answer: Any = None
+    query: tuple[Param, ...] = ()
+    media: str = "application/json"
+    upload: str | None = None
+    spends_turn: bool = False
+
+    def url(self, **params: str) -> str:
+        """The path with its parameters filled in (each quoted)."""
+        return self.path.format(**{k: quote(v, safe="") for k, v in params.items()})
+
+    @cached_property
+    def _adapter(self) -> TypeAdapter[Any] | None:
+        return TypeAdapter(self.answer) if self.answer is not None else None
+
+    def read_answer(self, data: Any) -> Any:
+        """The success body decoded into the route's answer type.
+
+        Raises:
+            pydantic.ValidationError: the body is not what the route answers.
+        """
+        return data if self._adapter is None else self._adapter.validate_python(data)
+
+    def answer_schema(self, ref_template: str) -> dict[str, Any] | None:
+        """The JSON schema of the success body (None for a stream)."""
+        if self._adapter is None:
+            return None
+        return self._adapter.json_schema(ref_template=ref_template)
+
+
+def _routes(*specs: RouteSpec) -> dict[str, RouteSpec]:
+    return {spec.name: spec for spec in specs}
+
+
+BRIDGE = _routes(
+    RouteSpec("info", "GET", "/info", "its worker's info", "read", answer=Info),
+    RouteSpec(
+        "events",
+        "GET",
+        "/events",
+        "its event stream",
+        "read",
+        query=(
+            Param("cursor", "integer", "the last seq already seen"),
+            Param("client_id", description="who follows, for /stats"),
+        ),
+        media="text/event-stream",
+    ),
+    RouteSpec(
+        "transcript",
+        "GET",
+        "/transcript",
+        "its last turns",
+        "read",
+        answer=Transcript,
+        query=(Param("limit", "integer"), Param("before", description="a turn id: the page before it")),
+    ),
+    RouteSpec("stats", "GET", "/stats", "its figures", "read", answer=Stats),
+    RouteSpec(
+        "turn",
+        "POST",
+        "/turn",
+        "send a turn",
+        "write",
+        status=202,
+        request=TurnRequest,
+        answer=TurnAccepted,
+        spends_turn=True,
+    ),
+    RouteSpec(
+        "answer", "POST", "/answer", "answer its question", "write", request=AnswerRequest, answer=Answered
+    ),
+    RouteSpec(
+        "dismiss",
+        "POST",
+        "/question/dismiss",
+        "dismiss its question",
+        "write",
+        request=DismissRequest,
+        answer=Dismissed,
+    ),
+    RouteSpec(
+        "interrupt",
+        "POST",
+        "/interrupt",
+        "end the running turn",
+        "write",
+        request=InterruptRequest,
+        answer=Interrupted,
+    ),
+    RouteSpec(
+        "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=Unqueued
+    ),
+    RouteSpec(
+        "images",
+        "POST",
+        "/images",
+        "store an image (raw bytes)",
+        "write",
+        status=201,
+        answer=ImageRef,
+        query=(Param("name", description="the image's file name"),),
+        upload="image/*",
+    ),
+    RouteSpec("model", "POST", "/model", "switch its model", "owner", request=ModelRequest, answer=ModelSet),
+    RouteSpec("leave", "POST", "/leave", "stop the worker", None, request=LeaveRequest, answer=Left),
+)
+"""The worker's bridge (protocol.md), served at ``/`` of its socket and forwarded by the web
+bridge under `SESSION_PREFIX`."""
+
+_S = SESSION_PREFIX
+WEB = _routes(
+    RouteSpec(
+        "web_info", "GET", "/api/info", "what this web bridge is, and who is asking", "any", answer=WebInfo
+    ),
+    RouteSpec("openapi", "GET", "/api/openapi.json", "this document", "any"),
+    RouteSpec(
+        "sessions",
+        "GET",
+        "/api/sessions",
+        "every session",
+        "owner",
+        answer=list[SessionSummary],
+        query=(
+            Param("archived", "boolean"),
+            Param("live", "boolean"),
+            Param("working_directory"),
+            Param("limit", "integer"),
+            Param("sort"),
+            Param("order"),
+        ),
+    ),
+    RouteSpec(
+        "create",
+        "POST",
+        "/api/sessions",
+        "a new session",
+        "owner",
+        status=201,
+        request=CreateRequest,
+        answer=Created,
+    ),
+    RouteSpec(
+        "resolve",
+        "GET",
+        "/api/sessions/resolve",
+        "the full id of a prefix",
+        "read",
+        answer=Resolved,
+        query=(Param("id", description="an id or unique prefix"),),
+    ),
+    RouteSpec("show", "GET", _S, "one session", "read", answer=SessionSummary),
+    RouteSpec(
+        "delete",
+        "DELETE",
+        _S,
+        "remove a session",
+        "owner",
+        answer=Deleted,
+        query=(Param("force", "boolean", "stop a live worker first"),),
+    ),
+    RouteSpec("stop", "POST", f"{_S}/stop", "stop its worker", "owner", request=StopRequest, answer=Stopped),
+    RouteSpec(
+        "restart", "POST", f"{_S}/restart", "a new worker", "owner", request=WakeRequest, answer=Restarted
+    ),
+    RouteSpec("archive", "POST", f"{_S}/archive", "hide it from lists", "owner", answer=Archived),
+    RouteSpec(
+        "wake",
+        "POST",
+        f"{_S}/wake",
+        "start its worker if none runs",
+        "read",
+        request=WakeRequest,
+        answer=WorkerView,
+    ),
+    RouteSpec("worker", "GET", f"{_S}/worker", "its worker now", "read", answer=WorkerView),
+    RouteSpec(
+        "participants", "GET", f"{_S}/participants", "who it is shared with", "owner", answer=Participants
+    ),
+    RouteSpec(
+        "share",
+        "POST",
+        f"{_S}/participants",
+        "share it",
+        "owner",
+        status=201,
+        request=ShareRequest,
+        answer=Shared,
+    ),
+    RouteSpec(
+        "revoke",
+        "DELETE",
+        f"{_S}/participants",
+        "revoke shares",
+        "owner",
+        answer=Revoked,
+        query=(Param("participant", description="one participant's name; all when absent"),),
+    ),
+)
+"""The web bridge's own routes (remote.md); the session's bridge routes come under `SESSION_PREFIX`."""
+
+
+def forwarded() -> list[RouteSpec]:
+    """The bridge routes a remote may use, at their web bridge paths (under `SESSION_PREFIX`)."""
+    return [
+        replace(spec, path=SESSION_PREFIX + spec.path)
+        for spec in BRIDGE.values()
+        if spec.permission is not None
+    ]

@@ -1,0 +1,194 @@
+"""Request and answer bodies of the web bridge's own routes (remote.md): sessions and shares.
+
+The routes forwarded to a session's worker use the bridge's models (`tui.protocol.messages`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+
+from tui.protocol.messages import TurnAccepted
+from tui.protocol.principal import Principal
+
+__all__ = [
+    "Archived",
+    "CreateRequest",
+    "Created",
+    "Deleted",
+    "ParticipantView",
+    "Participants",
+    "Resolved",
+    "Restarted",
+    "Revoked",
+    "SessionSummary",
+    "Share",
+    "ShareRequest",
+    "Shared",
+    "StopRequest",
+    "Stopped",
+    "WakeRequest",
+    "WebInfo",
+    "WorkerView",
+]
+
+Seconds = StrictFloat
+"""A number of seconds: a JSON number, never a boolean or a string."""
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(defer_build=True, extra="forbid")
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
+
+class CreateRequest(_Body):
+    working_directory: str | None = None
+    agent: str = "python"
+    model: str | None = None
+    prompt: str | None = None
+    idle: bool = False
+    client_id: str | None = None
+    request_id: str | None = None
+    wait: Seconds = Field(default=10.0, ge=0, le=60)
+
+
+class WakeRequest(_Body):
+    wait: Seconds = Field(default=10.0, ge=0, le=60)
+
+
+class StopRequest(_Body):
+    wait: Seconds = Field(default=5.0, ge=0, le=60)
+
+
+class ShareRequest(_Body):
+    name: str
+    kind: Literal["viewer", "collaborator"]
+    ttl: str | StrictInt | None = None
+    turns: StrictInt | None = Field(default=None, ge=0)
+
+
+class SessionSummary(_Answer):
+    """One session as `tui sessions` lists it."""
+
+    id: str
+    title: str = ""
+    state: Literal["working", "idle", "asking", "stopped", "archived"] = "stopped"
+    live: bool = False
+    folder: str = ""
+    """The session's working directory."""
+    created_at: datetime
+    updated_at: datetime | None = None
+    agent: str = "python"
+    model: str | None = None
+    archived: bool = False
+
+    @property
+    def short_id(self) -> str:
+        """The id as people see it: its first 8 characters."""
+        return self.id[:8]
+
+
+class WebInfo(_Answer):
+    app: Literal["tui-web"] = "tui-web"
+    version: str
+    features: list[str] = []
+    principal: Principal
+
+
+class Created(_Answer):
+    id: str
+    short_id: str
+    turn: TurnAccepted | None = None
+    """The first turn, when a prompt was given."""
+
+
+class Resolved(_Answer):
+    id: str
+    short_id: str
+
+
+class Deleted(_Answer):
+    id: str
+    deleted: bool = True
+    stopped: bool = False
+    """Whether a live worker was stopped first."""
+
+
+class Stopped(_Answer):
+    id: str
+    stopped: bool
+    """False when no worker was running."""
+
+
+class Archived(_Answer):
+    id: str
+    archived: bool = True
+
+
+class WorkerView(_Answer):
+    """A session's worker now."""
+
+    live: bool
+    leaving: bool = False
+    epoch: int | None = None
+    version: str | None = None
+    features: list[str] = []
+    pid: int | None = None
+    started_at: datetime | None = None
+    starting: bool = False
+    """A worker was started and is not ready yet: ask again (``…/worker``) in a moment."""
+    left: bool = False
+    """With no live worker: whether the last one stopped on purpose (it said `worker_leaving`)."""
+    reason: str = ""
+
+
+class Restarted(_Answer):
+    id: str
+    worker: WorkerView
+
+
+class Share(BaseModel):
+    """One share of one session, as it is kept and shown (the token's digest is kept apart)."""
+
+    id: str
+    """A short random id of this share."""
+    session_id: str
+    name: str
+    """Who it is for: shown in the transcript next to their turns and answers."""
+    kind: Literal["viewer", "collaborator"]
+    created_at: datetime
+    expires_at: datetime | None = None
+    turns: int | None = None
+    """A collaborator's turn limit (None: no limit)."""
+    turns_used: int = 0
+    revoked_at: datetime | None = None
+    last_seen: datetime | None = None
+
+
+class ParticipantView(Share):
+    """A share as lists show it, with its state now."""
+
+    model_config = ConfigDict(defer_build=True)
+    state: Literal["active", "expired", "revoked"]
+    turns_left: int | None = None
+
+
+class Participants(_Answer):
+    participants: list[ParticipantView] = []
+
+
+class Shared(_Answer):
+    participant: ParticipantView
+    token: str
+    """Shown once; only its digest is kept."""
+    url: str
+    command: str
+
+
+class Revoked(_Answer):
+    revoked: list[ParticipantView] = []
