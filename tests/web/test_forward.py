@@ -8,13 +8,13 @@ import signal
 import time
 
 import httpx
-from helpers import eventually
+from helpers import eventually, read_sse
 
 from tui.store import StatePaths, read_sidecar
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 
-from .conftest import TIMEOUT, Web, events_until, read_sse, wake
+from .conftest import TIMEOUT, Web, events_until, wake
 
 
 def _async(web: Web, token: str | None = "owner") -> httpx.AsyncClient:
