@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +51,6 @@ def worker_pid(state_dir: Path, sid: str) -> int:
     return car.pid
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 20.0) -> None:
-    """Poll `predicate` until true (an event we expect), failing after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def kill_worker(state_dir: Path, sid: str) -> int:
     pid = worker_pid(state_dir, sid)
     os.kill(pid, signal.SIGKILL)
@@ -71,16 +60,3 @@ def kill_worker(state_dir: Path, sid: str) -> int:
 def journal_seqs(state_dir: Path, sid: str) -> list[int]:
     path = StatePaths(state_dir).session(sid).journal
     return [json.loads(line)["seq"] for line in path.read_text().splitlines() if line.strip()]
-
-
-def stop_workers(state_dir: Path) -> None:
-    """End every worker of the state dir and its sandbox (their process groups), for test teardown."""
-    for car_path in StatePaths(state_dir).sessions.glob("*/worker.json"):
-        car = read_sidecar(car_path)
-        if car is None:
-            continue
-        try:
-            os.killpg(car.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(car.pid, signal.SIGKILL)

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from client.helpers import kill_worker, new_session, sessions, tui, wait_for, worker_pid
+from helpers import wait_until
+
+from client.helpers import kill_worker, new_session, sessions, tui, worker_pid
 from tui.store import SessionRecord, StatePaths, save_session
 
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
@@ -134,7 +136,7 @@ def test_a_killed_worker_is_restarted_and_the_turn_reported_failed(state_dir: Pa
     assert waiting.returncode == 1, err
     assert out == "\n" or out == ""
     assert "the turn failed" in err and "stopped before it ended" in err
-    wait_for(lambda: sessions()[0]["live"], "a new worker")
+    wait_until(lambda: sessions()[0]["live"], "a new worker")
     assert worker_pid(state_dir, sid) != old
     after = tui("send", sid, "print('still here')", "--wait")
     assert after.stdout == "still here\n"

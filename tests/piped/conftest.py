@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client.helpers import stop_workers
+from helpers import stop_workers
 
 
 @pytest.fixture

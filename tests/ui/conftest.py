@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 import pytest_textual_snapshot
+from helpers import app_until
 from syrupy.location import PyTestLocation
 from textual.pilot import Pilot
 
@@ -32,10 +32,6 @@ def until() -> Until:
     """Wait (pausing the pilot) until `condition()` is true, at most 10 s."""
 
     async def wait(pilot: Pilot[object], condition: Callable[[], object], limit: float = 10.0) -> None:
-        async def poll() -> None:
-            while not condition():
-                await pilot.pause(0.01)
-
-        await asyncio.wait_for(poll(), limit)
+        await app_until(pilot, condition, timeout=limit)
 
     return wait

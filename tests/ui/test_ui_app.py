@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from tui.link.base import Gone, Located, Reconnecting
+from tui.link.base import Gone, Live, Located, Reconnecting
 from tui.link.mock import MockLink
 from tui.protocol import (
     By,
+    Event,
     QuestionResolved,
     TextChunk,
     ToolEnded,
@@ -504,6 +505,35 @@ class TestLink:
             assert "gone: the session was deleted" in app.session.status.link_row()
             await until(pilot, lambda: app.return_code is not None)
         assert app.return_code == 4
+
+    async def test_a_follower_failing_unexpectedly_says_so_and_keys_still_work(self, until: Until) -> None:
+        link = FailingLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.failure = RuntimeError("the stream broke")
+            link.attend(("ana", "viewer"))  # any event: the stream raises instead of delivering it
+            await until(pilot, lambda: isinstance(app.session.link_state, Gone))
+            line = app.session.transcript.items[-1].line
+            assert "the connection to the session failed: RuntimeError: the stream broke" in line
+            assert "tui attach 3f2a9c0e" in line
+            assert "gone: the connection to the session failed" in app.session.status.link_row()
+            await pilot.press(*"print(1)", "enter")  # the screen is not frozen
+            await until(pilot, lambda: routes(link, "send_turn"))
+            assert routes(link, "send_turn")[0]["prompt"] == "print(1)"
+        assert app.return_code is None
+
+
+class FailingLink(MockLink):
+    """A session whose event stream raises `failure` (what no follower expects) once it is set."""
+
+    failure: Exception | None = None
+
+    async def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
+        async for item in super().open_stream(cursor):
+            if self.failure is not None:
+                raise self.failure
+            yield item
 
 
 class TestAway:

@@ -7,10 +7,10 @@ changes only when what the user sees changes. Update one with
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from helpers import app_until
 from textual.pilot import Pilot
 
 from tui.link.base import Located
@@ -78,11 +78,7 @@ def settle(script: Callable[[MockLink, Pilot[Any]], Awaitable[None]] | None, lin
         app = pilot.app
         assert isinstance(app, TuiApp)
 
-        async def attached() -> None:
-            while not app.session.attached.is_set():
-                await pilot.pause(0.01)
-
-        await asyncio.wait_for(attached(), 10)
+        await app_until(pilot, app.session.attached.is_set, "the attach")
         app.session.prompt.cursor_blink = False
         if script is not None:
             await script(link, pilot)
@@ -96,13 +92,12 @@ async def flushed(pilot: Pilot[Any]) -> None:
     app = pilot.app
     assert isinstance(app, TuiApp)
 
-    async def done() -> None:
+    def written() -> bool:
         live = app.session.transcript.live
-        while app.session.cursor < len(app.session.link.journal) or (live is not None and live._pending):  # type: ignore[attr-defined]
-            await pilot.pause(0.01)
-            live = app.session.transcript.live
+        pending = live is not None and live._pending
+        return app.session.cursor >= len(app.session.link.journal) and not pending  # type: ignore[attr-defined]
 
-    await asyncio.wait_for(done(), 10)
+    await app_until(pilot, written, "the live turn to be written")
     await pilot.pause(0.2)
     await pilot.wait_for_scheduled_animations()
 
@@ -229,11 +224,8 @@ class TestQueueAndLink:
             link.backoff = type(link.backoff)(first=60.0, factor=1.0, jitter=0.0, cap=60.0)
             link.drop("the worker stopped answering")
 
-            async def reconnecting() -> None:
-                while "reconnecting" not in pilot.app.session.status.link_row():  # type: ignore[attr-defined]
-                    await pilot.pause(0.01)
-
-            await asyncio.wait_for(reconnecting(), 10)
+            link_row = pilot.app.session.status.link_row  # type: ignore[attr-defined]
+            await app_until(pilot, lambda: "reconnecting" in link_row(), "the link row to say reconnecting")
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
@@ -247,10 +239,7 @@ class TestQueueAndLink:
             link.located = Located("gone", "the session was stopped with `tui stop`")
             link.drop()
 
-            async def gone() -> None:
-                while "gone" not in pilot.app.session.status.link_row():  # type: ignore[attr-defined]
-                    await pilot.pause(0.01)
-
-            await asyncio.wait_for(gone(), 10)
+            link_row = pilot.app.session.status.link_row  # type: ignore[attr-defined]
+            await app_until(pilot, lambda: "gone" in link_row(), "the link row to say gone")
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))

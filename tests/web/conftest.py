@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import selectors
 import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from helpers import TIMEOUT, Sse, read_sse, stop_workers
 
-from tui.store import StatePaths, create_session, is_live, read_sidecar
+from tui.store import StatePaths, create_session
 from tui.web.participants import ParticipantStore, parse_ttl
 from tui.web.paths import WebPaths
 
@@ -114,24 +112,6 @@ def start_web(state: Path, *args: str) -> Web:
     return Web(url=url, token=token_file.read_text().strip(), state=state, proc=proc)
 
 
-def stop_workers(state: Path) -> None:
-    """End every worker of the state dir (they are detached: a test must not leave them behind)."""
-    sessions = state / "sessions"
-    if not sessions.is_dir():
-        return
-    locks = []
-    for folder in sessions.iterdir():
-        car = read_sidecar(folder / "worker.json")
-        if car is not None and is_live(folder / "owner.lock"):
-            locks.append(folder / "owner.lock")
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(car.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    for lock in locks:
-        while is_live(lock) and time.monotonic() < deadline:
-            time.sleep(0.01)
-
-
 @pytest.fixture
 def web(state_dir: Path) -> Iterator[Web]:
     """A `tui web` of this test's own state dir."""
@@ -147,40 +127,6 @@ def shared_web() -> Iterator[Web]:
         w = start_web(Path(d))
         yield w
         w.stop()
-
-
-TIMEOUT = 20.0
-"""The bound on waiting for anything a test expects (the suite runs on 2 busy cores)."""
-
-
-@dataclass
-class Sse:
-    seq: int
-    type: str
-    data: dict[str, Any]
-
-
-async def read_sse(response: httpx.Response) -> AsyncIterator[Sse]:
-    """The journal events of an open ``/events`` response (comments skipped)."""
-    ident: str | None = None
-    kind = ""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if data and ident is not None:
-                yield Sse(int(ident), kind, json.loads("\n".join(data)))
-            ident, kind, data = None, "", []
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "id":
-                ident = value
-            elif name == "event":
-                kind = value
-            elif name == "data":
-                data.append(value)
 
 
 async def events_until(

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-from collections.abc import Callable
 
-from textual.pilot import Pilot
+from helpers import app_until
 
 from tui.access.remote import RemoteAccess
 from tui.link.follow import Follower
@@ -17,12 +16,6 @@ from tui.store.remotes import Remote
 from tui.ui import TuiApp
 
 from .conftest import TIMEOUT, Web
-
-
-async def _until(pilot: Pilot[object], condition: Callable[[], object]) -> None:
-    async with asyncio.timeout(TIMEOUT):
-        while not condition():
-            await pilot.pause(0.02)
 
 
 async def test_the_owners_status_row_shows_a_viewer_attaching_and_leaving(web: Web) -> None:
@@ -42,7 +35,7 @@ async def test_the_owners_status_row_shows_a_viewer_attaching_and_leaving(web: W
         assert (await owner_link.whoami()).kind == "owner"
         async with app.run_test() as pilot:
             row = app.session.status.link_row
-            await _until(pilot, lambda: f"attached: {me}" in row())
+            await app_until(pilot, lambda: f"attached: {me}" in row(), timeout=TIMEOUT)
             assert "ana" not in row()
 
             async def follow() -> None:
@@ -52,10 +45,10 @@ async def test_the_owners_status_row_shows_a_viewer_attaching_and_leaving(web: W
 
             async with asyncio.timeout(TIMEOUT):
                 await follow()
-            await _until(pilot, lambda: f"attached: {me}, ana (viewer)" in row())
+            await app_until(pilot, lambda: f"attached: {me}, ana (viewer)" in row(), timeout=TIMEOUT)
             await follower.aclose()
             await guest_link.close()
-            await _until(pilot, lambda: "ana" not in row())
+            await app_until(pilot, lambda: "ana" not in row(), timeout=TIMEOUT)
             assert f"attached: {me}" in row()
     finally:
         await follower.aclose()

@@ -8,12 +8,13 @@ import signal
 import time
 
 import httpx
+from helpers import eventually, read_sse
 
 from tui.store import StatePaths, read_sidecar
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 
-from .conftest import TIMEOUT, Web, events_until, read_sse, wake
+from .conftest import TIMEOUT, Web, events_until, wake
 
 
 def _async(web: Web, token: str | None = "owner") -> httpx.AsyncClient:
@@ -183,13 +184,12 @@ async def test_a_participant_may_hold_three_streams_not_four(web: Web) -> None:
         finally:
             for s in streams:
                 await s.__aexit__(None, None, None)
-        # Closed streams free their places.
-        async with asyncio.timeout(TIMEOUT):
-            while True:
-                async with c.stream("GET", f"/api/sessions/{sid}/events") as r:
-                    if r.status_code == 200:
-                        break
-                await asyncio.sleep(0.05)
+
+        async def a_place_is_free() -> bool:
+            async with c.stream("GET", f"/api/sessions/{sid}/events") as r:
+                return r.status_code == 200
+
+        await eventually(a_place_is_free, "closed streams to free their places")
 
 
 async def test_the_bridge_stays_up_when_a_worker_dies_and_wake_brings_one_back(web: Web) -> None:
@@ -197,11 +197,11 @@ async def test_the_bridge_stays_up_when_a_worker_dies_and_wake_brings_one_back(w
     first = wake(web, sid)
     async with _async(web) as c:
         os.killpg(first["pid"], signal.SIGKILL)
-        async with asyncio.timeout(TIMEOUT):
-            for _ in range(100_000):
-                if not (await c.get(f"/api/sessions/{sid}/worker")).json()["live"]:
-                    break
-                await asyncio.sleep(0.02)
+
+        async def dead() -> bool:
+            return not (await c.get(f"/api/sessions/{sid}/worker")).json()["live"]
+
+        await eventually(dead, "the bridge to see the worker dead")
         reply = await c.get(f"/api/sessions/{sid}/transcript")
         assert reply.status_code == 503
         assert reply.json()["error"] == "no_worker"

@@ -1,10 +1,9 @@
-"""Real workers on real Unix sockets, and a small SSE reader for their event streams."""
+"""Real workers on real Unix sockets, and followers of their event streams."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -14,43 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import TIMEOUT, Sse, read_sse, stop_workers, wait_until
 
 from tui.store import StatePaths, WorkerSidecar, create_session, is_live
 from tui.worker.launch import start_worker
-
-TIMEOUT = 20.0
-"""The bound on waiting for anything a test expects (generous: the suite runs on 2 busy cores)."""
-
-
-@dataclass
-class Sse:
-    seq: int
-    type: str
-    data: dict[str, Any]
-
-
-async def read_sse(response: httpx.Response) -> AsyncIterator[Sse]:
-    """The journal events of an open ``/events`` response (comments skipped)."""
-    ident: str | None = None
-    kind = ""
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if line == "":
-            if data:
-                assert ident is not None, "every event carries an id"
-                yield Sse(int(ident), kind, json.loads("\n".join(data)))
-            ident, kind, data = None, "", []
-        elif line.startswith(":"):
-            continue
-        else:
-            name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if name == "id":
-                ident = value
-            elif name == "event":
-                kind = value
-            elif name == "data":
-                data.append(value)
 
 
 @dataclass
@@ -131,7 +97,7 @@ class Worker:
         """SIGKILL the worker and wait until its lock is free."""
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.sidecar.pid, signal.SIGKILL)
-        wait_until(lambda: not is_live(self.paths.lock))
+        wait_until(lambda: not is_live(self.paths.lock), "the killed worker's lock to be free")
 
     async def turn(self, prompt: str, **fields: Any) -> dict[str, Any]:
         """Send a turn and return its `turn_ended` event data."""
@@ -155,39 +121,6 @@ class Worker:
             await c.aclose()
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:
-    """Block until `predicate` holds (for states with no event to wait on, e.g. a lock let go)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    delay = 0.002
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(delay)
-        delay = min(0.05, delay * 1.5)
-
-
-async def eventually(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> None:  # noqa: ASYNC109
-    """`wait_until` without blocking the event loop (for file states that have no event)."""
-    delay = 0.002
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(delay)
-            delay = min(0.05, delay * 1.5)
-
-
-def stop_worker(state: StatePaths, session_id: str) -> None:
-    from tui.store import read_sidecar
-
-    paths = state.session(session_id)
-    car = read_sidecar(paths.sidecar)
-    if car is not None and is_live(paths.lock):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(car.pid, signal.SIGKILL)
-        wait_until(lambda: not is_live(paths.lock))
-
-
 @pytest.fixture
 def workdir(state_dir: Path) -> Path:
     path = state_dir / "work"
@@ -207,7 +140,7 @@ def new_session(state_dir: Path, workdir: Path) -> Iterator[Callable[[], str]]:
 
     yield make
     for sid in made:
-        stop_worker(state, sid)
+        stop_workers(state_dir, sid)
 
 
 @pytest.fixture

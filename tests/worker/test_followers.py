@@ -11,10 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import TIMEOUT, eventually, read_sse, stop_workers
 
 from tui.store import StatePaths, create_session, read_sidecar
 from tui.worker.launch import start_worker
-from worker.conftest import TIMEOUT, Follower, Worker, eventually, read_sse, stop_worker
+from worker.conftest import Follower, Worker
 
 PRINTER = "import time\nfor i in range(400):\n    print({}, i, flush=True)\n    time.sleep(0.001)"
 
@@ -66,7 +67,7 @@ async def test_a_follower_sees_every_event_once_across_killed_workers(state_dir:
                 program = PRINTER.format(round_)
                 await client.post("/turn", json={"prompt": program})
             await asyncio.sleep(rng.uniform(0.0, 0.4))  # a random point in the turn to kill it at
-            stop_worker(state, sid)
+            stop_workers(state.root, sid)
             await asyncio.to_thread(start_worker, state, sid, timeout=TIMEOUT)
         journal = state.session(sid).journal
         await eventually(lambda: bool(seen) and seen[-1] == _journal_seqs(journal)[-1])
@@ -80,7 +81,7 @@ async def test_a_follower_sees_every_event_once_across_killed_workers(state_dir:
         starts = [json.loads(x) for x in journal.read_text().splitlines()]
         assert sum(1 for e in starts if e["type"] == "worker_started") == 6
     finally:
-        stop_worker(state, sid)
+        stop_workers(state.root, sid)
 
 
 async def test_twenty_followers_see_the_same_events_and_a_stalled_one_holds_no_one_back(
@@ -122,4 +123,4 @@ async def test_twenty_followers_see_the_same_events_and_a_stalled_one_holds_no_o
             assert got[-1] == ends[0].seq
     finally:
         await w.close()
-        stop_worker(state, sid)
+        stop_workers(state.root, sid)

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from helpers import TIMEOUT, eventually
 
 from tui.errors import NotFound, WorkerUnavailable
 from tui.store import StatePaths, read_sidecar
 from tui.worker.launch import is_live, live_sidecar, start_worker
-from worker.conftest import TIMEOUT, Worker, eventually
+from worker.conftest import Worker
 
 
 def _journal(worker: Worker) -> list[dict[str, object]]:

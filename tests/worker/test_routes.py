@@ -6,6 +6,7 @@ import asyncio
 import stat
 
 import httpx
+from helpers import wait_until
 
 from tui.store import read_sidecar
 from worker.conftest import Worker
@@ -155,6 +156,4 @@ async def test_leave_ends_streams_and_lets_go_within_two_seconds(worker: Worker)
             return True
         return False
 
-    from worker.conftest import wait_until
-
-    wait_until(gone, timeout=5)
+    wait_until(gone, "the worker process to end", timeout=5)

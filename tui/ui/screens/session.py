@@ -3,7 +3,8 @@
 Everything the link reports arrives in `LinkEvents` (or `LinkStateChanged`) messages from one
 follower worker; each event is applied to the session's state (`tui.protocol.state`, the one
 reducer) and the widgets then show what it says. Requests run in workers of their own, and their
-failures are shown in one place (`_failed`).
+failures are shown in one place (`_failed`). What no worker expected ends in
+`on_worker_state_changed`, so nothing fails silently.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
 
 from tui.errors import Busy, Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
@@ -600,7 +602,7 @@ class SessionScreen(Screen[None]):
         elif name == "/stats":
             self._stats()
         elif name == "/help":
-            self.run_worker(self.transcript.add_line(help_text()))
+            self.run_worker(self.transcript.add_line(help_text()), exit_on_error=False)
         else:
             self.notify(
                 f"{name} is not a command; /help lists them.", title="Unknown command", severity="warning"
@@ -673,6 +675,26 @@ class SessionScreen(Screen[None]):
     def _failed(self, what: str, exc: TuiError) -> None:
         """Every failed request is shown here, in one way."""
         self.notify(str(exc), title=f"{exc.title}: {what}", severity="error")
+
+    async def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker of this screen raised what its own code did not expect (a `TuiError` is handled
+        where it happens): a dead follower says so in the transcript and the status row, anything
+        else in a notification; the screen keeps taking keys."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        if event.worker.group != "follow":
+            self.notify(what, title="Unexpected error (the session keeps running)", severity="error")
+            return
+        where = self.link.where
+        remote = f"--remote {where.removeprefix('remote ')} " if where.startswith("remote ") else ""
+        self.link_state = Gone(f"the connection to the session failed: {what}")
+        self.status.change(link=self.link_state, reconnect_at=None)
+        await self.transcript.add_line(
+            f"{self.link_state.reason}. New events are not shown: detach (Ctrl+D) and reattach "
+            f"with `tui {remote}attach {self.link.session_id[:8]}`; the session keeps running."
+        )
 
     # --- keys ----------------------------------------------------------------------------------
     def escape(self) -> None:

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Static
+from textual.worker import Worker, WorkerState
 
 from tui.protocol import TurnRecord
 from tui.ui.widgets.turn import LiveTurn, Part, TurnView
@@ -175,11 +176,15 @@ class TranscriptView(VerticalScroll, can_focus=False):
         if (new <= 0 and old > 0) or (new <= 0 and self.max_scroll_y == 0):
             self._reached_top()
         elif new >= self.max_scroll_y and self._hi < len(self.items):
-            self.run_worker(self._mount_newer(), group="transcript-window", exclusive=True)
+            self.run_worker(
+                self._mount_newer(), group="transcript-window", exclusive=True, exit_on_error=False
+            )
 
     def _reached_top(self) -> None:
         if self._lo > 0:
-            self.run_worker(self._mount_older(), group="transcript-window", exclusive=True)
+            self.run_worker(
+                self._mount_older(), group="transcript-window", exclusive=True, exit_on_error=False
+            )
         elif self.has_more and not self._loading:
             self._loading = True
             oldest = next((i.record.turn_id for i in self.items if i.record is not None), None)
@@ -188,6 +193,14 @@ class TranscriptView(VerticalScroll, can_focus=False):
     def load_older(self) -> None:
         """Mount or fetch older turns, as scrolling to the top does."""
         self._reached_top()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Mounting turns failed unexpectedly: say so; what is shown stays, and the app runs on."""
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(
+                f"{type(error).__name__}: {error}", title="Could not show the turns", severity="error"
+            )
 
     # --- what happens now ------------------------------------------------------------------------
     async def _append(self, item: Item) -> None:
