@@ -35,6 +35,7 @@ from tui.link.local import local_client_id
 from tui.link.outcomes import FAILED, turn_ending
 from tui.link.watch import AnswerSpec, QuestionPolicy, SessionWatch, TurnResult, Unanswered, WorkerGoneError
 from tui.protocol import Event, TextChunk
+from tui.protocol.ids import short_id
 
 __all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "read_inputs", "run"]
 
@@ -208,7 +209,7 @@ class _Run:
     # --- turns -------------------------------------------------------------------------------
     def _outcome(self, n: int, result: TurnResult) -> int:
         self._finish_output(result)
-        attach = self.link.command("attach", self.link.session_id[:8])
+        attach = self.link.command("attach", short_id(self.link.session_id))
         ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {n}")
         self.say(ending.line)
         return ending.code
@@ -272,7 +273,7 @@ class _Run:
         elif word == "/exit":
             await self._report_queued(wait=True)
             await self.link.stop_worker()
-            self.say(f"stopped session {self.link.session_id[:8]}")
+            self.say(f"stopped session {short_id(self.link.session_id)}")
             return None
         return True
 
@@ -367,7 +368,7 @@ async def _run_async(
     except TimeoutError:
         left = ""
         if state is not None and (state.running is not None or state.queued) and link is not None:
-            short = link.session_id[:8]
+            short = short_id(link.session_id)
             left = f"; the running turn was left running (`{link.command('attach', short)}` to watch)"
         print(f"tui: timed out after {args.timeout:g} s{left}", file=err, flush=True)
         return 1

@@ -22,6 +22,8 @@ from tui.link.local import local_client_id
 from tui.link.outcomes import turn_ending
 from tui.link.watch import SessionWatch, Unanswered, describe_question
 from tui.piped import ReplyWriter
+from tui.protocol import PendingQuestion
+from tui.protocol.ids import short_id
 
 __all__ = [
     "open_access",
@@ -96,7 +98,7 @@ def run_sessions(args: argparse.Namespace) -> int:
     for r in rows:
         live = "yes" if r.live else "no"
         title = _clip(r.title or "(untitled)", 40)
-        table.append((r.id[:8], title, r.state, live, _age(r), _folder(r.folder)))
+        table.append((short_id(r.id), title, r.state, live, _age(r), _folder(r.folder)))
     widths = [max(len(row[i]) for row in table) for i in range(5)]
     for row in table:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
@@ -161,7 +163,7 @@ async def send(
                 await watch.wait_idle()
             rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
             sent = True
-            short = sid[:8]
+            short = short_id(sid)
             if not args.wait:
                 how = "queued for" if args.queue else "sent to"
                 _say(f"{how} session {short}; `{link.command('attach', short)}` to watch", err)
@@ -176,7 +178,11 @@ async def send(
                 _say(ending.line, err)
             return ending.code
     except TimeoutError:
-        where = f"`{link.command('attach', link.session_id[:8])}` to watch" if link else "nothing was started"
+        where = (
+            f"`{link.command('attach', short_id(link.session_id))}` to watch"
+            if link
+            else "nothing was started"
+        )
         left = "the turn keeps running" if sent else "nothing was sent"
         _say(f"timed out after {args.timeout:g} s; {left}; {where}", err)
         return 1
@@ -188,68 +194,66 @@ async def send(
 
 
 # --- questions -----------------------------------------------------------------------------------
-async def _question_link(access: SessionAccess, prefix: str) -> AttachLink:
-    sid = await access.resolve(prefix)
-    summary = await access.show(sid)
-    if not summary.live:
-        raise QuestionNotPending(
-            f"session {sid[:8]} has no live worker, so no question is waiting; "
-            f"`{access.command('attach', sid[:8])}` resumes it"
-        )
-    return await access.link(sid, client_id=local_client_id())
+def _on_question(
+    args: argparse.Namespace, act: Callable[[AttachLink, PendingQuestion], Awaitable[str]]
+) -> int:
+    """Run `act` on the session's pending question and say what it did (``answer``, ``dismiss``).
+
+    Raises:
+        QuestionNotPending: the session has no live worker, or no question waits.
+    """
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        if not (await access.show(sid)).live:
+            raise QuestionNotPending(
+                f"session {short} has no live worker, so no question is waiting; "
+                f"`{access.command('attach', short)}` resumes it"
+            )
+        link = await access.link(sid, client_id=local_client_id())
+        try:
+            question = (await link.transcript(limit=0)).question
+            if question is None:
+                raise QuestionNotPending(
+                    f"session {short} has no pending question; `{link.command('attach', short)}` to look"
+                )
+            _say(await act(link, question))
+            return 0
+        finally:
+            await link.close()
+
+    return _run(body)
 
 
 def run_answer(args: argparse.Namespace) -> int:
     """``tui answer ID --option N --text T``: answer the pending question."""
-    access = open_access(args)
 
-    async def body() -> int:
-        link = await _question_link(access, args.id)
-        try:
-            question = (await link.transcript(limit=0)).question
-            short = link.session_id[:8]
-            if question is None:
-                raise QuestionNotPending(
-                    f"session {short} has no pending question; `{link.command('attach', short)}` to look"
-                )
-            if not args.option and args.text is None:
-                raise UsageError("give --option N and/or --text T:\n" + describe_question(link, question))
-            labels = [o.label for o in question.options]
-            selected: list[str] = []
-            for n in args.option:
-                if not 1 <= n <= len(labels):
-                    raise UsageError(f"there is no option {n}:\n" + describe_question(link, question))
-                selected.append(labels[n - 1])
-            await link.answer(question.question_id, selected, args.text)
-            said = ", ".join([*selected, *([repr(args.text)] if args.text is not None else [])])
-            _say(f"answered {question.text!r} with {said}")
-            return 0
-        finally:
-            await link.close()
+    async def answer(link: AttachLink, question: PendingQuestion) -> str:
+        if not args.option and args.text is None:
+            raise UsageError("give --option N and/or --text T:\n" + describe_question(link, question))
+        labels = [o.label for o in question.options]
+        selected: list[str] = []
+        for n in args.option:
+            if not 1 <= n <= len(labels):
+                raise UsageError(f"there is no option {n}:\n" + describe_question(link, question))
+            selected.append(labels[n - 1])
+        await link.answer(question.question_id, selected, args.text)
+        said = ", ".join([*selected, *([repr(args.text)] if args.text is not None else [])])
+        return f"answered {question.text!r} with {said}"
 
-    return _run(body)
+    return _on_question(args, answer)
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
     """``tui dismiss ID``: dismiss the pending question."""
-    access = open_access(args)
 
-    async def body() -> int:
-        link = await _question_link(access, args.id)
-        try:
-            question = (await link.transcript(limit=0)).question
-            short = link.session_id[:8]
-            if question is None:
-                raise QuestionNotPending(
-                    f"session {short} has no pending question; `{link.command('attach', short)}` to look"
-                )
-            await link.dismiss(question.question_id)
-            _say(f"dismissed {question.text!r}")
-            return 0
-        finally:
-            await link.close()
+    async def dismiss(link: AttachLink, question: PendingQuestion) -> str:
+        await link.dismiss(question.question_id)
+        return f"dismissed {question.text!r}"
 
-    return _run(body)
+    return _on_question(args, dismiss)
 
 
 # --- the session ---------------------------------------------------------------------------------
@@ -260,7 +264,7 @@ def run_stop(args: argparse.Namespace) -> int:
     async def body() -> int:
         sid = await access.resolve(args.id)
         stopped = await access.stop(sid)
-        short = sid[:8]
+        short = short_id(sid)
         if stopped:
             _say(f"stopped session {short}; `{access.command('attach', short)}` resumes it")
         else:
@@ -277,7 +281,7 @@ def run_archive(args: argparse.Namespace) -> int:
     async def body() -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
-        _say(f"archived session {sid[:8]}; `{access.command('sessions', '--all')}` still lists it")
+        _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
         return 0
 
     return _run(body)
@@ -290,7 +294,7 @@ def run_delete(args: argparse.Namespace) -> int:
     async def body() -> int:
         sid = await access.resolve(args.id)
         await access.delete(sid, force=args.force)
-        _say(f"deleted session {sid[:8]}")
+        _say(f"deleted session {short_id(sid)}")
         return 0
 
     return _run(body)

@@ -24,6 +24,7 @@ from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, Worker
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
+from tui.protocol.ids import short_id
 from tui.protocol.state import SessionState, State
 
 __all__ = [
@@ -115,7 +116,7 @@ def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[st
 
 def describe_question(link: AttachLink, question: PendingQuestion) -> str:
     """The question, its options numbered, and the exact commands that answer it (for stderr)."""
-    short = link.session_id[:8]
+    short = short_id(link.session_id)
     lines = [f"session {short} asks: {question.text}"]
     width = max((len(o.label) for o in question.options), default=0)
     for i, option in enumerate(question.options, 1):

@@ -27,6 +27,7 @@ __all__ = [
     "Plan",
     "PlanEntry",
     "Presence",
+    "Question",
     "QuestionAsked",
     "QuestionResolved",
     "QueueChanged",
@@ -203,14 +204,20 @@ class ToolEnded(EventBase):
     error: str | None = None
 
 
-class QuestionAsked(EventBase):
-    type: Literal["question_asked"] = "question_asked"
+class Question(BaseModel):
+    """A question to the people attached: what `question_asked` says and `/transcript` keeps pending."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
     turn_id: str
     question_id: str
     text: str
     options: list[Option] = []
     multiple: bool = False
     freeform: bool = True
+
+
+class QuestionAsked(Question, EventBase):
+    type: Literal["question_asked"] = "question_asked"
 
 
 class QuestionResolved(EventBase):

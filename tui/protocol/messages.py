@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
-from tui.protocol.events import AgentCommand, By, Diff, Option, PlanEntry, Presence, QueueItem
+from tui.protocol.events import AgentCommand, By, Diff, PlanEntry, Presence, Question, QueueItem
 
 __all__ = [
     "FEATURES",
@@ -173,13 +173,8 @@ class TurnRecord(_Wire):
     """The agent's plan as it last stood in this turn."""
 
 
-class PendingQuestion(_Wire):
-    turn_id: str
-    question_id: str
-    text: str
-    options: list[Option] = []
-    multiple: bool = False
-    freeform: bool = True
+class PendingQuestion(Question):
+    """The question waiting for an answer, as `/transcript` gives it."""
 
 
 class Transcript(_Wire):

@@ -18,44 +18,9 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, TypeAdapter
 
-from tui.protocol.messages import (
-    Answered,
-    AnswerRequest,
-    Dismissed,
-    DismissRequest,
-    ImageRef,
-    Info,
-    Interrupted,
-    InterruptRequest,
-    LeaveRequest,
-    Left,
-    ModelRequest,
-    ModelSet,
-    Stats,
-    Transcript,
-    TurnAccepted,
-    TurnRequest,
-    Unqueued,
-)
+from tui.protocol import messages as m
+from tui.protocol import web as w
 from tui.protocol.principal import Permission
-from tui.protocol.web import (
-    Archived,
-    Created,
-    CreateRequest,
-    Deleted,
-    Participants,
-    Resolved,
-    Restarted,
-    Revoked,
-    SessionSummary,
-    Shared,
-    ShareRequest,
-    Stopped,
-    StopRequest,
-    WakeRequest,
-    WebInfo,
-    WorkerView,
-)
 
 __all__ = [
     "BRIDGE",
@@ -143,7 +108,7 @@ def _routes(*specs: RouteSpec) -> dict[str, RouteSpec]:
 
 
 BRIDGE = _routes(
-    RouteSpec("info", "GET", "/info", "its worker's info", "read", answer=Info),
+    RouteSpec("info", "GET", "/info", "its worker's info", "read", answer=m.Info),
     RouteSpec(
         "events",
         "GET",
@@ -162,10 +127,10 @@ BRIDGE = _routes(
         "/transcript",
         "its last turns",
         "read",
-        answer=Transcript,
+        answer=m.Transcript,
         query=(Param("limit", "integer"), Param("before", description="a turn id: the page before it")),
     ),
-    RouteSpec("stats", "GET", "/stats", "its figures", "read", answer=Stats),
+    RouteSpec("stats", "GET", "/stats", "its figures", "read", answer=m.Stats),
     RouteSpec(
         "turn",
         "POST",
@@ -173,12 +138,18 @@ BRIDGE = _routes(
         "send a turn",
         "write",
         status=202,
-        request=TurnRequest,
-        answer=TurnAccepted,
+        request=m.TurnRequest,
+        answer=m.TurnAccepted,
         spends_turn=True,
     ),
     RouteSpec(
-        "answer", "POST", "/answer", "answer its question", "write", request=AnswerRequest, answer=Answered
+        "answer",
+        "POST",
+        "/answer",
+        "answer its question",
+        "write",
+        request=m.AnswerRequest,
+        answer=m.Answered,
     ),
     RouteSpec(
         "dismiss",
@@ -186,8 +157,8 @@ BRIDGE = _routes(
         "/question/dismiss",
         "dismiss its question",
         "write",
-        request=DismissRequest,
-        answer=Dismissed,
+        request=m.DismissRequest,
+        answer=m.Dismissed,
     ),
     RouteSpec(
         "interrupt",
@@ -195,11 +166,11 @@ BRIDGE = _routes(
         "/interrupt",
         "end the running turn",
         "write",
-        request=InterruptRequest,
-        answer=Interrupted,
+        request=m.InterruptRequest,
+        answer=m.Interrupted,
     ),
     RouteSpec(
-        "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=Unqueued
+        "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=m.Unqueued
     ),
     RouteSpec(
         "images",
@@ -208,12 +179,14 @@ BRIDGE = _routes(
         "store an image (raw bytes)",
         "write",
         status=201,
-        answer=ImageRef,
+        answer=m.ImageRef,
         query=(Param("name", description="the image's file name"),),
         upload="image/*",
     ),
-    RouteSpec("model", "POST", "/model", "switch its model", "owner", request=ModelRequest, answer=ModelSet),
-    RouteSpec("leave", "POST", "/leave", "stop the worker", None, request=LeaveRequest, answer=Left),
+    RouteSpec(
+        "model", "POST", "/model", "switch its model", "owner", request=m.ModelRequest, answer=m.ModelSet
+    ),
+    RouteSpec("leave", "POST", "/leave", "stop the worker", None, request=m.LeaveRequest, answer=m.Left),
 )
 """The worker's bridge (protocol.md), served at ``/`` of its socket and forwarded by the web
 bridge under `SESSION_PREFIX`."""
@@ -221,7 +194,7 @@ bridge under `SESSION_PREFIX`."""
 _S = SESSION_PREFIX
 WEB = _routes(
     RouteSpec(
-        "web_info", "GET", "/api/info", "what this web bridge is, and who is asking", "any", answer=WebInfo
+        "web_info", "GET", "/api/info", "what this web bridge is, and who is asking", "any", answer=w.WebInfo
     ),
     RouteSpec("openapi", "GET", "/api/openapi.json", "this document", "any"),
     RouteSpec(
@@ -230,7 +203,7 @@ WEB = _routes(
         "/api/sessions",
         "every session",
         "owner",
-        answer=list[SessionSummary],
+        answer=list[w.SessionSummary],
         query=(
             Param("archived", "boolean"),
             Param("live", "boolean"),
@@ -247,8 +220,8 @@ WEB = _routes(
         "a new session",
         "owner",
         status=201,
-        request=CreateRequest,
-        answer=Created,
+        request=w.CreateRequest,
+        answer=w.Created,
     ),
     RouteSpec(
         "resolve",
@@ -256,36 +229,38 @@ WEB = _routes(
         "/api/sessions/resolve",
         "the full id of a prefix",
         "read",
-        answer=Resolved,
+        answer=w.Resolved,
         query=(Param("id", description="an id or unique prefix"),),
     ),
-    RouteSpec("show", "GET", _S, "one session", "read", answer=SessionSummary),
+    RouteSpec("show", "GET", _S, "one session", "read", answer=w.SessionSummary),
     RouteSpec(
         "delete",
         "DELETE",
         _S,
         "remove a session",
         "owner",
-        answer=Deleted,
+        answer=w.Deleted,
         query=(Param("force", "boolean", "stop a live worker first"),),
     ),
-    RouteSpec("stop", "POST", f"{_S}/stop", "stop its worker", "owner", request=StopRequest, answer=Stopped),
     RouteSpec(
-        "restart", "POST", f"{_S}/restart", "a new worker", "owner", request=WakeRequest, answer=Restarted
+        "stop", "POST", f"{_S}/stop", "stop its worker", "owner", request=w.StopRequest, answer=w.Stopped
     ),
-    RouteSpec("archive", "POST", f"{_S}/archive", "hide it from lists", "owner", answer=Archived),
+    RouteSpec(
+        "restart", "POST", f"{_S}/restart", "a new worker", "owner", request=w.WakeRequest, answer=w.Restarted
+    ),
+    RouteSpec("archive", "POST", f"{_S}/archive", "hide it from lists", "owner", answer=w.Archived),
     RouteSpec(
         "wake",
         "POST",
         f"{_S}/wake",
         "start its worker if none runs",
         "read",
-        request=WakeRequest,
-        answer=WorkerView,
+        request=w.WakeRequest,
+        answer=w.WorkerView,
     ),
-    RouteSpec("worker", "GET", f"{_S}/worker", "its worker now", "read", answer=WorkerView),
+    RouteSpec("worker", "GET", f"{_S}/worker", "its worker now", "read", answer=w.WorkerView),
     RouteSpec(
-        "participants", "GET", f"{_S}/participants", "who it is shared with", "owner", answer=Participants
+        "participants", "GET", f"{_S}/participants", "who it is shared with", "owner", answer=w.Participants
     ),
     RouteSpec(
         "share",
@@ -294,8 +269,8 @@ WEB = _routes(
         "share it",
         "owner",
         status=201,
-        request=ShareRequest,
-        answer=Shared,
+        request=w.ShareRequest,
+        answer=w.Shared,
     ),
     RouteSpec(
         "revoke",
@@ -303,7 +278,7 @@ WEB = _routes(
         f"{_S}/participants",
         "revoke shares",
         "owner",
-        answer=Revoked,
+        answer=w.Revoked,
         query=(Param("participant", description="one participant's name; all when absent"),),
     ),
 )

@@ -347,14 +347,7 @@ class SessionState(BaseModel):
                         self.requests[rid] = TurnAccepted(turn_id=event.turn_id, seq=event.seq)
             case QuestionAsked():
                 if current is not None and current.turn_id == event.turn_id:
-                    self.question = PendingQuestion(
-                        turn_id=event.turn_id,
-                        question_id=event.question_id,
-                        text=event.text,
-                        options=list(event.options),
-                        multiple=event.multiple,
-                        freeform=event.freeform,
-                    )
+                    self.question = PendingQuestion.model_validate(event, from_attributes=True)
             case QuestionResolved():
                 if self.question is not None and self.question.question_id == event.question_id:
                     if current is not None:

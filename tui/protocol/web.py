@@ -10,7 +10,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
-from tui.protocol.ids import short_id
 from tui.protocol.messages import TurnAccepted
 from tui.protocol.principal import Principal
 
@@ -88,11 +87,6 @@ class SessionSummary(_Answer):
     agent: str = "python"
     model: str | None = None
     archived: bool = False
-
-    @property
-    def short_id(self) -> str:
-        """The id as people see it: its first 8 characters."""
-        return short_id(self.id)
 
 
 class WebInfo(_Answer):

@@ -44,11 +44,6 @@ class SessionRecord(BaseModel):
     status: Literal["active", "archived"] = "active"
     parent_id: str | None = None
 
-    @property
-    def short_id(self) -> str:
-        """The id as people see it."""
-        return short_id(self.id)
-
 
 def new_session_id() -> str:
     """A fresh random session id."""

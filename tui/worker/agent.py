@@ -156,7 +156,7 @@ class TurnIO(Protocol):
         """Say a tool call ended (a `tool_ended` event)."""
 
     def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
-        """Add tokens this turn spent: they go into the status row and `turn_ended.usage`."""
+        """Add tokens this turn spent: into `turn_ended.usage`, then the session's tokens in `status`."""
 
     def context(self, used: int, limit: int) -> None:
         """Say how much of the model's context window the conversation fills (the status row)."""

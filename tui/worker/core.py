@@ -169,7 +169,6 @@ class _Turn:
         for kind, tokens in (("input", input), ("output", output), ("cached", cached)):
             if tokens:
                 self.spent[kind] = self.spent.get(kind, 0) + tokens
-        self._worker.status_changed()
 
     def context(self, used: int, limit: int) -> None:
         self._worker.context = (used, limit)
@@ -256,12 +255,9 @@ class SessionWorker:
 
     def _maybe_status(self) -> None:
         present = self.hub.present
-        # The running turn's tokens count until its turn_ended adds them to the session's.
-        spent = self._turn.spent if self._turn is not None and self.state.current is not None else {}
-        tokens = (
-            self.state.tokens_in + spent.get("input", 0),
-            self.state.tokens_out + spent.get("output", 0),
-        )
+        # The session's tokens are those of its ended turns (each turn_ended's usage), so that a
+        # client that attached from /transcript and one that read every event agree.
+        tokens = (self.state.tokens_in, self.state.tokens_out)
         now = (self.state.state, self.state.model, tuple(present), self.context, tokens)
         if now != self._last_status:
             self._last_status = now
@@ -278,7 +274,7 @@ class SessionWorker:
             )
 
     def status_changed(self) -> None:
-        """Something the status row shows changed (tokens, context): a `status` says so."""
+        """Something the status row shows changed (the context in use): a `status` says so."""
         if not (self._quiet or self.hub.closed):
             self._maybe_status()
 

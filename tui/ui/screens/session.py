@@ -48,6 +48,7 @@ from tui.protocol import (
     WorkerLeaving,
     WorkerStarted,
 )
+from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, who
 from tui.ui import slash
@@ -260,7 +261,7 @@ class SessionScreen(Screen[None]):
             if self.transcript.verbatim
             else "type a prompt, Enter sends"
         )
-        return f"New session {self.link.session_id[:8]}{where} · {what} · /help"
+        return f"New session {short_id(self.link.session_id)}{where} · {what} · /help"
 
     def _started_clock(self, record: TurnRecord | None) -> float | None:
         if record is None:
@@ -693,7 +694,7 @@ class SessionScreen(Screen[None]):
         self.status.change(link=self.link_state, reconnect_at=None)
         await self.transcript.add_line(
             f"{self.link_state.reason}. New events are not shown: detach (Ctrl+D) and reattach "
-            f"with `tui {remote}attach {self.link.session_id[:8]}`; the session keeps running."
+            f"with `tui {remote}attach {short_id(self.link.session_id)}`; the session keeps running."
         )
 
     # --- keys ----------------------------------------------------------------------------------
