@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import stat
 
 import httpx
-from helpers import wait_until
+from helpers import eventually, wait_until
 
 from tui.store import read_sidecar
 from worker.conftest import Worker
@@ -157,3 +158,20 @@ async def test_leave_ends_streams_and_lets_go_within_two_seconds(worker: Worker)
         return False
 
     wait_until(gone, "the worker process to end", timeout=5)
+
+
+async def test_a_client_attaching_after_everyone_left_hears_who_is_attached(worker: Worker) -> None:
+    """The journal's last status may still name the one who left; a new stream gets a fresh one."""
+    first = worker.follow(client_id="tui:test:1")
+    await first.until(lambda e: e.type == "status" and bool(e.data["attached"]))
+    assert first.task is not None
+    first.task.cancel()
+
+    async def nobody() -> bool:
+        return (await worker.client().get("/transcript", params={"limit": 0})).json()["attached"] == []
+
+    await eventually(nobody, "the first stream to close")
+    cursor = (await worker.client().get("/transcript", params={"limit": 0})).json()["cursor"]
+    second = worker.follow(cursor, client_id="tui:test:2")
+    status = await second.until(lambda e: e.type == "status")
+    assert [p["name"] for p in status.data["attached"]] == [getpass.getuser()]

@@ -290,7 +290,11 @@ class SessionWorker:
         Not when the last stream closed: nobody is left to tell, and an idle session's journal
         should not grow as clients come and go (`/transcript` says who is attached anyway).
         """
-        if self.hub.present and not (self.leaving or self._quiet or self.hub.closed):
+        if not self.hub.present:
+            # The journal's last status still names who left; the next stream to open must hear
+            # a fresh one even when it names the same people (its /transcript said nobody).
+            self._last_status = None
+        elif not (self.leaving or self._quiet or self.hub.closed):
             self._maybe_status()
 
     def begin(self) -> None:
