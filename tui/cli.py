@@ -52,6 +52,10 @@ def _piped_options(parser: argparse.ArgumentParser) -> None:
         "--output", choices=("text", "jsonl"), default="text", help="replies as text, or events"
     )
     group.add_argument("--keep-going", action="store_true", help="run the rest after a failed turn")
+    group.add_argument("--whole", action="store_true", help="send the whole script as one program")
+    group.add_argument(
+        "--from-line", type=int, default=1, metavar="N", help="start at line N of the script (resume a run)"
+    )
     group.add_argument("--answers", metavar="FILE", help="answers for expected questions (JSON or TOML)")
     group.add_argument("--question-timeout", type=float, metavar="S", help="wait S seconds for an answer")
     group.add_argument("--default-answer", metavar="A", help="answer given after --question-timeout")

@@ -1,7 +1,9 @@
 """The plain surface for piped stdin (cli.md, "Piped input"): scripted turns, no full-screen app.
 
-Each line of stdin is one input (a line ending in ``\\`` continues on the next): a prompt, sent
-once the previous turn ended, or a slash command (``/model NAME``, ``/queue [PROMPT]``,
+stdin is cut into inputs by `tui.link.scripts`: for a session whose prompts are Python programs, the
+way Python reads a program (a compound statement with its indented lines is one input); else a
+line each (a line ending in ``\\`` continues on the next); ``--whole``: the whole script. An input
+is a prompt, sent once the previous turn ended, or a slash command (``/model NAME``, ``/queue [PROMPT]``,
 ``/stats``, ``/detach``, ``/exit``). stdout gets each reply's text as it streams (or, with
 ``--output jsonl``, every event as a JSON line); stderr one line per turn outcome and every
 error. It follows the session with the same `SessionWatch` as ``tui send --wait``.
@@ -33,11 +35,12 @@ from tui.link import slash as commands
 from tui.link.base import AttachLink, LinkState, Reconnecting
 from tui.link.local import local_client_id
 from tui.link.outcomes import FAILED, turn_ending
+from tui.link.scripts import Input, Split, Splitter, syntax_error
 from tui.link.watch import AnswerSpec, QuestionPolicy, SessionWatch, TurnResult, Unanswered, WorkerGoneError
 from tui.protocol import Event, TextChunk
 from tui.protocol.ids import short_id
 
-__all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "read_inputs", "run"]
+__all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "run"]
 
 
 def load_answers(path: str) -> list[AnswerSpec] | dict[str, AnswerSpec]:
@@ -73,52 +76,58 @@ def load_answers(path: str) -> list[AnswerSpec] | dict[str, AnswerSpec]:
     raise UsageError(f"--answers {path} must hold a list of answers or a map from question to answer")
 
 
-def read_inputs(lines: list[str]) -> list[str]:
-    """Join continued lines (ending in ``\\``) into inputs; for tests and whole-file reads."""
-    inputs: list[str] = []
-    carry: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\n").rstrip("\r")
-        if line.endswith("\\"):
-            carry.append(line[:-1])
-            continue
-        inputs.append("\n".join([*carry, line]))
-        carry = []
-    if carry:
-        inputs.append("\n".join(carry))
-    return inputs
-
-
 class _Inputs:
-    """stdin's inputs as they arrive, read by a daemon thread (a pipe, a file or a terminal)."""
+    """stdin's inputs as they arrive, cut by a `Splitter` in a daemon thread (a pipe, a file or a
+    terminal). Lines before `start` are counted but skipped (``--from-line``)."""
 
-    def __init__(self, stream: IO[str], loop: asyncio.AbstractEventLoop) -> None:
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+    def __init__(self, stream: IO[str], loop: asyncio.AbstractEventLoop, how: Split, start: int = 1) -> None:
+        self._queue: asyncio.Queue[Input | None] = asyncio.Queue()
         self._loop = loop
         self._stream = stream
+        self._splitter = Splitter(how)
+        self._start = start
+        self.lines = 0
+        """How many lines of the script were read so far."""
+        self.ended = False
+        """Whether the script's end was read."""
         threading.Thread(target=self._read, name="tui piped stdin", daemon=True).start()
 
     def _read(self) -> None:
-        carry: list[str] = []
+        number = 0
         try:
             for raw in self._stream:
-                line = raw.rstrip("\n").rstrip("\r")
-                if line.endswith("\\"):
-                    carry.append(line[:-1])
-                    continue
-                self._put("\n".join([*carry, line]))
-                carry = []
+                number += 1
+                if number >= self._start:
+                    for item in self._splitter.feed(number, raw.rstrip("\n").rstrip("\r")):
+                        self._put(item)
+                self.lines = number
         except (OSError, ValueError):
             pass
-        if carry:
-            self._put("\n".join(carry))
+        for item in self._splitter.end(number):
+            self._put(item)
+        self.ended = True
         self._put(None)
 
-    def _put(self, item: str | None) -> None:
+    def _put(self, item: Input | None) -> None:
         self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
-    async def next(self) -> str | None:
+    async def next(self) -> Input | None:
         return await self._queue.get()
+
+    def left(self, after: int) -> tuple[int, str] | None:
+        """Where the rest of the script begins and what of it was not run, when it stops after
+        line `after`; None when nothing is left."""
+        first = None
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None and first is None:
+                first = item.first
+        if first is None and self.ended:
+            return None
+        begin = first if first is not None else after + 1
+        if self.ended:
+            return begin, f"lines {begin}-{self.lines} of the script ({self.lines - begin + 1}) were not run"
+        return begin, f"the script from line {begin} on was not run"
 
 
 class StdoutClosed(TuiError):
@@ -186,6 +195,12 @@ class _Run:
     interrupted: bool = False
     watch: SessionWatch | None = None
     replies: ReplyWriter | None = None
+    prompt_syntax: Literal["python", "text"] = "text"
+    position: int = 0
+    """The last line of the script taken so far."""
+    inputs: _Inputs | None = None
+    left: str | None = None
+    """What of the script a question or a lost worker left unrun (said after its own line)."""
 
     def say(self, text: str) -> None:
         print(f"tui: {text}", file=self.err, flush=True)
@@ -220,8 +235,15 @@ class _Run:
             self.exit_code = code
         return not code or (self.args.keep_going and not self.interrupted)
 
-    async def prompt(self, text: str) -> bool:
+    async def prompt(self, text: str, line: int = 0) -> bool:
         assert self.watch is not None
+        if self.prompt_syntax == "python":
+            why = syntax_error(text)
+            if why is not None:
+                self.turns += 1
+                where = f"line {line} of the script" if line else f"turn {self.turns}"
+                self.say(f"{where} is not valid Python: {why}; it was not sent")
+                return self._record(FAILED)
         await self.watch.wait_idle(self.policy)
         if not await self._report_queued():
             return False
@@ -277,33 +299,54 @@ class _Run:
             return None
         return True
 
-    async def script(self, inputs: _Inputs, first: str | None) -> int:
-        self.reply_format = (await self.link.info()).reply_format
+    def what_is_left(self) -> str | None:
+        """What of the script was not run, and how to run it; None when nothing is left."""
+        left = self.inputs.left(self.position) if self.inputs is not None else None
+        if left is None:
+            return None
+        begin, what = left
+        attach = self.link.command("attach", short_id(self.link.session_id))
+        return f"{what}; `{attach} --from-line {begin} < SCRIPT` runs them"
+
+    async def script(self, stdin: IO[str], first: str | None) -> int:
+        info = await self.link.info()
+        self.reply_format, self.prompt_syntax = info.reply_format, info.prompt_syntax
+        whole = getattr(self.args, "whole", False)
+        how: Split = "whole" if whole else "python" if info.prompt_syntax == "python" else "lines"
+        start = getattr(self.args, "from_line", 1)
+        self.inputs = inputs = _Inputs(stdin, asyncio.get_running_loop(), how, start)
         self.watch = await SessionWatch.open(self.link, on_event=self.on_event, on_state=self.on_state)
         watch = self.watch
         self.replies = ReplyWriter(lambda: watch.own_turns, self.out)
         try:
-            pending = first
+            pending = Input(first, 0, 0) if first is not None else None
             while True:
-                line = pending if pending is not None else await inputs.next()
+                item = pending if pending is not None else await inputs.next()
                 pending = None
-                if line is None:
+                if item is None:
                     break
-                if not line.strip():
+                if not item.text.strip():
                     continue
+                self.position = max(self.position, item.last)
                 try:
-                    if line.startswith("/") and not line.startswith("//"):
-                        going = await self.slash(line.strip())
+                    if item.slash:
+                        going = await self.slash(item.text.strip())
                         if going is None:
                             break
                     else:
-                        going = await self.prompt(line)
-                except (Unanswered, WorkerGoneError, StdoutClosed):
+                        going = await self.prompt(item.text, item.first)
+                except (Unanswered, WorkerGoneError):
+                    self.left = self.what_is_left()
+                    raise
+                except StdoutClosed:
                     raise
                 except TuiError as exc:
                     self.say(str(exc))
                     going = self._record(exc.exit_code if exc.exit_code != 2 else FAILED)
                 if not going:
+                    left = self.what_is_left()
+                    if left is not None:
+                        self.say(left)
                     return self.exit_code
             await self._report_queued(wait=True)
             return self.exit_code
@@ -361,7 +404,7 @@ async def _run_async(
                     session_id = await target.resolve(session_id)
                 link = await target.link(session_id, client_id=local_client_id())
             state = _Run(link, args, out, err, policy)
-            code = await state.script(_Inputs(stdin, loop), first_prompt)
+            code = await state.script(stdin, first_prompt)
             if state.interrupted:
                 return 1
             return code
@@ -379,15 +422,22 @@ async def _run_async(
         raise
     except Unanswered as exc:
         print(f"tui: {exc}", file=err, flush=True)
+        _say_left(state, err)
         return exc.exit_code
     except WorkerGoneError as exc:
         print(f"tui: the session's worker went away: {exc}", file=err, flush=True)
+        _say_left(state, err)
         return exc.exit_code
     finally:
         if with_signal:
             loop.remove_signal_handler(signal.SIGINT)
         if link is not None and not isinstance(target, AttachLink):
             await link.close()
+
+
+def _say_left(state: _Run | None, err: IO[str]) -> None:
+    if state is not None and state.left is not None:
+        print(f"tui: {state.left}", file=err, flush=True)
 
 
 def run(

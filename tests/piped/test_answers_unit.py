@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from tui.errors import InvalidRequest, UsageError
+from tui.link.scripts import split
 from tui.link.watch import QuestionPolicy, resolve_answer
-from tui.piped import load_answers, read_inputs
+from tui.piped import load_answers
 from tui.protocol import Option, PendingQuestion
 
 
@@ -64,5 +65,5 @@ def test_answer_files_in_json_and_toml(tmp_path: Path) -> None:
 
 
 def test_a_line_ending_in_a_backslash_continues() -> None:
-    assert read_inputs(["a\\\n", "b\n", "c\n"]) == ["a\nb", "c"]
-    assert read_inputs(["x\\\n"]) == ["x"]
+    assert [i.text for i in split(["a\\\n", "b\n", "c\n"], "lines")] == ["a\nb", "c"]
+    assert [i.text for i in split(["x\\\n"], "lines")] == ["x"]

@@ -153,3 +153,58 @@ def test_a_closed_stdout_ends_the_run_with_one_line(state_dir: Path) -> None:
     err = proc.stderr.read()
     assert proc.wait(timeout=30) == 1
     assert "stdout was closed" in err and "Traceback" not in err
+
+
+def test_a_python_file_runs_as_python_reads_it(state_dir: Path) -> None:
+    """A compound statement with its indented and blank lines is one turn, as in Python's REPL."""
+    script = "total = 0\nfor i in range(3):\n    total += i\n\n    print(i)\nprint('total', total)\n"
+    out = tui("--output", "jsonl", input=script)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    prompts = [e["prompt"] for e in events if e["type"] == "turn_started"]
+    assert prompts == [
+        "total = 0",
+        "for i in range(3):\n    total += i\n\n    print(i)",
+        "print('total', total)",
+    ]
+    replies = [e["reply"] for e in events if e["type"] == "turn_ended"]
+    assert replies == ["", "0\n1\n2\n", "total 3\n"]
+
+
+def test_a_script_line_that_is_not_python_fails_and_says_what_was_not_run(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    script = "print('one')\nplease print two\nprint('three')\nprint('four')\n"
+    out = tui("attach", sid[:8], input=script)
+    assert out.returncode == 1, out.stderr
+    assert out.stdout == "one\n"
+    assert "line 2 of the script is not valid Python" in out.stderr
+    assert (
+        f"lines 3-4 of the script (2) were not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT`"
+        in out.stderr
+    )
+    resumed = tui("attach", sid[:8], "--from-line", "3", input=script)
+    assert (resumed.returncode, resumed.stdout) == (0, "three\nfour\n"), resumed.stderr
+
+
+def test_a_question_in_a_script_says_what_was_left_and_the_rest_resumes(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    script = f"print('before')\n{ASK}\nprint('after', x)\n"
+    asked = tui("attach", sid[:8], input=script)
+    assert asked.returncode == 3, asked.stderr
+    assert "Proceed?" in asked.stderr
+    assert (
+        f"lines 3-3 of the script (1) were not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT`"
+        in asked.stderr
+    )
+    assert tui("answer", sid[:8], "--option", "1").returncode == 0
+    resumed = tui("attach", sid[:8], "--from-line", "3", input=script)
+    assert (resumed.returncode, resumed.stdout) == (0, "after yes\n"), resumed.stderr
+
+
+def test_whole_sends_the_script_as_one_program(state_dir: Path) -> None:
+    script = "def f():\n    return 41\n\nx = f()\nprint(x + 1)\n"
+    out = tui("--whole", "--output", "jsonl", input=script)
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [e["prompt"] for e in events if e["type"] == "turn_started"] == [script.rstrip("\n")]
+    assert [e["reply"] for e in events if e["type"] == "turn_ended"] == ["42\n"]

@@ -74,6 +74,7 @@ class MockLink(AttachLink):
         auto_start: emit `worker_started` and a `status` at once, like a fresh worker.
         agent: the session's agent.
         reply_format: how its replies are shown (``verbatim``: program output; ``markdown``).
+        prompt_syntax: what its prompts are (``python`` programs, or ``text``).
     """
 
     backoff = Backoff(first=0.01, factor=1.6, jitter=0.0, cap=0.05)
@@ -93,9 +94,11 @@ class MockLink(AttachLink):
         principal: Principal | None = None,
         agent: str = "python",
         reply_format: Literal["verbatim", "markdown"] = "verbatim",
+        prompt_syntax: Literal["python", "text"] = "python",
     ) -> None:
         self.agent = agent
         self.reply_format: Literal["verbatim", "markdown"] = reply_format
+        self.prompt_syntax: Literal["python", "text"] = prompt_syntax
         self.session_id = session_id
         self.principal = principal or Principal()
         self.client_id = client_id
@@ -297,6 +300,7 @@ class MockLink(AttachLink):
             agent=self.agent,
             model=self.model,
             reply_format=self.reply_format,
+            prompt_syntax=self.prompt_syntax,
         )
 
     async def send_turn(

@@ -55,6 +55,8 @@ class Info(_Wire):
     model: str | None = None
     reply_format: Literal["verbatim", "markdown"] = "verbatim"
     """How clients show replies: as printed (a program's output) or as Markdown (a model's prose)."""
+    prompt_syntax: Literal["python", "text"] = "text"
+    """What a prompt is: a Python program (a script is split as Python reads it), or text."""
     commands: list[AgentCommand] = []
     """The agent's own slash commands, for completion in the prompt."""
     features: list[str] = list(FEATURES)

@@ -181,6 +181,8 @@ class Agent(ABC):
         name: the agent's name as the session records it (``python``).
         reply_format: how clients show its replies: ``verbatim`` (a program's output, every
             space kept) or ``markdown`` (a model's prose).
+        prompt_syntax: what a prompt is: ``python`` (a program: a script is split as Python
+            reads it) or ``text``.
         model: the model it uses, None when it has none.
         commands: its own slash commands (completed in the prompt, advertised in ``/info``).
         mode: its current mode, when it has modes.
@@ -188,6 +190,7 @@ class Agent(ABC):
 
     name: ClassVar[str]
     reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
+    prompt_syntax: ClassVar[Literal["python", "text"]] = "text"
     model: str | None = None
     commands: Sequence[AgentCommand] = ()
     mode: str | None = None

@@ -596,6 +596,7 @@ class SessionWorker:
             agent=self.agent.name,
             model=self.state.model,
             reply_format=self.agent.reply_format,
+            prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
             features=list(FEATURES),
         )

@@ -88,6 +88,7 @@ class PythonAgent(Agent):
 
     name: ClassVar[str] = "python"
     reply_format: ClassVar[Literal["verbatim", "markdown"]] = "verbatim"
+    prompt_syntax: ClassVar[Literal["python", "text"]] = "python"
     model = None
 
     def __init__(self, workdir: Path, *, observe_seconds: float = OBSERVE_SECONDS) -> None:
