@@ -150,3 +150,14 @@ def test_an_agent_this_machine_cannot_run_is_refused_in_one_line_and_leaves_noth
         assert len(lines) == 1 and "no agent 'nonsense'" in lines[0] and "python" in lines[0], out.stderr
         assert "Traceback" not in out.stderr
     assert sessions() == []
+
+
+def test_send_wait_of_a_prompt_that_is_not_python_fails_and_sends_nothing(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    out = tui("send", sid[:8], "please list the files", "--wait")
+    assert out.returncode == 1, out.stderr
+    assert "the prompt is not valid Python" in out.stderr and "it was not sent" in out.stderr
+    journal = (state_dir / "sessions" / sid / "journal.jsonl").read_text()
+    assert "please list the files" not in journal
+    sent = tui("send", sid[:8], "please list the files")
+    assert sent.returncode == 0, "without --wait it is sent, and the session answers it in words"

@@ -13,13 +13,14 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, Literal, TypeVar
+from typing import IO, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import QuestionNotPending, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
-from tui.link.outcomes import turn_ending
+from tui.link.outcomes import FAILED, turn_ending
+from tui.link.scripts import syntax_error
 from tui.link.watch import SessionWatch, Unanswered, describe_question
 from tui.piped import ReplyWriter
 from tui.protocol import PendingQuestion
@@ -159,6 +160,10 @@ async def send(
             watch.on_event = printer
             if watch.question is not None:
                 raise Unanswered(describe_question(link, watch.question), watch.question)
+            info = await link.info()
+            if args.wait and info.prompt_syntax == "python" and (why := syntax_error(prompt)) is not None:
+                _say(f"the prompt is not valid Python: {why}; it was not sent", err)
+                return FAILED
             if not args.queue:
                 await watch.wait_idle()
             rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
@@ -170,10 +175,7 @@ async def send(
                 return 0
             result = await watch.wait_turn(rid)
             printer.finish(result)
-            reply_format: Literal["verbatim", "markdown"] = "verbatim"
-            if result.outcome == "completed" and not result.reply:
-                reply_format = (await link.info()).reply_format
-            ending = turn_ending(result, reply_format, attach=link.command("attach", short))
+            ending = turn_ending(result, info.reply_format, attach=link.command("attach", short))
             if ending.code:
                 _say(ending.line, err)
             return ending.code
