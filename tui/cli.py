@@ -25,6 +25,7 @@ _SUBCOMMANDS = (
     "stop",
     "archive",
     "delete",
+    "transcript",
     "web",
     "remote",
     "share",
@@ -133,6 +134,12 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("delete", "remove a session", _command("sessions", "run_delete"))
     p.add_argument("id")
     p.add_argument("--force", action="store_true", help="stop a live worker first")
+
+    p = add("transcript", "print a session's whole transcript", _command("sessions", "run_transcript"))
+    p.add_argument("id")
+    p.add_argument(
+        "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
+    )
 
     p = add("web", "serve this machine's sessions to other machines", _command("web", "run_web"))
     p.add_argument("--host", default="127.0.0.1", metavar="ADDR")

@@ -134,6 +134,7 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         session("get", "")
         session("post", "/wake", json={"wait": TIMEOUT})
         session("get", "/worker")
+        assert "## Turn 1" in session("get", "/export", params={"format": "markdown"})
         session("get", "/info")
         session("get", "/stats")
         # A question holds the turn, so a second prompt queues behind it and can be taken back.

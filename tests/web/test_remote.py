@@ -302,3 +302,24 @@ def test_share_list_and_revoke_from_another_machine(lab: Lab) -> None:
     revoked = lab.there("share", "revoke", sid[:8], "--participant", "ana")
     assert "revoked ana" in revoked.out
     assert lab.web.client(guest).get(f"/api/sessions/{sid}").json()["error"] == "token_revoked"
+
+
+def test_a_transcript_exports_the_same_remote_and_local_with_or_without_a_worker(lab: Lab) -> None:
+    made = lab.here("send", "--new", "print('hello')", "--wait", "--timeout", str(TIMEOUT))
+    assert made.code == 0, made.err
+    sid = made.err.split()[0]
+    assert lab.here("send", sid[:8], "1/0", "--wait", "--timeout", str(TIMEOUT)).code == 1
+    for fmt in ("text", "markdown", "jsonl"):
+        here = lab.here("transcript", sid[:8], "--format", fmt)
+        there = lab.there("transcript", sid[:8], "--format", fmt)
+        assert here.code == there.code == 0, there.err
+        assert here.out == there.out
+    text = lab.here("transcript", sid[:8]).out
+    assert "\u276f print('hello')" in text and "hello\n" in text
+    assert "ZeroDivisionError: division by zero" in text and "✗ failed: ZeroDivisionError" in text
+    journal = (lab.web.state / "sessions" / sid / "journal.jsonl").read_text()
+    assert lab.there("transcript", sid[:8], "--format", "jsonl").out == journal
+    assert lab.here("stop", sid[:8]).code == 0
+    stopped = lab.there("transcript", sid[:8])
+    assert (stopped.code, stopped.out) == (0, text), "a stopped session exports the same"
+    assert lab.there("transcript", "ffffffff").code == 1

@@ -8,9 +8,11 @@ line cannot tell the difference.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
 from tui.protocol.web import SessionSummary
+from tui.store.export import Format
 
 __all__ = ["SessionAccess", "SessionSummary"]
 
@@ -62,6 +64,10 @@ class SessionAccess(ABC):
     @abstractmethod
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         """Remove the session. Raises Conflict when a worker is live and not `force`."""
+
+    @abstractmethod
+    def export(self, session_id: str, fmt: Format) -> AsyncIterator[str]:
+        """The session's whole transcript from its journal, piece by piece (no worker needed)."""
 
     @abstractmethod
     async def link(self, session_id: str, *, client_id: str) -> AttachLink:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from tui.access.base import SessionAccess, SessionSummary
@@ -24,6 +25,7 @@ from tui.store import (
     read_sidecar,
     resolve_id,
 )
+from tui.store.export import Format, export
 
 __all__ = ["LocalAccess"]
 
@@ -149,6 +151,11 @@ class LocalAccess(SessionAccess):
                 )
             await self.stop(session_id)
         await asyncio.to_thread(delete_session, self.state, session_id)
+
+    async def export(self, session_id: str, fmt: Format) -> AsyncIterator[str]:
+        get_session(self.state, session_id)
+        for piece in export(self.state.session(session_id).journal, fmt):
+            yield piece
 
     async def link(self, session_id: str, *, client_id: str) -> LocalLink:
         await self.wake(session_id)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
 
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
@@ -27,6 +28,7 @@ from tui.protocol.web import (
     WorkerView,
 )
 from tui.store import StatePaths
+from tui.store.export import Format
 from tui.store.remotes import Remote, get_remote, read_token_file
 
 __all__ = ["WAIT_SLICE", "RemoteAccess", "open_access"]
@@ -120,6 +122,10 @@ class RemoteAccess(SessionAccess):
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         await self.web.call(WEB["delete"], query={"force": 1} if force else None, seconds=40.0, id=session_id)
+
+    async def export(self, session_id: str, fmt: Format) -> AsyncIterator[str]:
+        async for piece in self.web.stream_text(WEB["export"], query={"format": fmt}, id=session_id):
+            yield piece
 
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)

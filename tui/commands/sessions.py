@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -284,6 +285,26 @@ def run_archive(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
         _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
+        return 0
+
+    return _run(body)
+
+
+def run_transcript(args: argparse.Namespace) -> int:
+    """``tui transcript ID [--format text|markdown|jsonl]``: the whole session, from its journal."""
+    access = open_access(args)
+    out = sys.stdout
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        try:
+            async for piece in access.export(sid, args.format):
+                out.write(piece)
+            out.flush()
+        except BrokenPipeError:
+            # `tui transcript ID | head`: the reader has what it wanted.
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
         return 0
 
     return _run(body)

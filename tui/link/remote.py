@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json as json_module
 import re
 import ssl
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -205,6 +207,35 @@ class WebClient:
             raise TuiError(
                 f"remote {self.name} answered {spec.method} {spec.path} with something this version "
                 f"cannot read ({exc.errors()[0]['msg']}); is its tui the same version?"
+            ) from exc
+
+    async def stream_text(
+        self, spec: RouteSpec, *, query: dict[str, Any] | None = None, **path: str
+    ) -> AsyncIterator[str]:
+        """A route that answers with streamed text (``export``): its text as it arrives.
+
+        Raises:
+            Unreachable: the remote could not be asked, or the stream broke.
+            TuiError: its refusal, as the matching exception.
+        """
+        await self.check()
+        timeout = httpx.Timeout(30.0, read=None)
+        try:
+            async with self._client().stream(
+                spec.method, spec.url(**path), params=query, timeout=timeout
+            ) as reply:
+                if reply.status_code >= 400:
+                    raw = await reply.aread()
+                    try:
+                        body = json_module.loads(raw) if raw else None
+                    except ValueError:
+                        body = None
+                    raise self.refusal(reply.status_code, body)
+                async for text in reply.aiter_text():
+                    yield text
+        except httpx.TransportError as exc:
+            raise Unreachable(
+                f"remote {self.name} ({self.url}) broke off ({type(exc).__name__}); try again"
             ) from exc
 
 

@@ -104,6 +104,10 @@ class WorkerStarted(EventBase):
     version: str
     agent: str
     model: str | None = None
+    reply_format: Literal["verbatim", "markdown"] = "verbatim"
+    """As `/info` says it (a journal written before this field had only python sessions)."""
+    prompt_syntax: Literal["python", "text"] = "python"
+    """As `/info` says it."""
 
 
 class TurnStarted(EventBase):

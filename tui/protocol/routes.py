@@ -260,6 +260,15 @@ WEB = _routes(
     ),
     RouteSpec("worker", "GET", f"{_S}/worker", "its worker now", "read", answer=w.WorkerView),
     RouteSpec(
+        "export",
+        "GET",
+        f"{_S}/export",
+        "its whole transcript, streamed from its journal (no worker needed)",
+        "read",
+        query=(Param("format", description="text (the default), markdown or jsonl"),),
+        media="text/plain",
+    ),
+    RouteSpec(
         "participants", "GET", f"{_S}/participants", "who it is shared with", "owner", answer=w.Participants
     ),
     RouteSpec(

@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -52,6 +52,8 @@ from tui.protocol.web import (
 )
 from tui.serve import Handler, decode, flag, handlers, int_param, parse_body, read_body, refusal, routes
 from tui.store import StatePaths
+from tui.store.export import FORMATS
+from tui.store.export import export as export_journal
 from tui.web.auth import authenticate, describe
 from tui.web.forward import KEEPALIVE, Forwarder, OpenStream, StreamResponse
 from tui.web.participants import ParticipantStore, parse_ttl
@@ -345,6 +347,15 @@ def create_app(bridge: WebBridge) -> Starlette:
         """The session's worker now (never started by this)."""
         return s.worker(sid)
 
+    async def export(request: Request, principal: Principal, sid: str) -> Response:
+        """The session's whole transcript from its journal, streamed (``format``: text, markdown,
+        jsonl)."""
+        fmt = request.query_params.get("format") or "text"
+        if fmt not in FORMATS:
+            raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(FORMATS)}", field="format")
+        pieces = export_journal(bridge.state.session(sid).journal, fmt)
+        return StreamingResponse(pieces, media_type=f"{WEB['export'].media}; charset=utf-8")
+
     # --- participants --------------------------------------------------------------------------
     async def participants(request: Request, principal: Principal, sid: str) -> Participants:
         """Who the session is shared with."""
@@ -440,6 +451,7 @@ def create_app(bridge: WebBridge) -> Starlette:
         "archive": archive,
         "wake": wake,
         "worker": worker,
+        "export": export,
         "participants": participants,
         "share": share,
         "revoke": revoke,

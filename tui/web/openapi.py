@@ -78,8 +78,8 @@ def document() -> dict[str, Any]:
     }
     paths: dict[str, dict[str, Any]] = {}
     for spec in operations():
-        if spec.media == "text/event-stream":
-            content: dict[str, Any] = {"text/event-stream": {"schema": {"type": "string"}}}
+        if spec.media != "application/json":
+            content: dict[str, Any] = {spec.media: {"schema": {"type": "string"}}}
         else:
             content = {spec.media: {"schema": _answer_schema(spec, components)}}
         op: dict[str, Any] = {

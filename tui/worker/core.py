@@ -308,6 +308,8 @@ class SessionWorker:
                 version=__version__,
                 agent=self.agent.name,
                 model=self.state.model,
+                reply_format=self.agent.reply_format,
+                prompt_syntax=self.agent.prompt_syntax,
             )
         )
         # The state ended them when the new worker started; the journal says so for every reader.

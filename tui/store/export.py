@@ -1,0 +1,110 @@
+"""A session's whole transcript, read from its journal as it streams: text, Markdown or JSON lines.
+
+The journal is read from the first event to the last, each ended turn rendered once it ends (the
+one reducer, `tui.protocol.state`, keeps only the turn in progress), so memory stays bounded by
+one turn whatever the session's length; ``jsonl`` is the journal's lines as they are stored.
+It needs no worker: a stopped session exports the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from tui.protocol import Note, TurnRecord, WorkerStarted
+from tui.protocol.state import SessionState, who
+from tui.store.journal import Journal
+
+__all__ = ["FORMATS", "Format", "export"]
+
+Format = Literal["text", "markdown", "jsonl"]
+FORMATS: tuple[Format, ...] = ("text", "markdown", "jsonl")
+
+
+def _why(record: TurnRecord) -> str:
+    """How the turn ended, in one line (a traceback's last line: the reply has the whole of it)."""
+    last = (record.error or "").strip().splitlines()[-1:] or [""]
+    return f"{record.outcome}: {last[0]}" if last[0] else str(record.outcome)
+
+
+def _when(at: str | None) -> str:
+    return at.replace("T", " ")[:19] + " UTC" if at else ""
+
+
+MARK = "\u276f"
+"""What stands before a prompt, as in the app."""
+
+
+def _text(record: TurnRecord, number: int) -> str:
+    lines = [
+        f"{MARK} " + record.prompt.replace("\n", "\n  "),
+        f"  · turn {number} · {who(record.by)} · {_when(record.started_at)}",
+    ]
+    for tool in record.tools:
+        lines.append(f"  ▸ {tool.title or tool.name} · {tool.status}")
+    lines += [f"  {line}" for line in record.answered]
+    if record.reply:
+        lines.append(record.reply.rstrip("\n"))
+    if record.outcome in ("failed", "interrupted"):
+        lines.append(f"✗ {_why(record)}")
+    elif record.outcome is None:
+        lines.append("… still running")
+    return "\n".join(lines) + "\n\n"
+
+
+def _markdown(record: TurnRecord, number: int, program: bool) -> str:
+    parts = [f"## Turn {number} · {who(record.by)} · {_when(record.started_at)}\n"]
+    parts.append(
+        f"```python\n{record.prompt}\n```\n"
+        if program
+        else f"> {record.prompt.replace(chr(10), chr(10) + '> ')}\n"
+    )
+    for tool in record.tools:
+        parts.append(f"- `{tool.title or tool.name}` · {tool.status}\n")
+    parts += [f"- {line}\n" for line in record.answered]
+    if record.reply:
+        parts.append(
+            f"```\n{record.reply.rstrip(chr(10))}\n```\n" if program else record.reply.rstrip("\n") + "\n"
+        )
+    if record.outcome in ("failed", "interrupted"):
+        parts.append(f"\n**{_why(record)}**\n")
+    elif record.outcome is None:
+        parts.append("\n*still running*\n")
+    return "\n".join(parts) + "\n"
+
+
+def export(journal_path: Path, fmt: Format) -> Iterator[str]:
+    """The session's transcript in `fmt`, piece by piece (each piece a whole line or turn).
+
+    Args:
+        journal_path: the session's ``journal.jsonl``.
+        fmt: ``text`` (as the terminal shows it), ``markdown``, or ``jsonl`` (the events).
+    """
+    with Journal.open_for_reading(journal_path) as journal:
+        if fmt == "jsonl":
+            for line in journal.iter_after(0):
+                yield line.raw.decode("utf-8", "replace") + "\n"
+            return
+        state = SessionState(keep_turns=1)
+        number = 0
+        program = True
+        shown: set[str] = set()
+        for line in journal.iter_after(0):
+            try:
+                event = line.decode()
+            except ValueError:
+                continue  # a line this version cannot read: the jsonl export still has it
+            state.apply(event)
+            if isinstance(event, WorkerStarted):
+                program = event.prompt_syntax == "python"
+            elif isinstance(event, Note):
+                yield f"· {event.text}\n\n" if fmt == "text" else f"*{event.text}*\n\n"
+            ended = state.ended_by(event)
+            if ended is not None and ended.turn_id not in shown:
+                shown.add(ended.turn_id)
+                number += 1
+                yield _text(ended, number) if fmt == "text" else _markdown(ended, number, program)
+        if state.current is not None:
+            record = state.current.record()
+            yield _text(record, number + 1) if fmt == "text" else _markdown(record, number + 1, program)
