@@ -15,11 +15,12 @@ from .conftest import Web
 # (method, path under /api, body, the level the route needs, changes the session)
 ROUTES: list[tuple[str, str, object, str, bool]] = [
     ("GET", "/api/info", None, "any", False),
-    ("GET", "/api/sessions", None, "owner", False),
+    ("GET", "/api/sessions", None, "read", False),  # a participant sees its one session
     ("POST", "/api/sessions", {"working_directory": "/no/such/folder"}, "owner", False),
     ("GET", "/api/sessions/resolve?id={sid}", None, "read", False),
     ("GET", "/api/sessions/{sid}", None, "read", False),
     ("GET", "/api/sessions/{sid}/worker", None, "read", False),
+    ("GET", "/api/sessions/{sid}/export", None, "read", False),
     ("GET", "/api/sessions/{sid}/info", None, "read", False),
     ("GET", "/api/sessions/{sid}/transcript", None, "read", False),
     ("GET", "/api/sessions/{sid}/stats", None, "read", False),

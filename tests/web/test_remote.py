@@ -147,7 +147,9 @@ def test_a_guest_may_do_what_its_share_allows_and_nothing_after_a_revoke(lab: La
     over = lab.there("send", sid[:8], "print(8)", remote="collab")
     assert over.code == 6
     assert "turns" in over.err
-    assert lab.there("sessions", remote="collab").code == 6
+    listed = lab.there("sessions", "--json", remote="viewer")
+    assert listed.code == 0, listed.err
+    assert [row["id"] for row in json.loads(listed.out)] == [sid], "a guest sees the one session shared"
     ParticipantStore(WebPaths.of(lab.web.state)).revoke(sid)
     gone = lab.there("stop", sid[:8], remote="viewer")
     assert gone.code == 6

@@ -201,8 +201,8 @@ WEB = _routes(
         "sessions",
         "GET",
         "/api/sessions",
-        "every session",
-        "owner",
+        "every session (a participant: the one shared with it)",
+        "read",
         answer=list[w.SessionSummary],
         query=(
             Param("archived", "boolean"),

@@ -268,9 +268,11 @@ def create_app(bridge: WebBridge) -> Starlette:
         return document()
 
     async def sessions(request: Request, principal: Principal, sid: str) -> list[SessionSummary]:
-        """Every session (``archived=1`` includes archived ones)."""
+        """Every session (``archived=1`` includes archived ones); a participant sees its one."""
         q = request.query_params
         rows = await s.summaries(include_archived=flag(q.get("archived")))
+        if not principal.is_owner:
+            rows = [r for r in rows if r.id == principal.session_id]
         if flag(q.get("live")):
             rows = [r for r in rows if r.live]
         if q.get("working_directory"):
