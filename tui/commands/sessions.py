@@ -269,7 +269,10 @@ def run_stop(args: argparse.Namespace) -> int:
         stopped = await access.stop(sid)
         short = short_id(sid)
         if stopped:
-            _say(f"stopped session {short}; `{access.command('attach', short)}` resumes it")
+            _say(
+                f"stopped session {short}: what it held in memory (its programs' variables) is gone; "
+                f"`{access.command('attach', short)}` resumes it with the same transcript and a fresh worker"
+            )
         else:
             _say(f"session {short} had no live worker; `{access.command('attach', short)}` resumes it")
         return 0
