@@ -16,20 +16,57 @@ from tui.errors import TuiError, UsageError
 
 Command = Callable[[argparse.Namespace], int]
 
-_SUBCOMMANDS = (
-    "attach",
-    "sessions",
-    "send",
-    "answer",
-    "dismiss",
-    "stop",
-    "archive",
-    "delete",
-    "transcript",
-    "web",
-    "remote",
-    "share",
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    # name: (what to type after it, what it does, its group in `tui --help`)
+    "attach": ("ID", "attach the app (piped: run stdin's script)", "sessions"),
+    "sessions": ("[--all] [--json]", "list sessions: id, title, state, folder", "sessions"),
+    "send": ("ID PROMPT", "a turn without the app (--new, --wait)", "sessions"),
+    "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
+    "dismiss": ("ID", "dismiss the pending question", "sessions"),
+    "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
+    "stop": ("ID", "stop its worker; `tui attach` resumes it", "sessions"),
+    "archive": ("ID", "hide a session from lists", "sessions"),
+    "delete": ("ID [--force]", "remove a session", "sessions"),
+    "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
+    "remote": ("add|list|remove", "other machines, for --remote NAME", "machines"),
+    "share": ("ID --name N --kind K", "invite someone to a session", "machines"),
+}
+_SUBCOMMANDS = tuple(_COMMANDS)
+_GROUPS = {
+    "sessions": "Sessions (here, or on another machine with --remote NAME)",
+    "machines": "Other machines and people",
+}
+_EXAMPLES = (
+    ("tui", "a new session here (Ctrl+D detaches)"),
+    ("tui attach 3f2a", "come back (any unique id prefix)"),
+    ("tui send --new 'print(6*7)' --wait", "prints 42"),
+    ("tui attach 3f2a < script.py", "a script's turns, plain output"),
+    ("tui --remote lab sessions", "another machine's sessions"),
 )
+_EXIT_CODES = (
+    "  0 done, 1 a turn failed or an error, 2 bad arguments, 3 a question is waiting,",
+    "  4 the session's worker went away, 5 an empty reply, 6 refused (token, share)",
+)
+
+
+def _epilog() -> str:
+    lines: list[str] = []
+    for group, title in _GROUPS.items():
+        lines.append(f"{title}:")
+        for name, (usage, summary, where) in _COMMANDS.items():
+            if where == group:
+                lines.append(f"  {name + ' ' + usage:<28} {summary}")
+        lines.append("")
+    lines.append("Examples:")
+    lines += [f"  {example:<36} {what}" for example, what in _EXAMPLES]
+    lines += [
+        "",
+        "Exit codes:",
+        *_EXIT_CODES,
+        "",
+        "`tui COMMAND --help` for each; docs/cli.md for everything.",
+    ]
+    return "\n".join(lines)
 
 
 def _command(module: str, name: str) -> str:
@@ -68,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="tui",
         description="Attach a full-screen terminal UI to long-lived agent sessions.",
-        epilog="Commands: " + ", ".join(_SUBCOMMANDS) + ". `tui COMMAND --help` for each.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     top.add_argument("--version", action="version", version=f"tui {__version__}")
     _global_options(top)
@@ -88,23 +126,22 @@ def build_subparsers() -> argparse.ArgumentParser:
     _global_options(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, help_: str, target: str) -> argparse.ArgumentParser:
+    def add(name: str, target: str) -> argparse.ArgumentParser:
+        help_ = _COMMANDS[name][1]
         p = sub.add_parser(name, help=help_, description=help_)
         _global_options(p, nested=True)
         p.set_defaults(run=target)
         return p
 
-    p = add(
-        "attach", "attach to a session; starts its worker when none runs", _command("attach", "run_attach")
-    )
+    p = add("attach", _command("attach", "run_attach"))
     p.add_argument("id", help="session id or unique prefix")
     _piped_options(p)
 
-    p = add("sessions", "list sessions", _command("sessions", "run_sessions"))
+    p = add("sessions", _command("sessions", "run_sessions"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
     p.add_argument("--all", action="store_true", help="include archived sessions")
 
-    p = add("send", "deliver a turn without a TUI", _command("sessions", "run_send"))
+    p = add("send", _command("sessions", "run_send"))
     p.add_argument(
         "args", nargs="*", metavar="ID PROMPT", help="session id and prompt (with --new: the prompt)"
     )
@@ -115,38 +152,38 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
 
-    p = add("answer", "answer the pending question", _command("sessions", "run_answer"))
+    p = add("answer", _command("sessions", "run_answer"))
     p.add_argument("id")
     p.add_argument(
         "--option", type=int, action="append", default=[], metavar="N", help="option number (1-based)"
     )
     p.add_argument("--text", metavar="T", help="a freeform answer")
 
-    p = add("dismiss", "dismiss the pending question", _command("sessions", "run_dismiss"))
+    p = add("dismiss", _command("sessions", "run_dismiss"))
     p.add_argument("id")
 
-    p = add("stop", "stop the worker; the session stays", _command("sessions", "run_stop"))
+    p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id")
 
-    p = add("archive", "hide a session from lists", _command("sessions", "run_archive"))
+    p = add("archive", _command("sessions", "run_archive"))
     p.add_argument("id")
 
-    p = add("delete", "remove a session", _command("sessions", "run_delete"))
+    p = add("delete", _command("sessions", "run_delete"))
     p.add_argument("id")
     p.add_argument("--force", action="store_true", help="stop a live worker first")
 
-    p = add("transcript", "print a session's whole transcript", _command("sessions", "run_transcript"))
+    p = add("transcript", _command("sessions", "run_transcript"))
     p.add_argument("id")
     p.add_argument(
         "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
     )
 
-    p = add("web", "serve this machine's sessions to other machines", _command("web", "run_web"))
+    p = add("web", _command("web", "run_web"))
     p.add_argument("--host", default="127.0.0.1", metavar="ADDR")
     p.add_argument("--port", type=int, default=7433, metavar="P", help="0 picks a free one, printed")
     p.add_argument("--token-file", metavar="F", help="where the owner token is written (0600)")
 
-    p = add("remote", "other machines' web bridges", _command("web", "run_remote"))
+    p = add("remote", _command("web", "run_remote"))
     rsub = p.add_subparsers(dest="action", required=True)
     r = rsub.add_parser("add", help="add a remote (checks it first)")
     r.add_argument("name")
@@ -156,7 +193,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     r = rsub.add_parser("remove", help="forget a remote")
     r.add_argument("name")
 
-    p = add("share", "invite a participant to a session", _command("web", "run_share"))
+    p = add("share", _command("web", "run_share"))
     p.add_argument("args", nargs="+", metavar="ID | list ID | revoke ID")
     p.add_argument("--name", metavar="N")
     p.add_argument("--kind", choices=("viewer", "collaborator"))
@@ -167,6 +204,10 @@ def build_subparsers() -> argparse.ArgumentParser:
     return top
 
 
+_VALUED = ("--state-dir", "--remote", "--dir", "--agent")
+"""Options before a command's name that take a value (so the value is not read as the command)."""
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse a command line: ``tui [PROMPT]``, ``tui -- PROMPT`` or ``tui COMMAND …``."""
     # Global options that take a value hide the command's position; skip them.
@@ -175,7 +216,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         a = argv[i]
         if a == "--":
             break
-        if a in ("--state-dir", "--remote", "--dir") and i + 1 < len(argv):
+        if a in _VALUED and i + 1 < len(argv):
             i += 2
             continue
         if not a.startswith("-"):

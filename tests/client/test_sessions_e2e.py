@@ -161,3 +161,10 @@ def test_send_wait_of_a_prompt_that_is_not_python_fails_and_sends_nothing(state_
     assert "please list the files" not in journal
     sent = tui("send", sid[:8], "please list the files")
     assert sent.returncode == 0, "without --wait it is sent, and the session answers it in words"
+
+
+def test_help_groups_the_commands_with_examples_and_exit_codes() -> None:
+    out = subprocess.run([sys.executable, "-m", "tui", "--help"], capture_output=True, text=True, check=True)
+    assert "Sessions (here, or on another machine with --remote NAME):" in out.stdout
+    assert "  transcript ID [--format F]" in out.stdout and "Examples:" in out.stdout
+    assert "3 a question is waiting" in out.stdout and "docs/cli.md" in out.stdout
