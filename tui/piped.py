@@ -402,7 +402,7 @@ async def _run_async(
                     print(f"tui: new session {session_id}", file=err, flush=True)
                 else:
                     session_id = await target.resolve(session_id)
-                link = await target.link(session_id, client_id=local_client_id())
+                link = await target.link(session_id, client_id=local_client_id("script"))
             state = _Run(link, args, out, err, policy)
             code = await state.script(stdin, first_prompt)
             if state.interrupted:

@@ -119,6 +119,21 @@ class TestTurns:
             await until(pilot, lambda: view.size.height > 0)
             assert "failed: ZeroDivisionError" in rendered(view)
 
+    async def test_a_turn_says_who_sent_it_and_with_what(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            link.start_turn("print(1)", by="root", client_id="send:vm:7020")
+            link.end_turn("completed")
+            link.start_turn("print(2)", by="root", client_id="tui:vm:7019")
+            link.end_turn("completed")
+            await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
+            first, second = app.session.query(TurnView)
+            await until(pilot, lambda: second.size.height > 0)
+            assert "print(1)  · root (tui send)" in rendered(first)
+            assert "print(2)  · root" in rendered(second) and "(" not in rendered(second).splitlines()[0][9:]
+
     async def test_python_output_is_shown_exactly_as_printed(self, until: Until) -> None:
         tb = 'Traceback (most recent call last):\n  File "<program 6>", line 1, in <module>\n'
         out = "a  *b*  <c> __x__\n" + tb

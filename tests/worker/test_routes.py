@@ -175,3 +175,15 @@ async def test_a_client_attaching_after_everyone_left_hears_who_is_attached(work
     second = worker.follow(cursor, client_id="tui:test:2")
     status = await second.until(lambda e: e.type == "status")
     assert [p["name"] for p in status.data["attached"]] == [getpass.getuser()]
+
+
+async def test_the_status_says_what_each_person_is_attached_with(worker: Worker) -> None:
+    one = worker.follow(client_id="tui:test:1")
+    two = worker.follow(client_id="script:test:2")
+    status = await two.until(
+        lambda e: e.type == "status" and bool(e.data["attached"]) and len(e.data["attached"][0]["via"]) == 2
+    )
+    assert status.data["attached"] == [
+        {"name": getpass.getuser(), "kind": "owner", "via": ["script", "terminal"]}
+    ]
+    assert one.task is not None

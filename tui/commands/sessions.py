@@ -155,7 +155,7 @@ async def send(
                 print(sid, file=err, flush=True)
             else:
                 sid = await access.resolve(target)
-            link = await access.link(sid, client_id=local_client_id())
+            link = await access.link(sid, client_id=local_client_id("send"))
             watch = await SessionWatch.open(link)
             printer = ReplyWriter(lambda: watch.own_turns if watch else set(), out)
             watch.on_event = printer
@@ -215,7 +215,7 @@ def _on_question(
                 f"session {short} has no live worker, so no question is waiting; "
                 f"`{access.command('attach', short)}` resumes it"
             )
-        link = await access.link(sid, client_id=local_client_id())
+        link = await access.link(sid, client_id=local_client_id(args.command))
         try:
             question = (await link.transcript(limit=0)).question
             if question is None:

@@ -21,7 +21,7 @@ from tui.link.bridged import BridgedLink, RestartBudget
 from tui.protocol import (
     WorkerLeaving,
 )
-from tui.protocol.ids import short_id
+from tui.protocol.ids import Surface, make_client_id, short_id
 from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
 
 if TYPE_CHECKING:
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 __all__ = ["LocalLink", "local_client_id", "wait_for_release"]
 
 
-def local_client_id() -> str:
-    """This client process, as the UIs name it: ``tui:<host>:<pid>``."""
-    return f"tui:{socket.gethostname()}:{os.getpid()}"
+def local_client_id(surface: Surface = "tui") -> str:
+    """This client process: ``tui:<host>:<pid>`` for the app, ``send:<host>:<pid>`` for ``tui send`` …"""
+    return make_client_id(surface, socket.gethostname(), os.getpid())
 
 
 async def wait_for_release(lock: Path, seconds: float) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tui.protocol import Stats
+from tui.protocol.ids import client_label
 from tui.protocol.principal import Permission
 
 __all__ = ["COMMANDS", "SlashCommand", "Surface", "commands_for", "find", "format_stats", "needs", "parse"]
@@ -78,10 +79,19 @@ def needs(name: str, rest: str = "") -> Permission | None:
     return command.needs
 
 
+def _client(client_id: str) -> str:
+    """``terminal on vm (pid 7019)`` for ``tui:vm:7019``."""
+    parts = client_id.split(":")
+    label = client_label(client_id)
+    if label is None or len(parts) != 3:
+        return client_id
+    return f"{label} on {parts[1]} (pid {parts[2]})"
+
+
 def format_stats(stats: Stats) -> str:
     """The line ``/stats`` shows."""
     return (
         f"stats: {stats.turns} turns · tokens {stats.tokens_in} in / {stats.tokens_out} out · "
         f"up {int(stats.uptime)}s · {stats.events} events · "
-        f"attached: {', '.join(stats.attached) or 'nobody'}"
+        f"attached: {', '.join(_client(c) for c in stats.attached) or 'nobody'}"
     )

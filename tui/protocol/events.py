@@ -69,6 +69,8 @@ class Presence(BaseModel):
     model_config = ConfigDict(defer_build=True, frozen=True)
     name: str
     kind: Literal["owner", "collaborator", "viewer"] = "owner"
+    via: list[str] = []
+    """What this person is attached with, one label an open stream (``terminal``, ``script`` …)."""
 
 
 class Option(BaseModel):

@@ -1,17 +1,40 @@
-"""Session ids as people see them.
+"""Ids as people see them: sessions by a short prefix, clients by what they are.
 
-An id is 16 lowercase hex characters; it is printed short, its first `SHORT` characters, and any
-unique prefix resolves (`tui.store.resolve_id`).
+A session id is 16 lowercase hex characters; it is printed short, its first `SHORT` characters,
+and any unique prefix resolves (`tui.store.resolve_id`). A client id is
+``<surface>:<host>:<pid>``: the surface says what the client is (the full-screen app, ``tui
+send``, a script on stdin …), so that two terminals of one person, or a script beside them, can be
+told apart in the status row, on each turn and in ``/stats``.
 """
 
 from __future__ import annotations
 
-__all__ = ["SHORT", "short_id"]
+from typing import Literal
+
+__all__ = ["SHORT", "Surface", "client_label", "make_client_id", "short_id"]
 
 SHORT = 8
 """How many characters of an id are printed."""
+
+Surface = Literal["tui", "send", "answer", "dismiss", "script"]
+"""What a client is: the full-screen app, one of the session commands, or a piped script."""
+
+_LABELS = {"tui": "terminal", "script": "script"}
 
 
 def short_id(session_id: str) -> str:
     """The id as people see it: its first `SHORT` characters."""
     return session_id[:SHORT]
+
+
+def make_client_id(surface: Surface, host: str, pid: int) -> str:
+    """A client's id: ``tui:vm:7019`` for the app on host ``vm``, ``send:vm:7020`` for ``tui send``."""
+    return f"{surface}:{host}:{pid}"
+
+
+def client_label(client_id: str | None) -> str | None:
+    """What a client is, for people: ``terminal``, ``tui send``, ``script``; None when unknown."""
+    if not client_id or ":" not in client_id:
+        return None
+    surface = client_id.split(":", 1)[0]
+    return _LABELS.get(surface, f"tui {surface}")

@@ -47,6 +47,7 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
+from tui.protocol.ids import client_label
 from tui.protocol.messages import PendingQuestion, ToolRecord, Transcript, TurnAccepted, TurnRecord
 
 __all__ = [
@@ -91,11 +92,15 @@ _KNOWN = frozenset(
 )
 
 
-def who(by: By) -> str:
-    """A person as the transcript names them: the owner's name, or a participant's."""
+def who(by: By, client_id: str | None = None) -> str:
+    """A person as the transcript names them: the owner's name, or a participant's, and what
+    they did it with when it was not a terminal (``root (tui send)``)."""
     if by.kind == "participant":
-        return f"{by.name} (participant)" if by.name else "a participant"
-    return by.name or "owner"
+        name = f"{by.name} (participant)" if by.name else "a participant"
+    else:
+        name = by.name or "owner"
+    label = client_label(client_id)
+    return name if label in (None, "terminal") else f"{name} ({label})"
 
 
 def _joined(chunks: list[str]) -> str:

@@ -14,6 +14,7 @@ from collections import deque
 from typing import Final
 
 from tui.protocol import Presence
+from tui.protocol.ids import client_label
 from tui.store import JournalLine
 
 __all__ = ["BEHIND", "CLOSED", "Hub", "Subscription"]
@@ -137,11 +138,16 @@ class Hub:
     def present(self) -> list[Presence]:
         """Who the open streams are for, each name once (owner first, then by name)."""
         people: dict[str, Presence] = {}
+        via: dict[str, list[str]] = {}
         for sub in self._subs:
             if sub.who is not None and not sub.closed:
                 people.setdefault(sub.who.name, sub.who)
+                via.setdefault(sub.who.name, []).append(client_label(sub.client_id) or "client")
         order = {"owner": 0, "collaborator": 1, "viewer": 2}
-        return sorted(people.values(), key=lambda p: (order[p.kind], p.name))
+        return [
+            p.model_copy(update={"via": sorted(via[p.name])})
+            for p in sorted(people.values(), key=lambda p: (order[p.kind], p.name))
+        ]
 
     def __len__(self) -> int:
         return len(self._subs)

@@ -613,7 +613,8 @@ class SessionScreen(Screen[None]):
         if not self.queue:
             self.notify("Nothing is queued.", title="Queue")
         else:
-            lines = "\n".join(f"{n}. {i.prompt}  · {who(i.by)}" for n, i in enumerate(self.queue, 1))
+            queued = enumerate(self.queue, 1)
+            lines = "\n".join(f"{n}. {i.prompt}  · {who(i.by, i.client_id)}" for n, i in queued)
             self.notify(lines, title="Queue")
 
     def unqueue(self) -> None:

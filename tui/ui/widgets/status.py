@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -45,8 +46,19 @@ class SessionStatus:
 
 
 def attached_text(people: tuple[Presence, ...] | list[Presence]) -> str:
-    """``root, ana (viewer), bo (collaborator)``: the owner plain, participants with their share."""
-    return ", ".join(p.name if p.kind == "owner" else f"{p.name} ({p.kind})" for p in people)
+    """``root · 2 terminals, ana (viewer)``: the owner plain, participants with their share, and
+    what each is attached with when it is more than one terminal or not a terminal."""
+    return ", ".join(_person(p) for p in people)
+
+
+def _person(p: Presence) -> str:
+    name = p.name if p.kind == "owner" else f"{p.name} ({p.kind})"
+    if not p.via or p.via == ["terminal"]:
+        return name
+    counts = Counter(p.via)
+    return (
+        name + " · " + ", ".join(f"{n} {label}s" if n > 1 else label for label, n in sorted(counts.items()))
+    )
 
 
 def _age(seconds: float) -> str:

@@ -178,7 +178,7 @@ class TurnView(Widget):
 
     def render(self) -> RenderableType:
         record = self.record
-        pieces: list[RenderableType] = [prompt_text(record.prompt, record.by, self._style)]
+        pieces: list[RenderableType] = [prompt_text(record.prompt, record.by, self._style, record.client_id)]
         for index, part in enumerate(self.parts):
             if part.kind == "tool" and part.tool is not None:
                 tool = part.tool
@@ -216,13 +216,13 @@ class TurnView(Widget):
         self.expanded = not self.expanded
 
 
-def prompt_text(prompt: str, by: By, style: Any) -> Text:
-    """The first line(s) of a turn: the prompt and who sent it."""
+def prompt_text(prompt: str, by: By, style: Any, client_id: str | None = None) -> Text:
+    """The first line(s) of a turn: the prompt and who sent it, with what (``root (tui send)``)."""
     text = Text()
     text.append("\u276f ", style=style("turn--mark"))
     # Continuation lines start under the first line's text, not under the mark.
     text.append(prompt.rstrip("\n").replace("\n", "\n  "), style=style("turn--prompt"))
-    text.append(f"  · {who(by)}", style=style("turn--who"))
+    text.append(f"  · {who(by, client_id)}", style=style("turn--who"))
     return text
 
 
@@ -390,7 +390,7 @@ class LiveTurn(Vertical):
         """One flush at a time: the timer's and those before a tool, a line or the end."""
 
     def compose(self) -> ComposeResult:
-        yield PromptLine(self.record.prompt, self.record.by)
+        yield PromptLine(self.record.prompt, self.record.by, self.record.client_id)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(FLUSH_EVERY, self.flush)
@@ -470,10 +470,12 @@ class PromptLine(Static):
     """
     COMPONENT_CLASSES = {"turn--prompt", "turn--who", "turn--mark"}
 
-    def __init__(self, prompt: str, by: By) -> None:
+    def __init__(self, prompt: str, by: By, client_id: str | None = None) -> None:
         super().__init__()
         self._prompt = prompt
         self._by = by
+        self._client_id = client_id
 
     def render(self) -> RenderableType:
-        return prompt_text(self._prompt, self._by, lambda n: self.get_component_rich_style(n, partial=True))
+        style = lambda n: self.get_component_rich_style(n, partial=True)  # noqa: E731
+        return prompt_text(self._prompt, self._by, style, self._client_id)
