@@ -431,6 +431,26 @@ class TestKeys:
             await until(pilot, lambda: app.return_code is not None)
         assert app.return_code == 0
 
+    async def test_the_footer_names_what_esc_does_now_and_f1_is_the_help(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+
+        def footer() -> dict[str, str]:
+            return {k: b.binding.description for k, b in app.active_bindings.items() if b.binding.show}
+
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert "escape" not in footer(), "idle: Esc has nothing to do"
+            assert footer()["f1"] == "Help"
+            await pilot.press("f1")
+            await until(
+                pilot, lambda: any("F1" in i.line and "Keys:" in i.line for i in app.session.transcript.items)
+            )
+            link.start_turn("import time")
+            await until(pilot, lambda: footer().get("escape") == "Interrupt")
+            link.ask("Go on?", ["yes", "no"])
+            await until(pilot, lambda: footer().get("escape") == "Dismiss")
+
 
 class TestCommands:
     async def test_slash_completes_and_tab_takes_it(self, until: Until) -> None:

@@ -81,6 +81,8 @@ async def test_a_viewer_asking_to_interrupt_or_exit_gets_one_line_and_nothing_is
         await started(app, pilot, until)
         link.start_turn("while True: pass")
         await until(pilot, lambda: app.session.busy)
+        shown = {k: b.binding.description for k, b in app.active_bindings.items() if b.binding.show}
+        assert "escape" not in shown, "a viewer's footer does not offer to interrupt"
         await pilot.press("escape")
         await until(pilot, lambda: refusals(app))
         assert refusals(app) == ["Interrupting needs a collaborator's share; you are viewing as ana."]

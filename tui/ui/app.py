@@ -23,15 +23,29 @@ class TuiApp(App[int]):
 
     # Priority bindings: they win over the prompt's own (TextArea binds Ctrl+C to copy and
     # Ctrl+D to delete-right).
+    # Esc does one thing at a time, and the footer names the one it does now: close the
+    # completions, else dismiss the question, else interrupt the running turn (each only when
+    # this client may); the last binding says why when it may not.
     BINDINGS = [
+        Binding("escape", "close", "Close", show=False, priority=True, id="app.close"),
         Binding(
             "escape",
+            "dismiss",
+            "Dismiss",
+            priority=True,
+            id="app.dismiss",
+            tooltip="Dismiss the pending question (the program sees it declined)",
+        ),
+        Binding(
             "escape",
+            "interrupt",
             "Interrupt",
             priority=True,
-            id="app.escape",
-            tooltip="Interrupt the running turn; with a question pending, dismiss it",
+            id="app.interrupt",
+            tooltip="Interrupt the running turn",
         ),
+        Binding("escape", "escape", "Interrupt", show=False, priority=True, id="app.escape"),
+        Binding("f1", "help", "Help", id="app.help", tooltip="Keys and commands (as /help)"),
         Binding(
             "ctrl+c",
             "ctrl_c",
@@ -96,11 +110,36 @@ class TuiApp(App[int]):
         await self.link.close()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Over the command palette or another modal, Esc and Ctrl+C belong to it.
-        return not (action in ("escape", "ctrl_c") and self.screen is not self.session)
+        session = self.session
+        if (
+            action in ("close", "dismiss", "interrupt", "escape", "ctrl_c", "help")
+            and self.screen is not session
+        ):
+            return False  # over the command palette or another modal, its keys are its own
+        completing = session.prompt_box.completing if session.is_mounted else False
+        may = session.principal.may("write")
+        if action == "close":
+            return completing
+        if action == "dismiss":
+            return not completing and may and session.question is not None
+        if action == "interrupt":
+            return not completing and may and session.question is None and session.busy
+        return True
+
+    def action_close(self) -> None:
+        self.session.prompt_box.close()
+
+    def action_dismiss(self) -> None:
+        self.session.escape()
+
+    def action_interrupt(self) -> None:
+        self.session.interrupt()
 
     def action_escape(self) -> None:
         self.session.escape()
+
+    def action_help(self) -> None:
+        self.session.run_command("/help")
 
     def action_ctrl_c(self) -> None:
         self.session.ctrl_c()

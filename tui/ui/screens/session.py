@@ -401,6 +401,7 @@ class SessionScreen(Screen[None]):
             await transcript.add_line(f"(an event this version does not know: {event.type})")
         if state.state != was:
             self.status.change(state=state.state)
+            self.app.refresh_bindings()
         await self._show_question()
 
     async def _finish(self, record: TurnRecord) -> None:
@@ -790,10 +791,11 @@ def help_text() -> str:
         ("Enter", "send (queues while a turn runs)"),
         ("Ctrl+J, Alt+Enter", "new line"),
         ("Up / Down", "prompt history"),
-        ("Esc", "interrupt the turn; dismiss a question; close completions"),
+        ("Esc", "close completions, else dismiss a question, else interrupt the turn"),
         ("Ctrl+C", "interrupt; twice on an idle prompt: detach"),
         ("Ctrl+D, Ctrl+Q", "detach (the session keeps running)"),
         ("Ctrl+P", "command palette (themes too)"),
+        ("F1", "this help"),
         ("@path", "complete a file (this machine's sessions)"),
     ]
     width = max(width, *(len(k) for k, _ in keys))
