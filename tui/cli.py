@@ -24,7 +24,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
-    "stop": ("ID", "stop its worker; `tui attach` resumes it", "sessions"),
+    "stop": ("ID | --all", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
     "delete": ("ID [--force]", "remove a session", "sessions"),
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
@@ -163,7 +163,8 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("id")
 
     p = add("stop", _command("sessions", "run_stop"))
-    p.add_argument("id")
+    p.add_argument("id", nargs="?")
+    p.add_argument("--all", action="store_true", help="every session with a live worker")
 
     p = add("archive", _command("sessions", "run_archive"))
     p.add_argument("id")

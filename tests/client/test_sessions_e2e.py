@@ -168,3 +168,13 @@ def test_help_groups_the_commands_with_examples_and_exit_codes() -> None:
     assert "Sessions (here, or on another machine with --remote NAME):" in out.stdout
     assert "  transcript ID [--format F]" in out.stdout and "Examples:" in out.stdout
     assert "3 a question is waiting" in out.stdout and "docs/cli.md" in out.stdout
+
+
+def test_stop_all_stops_every_live_session_and_keeps_them(state_dir: Path) -> None:
+    a, b = new_session(state_dir), new_session(state_dir)
+    assert {row["id"] for row in sessions() if row["live"]} == {a, b}
+    out = tui("stop", "--all")
+    assert out.returncode == 0, out.stderr
+    assert "2 sessions stopped" in out.stderr
+    assert [row["live"] for row in sessions()] == [False, False]
+    assert tui("stop").returncode == 2

@@ -264,6 +264,20 @@ def run_stop(args: argparse.Namespace) -> int:
     """``tui stop ID``: stop the worker; the session stays."""
     access = open_access(args)
 
+    if bool(args.id) == bool(args.all):
+        raise UsageError("tui stop ID stops one session; tui stop --all stops every live one")
+
+    async def stop_all() -> int:
+        live = [row for row in await access.list_sessions() if row.live]
+        for row in live:
+            await access.stop(row.id)
+            _say(f"stopped session {short_id(row.id)}")
+        _say(f"{len(live)} sessions stopped; what they held in memory is gone, their transcripts stay")
+        return 0
+
+    if args.all:
+        return _run(stop_all)
+
     async def body() -> int:
         sid = await access.resolve(args.id)
         stopped = await access.stop(sid)
