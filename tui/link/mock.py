@@ -297,6 +297,7 @@ class MockLink(AttachLink):
             agent=self.agent,
             model=self.model,
             reply_format=self.reply_format,
+            commands=list(self.session.commands),
         )
 
     async def send_turn(
