@@ -13,6 +13,9 @@ It does what real coding agents do, chosen by words in the prompt:
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
 - ``recall``: says the prompts this ACP session has seen (kept across ``session/load``).
 
+With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
+SIGTERM, starts a child process, and stays after stdin ends.
+
 After ``session/new``'s answer it sends ``available_commands_update`` (as real adapters do, after
 the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer ``session/load``. Sessions are
 kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can load them.
@@ -24,7 +27,10 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -53,11 +59,14 @@ def agent_pids(session_id: str) -> list[int]:
     return found
 
 
-def configure(config_dir: Path, agent_state: Path, *, load: bool = True) -> None:
-    """Write config.toml in `config_dir` with this agent as `[agents.tester]`."""
+def configure(config_dir: Path, agent_state: Path, *, load: bool = True, stubborn: bool = False) -> None:
+    """Write config.toml in `config_dir` with this agent as `[agents.tester]` (without
+    ``session/load``; ignoring SIGTERM and the end of stdin, with a child process)."""
     env = {"TEST_AGENT_STATE": str(agent_state)}
     if not load:
         env["TEST_AGENT_NO_LOAD"] = "1"
+    if stubborn:
+        env["TEST_AGENT_STUBBORN"] = "1"
     lines = [
         "[agents.tester]",
         f"command = {json.dumps([sys.executable, str(Path(__file__).resolve())])}",
@@ -240,5 +249,17 @@ class CodingAgent:
         await self.say(session_id, acp.update_agent_message_text(said + "\n"))
 
 
-if __name__ == "__main__":
+def main() -> None:
+    stubborn = os.environ.get("TEST_AGENT_STUBBORN") == "1"
+    if stubborn:
+        # like adapters that outlive their client: SIGTERM ignored, a child process of its own,
+        # and still there after stdin ended
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     asyncio.run(acp.run_agent(CodingAgent()))
+    if stubborn:
+        time.sleep(600)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -38,6 +41,9 @@ async def acp_worker(state_dir: Path, workdir: Path, config_dir: Path) -> AsyncI
     for w in made:
         await w.close()
         stop_workers(state_dir, w.session_id)
+        for pid in agent_pids(w.session_id):  # a stubborn agent outlives a killed worker
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         wait_until(lambda w=w: not agent_pids(w.session_id), "the agent to end")
 
 
@@ -88,6 +94,10 @@ async def test_an_edit_shows_a_plan_a_titled_tool_call_and_its_diff(
     assert events(worker, "tool_ended")[0]["status"] == "completed"
     plans = [[e["status"] for e in p["entries"]] for p in events(worker, "plan")]  # type: ignore[union-attr]
     assert plans == [["in_progress", "pending"], ["completed", "in_progress"], ["completed", "completed"]]
+    # a client attaching later reads the same from /transcript
+    turn = (await worker.client().get("/transcript")).json()["turns"][-1]
+    assert turn["tools"][0]["title"] == "Edit notes.txt" and turn["tools"][0]["diffs"] == [diff]
+    assert [e["status"] for e in turn["plan"]] == ["completed", "completed"]
 
 
 async def test_a_permission_is_a_question_with_unique_labels_mapped_back(
@@ -208,3 +218,31 @@ async def test_stopping_the_session_leaves_no_agent_process(acp_worker: Callable
     reply = await worker.client().post("/leave")
     assert reply.status_code in (200, 202, 204)
     wait_until(lambda: not agent_pids(worker.session_id), "the agent to end")
+
+
+async def test_a_stubborn_agent_and_its_children_are_stopped_with_the_session(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    configure(config_dir, tmp_path / "agent-state", stubborn=True)
+    worker = acp_worker()
+    await worker.turn("hello")
+    wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    reply = await worker.client().post("/leave")
+    assert reply.status_code in (200, 202, 204)
+    wait_until(lambda: not agent_pids(worker.session_id), "the agent's whole group to end")
+
+
+async def test_a_new_worker_ends_the_agent_a_killed_one_left_behind(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    configure(config_dir, tmp_path / "agent-state", stubborn=True)
+    worker = acp_worker()
+    await worker.turn("hello")
+    wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    left = set(agent_pids(worker.session_id))
+    worker.kill()
+    assert set(agent_pids(worker.session_id)) == left  # it outlives the worker
+    worker.restart()
+    again = await worker.turn("recall")
+    assert "I remember 2 prompts" in again["reply"]
+    wait_until(lambda: not left & set(agent_pids(worker.session_id)), "the left-behind agent to end")

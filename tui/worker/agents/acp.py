@@ -196,6 +196,7 @@ class AcpAgent(Agent):
         return {**os.environ, **self.profile.env, "TUI_SESSION": self.session_id}
 
     async def _open(self) -> _Process:
+        self._end_leftover()
         try:
             process = await spawn_agent(self.profile.command, self.workdir, self._environment())
         except OSError as exc:
@@ -204,6 +205,7 @@ class AcpAgent(Agent):
                 f"{exc.strerror or exc}; fix [agents.{self.name}] in config.toml"
             ) from exc
         running = _Process(process, self.name)
+        self._store(pid=process.pid)
         log.info("agent %s started: pid %d, %s", self.name, process.pid, " ".join(self.profile.command))
         try:
             await self._handshake(running)
@@ -276,17 +278,39 @@ class AcpAgent(Agent):
         # how it ended and its last stderr lines are what a person needs: wait for them briefly
         await asyncio.wait({running.exited, running.copying}, timeout=1.0, return_when=asyncio.ALL_COMPLETED)
 
-    def _stored_session(self) -> str | None:
+    def _stored(self) -> dict[str, Any]:
         try:
-            value = json.loads(self.state_file.read_text(encoding="utf-8")).get("session_id")
-        except (OSError, ValueError, AttributeError):
-            return None
+            value = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def _store(self, **fields: Any) -> None:
+        from tui.store._atomic import write_atomic
+
+        write_atomic(self.state_file, json.dumps({**self._stored(), **fields}).encode())
+
+    def _stored_session(self) -> str | None:
+        value = self._stored().get("session_id")
         return value if isinstance(value, str) and value else None
 
     def _store_session(self, session_id: str) -> None:
-        from tui.store._atomic import write_atomic
+        self._store(session_id=session_id)
 
-        write_atomic(self.state_file, json.dumps({"session_id": session_id}).encode())
+    def _end_leftover(self) -> None:
+        """End the process group an earlier worker of this session started and left behind (a
+        worker killed outright cannot stop its agent; some agents do not stop when stdin ends)."""
+        pid = self._stored().get("pid")
+        if not isinstance(pid, int) or pid <= 1:
+            return
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return
+        if f"TUI_SESSION={self.session_id}".encode() in environ:  # still ours, not a reused pid
+            log.info("agent %s: ending the process group %d an earlier worker left", self.name, pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     async def _ready(self) -> _Process:
         if self._process is not None and self._process.process.returncode is None:
