@@ -125,3 +125,20 @@ async def test_the_agents_commands_complete_in_the_prompt() -> None:
         )
         sent = next(r for r in link.requests if r.route == "send_turn")
         assert sent.body["prompt"] == "/review main.py"
+
+
+async def test_a_turn_attached_midway_keeps_the_calls_made_before_once_it_ends() -> None:
+    link = agent_link()
+    turn = edit_turn(link, steps_done=1)  # before the app attaches
+    app = make_app(link)
+    async with app.run_test(size=(100, 30)) as pilot:
+        assert isinstance(pilot.app, TuiApp)
+        session = pilot.app.session
+        await app_until(pilot, session.attached.is_set, "the attach")
+        link.reply("Done.\n")
+        await flushed(pilot)
+        from tui.ui.widgets.turn import TurnView
+
+        view = session.query_one(TurnView)
+        assert view.record.turn_id == turn
+        assert [p.tool.title for p in view.parts if p.tool is not None] == ["Edit greet.py"]

@@ -84,10 +84,10 @@ async def test_an_edit_shows_a_plan_a_titled_tool_call_and_its_diff(
     assert (workdir / "notes.txt").read_text() == "hello from the agent\nold line\n"
     started = events(worker, "tool_started")[0]
     assert started["title"] == "Edit notes.txt" and started["kind"] == "edit"
-    assert started["locations"] == [str(workdir / "notes.txt")]
+    assert started["locations"] == ["notes.txt"]  # relative to the working directory
     diff = events(worker, "tool_output")[0]["diff"]
     assert diff == {
-        "path": str(workdir / "notes.txt"),
+        "path": "notes.txt",
         "old": "old line\n",
         "new": "hello from the agent\nold line\n",
     }

@@ -40,8 +40,8 @@ def diff_text(diff: Diff, styles: Mapping[str, StyleType] | None = None) -> Text
         difflib.unified_diff(
             old,
             new,
-            fromfile="/dev/null" if diff.old is None else f"a/{diff.path}",
-            tofile=f"b/{diff.path}",
+            fromfile="/dev/null" if diff.old is None else _side("a", diff.path),
+            tofile=_side("b", diff.path),
             n=CONTEXT_LINES,
         )
     )
@@ -68,6 +68,11 @@ def diff_text(diff: Diff, styles: Mapping[str, StyleType] | None = None) -> Text
     if len(lines) > MAX_LINES:
         text.append(f"\n… {len(lines) - MAX_LINES} more lines", style="italic")
     return text
+
+
+def _side(prefix: str, path: str) -> str:
+    """git's ``a/`` and ``b/`` before a relative path; an absolute one is shown as it is."""
+    return path if path.startswith("/") else f"{prefix}/{path}"
 
 
 class DiffView(Static):

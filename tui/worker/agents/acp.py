@@ -134,10 +134,11 @@ class _Process:
         return f"the agent {self.name!r} {how}" + (f"; its last lines:\n{last}" if last else "")
 
     async def stop(self) -> None:
-        """SIGTERM to the agent's process group, SIGKILL after a short grace; nothing is left."""
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), STOP_GRACE)
+        """SIGTERM to the agent's process group, SIGKILL after a short grace; nothing is left.
+
+        The group is signalled, not the process: a node launcher's binary and the tools it runs
+        outlive it otherwise. SIGKILL is sent even when this is cancelled midway.
+        """
         pgid = self.process.pid
         try:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -145,12 +146,12 @@ class _Process:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.exited), STOP_GRACE)
         finally:
-            # the group: a launcher's children outlive it unless they are signalled too
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(asyncio.shield(self.exited), STOP_GRACE)
-        self.copying.cancel()
+            self.copying.cancel()
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.close(), STOP_GRACE)
 
 
 @register("acp")
@@ -448,7 +449,10 @@ class AcpAgent(Agent):
         known = self._calls.get(update.tool_call_id)
         if known is None:
             args = update.raw_input if isinstance(update.raw_input, dict) else {}
-            locations = [f"{loc.path}:{loc.line}" if loc.line else loc.path for loc in update.locations or []]
+            locations = [
+                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "")
+                for loc in update.locations or []
+            ]
             ours = turn.tool_started(
                 update.kind or "tool", args, title=update.title, kind=update.kind, locations=locations
             )
@@ -461,9 +465,8 @@ class AcpAgent(Agent):
                 continue  # an update repeats the call's whole content
             shown.add(key)
             if isinstance(content, schema.FileEditToolCallContent):
-                turn.tool_output(
-                    ours, "", Diff(path=content.path, old=content.old_text, new=content.new_text)
-                )
+                path = self._shown_path(content.path)
+                turn.tool_output(ours, "", Diff(path=path, old=content.old_text, new=content.new_text))
             elif isinstance(content, schema.ContentToolCallContent):
                 text = _text_of(content.content)
                 turn.tool_output(ours, text if text.endswith("\n") else text + "\n")
@@ -473,6 +476,13 @@ class AcpAgent(Agent):
             turn.tool_ended(
                 ours, status, value=update.raw_output, error="failed" if status == "error" else None
             )
+
+    def _shown_path(self, path: str) -> str:
+        """`path` relative to the working directory when it is inside it (as people read it)."""
+        for root in (self.workdir, self.workdir.resolve()):
+            with contextlib.suppress(ValueError):
+                return str(Path(path).relative_to(root))
+        return path
 
     async def permission(
         self, tool_call: schema.ToolCallUpdate, options: list[schema.PermissionOption]
