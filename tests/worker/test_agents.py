@@ -16,7 +16,7 @@ from tui.errors import InvalidModel, InvalidRequest, TuiError
 from tui.protocol import AgentCommand, Diff, ImageRef, PlanEntry, TurnRequest
 from tui.store import Journal, StatePaths, create_session
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
-from tui.worker.agents import agent_class, check_agent, kinds, make_agent, register
+from tui.worker.agents import agent_class, check_agent, kind_of, kinds, make_agent, register
 from tui.worker.agents.python import PythonAgent
 from tui.worker.core import SessionWorker
 from tui.worker.process import agent_context
@@ -179,16 +179,32 @@ class TestCheckAgent:
         assert "python" in kinds()
         check_agent("python", Config())
 
-    @pytest.mark.parametrize("name", ["model", "claude", "nonsense"])
-    def test_what_cannot_run_yet_is_refused_with_a_sentence(self, name: str) -> None:
+    @pytest.mark.parametrize("name", ["model", "acp", "nonsense"])
+    def test_what_cannot_run_is_refused_with_a_sentence(self, name: str) -> None:
         config = Config.model_validate({"agents": {"claude": {"command": ["claude-code-acp"]}}})
         with pytest.raises(InvalidRequest) as refused:
             check_agent(name, config)
         detail = refused.value.detail
         assert refused.value.code == "invalid_request"
-        assert "not available in this version yet" in detail and "python" in detail
+        assert "python" in detail and "[agents]" in detail
+        if name == "model":
+            assert "not available in this version yet" in detail
         if name == "nonsense":
             assert "'nonsense'" in detail and "claude" in detail
+
+    def test_an_acp_agent_whose_command_is_missing_is_refused_naming_it(self) -> None:
+        config = Config.model_validate({"agents": {"claude": {"command": ["no-such-agent-acp"]}}})
+        with pytest.raises(InvalidRequest) as refused:
+            check_agent("claude", config)
+        assert "'no-such-agent-acp'" in refused.value.detail and "[agents.claude]" in refused.value.detail
+        check_agent("claude", config, command=False)
+
+    def test_a_configured_acp_agent_is_accepted(self) -> None:
+        import sys
+
+        config = Config.model_validate({"agents": {"tester": {"command": [sys.executable, "agent.py"]}}})
+        check_agent("tester", config)
+        assert kind_of("tester", config) == "acp" and kind_of("python", config) == "python"
 
     def test_it_imports_no_agent(self) -> None:
         import subprocess

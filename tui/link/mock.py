@@ -301,6 +301,7 @@ class MockLink(AttachLink):
             model=self.model,
             reply_format=self.reply_format,
             prompt_syntax=self.prompt_syntax,
+            commands=list(self.session.commands),
         )
 
     async def send_turn(

@@ -196,6 +196,8 @@ class Agent(ABC):
     mode: str | None = None
     on_info: Callable[[], None] | None = None
     """Set by the worker: called by `info_changed`."""
+    on_note: Callable[[str], None] | None = None
+    """Set by the worker: called by `note`."""
 
     @classmethod
     @abstractmethod
@@ -230,6 +232,11 @@ class Agent(ABC):
         """Say `commands` or `mode` changed (also outside turns): the worker writes `agent_info`."""
         if self.on_info is not None:
             self.on_info()
+
+    def note(self, text: str) -> None:
+        """Say something about the agent in the transcript (a `note` event), in a turn or not."""
+        if self.on_note is not None:
+            self.on_note(text)
 
     async def close(self) -> None:  # noqa: B027 - optional
         """Release what `start` took. Default: nothing."""

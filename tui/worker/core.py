@@ -40,6 +40,7 @@ from tui.protocol import (
     ImageRef,
     Info,
     ModelChanged,
+    Note,
     Option,
     PendingQuestion,
     Plan,
@@ -216,6 +217,7 @@ class SessionWorker:
         self._last_status: tuple[object, ...] | None = None
         self._agent_info: tuple[tuple[AgentCommand, ...], str | None] = ((), None)
         agent.on_info = self._agent_info_changed
+        agent.on_note = self._agent_note
         self._leave_task: asyncio.Task[None] | None = None
         self._quiet = False
 
@@ -283,6 +285,10 @@ class SessionWorker:
         if now != self._agent_info and not self.leaving:
             self._agent_info = now
             self.emit(AgentInfo(commands=list(now[0]), mode=now[1]))
+
+    def _agent_note(self, text: str) -> None:
+        if not self.leaving:
+            self.emit(Note(text=text, source=self.agent.name))
 
     def presence_changed(self) -> None:
         """An event stream opened or closed: a `status` says so when who is attached changed.

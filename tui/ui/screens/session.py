@@ -28,11 +28,13 @@ from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.link.slash import format_stats, needs
 from tui.protocol import (
+    AgentInfo,
     Event,
     Info,
     ModelChanged,
     Note,
     PendingQuestion,
+    Plan,
     QuestionResolved,
     QueueChanged,
     QueueItem,
@@ -224,6 +226,7 @@ class SessionScreen(Screen[None]):
         seen = self.seen_store.get(self.link.where, self.link.session_id) if self.seen_store else None
         if info is not None:
             self.transcript.verbatim = info.reply_format == "verbatim"
+            self.prompt_box.agent_commands = list(info.commands)
         await self.transcript.load(transcript.turns, has_more=transcript.has_more)
         for record in transcript.turns:
             if record.by.kind == "owner":
@@ -368,6 +371,11 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, ToolOutput):
             if live is not None:
                 live.tool_output(event)
+        elif isinstance(event, Plan):
+            if live is not None and live.record.turn_id == event.turn_id:
+                await live.plan(event.entries)
+        elif isinstance(event, AgentInfo):
+            self.prompt_box.agent_commands = list(state.commands)
         elif isinstance(event, ToolEnded):
             if live is not None:
                 live.tool_ended(event)
@@ -506,7 +514,7 @@ class SessionScreen(Screen[None]):
     def submit(self, text: str) -> None:
         """Send a prompt (queued behind the running turn) or run a slash command."""
         self.away_seen()
-        if text.startswith("/") and not text.startswith("//"):
+        if text.startswith("/") and not text.startswith("//") and not self.prompt_box.is_agent_command(text):
             self.run_command(text)
             return
         if text.startswith("//"):

@@ -12,7 +12,8 @@ from textual.message import Message
 from textual.widgets import OptionList, TextArea
 from textual.widgets.option_list import Option
 
-from tui.ui.slash import complete, complete_path
+from tui.protocol import AgentCommand
+from tui.ui.slash import COMMANDS, complete, complete_path
 
 __all__ = ["PromptArea", "PromptBox"]
 
@@ -142,6 +143,8 @@ class PromptBox(Vertical):
         self.paths = paths
         """Whether ``@path`` completes (this machine's files)."""
         self.root = root
+        self.agent_commands: list[AgentCommand] = []
+        """The agent's own slash commands (``/info`` and ``agent_info``): they complete too."""
         self._words: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -162,10 +165,14 @@ class PromptBox(Vertical):
         options: list[Option] = []
         self._words = []
         commands = complete(text)
-        if commands:
+        theirs = self._agent_completions(text)
+        if commands or theirs:
             for command in commands:
                 self._words.append(command.name + (" " if command.usage != command.name else ""))
                 options.append(Option(f"{command.usage:<18} {command.help}"))
+            for agent_command in theirs:
+                self._words.append(f"/{agent_command.name} ")
+                options.append(Option(f"{'/' + agent_command.name:<18} {agent_command.description}"))
         elif self.paths:
             word = text.rsplit(None, 1)[-1] if text.strip() else ""
             if word.startswith("@") and not text.endswith((" ", "\n")):
@@ -177,6 +184,19 @@ class PromptBox(Vertical):
         if options:
             completions.highlighted = 0
         self.set_class(bool(options), "-completing")
+
+    def _agent_completions(self, text: str) -> list[AgentCommand]:
+        if not text.startswith("/") or any(c in text for c in " \n"):
+            return []
+        return [c for c in self.agent_commands if f"/{c.name}".startswith(text) and f"/{c.name}" != text]
+
+    def is_agent_command(self, text: str) -> bool:
+        """Whether `text` runs one of the agent's own commands (it goes to the agent as a prompt);
+        tui's own commands of the same name win."""
+        name = text.strip().split(maxsplit=1)[0] if text.strip() else ""
+        if any(c.name == name for c in COMMANDS):
+            return False
+        return any(f"/{c.name}" == name for c in self.agent_commands)
 
     def complete_now(self, text: str, *, forward: bool = True) -> None:
         """Tab: take the highlighted completion of `text` (the first one when none is shown yet);

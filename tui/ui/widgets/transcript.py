@@ -245,7 +245,10 @@ class TranscriptView(VerticalScroll, can_focus=False):
             return
         await live.finish()
         self.live = None
-        item = Item(record=record, parts=live.parts)
+        shown = {p.tool.call_id for p in live.parts if p.tool is not None}
+        # attached in the middle of the turn: the calls made before are only in the record
+        parts = live.parts if all(t.call_id in shown for t in record.tools) else None
+        item = Item(record=record, parts=parts)
         with self.app.batch_update():
             self.items.append(item)
             self._hi = len(self.items)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,9 +31,11 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from tui.protocol import By, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.protocol import By, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
 from tui.protocol.state import who
 from tui.ui.markdown import parser, reply_markdown
+from tui.ui.widgets.diff import DiffView, diff_text
+from tui.ui.widgets.plan import PlanView, plan_text
 
 if TYPE_CHECKING:
     from textual.widgets._markdown import MarkdownStream
@@ -62,10 +65,15 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_title(name: str, args: dict[str, Any], status: str | None) -> str:
-    """A tool call's one-line summary: ``ask(question='…') · completed``."""
-    shown = ", ".join(f"{k}={_short(v, 40)}" for k, v in args.items())
+def tool_title(
+    name: str, args: dict[str, Any], status: str | None, *, title: str | None = None, kind: str | None = None
+) -> str:
+    """A tool call's one-line summary: ``ask(question='…') · completed``, or, when the agent
+    titled the call, ``Edit notes.txt · edit · completed``."""
     state = status or "running"
+    if title:
+        return " · ".join(x for x in (_short(title, 90), kind, state) if x)
+    shown = ", ".join(f"{k}={_short(v, 40)}" for k, v in args.items())
     return f"{name}({_short(shown, 70)}) · {state}"
 
 
@@ -179,12 +187,15 @@ class TurnView(Widget):
     def render(self) -> RenderableType:
         record = self.record
         pieces: list[RenderableType] = [prompt_text(record.prompt, record.by, self._style, record.client_id)]
+        if record.plan:
+            pieces.append(Padding(plan_text(record.plan), (0, 0, 0, 2)))
         for index, part in enumerate(self.parts):
             if part.kind == "tool" and part.tool is not None:
                 tool = part.tool
                 mark = "▾ " if self.expanded else "▸ "
                 line = Text(
-                    mark + tool_title(tool.name, tool.args, tool.status), style=self._style("turn--tool")
+                    mark + tool_title(tool.name, tool.args, tool.status, title=tool.title, kind=tool.kind),
+                    style=self._style("turn--tool"),
                 )
                 if tool.error:
                     line.append(f"  {tool.error}", style=self._style("turn--failed"))
@@ -192,6 +203,7 @@ class TurnView(Widget):
                 if self.expanded and tool.output:
                     out = "\n".join(tool.output.splitlines()[-OUTPUT_LINES:])
                     pieces.append(Padding(Text(out, style=self._style("turn--output")), (0, 0, 0, 4)))
+                pieces.extend(Padding(diff_text(diff), (0, 0, 0, 4)) for diff in tool.diffs)
             elif part.text:
                 markdown = self._markdown.get(index)
                 if markdown is None:
@@ -248,15 +260,30 @@ class ToolBlock(Collapsible):
     """
 
     def __init__(self, event: ToolStarted) -> None:
-        self.record = ToolRecord(call_id=event.call_id, name=event.name, args=event.args)
+        self.record = ToolRecord(
+            call_id=event.call_id,
+            name=event.name,
+            args=event.args,
+            title=event.title,
+            kind=event.kind,
+            locations=event.locations,
+        )
         self._output = Static("", classes="tool--output", markup=False)
-        super().__init__(self._output, title=escape(tool_title(event.name, event.args, None)), collapsed=True)
+        super().__init__(self._output, title=escape(self._summary(None)), collapsed=True)
         self._dirty = False
 
+    def _summary(self, status: str | None) -> str:
+        record = self.record
+        return tool_title(record.name, record.args, status, title=record.title, kind=record.kind)
+
     def add_output(self, event: ToolOutput) -> None:
-        """Keep output that arrived; it is shown at the next flush."""
+        """Keep output that arrived; it is shown at the next flush. An edit shows as its diff, open."""
         self.record.output += event.text
-        self._dirty = True
+        self._dirty = bool(self.record.output)
+        if event.diff is not None:
+            self.record.diffs.append(event.diff)
+            self.query_one(Collapsible.Contents).mount(DiffView(event.diff))
+            self.collapsed = False
 
     def flush(self) -> None:
         """Show the output that arrived since the last flush."""
@@ -268,7 +295,7 @@ class ToolBlock(Collapsible):
         """Show the call's outcome."""
         self.flush()
         self.record.status, self.record.value, self.record.error = event.status, event.value, event.error
-        title = tool_title(self.record.name, self.record.args, event.status)
+        title = self._summary(event.status)
         if event.error:
             title += f"  {event.error}"
         self.title = escape(title)
@@ -385,6 +412,7 @@ class LiveTurn(Vertical):
         self._pending = ""
         self._segment: ReplySegment | VerbatimSegment | None = None
         self._tools: dict[str, ToolBlock] = {}
+        self._plan: PlanView | None = None
         self._timer: Timer | None = None
         self._flushing = asyncio.Lock()
         """One flush at a time: the timer's and those before a tool, a line or the end."""
@@ -439,6 +467,16 @@ class LiveTurn(Vertical):
         block = self._tools.get(event.call_id)
         if block is not None:
             block.end(event)
+
+    async def plan(self, entries: Sequence[PlanEntry]) -> None:
+        """The agent's plan: shown once, then updated in place."""
+        if self._plan is None:
+            await self.flush()
+            self._segment = None
+            self._plan = PlanView(entries)
+            await self.mount(self._plan)
+        else:
+            self._plan.show(entries)
 
     async def add_line(self, text: str) -> None:
         """A line in the turn: an answered question, a note."""

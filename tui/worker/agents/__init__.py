@@ -11,7 +11,9 @@ Adding a kind is adding one module; nothing else changes.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -21,11 +23,14 @@ if TYPE_CHECKING:
     from tui.config import Config
     from tui.worker.agent import Agent, AgentContext
 
-__all__ = ["agent_class", "check_agent", "kinds", "make_agent", "register"]
+__all__ = ["agent_class", "check_agent", "kind_of", "kinds", "make_agent", "register"]
 
 A = TypeVar("A", bound="type[Agent]")
 
 _registered: dict[str, type[Agent]] = {}
+
+_NOT_NAMED = frozenset({"acp"})
+"""Kinds a session does not name: an ACP session names its ``[agents]`` entry."""
 
 
 def _modules() -> set[str]:
@@ -48,39 +53,55 @@ def register(name: str) -> Callable[[A], A]:
     return add
 
 
-def check_agent(name: str, config: Config) -> None:
+def kind_of(name: str, config: Config) -> str:
+    """The kind of agent a session of agent `name` runs: the kind itself, or ``acp`` for a
+    configured ``[agents]`` entry (a kind's name wins over an entry of the same name)."""
+    if name not in kinds() and name in config.agents:
+        return "acp"
+    return name
+
+
+def check_agent(name: str, config: Config, *, command: bool = True) -> None:
     """Refuse, before anything is made, a session of an agent this version cannot run.
 
     Imports no agent: it runs in ``tui`` commands and in the web bridge.
 
     Args:
-        name: the agent the session would run (``--agent``, or the config's ``default_agent``).
+        name: the agent the session would run (``--agent``, or the config's ``default_agent``):
+            a kind, or the name of an ``[agents]`` entry of the config (an ACP agent).
         config: the user's settings (`tui.config.load_config`), for the ``[agents]`` it names.
+        command: also refuse an ``[agents]`` entry whose command cannot be found on ``PATH``
+            (the user's, or the entry's own ``env.PATH``).
 
     Raises:
-        InvalidRequest: ``invalid_request``, a sentence naming the kinds this version runs,
-            the configured ``[agents]`` and what to type instead.
+        InvalidRequest: ``invalid_request``, a sentence naming what cannot run and what to type.
     """
-    known = kinds()
-    if name in known:
-        return
-    runs = ", ".join(known)
     where = f" ({config.path})" if config.path is not None else ""
+    if kind_of(name, config) == "acp" and name != "acp":
+        profile = config.agents[name]
+        program = profile.command[0]
+        search = profile.env.get("PATH", os.environ.get("PATH", os.defpath))
+        if command and shutil.which(program, path=search) is None:
+            raise InvalidRequest(
+                f"the command {program!r} of [agents.{name}] in your config.toml{where} cannot be found "
+                "on PATH: install the agent, or set its command to the program's full path"
+            )
+        return
+    runnable = [k for k in kinds() if k not in _NOT_NAMED]
+    if name in runnable:
+        return
+    configured = ", ".join(sorted(config.agents))
+    entries = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
     if name == "model":
         why = "model-backed sessions are not available in this version yet"
-    elif name in config.agents:
-        why = (
-            f"{name!r} is an ACP agent of your config.toml{where}, "
-            "and ACP sessions are not available in this version yet"
-        )
+    elif name == "acp":
+        why = f"an ACP session runs an agent named by an [agents.NAME] entry of your config.toml{entries}"
     else:
-        configured = ", ".join(sorted(config.agents))
-        named = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
-        why = (
-            f"there is no agent {name!r}{named}; "
-            "model-backed and ACP sessions are not available in this version yet"
-        )
-    raise InvalidRequest(f"{why}. This version runs {runs} sessions: ask for agent python, or name no agent")
+        why = f"there is no agent {name!r}{entries}"
+    raise InvalidRequest(
+        f"{why}. This version runs {', '.join(runnable)} sessions and the ACP agents of [agents] "
+        "entries: ask for agent python, one of your [agents], or name no agent"
+    )
 
 
 def agent_class(name: str) -> type[Agent]:
@@ -93,7 +114,7 @@ def agent_class(name: str) -> type[Agent]:
         if name not in _modules():
             from tui.config import Config
 
-            check_agent(name, Config())
+            check_agent(name, Config(), command=False)
         importlib.import_module(f"{__name__}.{name}")
         if name not in _registered:
             raise RuntimeError(f"{__name__}.{name} registers no agent class (@register({name!r}))")
@@ -106,5 +127,5 @@ def make_agent(context: AgentContext) -> Agent:
     Raises:
         InvalidRequest: the record names an agent this version does not run.
     """
-    check_agent(context.record.agent, context.config)
-    return agent_class(context.record.agent).from_context(context)
+    check_agent(context.record.agent, context.config, command=False)
+    return agent_class(kind_of(context.record.agent, context.config)).from_context(context)

@@ -1,0 +1,265 @@
+"""A small ACP agent for the tests, written with the `acp` package's agent side.
+
+It does what real coding agents do, chosen by words in the prompt:
+
+- always: a thought chunk, then the reply in several message chunks;
+- ``edit``: a plan, an ``edit`` tool call with a location, a file written through the client
+  (``fs/write_text_file``) and the diff of it, the plan updated as it goes;
+- ``permission``: asks to run a command (two options named alike, as real agents do) and says
+  which option was chosen, or that it was cancelled;
+- ``read``: reads ``notes.txt`` through the client, then tries ``../outside.txt`` and says
+  whether it was refused;
+- ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
+- ``crash``: writes a line to stderr and exits in the middle of the turn;
+- ``recall``: says the prompts this ACP session has seen (kept across ``session/load``).
+
+With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
+SIGTERM, starts a child process, and stays after stdin ends.
+
+After ``session/new``'s answer it sends ``available_commands_update`` (as real adapters do, after
+the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer ``session/load``. Sessions are
+kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can load them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import acp
+import acp.helpers
+from acp import schema
+
+STATE = Path(os.environ.get("TEST_AGENT_STATE", "."))
+
+
+def agent_pids(session_id: str) -> list[int]:
+    """The live processes started as the session's agent (they carry TUI_SESSION in their environment)."""
+    found = []
+    marker = f"TUI_SESSION={session_id}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if marker in (proc / "environ").read_bytes().split(b"\0"):
+                stat = (proc / "stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                    found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def configure(config_dir: Path, agent_state: Path, *, load: bool = True, stubborn: bool = False) -> None:
+    """Write config.toml in `config_dir` with this agent as `[agents.tester]` (without
+    ``session/load``; ignoring SIGTERM and the end of stdin, with a child process)."""
+    env = {"TEST_AGENT_STATE": str(agent_state)}
+    if not load:
+        env["TEST_AGENT_NO_LOAD"] = "1"
+    if stubborn:
+        env["TEST_AGENT_STUBBORN"] = "1"
+    lines = [
+        "[agents.tester]",
+        f"command = {json.dumps([sys.executable, str(Path(__file__).resolve())])}",
+        "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }",
+    ]
+    (config_dir / "config.toml").write_text("\n".join(lines) + "\n")
+
+
+class CodingAgent:
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self.cancelled: dict[str, asyncio.Event] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1"
+            ),
+            agent_info=schema.Implementation(name="test-agent", version="1"),
+        )
+
+    def _history(self, session_id: str) -> list[str]:
+        path = STATE / f"{session_id}.json"
+        return list(json.loads(path.read_text())) if path.exists() else []
+
+    def _remember(self, session_id: str, prompt: str) -> None:
+        STATE.mkdir(parents=True, exist_ok=True)
+        (STATE / f"{session_id}.json").write_text(json.dumps([*self._history(session_id), prompt]))
+
+    def _later(self, session_id: str) -> None:
+        async def commands() -> None:
+            await asyncio.sleep(0.05)
+            await self.say(
+                session_id,
+                acp.helpers.update_available_commands(
+                    [
+                        schema.AvailableCommand(name="review", description="review the changes"),
+                        schema.AvailableCommand(name="compact", description="summarise the conversation"),
+                    ]
+                ),
+            )
+
+        task = asyncio.create_task(commands())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        session_id = f"acp-{uuid.uuid4().hex[:8]}"
+        print(f"new session {session_id} in {cwd}", file=sys.stderr, flush=True)
+        self._later(session_id)
+        return schema.NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
+        if os.environ.get("TEST_AGENT_NO_LOAD") == "1":
+            raise acp.RequestError.method_not_found("session/load")
+        print(f"loaded session {session_id}", file=sys.stderr, flush=True)
+        for prompt in self._history(session_id):  # a load replays the conversation
+            await self.say(session_id, acp.update_user_message_text(prompt))
+            await self.say(session_id, acp.update_agent_message_text(f"(replayed reply to {prompt})"))
+        self._later(session_id)
+        return schema.LoadSessionResponse()
+
+    async def say(self, session_id: str, update: Any) -> None:
+        await self.conn.session_update(session_id=session_id, update=update)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> schema.PromptResponse:
+        text = " ".join(block.text for block in prompt if isinstance(block, schema.TextContentBlock))
+        cancelled = self.cancelled[session_id] = asyncio.Event()
+        self._remember(session_id, text)
+        await self.say(session_id, acp.update_agent_thought_text("Thinking about it."))
+        for word in ("Working ", "on: ", text, "\n"):
+            await self.say(session_id, acp.update_agent_message_text(word))
+        if "crash" in text:
+            print("the test agent crashes on purpose", file=sys.stderr, flush=True)
+            os._exit(3)
+        if "edit" in text:
+            await self.edit(session_id)
+        if "permission" in text:
+            await self.permission(session_id)
+        if "read" in text:
+            await self.read(session_id)
+        if "recall" in text:
+            seen = self._history(session_id)
+            await self.say(
+                session_id, acp.update_agent_message_text(f"I remember {len(seen)} prompts: {seen}\n")
+            )
+        if "slow" in text:
+            await self.say(session_id, acp.update_agent_message_text("slowly\n"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cancelled.wait(), 60)
+            return schema.PromptResponse(stop_reason="cancelled")
+        await self.say(session_id, acp.update_agent_message_text("Done.\n"))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def edit(self, session_id: str) -> None:
+        steps = ["Read notes.txt", "Change the greeting"]
+
+        async def plan(done: int) -> None:
+            entries = [
+                acp.plan_entry(
+                    step, status="completed" if i < done else "in_progress" if i == done else "pending"
+                )
+                for i, step in enumerate(steps)
+            ]
+            await self.say(session_id, acp.update_plan(entries))
+
+        await plan(0)
+        cwd = Path.cwd()
+        target = cwd / "notes.txt"
+        old = target.read_text() if target.exists() else None
+        await plan(1)
+        await self.say(
+            session_id,
+            acp.start_edit_tool_call("edit-1", "Edit notes.txt", path=str(target), content=None),
+        )
+        new = "hello from the agent\n" + (old or "")
+        await self.conn.write_text_file(session_id=session_id, path=str(target), content=new)
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "edit-1",
+                status="completed",
+                content=[acp.tool_diff_content(str(target), new, old)],
+            ),
+        )
+        await plan(2)
+
+    async def permission(self, session_id: str) -> None:
+        await self.say(
+            session_id,
+            acp.start_tool_call("run-1", "Run make test", kind="execute", status="pending"),
+        )
+        options = [
+            schema.PermissionOption(option_id="allow-once", name="Allow", kind="allow_once"),
+            schema.PermissionOption(option_id="allow-always", name="Allow", kind="allow_always"),
+            schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+        ]
+        answer = await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=schema.ToolCallUpdate(tool_call_id="run-1", title="Run make test"),
+            options=options,
+        )
+        outcome = answer.outcome
+        chosen = outcome.option_id if isinstance(outcome, schema.AllowedOutcome) else "cancelled"
+        await self.say(session_id, acp.update_agent_message_text(f"permission: {chosen}\n"))
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "run-1",
+                status="completed" if chosen.startswith("allow") else "failed",
+                content=[acp.tool_content(acp.text_block("2 passed"))],
+            ),
+        )
+
+    async def read(self, session_id: str) -> None:
+        inside = await self.conn.read_text_file(session_id=session_id, path=str(Path.cwd() / "notes.txt"))
+        await self.say(
+            session_id, acp.update_agent_message_text(f"notes.txt says: {inside.content.strip()}\n")
+        )
+        try:
+            await self.conn.read_text_file(session_id=session_id, path=str(Path.cwd() / ".." / "outside.txt"))
+            said = "outside.txt was read"
+        except acp.RequestError:
+            said = "outside.txt was refused"
+        try:
+            await self.conn.write_text_file(
+                session_id=session_id, path="/tmp/../etc/escaped.txt", content="x"
+            )
+            said += "; the write was done"
+        except acp.RequestError:
+            said += "; the write was refused"
+        await self.say(session_id, acp.update_agent_message_text(said + "\n"))
+
+
+def main() -> None:
+    stubborn = os.environ.get("TEST_AGENT_STUBBORN") == "1"
+    if stubborn:
+        # like adapters that outlive their client: SIGTERM ignored, a child process of its own,
+        # and still there after stdin ended
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    asyncio.run(acp.run_agent(CodingAgent()))
+    if stubborn:
+        time.sleep(600)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""The ACP agent against a real agent subprocess (tests/acp_agent.py), through a real worker."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from acp_agent import agent_pids, configure
+from helpers import TIMEOUT, stop_workers, wait_until
+
+from tui.store import StatePaths, create_session
+from tui.worker.launch import start_worker
+from worker.conftest import Worker
+
+
+@pytest.fixture
+def config_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    folder = tmp_path / "config"
+    folder.mkdir()
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(folder))
+    configure(folder, tmp_path / "agent-state")
+    return folder
+
+
+@pytest.fixture
+async def acp_worker(state_dir: Path, workdir: Path, config_dir: Path) -> AsyncIterator[Callable[[], Worker]]:
+    state = StatePaths(state_dir)
+    made: list[Worker] = []
+
+    def make() -> Worker:
+        sid = create_session(state, working_directory=workdir, agent="tester").id
+        made.append(Worker(state, sid, start_worker(state, sid, timeout=TIMEOUT)))
+        return made[-1]
+
+    yield make
+    for w in made:
+        await w.close()
+        stop_workers(state_dir, w.session_id)
+        for pid in agent_pids(w.session_id):  # a stubborn agent outlives a killed worker
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_until(lambda w=w: not agent_pids(w.session_id), "the agent to end")
+
+
+def texts(worker: Worker, kind: str, field: str = "text") -> str:
+    return "".join(json.loads(line)[field] for line in _lines(worker, kind))
+
+
+def _lines(worker: Worker, kind: str) -> list[str]:
+    return [ln for ln in worker.paths.journal.read_text().splitlines() if f'"type":"{kind}"' in ln]
+
+
+def events(worker: Worker, kind: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in _lines(worker, kind)]
+
+
+async def test_a_turn_streams_text_thinking_and_the_agent_says_its_commands(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("hello")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert ended["reply"] == "Working on: hello\nDone.\n"
+    assert texts(worker, "thinking") == "Thinking about it."
+    info = (await worker.client().get("/info")).json()
+    assert info["agent"] == "tester" and info["reply_format"] == "markdown"
+    assert [c["name"] for c in info["commands"]] == ["review", "compact"]
+    assert events(worker, "agent_info")[-1]["commands"][0]["name"] == "review"
+    assert (worker.paths.root / "acp.json").is_file()
+
+
+async def test_an_edit_shows_a_plan_a_titled_tool_call_and_its_diff(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    (workdir / "notes.txt").write_text("old line\n")
+    worker = acp_worker()
+    ended = await worker.turn("please edit")
+    assert ended["outcome"] == "completed"
+    assert (workdir / "notes.txt").read_text() == "hello from the agent\nold line\n"
+    started = events(worker, "tool_started")[0]
+    assert started["title"] == "Edit notes.txt" and started["kind"] == "edit"
+    assert started["locations"] == ["notes.txt"]  # relative to the working directory
+    diff = events(worker, "tool_output")[0]["diff"]
+    assert diff == {
+        "path": "notes.txt",
+        "old": "old line\n",
+        "new": "hello from the agent\nold line\n",
+    }
+    assert events(worker, "tool_ended")[0]["status"] == "completed"
+    plans = [[e["status"] for e in p["entries"]] for p in events(worker, "plan")]  # type: ignore[union-attr]
+    assert plans == [["in_progress", "pending"], ["completed", "in_progress"], ["completed", "completed"]]
+    # a client attaching later reads the same from /transcript
+    turn = (await worker.client().get("/transcript")).json()["turns"][-1]
+    assert turn["tools"][0]["title"] == "Edit notes.txt" and turn["tools"][0]["diffs"] == [diff]
+    assert [e["status"] for e in turn["plan"]] == ["completed", "completed"]
+
+
+async def test_a_permission_is_a_question_with_unique_labels_mapped_back(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "permission please"})
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    assert asked.data["text"] == "Allow Run make test?"
+    assert [o["label"] for o in asked.data["options"]] == ["Allow", "Allow (2)", "Reject"]
+    reply = await client.post(
+        "/answer", json={"question_id": asked.data["question_id"], "selected": ["Allow (2)"]}
+    )
+    assert reply.status_code == 200, reply.text
+    ended = await follower.until(lambda e: e.type == "turn_ended")
+    assert ended.data["outcome"] == "completed"
+    assert "permission: allow-always" in ended.data["reply"]
+    assert "2 passed" in texts(worker, "tool_output")
+
+
+async def test_a_dismissed_permission_is_cancelled_for_the_agent(acp_worker: Callable[[], Worker]) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "permission"})
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    dismissed = await client.post("/question/dismiss", json={"question_id": asked.data["question_id"]})
+    assert dismissed.status_code == 200, dismissed.text
+    ended = await follower.until(lambda e: e.type == "turn_ended")
+    assert "permission: cancelled" in ended.data["reply"]
+
+
+async def test_files_are_served_only_inside_the_working_directory(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    (workdir / "notes.txt").write_text("inside\n")
+    (workdir.parent / "outside.txt").write_text("secret\n")
+    worker = acp_worker()
+    ended = await worker.turn("read")
+    assert "notes.txt says: inside" in ended["reply"]
+    assert "outside.txt was refused; the write was refused" in ended["reply"]
+    notes = texts(worker, "note")
+    assert "refused the agent's read of" in notes and "outside.txt" in notes
+    assert "refused the agent's write of /tmp/../etc/escaped.txt" in notes
+
+
+async def test_a_symlink_out_of_the_folder_is_refused(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    (workdir.parent / "outside.txt").write_text("secret\n")
+    (workdir / "notes.txt").symlink_to(workdir.parent / "outside.txt")
+    worker = acp_worker()
+    ended = await worker.turn("read")
+    assert "secret" not in ended["reply"] and ended["outcome"] == "failed"
+    assert "refused the agent's read" in texts(worker, "note")
+
+
+async def test_an_interrupt_cancels_the_agents_turn(acp_worker: Callable[[], Worker]) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "slow"})
+    await follower.until(lambda e: e.type == "text" and "slowly" in e.data["text"])
+    await client.post("/interrupt")
+    ended = await follower.until(lambda e: e.type == "turn_ended", within=3.0)
+    assert ended.data["outcome"] == "interrupted"
+
+
+async def test_a_crash_fails_the_turn_with_its_stderr_and_the_next_turn_starts_it_again(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    first = await worker.turn("hello")
+    crashed = await worker.turn("crash now")
+    assert crashed["outcome"] == "failed"
+    assert "exited with code 3" in crashed["error"]
+    assert "the test agent crashes on purpose" in crashed["error"]
+    assert "the test agent crashes on purpose" in worker.paths.log.read_text()
+    again = await worker.turn("recall")
+    assert first["outcome"] == again["outcome"] == "completed"
+    # the new agent process loaded the same ACP session: it remembers every prompt
+    assert "I remember 3 prompts: ['hello', 'crash now', 'recall']" in again["reply"]
+
+
+async def test_a_restarted_worker_loads_the_agents_session_without_journalling_its_replay(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    await worker.turn("hello")
+    worker.kill()
+    wait_until(lambda: not agent_pids(worker.session_id), "the orphaned agent to end")
+    worker.restart()
+    again = await worker.turn("recall")
+    assert "I remember 2 prompts" in again["reply"]
+    assert "replayed" not in worker.paths.journal.read_text()
+    assert "loaded session" in worker.paths.log.read_text()
+
+
+async def test_an_agent_without_load_says_it_is_a_new_agent_session(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    configure(config_dir, tmp_path / "agent-state", load=False)
+    worker = acp_worker()
+    await worker.turn("hello")
+    worker.kill()
+    worker.restart()
+    again = await worker.turn("recall")
+    assert "I remember 1 prompts" in again["reply"]
+    assert "new agent session" in texts(worker, "note")
+
+
+async def test_stopping_the_session_leaves_no_agent_process(acp_worker: Callable[[], Worker]) -> None:
+    worker = acp_worker()
+    await worker.turn("hello")
+    assert agent_pids(worker.session_id)
+    reply = await worker.client().post("/leave")
+    assert reply.status_code in (200, 202, 204)
+    wait_until(lambda: not agent_pids(worker.session_id), "the agent to end")
+
+
+async def test_a_stubborn_agent_and_its_children_are_stopped_with_the_session(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    configure(config_dir, tmp_path / "agent-state", stubborn=True)
+    worker = acp_worker()
+    await worker.turn("hello")
+    wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    reply = await worker.client().post("/leave")
+    assert reply.status_code in (200, 202, 204)
+    wait_until(lambda: not agent_pids(worker.session_id), "the agent's whole group to end")
+
+
+async def test_a_new_worker_ends_the_agent_a_killed_one_left_behind(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    configure(config_dir, tmp_path / "agent-state", stubborn=True)
+    worker = acp_worker()
+    await worker.turn("hello")
+    wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    left = set(agent_pids(worker.session_id))
+    worker.kill()
+    assert set(agent_pids(worker.session_id)) == left  # it outlives the worker
+    worker.restart()
+    again = await worker.turn("recall")
+    assert "I remember 2 prompts" in again["reply"]
+    wait_until(lambda: not left & set(agent_pids(worker.session_id)), "the left-behind agent to end")

@@ -1,0 +1,581 @@
+"""The ``acp`` agent: an external coding agent (Claude Code, Codex, Gemini CLI …) run as a
+subprocess and spoken to over the Agent Client Protocol, the worker being its client.
+
+A session names an ``[agents.NAME]`` entry of config.toml (its command and env). The worker
+starts the command itself (`spawn_agent`), initializes it, opens an ACP session in the working
+directory (``session/new``) or, after a restart, loads the one it had (``session/load``, its id
+kept in ``sessions/ID/acp.json``), and maps each ACP message to the `TurnIO` calls of
+agents.md's table: chunks to text and thinking, tool calls to tool events with diffs, the plan,
+permission requests to questions, file reads and writes served inside the working directory.
+
+An agent that exits or stops making sense fails the running turn with its last stderr lines;
+the next turn starts it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import collections
+import contextlib
+import json
+import logging
+import mimetypes
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal, cast
+
+import acp
+from acp import schema
+
+from tui import __version__
+from tui.config import AgentProfile
+from tui.protocol import AgentCommand, Diff, Option, PlanEntry
+from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agents import register
+
+__all__ = ["AcpAgent", "spawn_agent"]
+
+log = logging.getLogger("tui.worker.acp")
+
+LINE_LIMIT = 64 * 1024 * 1024
+"""The longest line read from the agent (a whole file's diff is one line)."""
+
+STOP_GRACE = 0.4
+"""Seconds the agent's process group gets after SIGTERM before SIGKILL."""
+
+STDERR_LINES = 20
+"""How many of the agent's last stderr lines a failed turn quotes."""
+
+STATE_FILE = "acp.json"
+"""In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
+
+_KIND_STATUS: dict[str, Literal["completed", "error"]] = {"completed": "completed", "failed": "error"}
+
+
+async def spawn_agent(
+    command: Sequence[str], cwd: Path, env: Mapping[str, str]
+) -> asyncio.subprocess.Process:
+    """Start an ACP agent: `command` in `cwd` with exactly `env`, in a process group of its own.
+
+    Its stdin and stdout are the protocol's pipes (lines up to `LINE_LIMIT`), its stderr a pipe
+    the caller copies to ``worker.log``. This is the one place an agent process is made, so
+    confining it (tui's own paths kept from it) is done here.
+
+    Raises:
+        OSError: the command cannot be run (not found, not executable).
+    """
+    return await asyncio.create_subprocess_exec(
+        *command,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env),
+        start_new_session=True,
+        limit=LINE_LIMIT,
+    )
+
+
+class AgentGone(Exception):
+    """The agent process exited or broke the protocol; the message quotes its last stderr lines."""
+
+
+def _unique(labels: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        label = label or "option"
+        count = seen.get(label, 0) + 1
+        seen[label] = count
+        unique.append(label if count == 1 else f"{label} ({count})")
+    return unique
+
+
+def _text_of(block: Any) -> str:
+    if isinstance(block, schema.TextContentBlock):
+        return block.text
+    if isinstance(block, schema.ResourceContentBlock):
+        return block.uri
+    if isinstance(block, schema.EmbeddedResourceContentBlock):
+        return getattr(block.resource, "text", "") or getattr(block.resource, "uri", "")
+    return ""
+
+
+class _Process:
+    """One running agent: its process, the connection to it, its stderr's last lines."""
+
+    def __init__(self, process: asyncio.subprocess.Process, name: str) -> None:
+        self.process = process
+        self.name = name
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.conn: acp.ClientSideConnection | None = None
+        self.session_id = ""
+        self.capabilities = schema.AgentCapabilities()
+        self.copying = asyncio.create_task(self._copy_stderr(), name=f"acp {name} stderr")
+        self.exited = asyncio.create_task(process.wait(), name=f"acp {name} exit")
+
+    async def _copy_stderr(self) -> None:
+        assert self.process.stderr is not None
+        while line := await self.process.stderr.readline():
+            text = line.decode(errors="replace").rstrip("\n")
+            self.stderr.append(text)
+            log.info("agent %s: %s", self.name, text)
+
+    def why_gone(self) -> str:
+        code = self.process.returncode
+        how = "stopped answering" if code is None else f"exited with code {code}"
+        if code is not None and code < 0:
+            with contextlib.suppress(ValueError):
+                how = f"was killed by {signal.Signals(-code).name}"
+        last = "\n".join(self.stderr)
+        return f"the agent {self.name!r} {how}" + (f"; its last lines:\n{last}" if last else "")
+
+    async def stop(self) -> None:
+        """SIGTERM to the agent's process group, SIGKILL after a short grace; nothing is left.
+
+        The group is signalled, not the process: a node launcher's binary and the tools it runs
+        outlive it otherwise. SIGKILL is sent even when this is cancelled midway.
+        """
+        pgid = self.process.pid
+        try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.exited), STOP_GRACE)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            self.copying.cancel()
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.close(), STOP_GRACE)
+
+
+@register("acp")
+class AcpAgent(Agent):
+    """An ``[agents.NAME]`` entry's command, spoken to over ACP."""
+
+    name: ClassVar[str] = "acp"
+    reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
+    model = None
+
+    def __init__(
+        self, agent: str, profile: AgentProfile, workdir: Path, folder: Path, session_id: str
+    ) -> None:
+        # The session names its [agents] entry, and /info and worker_started say that name.
+        self.name = agent  # type: ignore[misc]
+        self.profile = profile
+        self.workdir = workdir
+        self.state_file = folder / STATE_FILE
+        self.session_id = session_id
+        self._process: _Process | None = None
+        self._starting: asyncio.Task[_Process] | None = None
+        self._turn: TurnIO | None = None
+        self._loading = False
+        self._calls: dict[str, tuple[str, set[str]]] = {}
+        """The running turn's tool calls: ACP's id → ours, and the contents already shown."""
+        self._asking = asyncio.Lock()
+        """One permission question at a time: a second request waits for the first's answer."""
+
+    @classmethod
+    def from_context(cls, context: AgentContext) -> AcpAgent:
+        name = context.record.agent
+        return cls(
+            name,
+            context.config.agents[name],
+            context.working_directory,
+            context.session_folder,
+            context.session_id,
+        )
+
+    # --- the process ---------------------------------------------------------------------------
+    def _environment(self) -> dict[str, str]:
+        # the user's whole environment (an agent needs its credentials), plus the entry's own
+        return {**os.environ, **self.profile.env, "TUI_SESSION": self.session_id}
+
+    async def _open(self) -> _Process:
+        self._end_leftover()
+        try:
+            process = await spawn_agent(self.profile.command, self.workdir, self._environment())
+        except OSError as exc:
+            raise AgentGone(
+                f"the agent {self.name!r} could not start ({' '.join(self.profile.command)}): "
+                f"{exc.strerror or exc}; fix [agents.{self.name}] in config.toml"
+            ) from exc
+        running = _Process(process, self.name)
+        self._store(pid=process.pid)
+        log.info("agent %s started: pid %d, %s", self.name, process.pid, " ".join(self.profile.command))
+        try:
+            await self._handshake(running)
+        except BaseException:
+            await running.stop()
+            raise
+        return running
+
+    async def _handshake(self, running: _Process) -> None:
+        assert running.process.stdin is not None and running.process.stdout is not None
+        # only the methods it offers are served; the others answer "method not found"
+        client = cast(acp.Client, _Client(self))
+        conn = acp.connect_to_agent(client, running.process.stdin, running.process.stdout)
+        running.conn = conn
+        init = await self._call(
+            running,
+            conn.initialize(
+                protocol_version=acp.PROTOCOL_VERSION,
+                client_capabilities=schema.ClientCapabilities(
+                    fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=False,
+                ),
+                client_info=schema.Implementation(name="tui", version=__version__),
+            ),
+        )
+        running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
+        earlier = self._stored_session()
+        if earlier is not None and running.capabilities.load_session:
+            self._loading = True
+            try:
+                loaded = await self._call(
+                    running, conn.load_session(cwd=str(self.workdir), session_id=earlier)
+                )
+                running.session_id = earlier
+                self._modes(loaded.modes if loaded is not None else None)
+                log.info("agent %s: loaded its session %s", self.name, earlier)
+                return
+            except acp.RequestError as exc:
+                self._note(
+                    f"the agent could not load its earlier session ({exc}): this is a new agent session"
+                )
+            finally:
+                self._loading = False
+        elif earlier is not None:
+            self._note(
+                "this agent cannot load its earlier session: this is a new agent session, "
+                "which does not remember the earlier turns"
+            )
+        new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
+        running.session_id = new.session_id
+        self._modes(new.modes)
+        self._store_session(new.session_id)
+
+    async def _call(self, running: _Process, request: Any) -> Any:
+        """Await a request to the agent, or fail when the agent exits first."""
+        pending = asyncio.ensure_future(request)
+        done, _ = await asyncio.wait({pending, running.exited}, return_when=asyncio.FIRST_COMPLETED)
+        if pending not in done:
+            pending.cancel()
+            await self._drained(running)
+            raise AgentGone(running.why_gone())
+        try:
+            return pending.result()
+        except ConnectionError as exc:
+            await self._drained(running)
+            raise AgentGone(running.why_gone()) from exc
+
+    @staticmethod
+    async def _drained(running: _Process) -> None:
+        # how it ended and its last stderr lines are what a person needs: wait for them briefly
+        await asyncio.wait({running.exited, running.copying}, timeout=1.0, return_when=asyncio.ALL_COMPLETED)
+
+    def _stored(self) -> dict[str, Any]:
+        try:
+            value = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def _store(self, **fields: Any) -> None:
+        from tui.store._atomic import write_atomic
+
+        write_atomic(self.state_file, json.dumps({**self._stored(), **fields}).encode())
+
+    def _stored_session(self) -> str | None:
+        value = self._stored().get("session_id")
+        return value if isinstance(value, str) and value else None
+
+    def _store_session(self, session_id: str) -> None:
+        self._store(session_id=session_id)
+
+    def _end_leftover(self) -> None:
+        """End the process group an earlier worker of this session started and left behind (a
+        worker killed outright cannot stop its agent; some agents do not stop when stdin ends)."""
+        pid = self._stored().get("pid")
+        if not isinstance(pid, int) or pid <= 1:
+            return
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            return
+        if f"TUI_SESSION={self.session_id}".encode() in environ:  # still ours, not a reused pid
+            log.info("agent %s: ending the process group %d an earlier worker left", self.name, pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+    async def _ready(self) -> _Process:
+        if self._process is not None and self._process.process.returncode is None:
+            return self._process
+        if self._process is not None:
+            await self._drop()
+        starting = self._starting
+        if starting is None:
+            starting = self._starting = asyncio.create_task(self._open(), name=f"acp {self.name} start")
+        try:
+            self._process = await asyncio.shield(starting)
+        finally:
+            if starting.done() and self._starting is starting:
+                self._starting = None
+        return self._process
+
+    async def _drop(self) -> None:
+        running, self._process = self._process, None
+        if running is not None:
+            await running.stop()
+
+    async def start(self) -> None:
+        try:
+            await self._ready()
+        except AgentGone as exc:
+            log.warning("%s (the first turn tries again)", exc)
+
+    # --- turns -----------------------------------------------------------------------------------
+    async def run_turn(self, turn: TurnIO) -> TurnOutcome:
+        self._turn = turn
+        self._calls = {}
+        try:
+            return await self._prompt(turn)
+        finally:
+            self._turn = None
+
+    async def _prompt(self, turn: TurnIO) -> TurnOutcome:
+        try:
+            running = await self._ready()
+            if turn.interrupted:
+                return TurnOutcome("interrupted")
+            assert running.conn is not None
+            blocks = [acp.text_block(turn.prompt), *self._images(turn, running)]
+            answer: schema.PromptResponse = await self._call(
+                running, running.conn.prompt(session_id=running.session_id, prompt=blocks)
+            )
+        except AgentGone as exc:
+            await self._drop()
+            self._end_calls("error", "the agent stopped")
+            return TurnOutcome("failed", str(exc))
+        except acp.RequestError as exc:
+            self._end_calls("error", str(exc))
+            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {exc}")
+        cancelled = answer.stop_reason == "cancelled" or turn.interrupted
+        self._end_calls("terminated" if cancelled else "completed", None)
+        usage = answer.usage
+        tokens = {"input": usage.input_tokens, "output": usage.output_tokens} if usage is not None else {}
+        if cancelled:
+            return TurnOutcome("interrupted", usage=tokens)
+        if answer.stop_reason == "refusal":
+            return TurnOutcome("failed", f"the agent {self.name!r} refused to go on", usage=tokens)
+        return TurnOutcome("completed", usage=tokens)
+
+    def _images(self, turn: TurnIO, running: _Process) -> list[schema.ImageContentBlock]:
+        caps = running.capabilities.prompt_capabilities
+        if not turn.images or caps is None or not caps.image:
+            return []
+        return [
+            acp.image_block(
+                base64.b64encode(path.read_bytes()).decode(),
+                mimetypes.guess_type(path.name)[0] or "image/png",
+            )
+            for path in turn.images
+        ]
+
+    def _end_calls(self, status: Literal["completed", "terminated", "error"], error: str | None) -> None:
+        turn = self._turn
+        for ours, _ in self._calls.values():
+            if turn is not None:
+                turn.tool_ended(ours, status, error=error)
+        self._calls = {}
+
+    def interrupt(self) -> None:
+        running = self._process
+        if running is not None and running.conn is not None and running.session_id:
+            conn, session_id = running.conn, running.session_id
+
+            async def cancel() -> None:
+                with contextlib.suppress(Exception):
+                    await conn.cancel(session_id=session_id)
+
+            asyncio.get_running_loop().create_task(cancel())
+
+    async def close(self) -> None:
+        if self._starting is not None:
+            self._starting.cancel()
+        await self._drop()
+
+    # --- what the agent sends ------------------------------------------------------------------
+    def _note(self, text: str) -> None:
+        log.info("agent %s: %s", self.name, text)
+        self.note(text)
+
+    def _modes(self, modes: schema.SessionModeState | None) -> None:
+        if modes is not None and modes.current_mode_id != self.mode:
+            self.mode = modes.current_mode_id
+            self.info_changed()
+
+    def update(self, update: Any) -> None:
+        """One ``session/update`` from the agent, mapped to the running turn's events."""
+        if isinstance(update, schema.AvailableCommandsUpdate):
+            self.commands = [
+                AgentCommand(name=c.name, description=c.description) for c in update.available_commands
+            ]
+            self.info_changed()
+            return
+        if isinstance(update, schema.CurrentModeUpdate):
+            self.mode = update.current_mode_id
+            self.info_changed()
+            return
+        turn = self._turn
+        if turn is None or self._loading:
+            # a loaded session's history is in the journal already; late chunks have no turn
+            return
+        if isinstance(update, schema.AgentMessageChunk):
+            turn.text(_text_of(update.content))
+        elif isinstance(update, schema.AgentThoughtChunk):
+            turn.thinking(_text_of(update.content))
+        elif isinstance(update, schema.AgentPlanUpdate):
+            turn.plan([PlanEntry(content=e.content, status=e.status) for e in update.entries])
+        elif isinstance(update, schema.ToolCallStart | schema.ToolCallProgress):
+            self._tool(turn, update)
+
+    def _tool(self, turn: TurnIO, update: schema.ToolCallStart | schema.ToolCallProgress) -> None:
+        known = self._calls.get(update.tool_call_id)
+        if known is None:
+            args = update.raw_input if isinstance(update.raw_input, dict) else {}
+            locations = [
+                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "")
+                for loc in update.locations or []
+            ]
+            ours = turn.tool_started(
+                update.kind or "tool", args, title=update.title, kind=update.kind, locations=locations
+            )
+            known = (ours, set())
+            self._calls[update.tool_call_id] = known
+        ours, shown = known
+        for content in update.content or []:
+            key = content.model_dump_json()
+            if key in shown:
+                continue  # an update repeats the call's whole content
+            shown.add(key)
+            if isinstance(content, schema.FileEditToolCallContent):
+                path = self._shown_path(content.path)
+                turn.tool_output(ours, "", Diff(path=path, old=content.old_text, new=content.new_text))
+            elif isinstance(content, schema.ContentToolCallContent):
+                text = _text_of(content.content)
+                turn.tool_output(ours, text if text.endswith("\n") else text + "\n")
+        if update.status in _KIND_STATUS:
+            del self._calls[update.tool_call_id]
+            status = _KIND_STATUS[update.status]
+            turn.tool_ended(
+                ours, status, value=update.raw_output, error="failed" if status == "error" else None
+            )
+
+    def _shown_path(self, path: str) -> str:
+        """`path` relative to the working directory when it is inside it (as people read it)."""
+        for root in (self.workdir, self.workdir.resolve()):
+            with contextlib.suppress(ValueError):
+                return str(Path(path).relative_to(root))
+        return path
+
+    async def permission(
+        self, tool_call: schema.ToolCallUpdate, options: list[schema.PermissionOption]
+    ) -> schema.RequestPermissionResponse:
+        """A permission request: a question whose options are the permission options."""
+        cancelled = schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
+        async with self._asking:
+            turn = self._turn
+            if turn is None or turn.interrupted or not options:
+                return cancelled
+            labels = _unique([o.name for o in options])
+            by_label = dict(zip(labels, options, strict=True))
+            what = tool_call.title or (self._calls.get(tool_call.tool_call_id, ("", set()))[0]) or "this"
+            try:
+                answer = await turn.ask(
+                    f"Allow {what}?",
+                    [
+                        Option(label=label, description=by_label[label].kind.replace("_", " "))
+                        for label in labels
+                    ],
+                    multiple=False,
+                    freeform=False,
+                )
+            except (QuestionDismissed, QuestionCancelled):
+                return cancelled
+            chosen = by_label.get(answer.selected[0]) if answer.selected else None
+            if chosen is None:
+                return cancelled
+            return schema.RequestPermissionResponse(
+                outcome=schema.AllowedOutcome(option_id=chosen.option_id, outcome="selected")
+            )
+
+    def inside(self, path: str, doing: str) -> Path:
+        """`path` when it is inside the working directory; else refused, and the transcript says so.
+
+        Raises:
+            RequestError: the path is outside the working directory (``..``, absolute, a symlink out).
+        """
+        root = self.workdir.resolve()
+        target = (root / path).resolve()
+        if not target.is_relative_to(root):
+            self._note(f"refused the agent's {doing} of {path}: it is outside the working directory {root}")
+            raise acp.RequestError.invalid_params(
+                {"path": path, "reason": f"outside the session's working directory {root}"}
+            )
+        return target
+
+    def read(self, path: str, line: int | None, limit: int | None) -> str:
+        target = self.inside(path, "read")
+        try:
+            text = target.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise acp.RequestError.resource_not_found(path) from exc
+        if line is None and limit is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        start = max((line or 1) - 1, 0)
+        return "".join(lines[start : start + limit if limit is not None else None])
+
+    def write(self, path: str, content: str) -> None:
+        target = self.inside(path, "write")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content, encoding="utf-8")
+        except OSError as exc:
+            raise acp.RequestError.internal_error({"path": path, "reason": exc.strerror or str(exc)}) from exc
+
+
+class _Client:
+    """The ACP client side the agent calls (``acp.interfaces.Client``), handing each call to the agent."""
+
+    def __init__(self, agent: AcpAgent) -> None:
+        self.agent = agent
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.agent.update(update)
+
+    async def request_permission(
+        self,
+        session_id: str,
+        tool_call: schema.ToolCallUpdate,
+        options: list[schema.PermissionOption],
+        **kwargs: Any,
+    ) -> schema.RequestPermissionResponse:
+        return await self.agent.permission(tool_call, options)
+
+    async def read_text_file(
+        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
+    ) -> schema.ReadTextFileResponse:
+        return schema.ReadTextFileResponse(content=self.agent.read(path, line, limit))
+
+    async def write_text_file(
+        self, session_id: str, path: str, content: str, **kwargs: Any
+    ) -> schema.WriteTextFileResponse:
+        self.agent.write(path, content)
+        return schema.WriteTextFileResponse()
