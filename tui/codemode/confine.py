@@ -170,7 +170,8 @@ def bwrap_command(
     Its own user, mount, pid, IPC and UTS namespaces (and network, unless `network`), no
     capabilities, an empty environment but `env`, the system read-only, a private ``/tmp``,
     `workdir` writable, then `protected`'s paths: read-only ones bound over the working folder's
-    writable bind, hidden ones covered by an empty folder (or ``/dev/null`` for a file). bwrap's
+    writable bind, hidden ones covered by an empty folder (or ``/dev/null`` for a file); a hidden
+    folder holding `workdir` is emptied before `workdir` is bound, so only `workdir` shows in it. bwrap's
     own init process is hidden from ``/proc`` (it carries no seccomp filter: a program must not
     trace it).
 
@@ -199,12 +200,19 @@ def bwrap_command(
         argv += ["--ro-bind", root, root]
     for source, target in (files or {}).items():
         argv += ["--ro-bind", source, target]
+    # a hidden folder holding the working folder (a session working in the state dir) is emptied
+    # first; the working folder's bind then shows that folder alone
+    around = [path for path in protected.hidden if inside(workdir, path)]
+    for path in around:
+        argv += ["--size", "4096", "--tmpfs", str(path)]
     argv += ["--bind", str(workdir), str(workdir)]
     # after the writable bind, or it would hide them; elsewhere they are read-only or unseen already
     for path in protected.read_only:
         if inside(path, workdir):
             argv += ["--ro-bind", str(path), str(path)]
     for path in protected.hidden:
+        if path in around:
+            continue
         if path.is_dir():
             argv += ["--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)]
         else:

@@ -146,15 +146,8 @@ def plan_sandbox(
         The plan.
 
     Raises:
-        SandboxError: when no mechanism reaching the required level is available, or the
-            working folder lies inside a hidden folder.
+        SandboxError: when no mechanism reaching the required level is available.
     """
-    for path in protected.hidden:
-        if inside(workdir, path):
-            raise SandboxError(
-                f"the working folder {workdir} lies inside {path}, which programs must not see "
-                "(tui's own files); start the session in another folder"
-            )
     found = None
     if mechanism != "landlock":
         found = (

@@ -40,6 +40,7 @@ from tui.protocol import (
     ImageRef,
     Info,
     ModelChanged,
+    Note,
     Option,
     PendingQuestion,
     Plan,
@@ -310,6 +311,8 @@ class SessionWorker:
                 model=self.state.model,
             )
         )
+        for text in self.agent.notes:
+            self.emit(Note(text=text, source=self.agent.name))
         # The state ended them when the new worker started; the journal says so for every reader.
         if question is not None:
             self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
