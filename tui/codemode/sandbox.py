@@ -48,6 +48,7 @@ __all__ = [
     "cpu_seconds_of",
     "interpreter_pid",
     "landlock_abi",
+    "open_io",
     "plan_sandbox",
     "written_bytes",
 ]
@@ -434,19 +435,27 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def written_bytes(pid: int) -> tuple[int, int] | None:
-    """What a host process and its reaped children wrote: (bytes through write calls, bytes to storage).
-
-    From ``/proc/PID/io`` (``wchar``, ``write_bytes``), which the process cannot change; None when
-    it cannot be read.
-    """
+def open_io(pid: int) -> int | None:
+    """An open ``/proc/PID/io`` of a host process, for `written_bytes`; None when unreadable."""
     try:
-        text = Path(f"/proc/{pid}/io").read_text()
+        return os.open(f"/proc/{pid}/io", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+
+
+def written_bytes(io_fd: int) -> tuple[int, int] | None:
+    """What a host process and its reaped children wrote: (bytes through write calls, bytes to storage).
+
+    Read afresh from its ``/proc/PID/io`` (``wchar``, ``write_bytes``), which the process cannot
+    change; None when it cannot be read (the process is gone).
+    """
     try:
-        return int(fields["wchar"]), int(fields["write_bytes"])
+        text = os.pread(io_fd, 1024, 0)
+    except OSError:
+        return None
+    fields = dict(line.split(b": ", 1) for line in text.splitlines() if b": " in line)
+    try:
+        return int(fields[b"wchar"]), int(fields[b"write_bytes"])
     except (KeyError, ValueError):
         return None
 

@@ -40,6 +40,7 @@ from tui.codemode.sandbox import (
     SandboxPlan,
     cpu_seconds_of,
     interpreter_pid,
+    open_io,
     plan_sandbox,
     written_bytes,
 )
@@ -103,6 +104,8 @@ class _Interpreter:
         self.from_child = from_child
         self.frames = FrameReader()
         self.host_pid: int | None = None
+        self.io_fd: int | None = None
+        """``/proc/PID/io`` of the interpreter, kept open: one read per check."""
         self.received = 0
         """Bytes read from the child's pipe: its own writes that are not the program's."""
         self.printed = 0
@@ -274,6 +277,8 @@ class PythonSession:
             await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
             if self.limits.cpu_seconds is not None or self.limits.write_bytes is not None:
                 interp.host_pid = await asyncio.to_thread(interpreter_pid, process.pid, self._plan.argv[-1])
+                if interp.host_pid is not None and self.limits.write_bytes is not None:
+                    interp.io_fd = open_io(interp.host_pid)
         except (TimeoutError, SandboxError) as exc:
             detail = await self._stderr_text(process)
             await self._kill(interp)
@@ -355,9 +360,12 @@ class PythonSession:
         except TimeoutError:
             return False
         finally:
-            for fd in (interp.to_child, interp.replies):
+            for fd in (interp.to_child, interp.replies, interp.io_fd):
+                if fd is None:
+                    continue
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            interp.io_fd = None
         return emptied
 
     def _detach(self, interp: _Interpreter) -> None:
@@ -538,8 +546,8 @@ class PythonSession:
             if self.limits.cpu_seconds is not None and interp.host_pid is not None:
                 program.cpu_base = cpu_seconds_of(interp.host_pid) or 0.0
                 program.cpu_timer = loop.call_later(_CPU_CHECK, self._check_cpu, program, interp.host_pid)
-            if self.limits.write_bytes is not None and interp.host_pid is not None:
-                written = written_bytes(interp.host_pid)
+            if self.limits.write_bytes is not None and interp.io_fd is not None:
+                written = written_bytes(interp.io_fd)
                 if written is not None:
                     program.write_base = (*written, interp.received + interp.printed)
                     program.write_timer = loop.call_later(_CPU_CHECK, self._check_writes, program, interp)
@@ -693,9 +701,9 @@ class PythonSession:
         """
         limit = self.limits.write_bytes
         base = program.write_base
-        if limit is None or base is None or interp.host_pid is None or program.limit is not None:
+        if limit is None or base is None or interp.io_fd is None or program.limit is not None:
             return
-        now = written_bytes(interp.host_pid)
+        now = written_bytes(interp.io_fd)
         if now is None:
             return
         sent = interp.received + interp.printed - base[2]
