@@ -3,9 +3,10 @@ its programs cannot read the journal or reach a worker's bridge socket, and the 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,21 @@ def test_tui_paths_writable_is_said_when_the_worker_starts(tmp_path: Path) -> No
     agent = PythonAgent(tmp_path, settings=settings)
     assert agent.notes and "tui_paths_writable" in agent.notes[0]
     assert not PythonAgent(tmp_path).notes
+
+
+async def test_the_first_screen_says_when_tuis_installation_is_writable(
+    state_dir: Path, new_session: Callable[[], str]
+) -> None:
+    config = Path(os.environ["TUI_CONFIG_DIR"])
+    (config / "config.toml").write_text("[sandbox]\ntui_paths_writable = true\n")
+    state = StatePaths(state_dir)
+    sid = new_session()
+    worker = Worker(state, sid, start_worker(state, sid, timeout=TIMEOUT))
+    try:
+        follower = worker.follow()
+        note = await follower.until(lambda e: e.type == "note")
+        assert "tui_paths_writable" in note.data["text"]
+        kinds = [e.type for e in follower.events]
+        assert kinds.index("worker_started") < kinds.index("note")
+    finally:
+        await worker.close()
