@@ -13,11 +13,20 @@ from pathlib import Path
 from typing import Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tui.errors import TuiError
 
-__all__ = ["AgentProfile", "Config", "ModelProfile", "config_dir", "config_path", "load_config", "state_dir"]
+__all__ = [
+    "AgentProfile",
+    "Config",
+    "ModelProfile",
+    "SandboxSettings",
+    "config_dir",
+    "config_path",
+    "load_config",
+    "state_dir",
+]
 
 CONFIG_FILE = "config.toml"
 
@@ -77,6 +86,24 @@ class AgentProfile(_Settings):
     """Extra environment variables for it."""
 
 
+class SandboxSettings(_Settings):
+    """The ``[sandbox]`` table: what programs (and confined agents) may not reach, and how much they write."""
+
+    hidden: list[Path] = []
+    """More folders or files programs must not see (``~`` is expanded), besides tui's own."""
+    read_only: list[Path] = []
+    """More folders or files programs must not change, besides tui's installation and ``.git/hooks``."""
+    write_limit: int | None = Field(default=None, gt=0)
+    """Bytes one program may write in total; unset: Code Mode's default (``Limits.write_bytes``, 4 GiB)."""
+    tui_paths_writable: bool = False
+    """Leave tui's installation writable, to develop tui from inside a session (said when on)."""
+
+    @field_validator("hidden", "read_only")
+    @classmethod
+    def _expand(cls, paths: list[Path]) -> list[Path]:
+        return [path.expanduser() for path in paths]
+
+
 class Config(_Settings):
     """The user's settings; every field has a default, so an empty file is a whole configuration."""
 
@@ -86,6 +113,7 @@ class Config(_Settings):
     """The model profile a model session uses when none is named."""
     models: dict[str, ModelProfile] = {}
     agents: dict[str, AgentProfile] = {}
+    sandbox: SandboxSettings = SandboxSettings()
     path: Path | None = Field(default=None, exclude=True)
     """The file it was read from (None when no file was there)."""
 

@@ -235,7 +235,7 @@ class Runner:
         if confine:
             confine_self(confine)
         if self.config.get("seccomp"):
-            install_socket_filter(unix=self.config["seccomp"] == "unix")
+            install_filter()
         read_end, write_end = os.pipe()
         os.dup2(write_end, 1)
         os.dup2(write_end, 2)
@@ -717,25 +717,62 @@ def landlock(c: Any, read: list[str], write: list[str], devices: list[str]) -> N
     os.close(fd)
 
 
-# seccomp: refuse sockets ---------------------------------------
+# seccomp: refuse sockets, keyrings and tracing ------------------------------------------------
 
 _ARCHES = {
-    # machine: (AUDIT_ARCH, socket, socketpair, io_uring_setup)
-    "x86_64": (0xC000003E, 41, 53, 425),
-    "aarch64": (0xC00000B7, 198, 199, 425),
+    # machine: (AUDIT_ARCH, {name: number})
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "connect": 42,
+            "ptrace": 101,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "pidfd_getfd": 438,
+            "process_madvise": 440,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "connect": 203,
+            "ptrace": 117,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "pidfd_getfd": 438,
+            "process_madvise": 440,
+        },
+    ),
 }
 
 
-def install_socket_filter(unix: bool) -> None:
-    """Load a seccomp filter that makes socket(2) fail with EPERM.
+def install_filter() -> None:
+    """Load a seccomp filter that makes the refused system calls fail with EPERM.
 
-    With ``unix``, Unix sockets stay allowed (inside bubblewrap they reach nothing of the host);
-    without it every socket(2) is refused and only socketpair(AF_UNIX) is left.
+    Refused: ``socket`` (every family: only ``socketpair`` makes sockets, so nothing is reachable by
+    address), ``connect``, the kernel keyring (``keyctl``, ``add_key``, ``request_key``), and
+    reaching into another process (``ptrace``, ``process_vm_readv``/``writev``, ``pidfd_getfd``,
+    ``process_madvise``), and ``io_uring``, which would bypass all of it.
     """
     arch = _ARCHES.get(platform.machine())
     if arch is None:
-        raise OSError(f"no socket filter for {platform.machine()}")
-    audit, nr_socket, nr_socketpair, nr_uring = arch
+        raise OSError(f"no seccomp filter for {platform.machine()}")
+    audit, numbers = arch
+    refused = sorted(numbers.values())
     ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
     program = [
@@ -745,15 +782,10 @@ def install_socket_filter(unix: bool) -> None:
         (ld_abs, 0, 0, 0),  # syscall number
         (jge, 0, 1, 0x40000000),  # x32 calls on x86_64
         (ret, 0, 0, deny),
-        (jeq, 3 if unix else 6, 0, nr_socket),
-        (jeq, 2, 0, nr_socketpair),
-        (jeq, 4, 0, nr_uring),
-        (ret, 0, 0, allow),
-        (ld_abs, 0, 0, 16),  # args[0]: the address family
-        (jeq, 0, 1, 1),  # AF_UNIX
-        (ret, 0, 0, allow),
-        (ret, 0, 0, deny),
     ]
+    # each match jumps over the checks after it and the allow, onto the deny
+    program += [(jeq, len(refused) - i, 0, nr) for i, nr in enumerate(refused)]
+    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
 
     class Filter(ctypes.Structure):
         _fields_ = [

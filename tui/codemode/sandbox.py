@@ -2,10 +2,12 @@
 
 The required level: the program cannot write outside its working folder and a private ``/tmp``,
 cannot reach any network (the host's loopback included) and does not see the parent's
-environment. bubblewrap gives all three with namespaces (``--unshare-all``), a read-only view of
-the system, ``--clearenv`` and ``--cap-drop ALL`` (without it a program run as root could remount
-``/`` read-write). Inside, the runner adds a seccomp filter that refuses every socket but a Unix
-one, so a network attempt fails at once with a clear PermissionError, and resource limits.
+environment; tui's own files are out of its reach (`tui.codemode.confine`). bubblewrap gives all
+of it with namespaces (``--unshare-all``), a read-only view of the system, mounts over tui's
+folders, ``--clearenv`` and ``--cap-drop ALL`` (without it a program run as root could remount
+``/`` read-write). Inside, the runner adds a seccomp filter that refuses sockets (``socketpair``
+aside), so a network attempt fails at once with a clear PermissionError, the kernel keyring and
+tracing other processes; and resource limits.
 
 Processes are bounded by a pids cgroup when one can be made (as root); otherwise, for a user
 other than root, by RLIMIT_NPROC, which the kernel counts per user namespace.
@@ -28,6 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from tui.codemode.confine import (
+    ETC_FILES,
+    GIT_PROTECTED,
+    SYSTEM,
+    Protected,
+    bwrap_command,
+    inside,
+    interpreter_roots,
+)
 from tui.codemode.errors import SandboxError
 
 __all__ = [
@@ -37,25 +48,13 @@ __all__ = [
     "cpu_seconds_of",
     "interpreter_pid",
     "landlock_abi",
+    "open_io",
     "plan_sandbox",
+    "written_bytes",
 ]
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 CHILD_PATH = "/run/tui-codemode/child.py"
-_ETC_FILES = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "nsswitch.conf",
-    "passwd",
-    "group",
-    "hosts",
-    "ssl",
-    "ca-certificates",
-    "mime.types",
-)
-_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _counter = itertools.count(1)
 
 
@@ -95,28 +94,6 @@ def _bwrap_version(bwrap: str) -> str:
     return done.stdout.strip() or "bubblewrap"
 
 
-def _system_binds() -> list[str]:
-    args: list[str] = []
-    for name in _SYSTEM:
-        path = Path("/") / name
-        if path.is_symlink():
-            args += ["--symlink", os.readlink(path), str(path)]
-        elif path.is_dir():
-            args += ["--ro-bind", str(path), str(path)]
-    for name in _ETC_FILES:
-        path = Path("/etc") / name
-        if path.exists():
-            args += ["--ro-bind", str(path), str(path)]
-    return args
-
-
-def _interpreter_roots() -> list[str]:
-    """The folders the interpreter needs, outside the system folders already bound."""
-    roots = {sys.prefix, sys.base_prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)}
-    system = ("/usr", "/bin", "/lib", "/lib64", "/sbin")
-    return sorted(r for r in roots if not any(r == s or r.startswith(s + "/") for s in system))
-
-
 def landlock_abi() -> int:
     """The Landlock ABI version of the running kernel, 0 when it has none."""
     try:
@@ -147,7 +124,12 @@ def _in_cgroup(argv: list[str], cgroup: PidsCgroup | None) -> list[str]:
 
 
 def plan_sandbox(
-    workdir: Path, *, bwrap: str | None, cgroup: PidsCgroup | None, mechanism: Mechanism = "auto"
+    workdir: Path,
+    *,
+    bwrap: str | None,
+    cgroup: PidsCgroup | None,
+    protected: Protected,
+    mechanism: Mechanism = "auto",
 ) -> SandboxPlan:
     """Choose how to confine the interpreter and build the command that starts it.
 
@@ -158,6 +140,7 @@ def plan_sandbox(
         workdir: the folder the program may write.
         bwrap: the bubblewrap executable, or None to look for it on PATH.
         cgroup: the pids cgroup to start the sandbox in, if one could be made.
+        protected: the paths to hide and keep read-only (`tui.codemode.confine.protected_paths`).
         mechanism: ``auto``, or force ``bubblewrap`` or ``landlock``.
 
     Returns:
@@ -174,59 +157,56 @@ def plan_sandbox(
         if found is not None and not os.access(found, os.X_OK):
             found = None
     if found is not None:
-        return _bwrap_plan(workdir, found, cgroup)
+        return _bwrap_plan(workdir, found, cgroup, protected)
     abi = landlock_abi() if mechanism != "bubblewrap" else 0
     if abi < 1:
         raise SandboxError(
             "Code Mode needs bubblewrap (or a kernel with Landlock) to confine programs, and neither "
             "was found; install bubblewrap (apt install bubblewrap) and start the session again"
         )
-    return _landlock_plan(workdir, abi, cgroup)
+    return _landlock_plan(workdir, abi, cgroup, protected)
 
 
-def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None) -> SandboxPlan:
+def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected: Protected) -> SandboxPlan:
     version = _bwrap_version(bwrap)
-    argv = [
-        bwrap,
-        "--unshare-all",
-        "--die-with-parent",
-        "--cap-drop",
-        "ALL",
-        "--new-session",
-        "--clearenv",
-        *_system_binds(),
-    ]
-    # The private /tmp comes before the interpreter's binds: a later mount hides an earlier one,
-    # and the interpreter (a venv, a checkout) may itself live under /tmp.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(1024**3), "--tmpfs", "/tmp"]
-    for root in _interpreter_roots():
-        argv += ["--ro-bind", root, root]
-    argv += ["--ro-bind", str(CHILD_SCRIPT), CHILD_PATH, "--bind", str(workdir), str(workdir)]
-    argv += ["--remount-ro", "/", "--chdir", str(workdir)]
-    for name, value in _program_env(workdir, "/tmp").items():
-        argv += ["--setenv", name, value]
-    argv += ["--", sys.executable, "-I", "-B", "-X", "utf8", CHILD_PATH]
+    argv = bwrap_command(
+        [sys.executable, "-I", "-B", "-X", "utf8", CHILD_PATH],
+        bwrap=bwrap,
+        workdir=workdir,
+        protected=protected,
+        files={str(CHILD_SCRIPT): CHILD_PATH},
+        env=_program_env(workdir, "/tmp"),
+    )
     nproc = cgroup is None and os.geteuid() != 0
     description = (
         f"{version}: own user, mount, pid, network and IPC namespaces, no capabilities; "
-        f"system read-only, only {workdir} and a private /tmp writable; no network; empty environment; "
-        f"seccomp refuses non-Unix sockets; {_processes(cgroup, nproc)}"
+        f"system read-only, only {workdir} and a private /tmp writable; {_tui_out_of_reach(protected)}; "
+        f"no network; empty environment; seccomp refuses sockets, keyrings and tracing; "
+        f"{_processes(cgroup, nproc)}"
     )
     return SandboxPlan(
         argv=_in_cgroup(argv, cgroup),
         description=description,
-        config={"seccomp": "unix", "nproc": nproc},
+        config={"seccomp": True, "nproc": nproc},
         # bwrap's own init stays visible inside (/proc/1/environ): give it nothing to leak
         env={"PATH": "/usr/bin:/bin"},
         cwd=str(workdir),
     )
 
 
-def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None) -> SandboxPlan:
+def _tui_out_of_reach(protected: Protected) -> str:
+    said = "tui's files hidden"
+    if protected.tui_paths_writable:
+        return said + ", tui's installation WRITABLE ([sandbox] tui_paths_writable)"
+    return said + " and its installation read-only"
+
+
+def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None, protected: Protected) -> SandboxPlan:
+    read = [str(Path("/") / name) for name in SYSTEM]
+    read += [str(Path("/etc") / name) for name in ETC_FILES]
+    read += [*interpreter_roots(), str(CHILD_SCRIPT.parent)]
+    _refuse_what_landlock_cannot_hide(workdir, protected, [Path(r) for r in read])
     tmpdir = Path(tempfile.mkdtemp(prefix="tui-codemode-tmp-"))
-    read = [str(Path("/") / name) for name in _SYSTEM]
-    read += [str(Path("/etc") / name) for name in _ETC_FILES]
-    read += [*_interpreter_roots(), str(CHILD_SCRIPT.parent)]
     confine = {
         "read": read,
         "write": [str(workdir), str(tmpdir)],
@@ -234,19 +214,44 @@ def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None) -> Sandbo
     }
     nproc = cgroup is None and os.geteuid() != 0
     signals = "signals to other processes refused" if abi >= 6 else "signals not scoped (Landlock ABI < 6)"
+    hooks = [p for p in protected.read_only if inside(p, workdir)]
+    names = ", ".join(p.name for p in hooks)
+    git = f"; {names} of .git writable (Landlock cannot protect them)" if hooks else ""
     description = (
         f"Landlock ABI {abi}: only {workdir} and {tmpdir} writable, only the system and the interpreter "
-        f"readable; own network namespace and seccomp refusing every socket: no network; no "
-        f"capabilities; {signals}; empty environment; {_processes(cgroup, nproc)}"
+        f"readable; tui's files unreadable{git}; own network namespace and seccomp refusing every "
+        f"socket: no network; seccomp refuses keyrings and tracing; no capabilities; {signals}; "
+        f"empty environment; {_processes(cgroup, nproc)}"
     )
     argv = [sys.executable, "-I", "-B", "-X", "utf8", str(CHILD_SCRIPT)]
     return SandboxPlan(
         argv=_in_cgroup(argv, cgroup),
         description=description,
-        config={"seccomp": "none", "nproc": nproc, "confine": confine},
+        config={"seccomp": True, "nproc": nproc, "confine": confine},
         env=_program_env(workdir, str(tmpdir)),
         cwd=str(workdir),
         tmpdir=tmpdir,
+    )
+
+
+def _refuse_what_landlock_cannot_hide(workdir: Path, protected: Protected, readable: list[Path]) -> None:
+    """Landlock only adds rights: a folder inside the writable working folder cannot be taken out."""
+    git = {workdir / name for name in GIT_PROTECTED}
+    for path in protected.hidden:
+        if inside(path, workdir) or any(inside(path, root) for root in readable):
+            raise SandboxError(_cannot_protect(path, workdir, "hide"))
+    for path in protected.read_only:
+        if path not in git and inside(path, workdir):
+            raise SandboxError(_cannot_protect(path, workdir, "keep read-only"))
+
+
+def _cannot_protect(path: Path, workdir: Path, what: str) -> str:
+    return (
+        f"{path} (tui's own files, or a path of [sandbox] in config.toml) lies inside {workdir}, and "
+        f"without bubblewrap the sandbox cannot {what} a folder inside the working folder; install "
+        "bubblewrap (apt install bubblewrap), or move it out of the working folder "
+        "($TUI_STATE_DIR, $TUI_CONFIG_DIR, or tui installed elsewhere), or start the session in "
+        "another folder"
     )
 
 
@@ -399,13 +404,6 @@ def cpu_seconds_of(pid: int) -> float | None:
 
 def interpreter_pid(started: int, script: str) -> int | None:
     """The host pid of the sandboxed interpreter: ``started`` itself or a descendant running ``script``."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat_fields(int(entry.name))
-        if fields is not None:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
     queue = [started]
     while queue:
         pid = queue.pop(0)
@@ -415,8 +413,51 @@ def interpreter_pid(started: int, script: str) -> int | None:
                 return pid
         except OSError:
             pass
-        queue.extend(children.get(pid, []))
+        queue.extend(_children(pid))
     return None
+
+
+def _children(pid: int) -> list[int]:
+    """The processes `pid` started: from ``/proc/PID/task/*/children``, else by reading all of ``/proc``."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        return [int(c) for t in tasks for c in (t / "children").read_text().split()]
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None and int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def open_io(pid: int) -> int | None:
+    """An open ``/proc/PID/io`` of a host process, for `written_bytes`; None when unreadable."""
+    try:
+        return os.open(f"/proc/{pid}/io", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def written_bytes(io_fd: int) -> tuple[int, int] | None:
+    """What a host process and its reaped children wrote: (bytes through write calls, bytes to storage).
+
+    Read afresh from its ``/proc/PID/io`` (``wchar``, ``write_bytes``), which the process cannot
+    change; None when it cannot be read (the process is gone).
+    """
+    try:
+        text = os.pread(io_fd, 1024, 0)
+    except OSError:
+        return None
+    fields = dict(line.split(b": ", 1) for line in text.splitlines() if b": " in line)
+    try:
+        return int(fields[b"wchar"]), int(fields[b"write_bytes"])
+    except (KeyError, ValueError):
+        return None
 
 
 def _remove_stale(parent: Path) -> None:

@@ -17,12 +17,14 @@ import logging
 import os
 import shutil
 import signal
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from tui.codemode.broker import Broker
+from tui.codemode.confine import Protected, protected_paths
 from tui.codemode.errors import (
     CleanupError,
     NoActiveProgram,
@@ -38,7 +40,9 @@ from tui.codemode.sandbox import (
     SandboxPlan,
     cpu_seconds_of,
     interpreter_pid,
+    open_io,
     plan_sandbox,
+    written_bytes,
 )
 from tui.codemode.types import Limits, ProgramError, ProgramResult, RunContext, Tool
 
@@ -76,6 +80,9 @@ class _Program:
     wall_timer: asyncio.TimerHandle | None = None
     cpu_timer: asyncio.TimerHandle | None = None
     cpu_base: float = 0.0
+    write_base: tuple[int, int, int] | None = None
+    """What the interpreter had written (through write calls, to storage) and sent us when it began."""
+    write_timer: asyncio.TimerHandle | None = None
     kill_timer: asyncio.TimerHandle | None = None
     note: str = ""
 
@@ -97,6 +104,12 @@ class _Interpreter:
         self.from_child = from_child
         self.frames = FrameReader()
         self.host_pid: int | None = None
+        self.io_fd: int | None = None
+        """``/proc/PID/io`` of the interpreter, kept open: one read per check."""
+        self.received = 0
+        """Bytes read from the child's pipe: its own writes that are not the program's."""
+        self.printed = 0
+        """Of those, output bytes, which may also have been written once to fd 1 or 2 before."""
         self.alive = True
 
 
@@ -119,6 +132,9 @@ class PythonSession:
         *,
         bwrap: str | None = None,
         mechanism: Mechanism = "auto",
+        hidden: Sequence[str | os.PathLike[str]] = (),
+        read_only: Sequence[str | os.PathLike[str]] = (),
+        tui_paths_writable: bool = False,
     ) -> None:
         """Prepare a session; nothing starts until `start` (or ``async with``).
 
@@ -128,12 +144,22 @@ class PythonSession:
             bwrap: the bubblewrap executable; None looks for it on PATH.
             mechanism: ``auto`` uses bubblewrap when installed, else Landlock with seccomp and
                 namespaces; ``bubblewrap`` or ``landlock`` insists on one.
+            hidden: folders programs must not see: tui's state dir, config dir and socket
+                folder, and the user's own (see `tui.codemode.confine.protected_paths`).
+            read_only: folders programs must not change, besides tui's installation and the
+                working folder's ``.git/hooks`` and ``.git/config``, which always are.
+            tui_paths_writable: leave tui's installation writable (to develop tui inside a session).
         """
         self.workdir = Path(workdir).resolve()
         self.limits = limits or Limits()
         self.sandbox = ""
         self._bwrap = bwrap
         self._mechanism: Mechanism = mechanism
+        self._hidden = list(hidden)
+        self._read_only = list(read_only)
+        self._tui_paths_writable = tui_paths_writable
+        self.protected = Protected()
+        """What programs cannot see or change, computed when the session starts."""
         self._plan: SandboxPlan | None = None
         self._cgroup: PidsCgroup | None = None
         self._interp: _Interpreter | None = None
@@ -185,8 +211,18 @@ class PythonSession:
             PidsCgroup.create, self.limits.processes, 2 * self.limits.memory_bytes
         )
         try:
+            self.protected = protected_paths(
+                self.workdir,
+                hidden=self._hidden,
+                read_only=self._read_only,
+                tui_paths_writable=self._tui_paths_writable,
+            )
             self._plan = plan_sandbox(
-                self.workdir, bwrap=self._bwrap, cgroup=self._cgroup, mechanism=self._mechanism
+                self.workdir,
+                bwrap=self._bwrap,
+                cgroup=self._cgroup,
+                protected=self.protected,
+                mechanism=self._mechanism,
             )
             await self._spawn()
         except BaseException:
@@ -239,8 +275,10 @@ class PythonSession:
         loop.add_reader(from_child_r, self._on_readable, interp)
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
-            if self.limits.cpu_seconds is not None:
+            if self.limits.cpu_seconds is not None or self.limits.write_bytes is not None:
                 interp.host_pid = await asyncio.to_thread(interpreter_pid, process.pid, self._plan.argv[-1])
+                if interp.host_pid is not None and self.limits.write_bytes is not None:
+                    interp.io_fd = open_io(interp.host_pid)
         except (TimeoutError, SandboxError) as exc:
             detail = await self._stderr_text(process)
             await self._kill(interp)
@@ -322,9 +360,12 @@ class PythonSession:
         except TimeoutError:
             return False
         finally:
-            for fd in (interp.to_child, interp.replies):
+            for fd in (interp.to_child, interp.replies, interp.io_fd):
+                if fd is None:
+                    continue
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            interp.io_fd = None
         return emptied
 
     def _detach(self, interp: _Interpreter) -> None:
@@ -348,9 +389,11 @@ class PythonSession:
         if not data:
             self._on_child_gone(interp)
             return
+        interp.received += len(data)
         try:
             for kind, payload in interp.frames.feed(data):
                 if kind == KIND_OUTPUT:
+                    interp.printed += len(payload)
                     self._on_output(payload)
                 else:
                     self._on_message(interp, decode_message(payload))
@@ -396,6 +439,7 @@ class PythonSession:
             program = self._running
             if program is not None and program.number == message.get("id"):
                 self._running = None
+                self._check_writes(program, interp, again=False)
                 if not program.done.done():
                     program.done.set_result(message)
         elif kind == "ready" and self._ready is not None and not self._ready.done():
@@ -502,6 +546,11 @@ class PythonSession:
             if self.limits.cpu_seconds is not None and interp.host_pid is not None:
                 program.cpu_base = cpu_seconds_of(interp.host_pid) or 0.0
                 program.cpu_timer = loop.call_later(_CPU_CHECK, self._check_cpu, program, interp.host_pid)
+            if self.limits.write_bytes is not None and interp.io_fd is not None:
+                written = written_bytes(interp.io_fd)
+                if written is not None:
+                    program.write_base = (*written, interp.received + interp.printed)
+                    program.write_timer = loop.call_later(_CPU_CHECK, self._check_writes, program, interp)
             self._send(
                 interp,
                 {
@@ -644,6 +693,35 @@ class PythonSession:
             return
         program.cpu_timer = asyncio.get_running_loop().call_later(_CPU_CHECK, self._check_cpu, program, pid)
 
+    def _check_writes(self, program: _Program, interp: _Interpreter, again: bool = True) -> None:
+        """End the program once it (with its processes) wrote more than ``write_bytes`` in total.
+
+        The kernel's counts include what the runner sent us, and output a subprocess wrote to
+        fd 1 or 2 before the runner forwarded it: both are taken off.
+        """
+        limit = self.limits.write_bytes
+        base = program.write_base
+        if limit is None or base is None or interp.io_fd is None or program.limit is not None:
+            return
+        now = written_bytes(interp.io_fd)
+        if now is None:
+            return
+        sent = interp.received + interp.printed - base[2]
+        written = max(now[0] - base[0] - sent, now[1] - base[1])
+        if written > limit:
+            detail = (
+                f"the program wrote more than {limit} bytes in total; write less, or raise "
+                "[sandbox] write_limit in config.toml"
+            )
+            if program.done.done() or not again:
+                program.limit = ("write", detail)
+            else:
+                self._hit_limit(program, "write", detail)
+            return
+        if again and not program.done.done():
+            loop = asyncio.get_running_loop()
+            program.write_timer = loop.call_later(_CPU_CHECK, self._check_writes, program, interp)
+
     def _hit_limit(self, program: _Program, name: str, detail: str) -> None:
         if program.limit is not None or program.stopping or program.done.done():
             return
@@ -724,7 +802,7 @@ class PythonSession:
 
     @staticmethod
     def _cancel_timers(program: _Program) -> None:
-        for timer in (program.wall_timer, program.kill_timer, program.cpu_timer):
+        for timer in (program.wall_timer, program.kill_timer, program.cpu_timer, program.write_timer):
             if timer is not None:
                 timer.cancel()
-        program.wall_timer = program.kill_timer = program.cpu_timer = None
+        program.wall_timer = program.kill_timer = program.cpu_timer = program.write_timer = None

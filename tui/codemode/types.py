@@ -84,6 +84,10 @@ class Limits:
     """Open file descriptors (RLIMIT_NOFILE)."""
     file_size_bytes: int = 1024**3
     """Largest file the program may write (RLIMIT_FSIZE)."""
+    write_bytes: int | None = 4 * 1024**3
+    """What the program and its processes may write in total (files, pipes; printed output
+    aside), as the kernel counts it; past it the program ends with ``LimitExceeded("write")``.
+    None: no limit."""
     max_output_bytes: int = 32 * 1024**2
     """Output past this many bytes ends the program with ``LimitExceeded("output")``."""
     processes: int = 64

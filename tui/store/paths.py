@@ -9,7 +9,14 @@ from pathlib import Path
 
 from tui.config import state_dir as _config_state_dir
 
-__all__ = ["MAX_SOCKET_PATH", "SessionPaths", "StatePaths", "is_session_id", "socket_path_for"]
+__all__ = [
+    "MAX_SOCKET_PATH",
+    "SessionPaths",
+    "StatePaths",
+    "is_session_id",
+    "socket_fallback_dirs",
+    "socket_path_for",
+]
 
 MAX_SOCKET_PATH = 107
 """The longest Unix socket path the kernel takes, in bytes."""
@@ -94,7 +101,15 @@ def socket_path_for(session_root: Path, session_id: str) -> Path:
     if len(os.fsencode(local)) <= MAX_SOCKET_PATH:
         return local
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    folder = Path(runtime) / "tui" if runtime and Path(runtime).is_dir() else Path(f"/tmp/tui-{os.getuid()}")
+    folder = socket_fallback_dirs()[0] if runtime and Path(runtime).is_dir() else socket_fallback_dirs()[-1]
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     return folder / f"{session_id}.sock"
+
+
+def socket_fallback_dirs() -> list[Path]:
+    """Where bridge sockets go when ``sessions/ID/bridge.sock`` is too long: ``$XDG_RUNTIME_DIR/tui``
+    (when set), then ``/tmp/tui-$UID``. Nothing is made."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    folders = [Path(runtime) / "tui"] if runtime else []
+    return [*folders, Path(f"/tmp/tui-{os.getuid()}")]

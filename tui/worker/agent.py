@@ -194,6 +194,8 @@ class Agent(ABC):
     model: str | None = None
     commands: Sequence[AgentCommand] = ()
     mode: str | None = None
+    notes: Sequence[str] = ()
+    """What the people attached must be told when the worker starts (a ``note`` event each)."""
     on_info: Callable[[], None] | None = None
     """Set by the worker: called by `info_changed`."""
     on_note: Callable[[str], None] | None = None

@@ -318,6 +318,8 @@ class SessionWorker:
                 prompt_syntax=self.agent.prompt_syntax,
             )
         )
+        for text in self.agent.notes:
+            self.emit(Note(text=text, source=self.agent.name))
         # The state ended them when the new worker started; the journal says so for every reader.
         if question is not None:
             self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))

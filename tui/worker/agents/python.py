@@ -25,8 +25,10 @@ from tui.codemode import (
     Tool,
     ToolError,
 )
+from tui.config import SandboxSettings, config_dir
 from tui.errors import TuiError
 from tui.protocol import Option
+from tui.store.paths import socket_fallback_dirs
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
 
@@ -91,9 +93,39 @@ class PythonAgent(Agent):
     prompt_syntax: ClassVar[Literal["python", "text"]] = "python"
     model = None
 
-    def __init__(self, workdir: Path, *, observe_seconds: float = OBSERVE_SECONDS) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        observe_seconds: float = OBSERVE_SECONDS,
+        tui_folders: list[Path] | None = None,
+        settings: SandboxSettings | None = None,
+    ) -> None:
+        """Prepare the agent; the sandbox starts with `start` or the first turn.
+
+        Args:
+            workdir: the session's working folder.
+            observe_seconds: how often a running program's output is collected.
+            tui_folders: tui's own folders programs must not see (state dir, config dir, socket
+                folders); by default the config dir and the socket folders.
+            settings: the ``[sandbox]`` table of config.toml.
+        """
+        settings = settings or SandboxSettings()
         self.workdir = workdir
-        self.limits = Limits(observe_seconds=observe_seconds)
+        if settings.write_limit is None:
+            self.limits = Limits(observe_seconds=observe_seconds)
+        else:
+            self.limits = Limits(observe_seconds=observe_seconds, write_bytes=settings.write_limit)
+        folders = tui_folders if tui_folders is not None else [config_dir(), *socket_fallback_dirs()]
+        self._hidden = [*folders, *settings.hidden]
+        self._read_only = list(settings.read_only)
+        self._tui_paths_writable = settings.tui_paths_writable
+        if settings.tui_paths_writable:
+            self.notes = (
+                "tui's own installation is writable by this session's programs ([sandbox] "
+                "tui_paths_writable in config.toml): a program can change the tui you run. Turn it "
+                "off unless you are developing tui.",
+            )
         self._session: PythonSession | None = None
         self._opening: asyncio.Task[PythonSession] | None = None
         self._context: RunContext | None = None
@@ -102,10 +134,21 @@ class PythonAgent(Agent):
 
     @classmethod
     def from_context(cls, context: AgentContext) -> PythonAgent:
-        return cls(context.working_directory)
+        state_dir = context.session_folder.parent.parent
+        return cls(
+            context.working_directory,
+            tui_folders=[state_dir, config_dir(), *socket_fallback_dirs()],
+            settings=context.config.sandbox,
+        )
 
     async def _open(self) -> PythonSession:
-        session = PythonSession(workdir=self.workdir, limits=self.limits)
+        session = PythonSession(
+            workdir=self.workdir,
+            limits=self.limits,
+            hidden=self._hidden,
+            read_only=self._read_only,
+            tui_paths_writable=self._tui_paths_writable,
+        )
         await session.__aenter__()
         log.info("code mode ready: %s", getattr(session, "sandbox", "sandboxed"))
         return session
