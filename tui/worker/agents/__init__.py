@@ -48,27 +48,34 @@ def register(name: str) -> Callable[[A], A]:
     return add
 
 
-def check_agent(name: str, config: Config) -> None:
+def check_agent(name: str, config: Config, model: str | None = None) -> str | None:
     """Refuse, before anything is made, a session of an agent this version cannot run.
 
     Imports no agent: it runs in ``tui`` commands and in the web bridge.
 
     Args:
         name: the agent the session would run (``--agent``, or the config's ``default_agent``).
-        config: the user's settings (`tui.config.load_config`), for the ``[agents]`` it names.
+        config: the user's settings (`tui.config.load_config`), for the ``[agents]`` and
+            ``[models]`` it names.
+        model: the model a ``model`` session would use (``--model``): a ``[models]`` profile or
+            ``provider:model``; the config's ``default_model`` when None.
+
+    Returns:
+        The model the session records (None for agents without one).
 
     Raises:
-        InvalidRequest: ``invalid_request``, a sentence naming the kinds this version runs,
-            the configured ``[agents]`` and what to type instead.
+        InvalidRequest: ``invalid_request``, a sentence naming what cannot run and what to type
+            instead (the kinds, the configured ``[agents]``, the model profile or the variable
+            holding its key).
     """
     known = kinds()
-    if name in known:
-        return
-    runs = ", ".join(known)
     where = f" ({config.path})" if config.path is not None else ""
     if name == "model":
-        why = "model-backed sessions are not available in this version yet"
-    elif name in config.agents:
+        return _check_model(model or config.default_model, config)
+    if name in known:
+        return model
+    runs = ", ".join(known)
+    if name in config.agents:
         why = (
             f"{name!r} is an ACP agent of your config.toml{where}, "
             "and ACP sessions are not available in this version yet"
@@ -76,11 +83,27 @@ def check_agent(name: str, config: Config) -> None:
     else:
         configured = ", ".join(sorted(config.agents))
         named = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
-        why = (
-            f"there is no agent {name!r}{named}; "
-            "model-backed and ACP sessions are not available in this version yet"
-        )
+        why = f"there is no agent {name!r}{named}; ACP sessions are not available in this version yet"
     raise InvalidRequest(f"{why}. This version runs {runs} sessions: ask for agent python, or name no agent")
+
+
+def _check_model(model: str | None, config: Config) -> str:
+    from tui.errors import InvalidModel
+
+    if model is None:
+        where = f" in {config.path}" if config.path is not None else " in config.toml"
+        raise InvalidRequest(
+            f"a model session needs a model: --model NAME (a [models] profile or PROVIDER:MODEL, "
+            f"e.g. anthropic:claude-sonnet-4-5), or default_model{where}"
+        )
+    try:
+        profile = config.model_profile(model)
+    except InvalidModel as exc:
+        raise InvalidRequest(exc.detail) from None
+    missing = profile.missing_key(model)
+    if missing is not None:
+        raise InvalidRequest(missing)
+    return model
 
 
 def agent_class(name: str) -> type[Agent]:
