@@ -161,6 +161,15 @@ class TurnIO(Protocol):
     def context(self, used: int, limit: int) -> None:
         """Say how much of the model's context window the conversation fills (the status row)."""
 
+    def activity(self, text: str) -> None:
+        """Say in the status row what the turn waits for (``retrying in 4 s``); ``""`` clears it.
+
+        The worker clears it when the turn ends.
+        """
+
+    def note(self, text: str) -> None:
+        """Put a line in the transcript about the session, not part of the reply (a `note` event)."""
+
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         """Ask the people attached; waits for the first answer.
 
@@ -220,7 +229,7 @@ class Agent(ABC):
         """
         raise InvalidModel(
             f"this session runs the {self.name} agent, which has no models to switch to; "
-            "model-backed sessions are not available in this version yet"
+            "start a model session with `tui --model NAME` (`tui models` lists them)"
         )
 
     def info_changed(self) -> None:

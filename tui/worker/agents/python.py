@@ -9,6 +9,7 @@ reply saying so. ``ask(...)`` inside the program puts a question to the people a
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -89,12 +90,20 @@ class PythonAgent(Agent):
         await self.sandbox.close()
 
 
-async def run_program(sandbox: Sandbox, turn: TurnIO, source: str) -> TurnOutcome:
+async def run_program(
+    sandbox: Sandbox, turn: TurnIO, source: str, *, write: Callable[[str], None] | None = None
+) -> TurnOutcome:
     """Run `source` as a python session's turn: its output is the reply, as a REPL prints it.
 
     Used for a python session's prompts and a model session's ``!`` lines alike.
+
+    Args:
+        sandbox: the session's sandbox.
+        turn: the running turn.
+        source: the program.
+        write: where the reply goes (`turn.text` by default).
     """
-    printed = _Printed(turn)
+    printed = _Printed(write or turn.text)
     try:
         result = await sandbox.run(source, turn, printed.add)
     except (SandboxError, OSError) as exc:
@@ -109,13 +118,13 @@ async def run_program(sandbox: Sandbox, turn: TurnIO, source: str) -> TurnOutcom
 class _Printed:
     """The reply as printed so far, to put a value or a traceback on a line of its own."""
 
-    def __init__(self, turn: TurnIO) -> None:
-        self.turn = turn
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
         self.at_line_start = True
 
     def add(self, text: str) -> None:
         if text:
-            self.turn.text(text)
+            self.write(text)
             self.at_line_start = text.endswith("\n")
 
     def line(self, text: str) -> None:
