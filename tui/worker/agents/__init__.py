@@ -129,5 +129,8 @@ def make_agent(context: AgentContext) -> Agent:
     Raises:
         InvalidRequest: the record names an agent this version does not run.
     """
-    check_agent(context.record.agent, context.config)
+    # A model session whose profile or key went missing since it was made still starts: its
+    # turns fail with the line that says what to fix, and `/model` can switch it.
+    if context.record.agent not in kinds():
+        check_agent(context.record.agent, context.config)
     return agent_class(context.record.agent).from_context(context)
