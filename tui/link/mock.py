@@ -93,8 +93,10 @@ class MockLink(AttachLink):
         principal: Principal | None = None,
         agent: str = "python",
         reply_format: Literal["verbatim", "markdown"] = "verbatim",
+        models: list[str] | None = None,
     ) -> None:
         self.agent = agent
+        self.models = list(models or [])
         self.reply_format: Literal["verbatim", "markdown"] = reply_format
         self.session_id = session_id
         self.principal = principal or Principal()
@@ -297,6 +299,7 @@ class MockLink(AttachLink):
             agent=self.agent,
             model=self.model,
             reply_format=self.reply_format,
+            models=self.models,
         )
 
     async def send_turn(

@@ -57,6 +57,8 @@ class Info(_Wire):
     """How clients show replies: as printed (a program's output) or as Markdown (a model's prose)."""
     commands: list[AgentCommand] = []
     """The agent's own slash commands, for completion in the prompt."""
+    models: list[str] = []
+    """The model profiles ``/model`` takes (a model session's), for completion in the prompt."""
     features: list[str] = list(FEATURES)
 
 

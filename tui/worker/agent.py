@@ -192,6 +192,7 @@ class Agent(ABC):
             space kept) or ``markdown`` (a model's prose).
         model: the model it uses, None when it has none.
         commands: its own slash commands (completed in the prompt, advertised in ``/info``).
+        models: the model profiles `set_model` takes (completed after ``/model``).
         mode: its current mode, when it has modes.
     """
 
@@ -199,6 +200,7 @@ class Agent(ABC):
     reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
     model: str | None = None
     commands: Sequence[AgentCommand] = ()
+    models: Sequence[str] = ()
     mode: str | None = None
     on_info: Callable[[], None] | None = None
     """Set by the worker: called by `info_changed`."""

@@ -609,6 +609,7 @@ class SessionWorker:
             model=self.state.model,
             reply_format=self.agent.reply_format,
             commands=list(self.agent.commands),
+            models=list(self.agent.models),
             features=list(FEATURES),
         )
 

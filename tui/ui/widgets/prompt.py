@@ -142,6 +142,8 @@ class PromptBox(Vertical):
         self.paths = paths
         """Whether ``@path`` completes (this machine's files)."""
         self.root = root
+        self.models: list[str] = []
+        """The model profiles ``/model`` takes (from the worker's ``/info``)."""
         self._words: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -162,7 +164,13 @@ class PromptBox(Vertical):
         options: list[Option] = []
         self._words = []
         commands = complete(text)
-        if commands:
+        if text.startswith("/model ") and "\n" not in text:
+            typed = text.removeprefix("/model ").strip()
+            for name in self.models:
+                if name.startswith(typed) and name != typed:
+                    self._words.append(f"/model {name}")
+                    options.append(Option(name))
+        elif commands:
             for command in commands:
                 self._words.append(command.name + (" " if command.usage != command.name else ""))
                 options.append(Option(f"{command.usage:<18} {command.help}"))

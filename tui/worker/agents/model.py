@@ -376,6 +376,7 @@ class ModelAgent(Agent):
     ) -> None:
         self.config = config
         self.model = model
+        self.models = sorted(config.models)
         self.workdir = workdir
         self.log = MessageLog(messages)
         self.sandbox = Sandbox(workdir, observe_seconds=observe_seconds)
