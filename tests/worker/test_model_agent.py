@@ -201,6 +201,9 @@ class TestTools:
             bang = Turn("!print(x + 1)")
             assert (await agent.run_turn(bang)).outcome == "completed"  # type: ignore[arg-type]
             assert bang.reply == "```\n43\n```\n"
+            quiet = Turn("!y = 1")
+            assert (await agent.run_turn(quiet)).outcome == "completed"  # type: ignore[arg-type]
+            assert quiet.reply == "*(no output)*\n"  # not an empty reply (a piped run's exit 5)
             results.clear()
             later = Turn("and now?")
             await agent.run_turn(later)  # type: ignore[arg-type]

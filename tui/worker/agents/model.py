@@ -668,6 +668,9 @@ class ModelAgent(Agent):
         fenced = _Fence(turn, printed)
         outcome = await run_program(self.sandbox, turn, source, write=fenced.write)
         fenced.close()
+        if not printed and outcome.outcome == "completed":
+            # say so, or a script's `!import pandas as pd` would read as a model that said nothing
+            turn.text("*(no output)*\n")
         output = _clip("".join(printed)).rstrip("\n")
         self.log.append(
             [
