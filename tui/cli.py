@@ -30,6 +30,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
     "remote": ("add|list|remove", "other machines, for --remote NAME", "machines"),
     "share": ("ID --name N --kind K", "invite someone to a session", "machines"),
+    "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
 }
 _SUBCOMMANDS = tuple(_COMMANDS)
 _GROUPS = {
@@ -114,6 +115,11 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument(
         "--agent", metavar="NAME", help="what the new session runs (default: config.toml's, else python)"
     )
+    top.add_argument(
+        "--model",
+        metavar="NAME",
+        help="a model session with this model: a [models] profile or PROVIDER:MODEL",
+    )
     top.add_argument("prompt", nargs="?", help="the new session's first turn")
     _piped_options(top)
     top.set_defaults(run=_command("attach", "run_new"))
@@ -148,9 +154,13 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--new", action="store_true", help="to a new session (its id printed on stderr)")
     p.add_argument("--dir", metavar="D", help="with --new: the new session's folder")
     p.add_argument("--agent", metavar="NAME", help="with --new: what the new session runs")
+    p.add_argument("--model", metavar="NAME", help="with --new: a model session with this model")
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
+
+    p = add("models", _command("sessions", "run_models"))
+    p.add_argument("--json", action="store_true", help="a JSON list of objects")
 
     p = add("answer", _command("sessions", "run_answer"))
     p.add_argument("id")

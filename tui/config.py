@@ -9,15 +9,17 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tui.errors import TuiError
+from tui.errors import InvalidModel, TuiError
 
 __all__ = [
+    "PROVIDERS",
     "AgentProfile",
     "Config",
     "ModelProfile",
@@ -29,6 +31,13 @@ __all__ = [
 ]
 
 CONFIG_FILE = "config.toml"
+
+PROVIDERS: dict[str, str] = {
+    "openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google": "GEMINI_API_KEY",
+}
+"""The providers a model session speaks to, each with the variable its key is read from by default."""
 
 
 def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -76,6 +85,35 @@ class ModelProfile(_Settings):
     api: Literal["chat", "responses"] | None = None
     """OpenAI only: ``responses`` opts into the Responses API (Chat Completions otherwise)."""
 
+    @property
+    def key_variable(self) -> str | None:
+        """The environment variable the key is read from; None when none is needed.
+
+        An OpenAI-compatible server of one's own (a ``base_url``, no ``api_key_env``) needs no key.
+        """
+        if self.api_key_env is not None:
+            return self.api_key_env
+        if self.provider == "openai" and self.base_url is not None:
+            return None
+        return PROVIDERS.get(self.provider)
+
+    def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The key from `environ` (the process's environment by default); None when unset or not needed."""
+        variable = self.key_variable
+        if variable is None:
+            return None
+        return (os.environ if environ is None else environ).get(variable) or None
+
+    def missing_key(self, name: str, environ: Mapping[str, str] | None = None) -> str | None:
+        """None when the model can be called, else a sentence saying which variable to set."""
+        variable = self.key_variable
+        if variable is None or self.api_key(environ) is not None:
+            return None
+        return (
+            f"model {name!r} needs a key: set {variable} in the environment tui runs in "
+            f"(or name another variable with api_key_env in its [models] profile)"
+        )
+
 
 class AgentProfile(_Settings):
     """An ``[agents.NAME]`` table: an external agent spoken to over ACP."""
@@ -116,6 +154,24 @@ class Config(_Settings):
     sandbox: SandboxSettings = SandboxSettings()
     path: Path | None = Field(default=None, exclude=True)
     """The file it was read from (None when no file was there)."""
+
+    def model_profile(self, name: str) -> ModelProfile:
+        """The profile of `name`: a ``[models.NAME]`` table, or ``provider:model`` (``openai:gpt-5``).
+
+        Raises:
+            InvalidModel: `name` is neither, saying what is configured and what to type.
+        """
+        if name in self.models:
+            return self.models[name]
+        provider, colon, model = name.partition(":")
+        if colon and model and provider in PROVIDERS:
+            return ModelProfile(provider=provider, model=model)
+        where = f" of {self.path}" if self.path is not None else ""
+        known = ", ".join(sorted(self.models)) or "none"
+        raise InvalidModel(
+            f"there is no model {name!r}: name a [models] profile{where} (configured: {known}) "
+            f"or PROVIDER:MODEL with a provider of {', '.join(PROVIDERS)} (e.g. openai:gpt-5)"
+        )
 
 
 def load_config(directory: str | os.PathLike[str] | None = None) -> Config:

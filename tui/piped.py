@@ -398,7 +398,8 @@ async def _run_async(
                 if session_id is None:
                     folder = _folder(getattr(args, "dir", None))
                     agent = getattr(args, "agent", None)
-                    session_id = await target.create(working_directory=folder, agent=agent)
+                    model = getattr(args, "model", None)
+                    session_id = await target.create(working_directory=folder, agent=agent, model=model)
                     print(f"tui: new session {session_id}", file=err, flush=True)
                 else:
                     session_id = await target.resolve(session_id)

@@ -179,7 +179,7 @@ class TestCheckAgent:
         assert "python" in kinds()
         check_agent("python", Config())
 
-    @pytest.mark.parametrize("name", ["model", "acp", "nonsense"])
+    @pytest.mark.parametrize("name", ["acp", "nonsense"])
     def test_what_cannot_run_is_refused_with_a_sentence(self, name: str) -> None:
         config = Config.model_validate({"agents": {"claude": {"command": ["claude-code-acp"]}}})
         with pytest.raises(InvalidRequest) as refused:
@@ -205,6 +205,30 @@ class TestCheckAgent:
         config = Config.model_validate({"agents": {"tester": {"command": [sys.executable, "agent.py"]}}})
         check_agent("tester", config)
         assert kind_of("tester", config) == "acp" and kind_of("python", config) == "python"
+    def test_a_model_session_needs_a_model_that_resolves_and_its_key(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+        config = Config.model_validate(
+            {
+                "models": {
+                    "local": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+                    "sonnet": {"provider": "anthropic", "model": "claude", "api_key_env": "MY_KEY"},
+                }
+            }
+        )
+        assert check_agent("model", config, "local") == "local"
+        with pytest.raises(InvalidRequest, match="needs a model: --model NAME"):
+            check_agent("model", config)
+        with pytest.raises(InvalidRequest, match=r"no model 'nope'.*local, sonnet"):
+            check_agent("model", config, "nope")
+        with pytest.raises(InvalidRequest, match="set MY_KEY"):
+            check_agent("model", config, "sonnet")
+        with pytest.raises(InvalidRequest, match="set ANTHROPIC_API_KEY"):
+            check_agent("model", config, "anthropic:claude-sonnet-4-5")
+        monkeypatch.setenv("MY_KEY", "k")
+        assert check_agent("model", config, "sonnet") == "sonnet"
+        assert check_agent("model", config.model_copy(update={"default_model": "local"})) == "local"
 
     def test_it_imports_no_agent(self) -> None:
         import subprocess

@@ -43,7 +43,7 @@ async def test_prose_gets_a_short_answer_not_a_traceback(worker: Worker) -> None
     ended = await worker.turn("please deploy the app to staging")
     assert ended["outcome"] == "completed"
     assert "runs Python" in ended["reply"]
-    assert "not available" in ended["reply"]
+    assert "tui --model NAME" in ended["reply"]
     assert "Traceback" not in ended["reply"]
 
 

@@ -95,8 +95,8 @@ class LocalAccess(SessionAccess):
         from tui.worker.agents import check_agent
 
         config = load_config()
-        agent = agent or config.default_agent
-        check_agent(agent, config)
+        agent = agent or ("model" if model is not None else config.default_agent)
+        model = check_agent(agent, config, model)
         record = create_session(self.state, working_directory=working_directory, agent=agent, model=model)
         await self.wake(record.id)
         return record.id

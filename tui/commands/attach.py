@@ -45,7 +45,11 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
 
     async def connect() -> tuple[AttachLink, str]:
         if prefix is None:
-            session_id = await access.create(working_directory=folder, agent=getattr(args, "agent", None))
+            session_id = await access.create(
+                working_directory=folder,
+                agent=getattr(args, "agent", None),
+                model=getattr(args, "model", None),
+            )
             where = folder
         else:
             session_id = await access.resolve(prefix)

@@ -107,6 +107,50 @@ def run_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_models(args: argparse.Namespace) -> int:
+    """``tui models``: the ``[models]`` profiles of config.toml and whether each has its key."""
+    from tui.config import PROVIDERS, load_config
+
+    config = load_config()
+    rows = []
+    for name, profile in sorted(config.models.items()):
+        missing = profile.missing_key(name)
+        variable = profile.key_variable
+        rows.append(
+            {
+                "name": name,
+                "provider": profile.provider,
+                "model": profile.model,
+                "base_url": profile.base_url,
+                "key": variable,
+                "ready": missing is None,
+                "default": name == config.default_model,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    where = config.path or "config.toml"
+    if not rows:
+        _say(
+            f"no [models] profiles in {where}; name one with --model PROVIDER:MODEL "
+            f"(providers: {', '.join(PROVIDERS)}) or see docs/agents.md"
+        )
+        return 0
+    table = [("NAME", "MODEL", "KEY")]
+    for row in rows:
+        if row["key"] is None:
+            key = "none needed"
+        else:
+            key = f"{row['key']} set" if row["ready"] else f"{row['key']} NOT SET"
+        mark = " (default)" if row["default"] else ""
+        table.append((f"{row['name']}{mark}", f"{row['provider']}:{row['model']}", key))
+    widths = [max(len(r[i]) for r in table) for i in range(2)]
+    for r in table:
+        print(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
+    return 0
+
+
 # --- send ----------------------------------------------------------------------------------------
 def _abspath(folder: str | None) -> str:
     return os.path.abspath(folder or os.getcwd())
@@ -151,7 +195,11 @@ async def send(
         async with asyncio.timeout(args.timeout):
             if target is None:
                 folder = _abspath(args.dir)
-                sid = await access.create(working_directory=folder, agent=getattr(args, "agent", None))
+                sid = await access.create(
+                    working_directory=folder,
+                    agent=getattr(args, "agent", None),
+                    model=getattr(args, "model", None),
+                )
                 print(sid, file=err, flush=True)
             else:
                 sid = await access.resolve(target)

@@ -95,8 +95,10 @@ class MockLink(AttachLink):
         agent: str = "python",
         reply_format: Literal["verbatim", "markdown"] = "verbatim",
         prompt_syntax: Literal["python", "text"] = "python",
+        models: list[str] | None = None,
     ) -> None:
         self.agent = agent
+        self.models = list(models or [])
         self.reply_format: Literal["verbatim", "markdown"] = reply_format
         self.prompt_syntax: Literal["python", "text"] = prompt_syntax
         self.session_id = session_id
@@ -302,6 +304,7 @@ class MockLink(AttachLink):
             reply_format=self.reply_format,
             prompt_syntax=self.prompt_syntax,
             commands=list(self.session.commands),
+            models=self.models,
         )
 
     async def send_turn(

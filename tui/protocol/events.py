@@ -263,6 +263,8 @@ class Status(EventBase):
     tokens_out: int = 0
     """Tokens the model has answered with so far."""
     children: dict[str, int] = {}
+    activity: str = ""
+    """What the running turn waits for, in a few words (``retrying in 4 s``); empty when nothing."""
     attached: list[Presence] = []
     """Who has an event stream open now (each name once); a `status` is also emitted when it changes."""
 

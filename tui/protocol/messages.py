@@ -59,6 +59,8 @@ class Info(_Wire):
     """What a prompt is: a Python program (a script is split as Python reads it), or text."""
     commands: list[AgentCommand] = []
     """The agent's own slash commands, for completion in the prompt."""
+    models: list[str] = []
+    """The model profiles ``/model`` takes (a model session's), for completion in the prompt."""
     features: list[str] = list(FEATURES)
 
 

@@ -249,6 +249,8 @@ class SessionState(BaseModel):
     tokens_out: int = 0
     context_used: int = 0
     context_limit: int = 0
+    activity: str = ""
+    """What the running turn waits for, as the last `status` said (``retrying in 4 s``)."""
     children: dict[str, int] = {}
     attached: list[Presence] = []
     """Who has an event stream open, as the last `status` said."""
@@ -395,6 +397,7 @@ class SessionState(BaseModel):
                 self.context_used = event.context_used
                 self.context_limit = event.context_limit
                 self.children = dict(event.children)
+                self.activity = event.activity
                 self.attached = list(event.attached)
                 # Totals a worker reports win over the sum of turn usages; a status without any keeps it.
                 if event.tokens_in or event.tokens_out:

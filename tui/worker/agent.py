@@ -161,6 +161,15 @@ class TurnIO(Protocol):
     def context(self, used: int, limit: int) -> None:
         """Say how much of the model's context window the conversation fills (the status row)."""
 
+    def activity(self, text: str) -> None:
+        """Say in the status row what the turn waits for (``retrying in 4 s``); ``""`` clears it.
+
+        The worker clears it when the turn ends.
+        """
+
+    def note(self, text: str) -> None:
+        """Put a line in the transcript about the session, not part of the reply (a `note` event)."""
+
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         """Ask the people attached; waits for the first answer.
 
@@ -185,6 +194,7 @@ class Agent(ABC):
             reads it) or ``text``.
         model: the model it uses, None when it has none.
         commands: its own slash commands (completed in the prompt, advertised in ``/info``).
+        models: the model profiles `set_model` takes (completed after ``/model``).
         mode: its current mode, when it has modes.
     """
 
@@ -193,6 +203,7 @@ class Agent(ABC):
     prompt_syntax: ClassVar[Literal["python", "text"]] = "text"
     model: str | None = None
     commands: Sequence[AgentCommand] = ()
+    models: Sequence[str] = ()
     mode: str | None = None
     notes: Sequence[str] = ()
     """What the people attached must be told when the worker starts (a ``note`` event each)."""
@@ -227,7 +238,7 @@ class Agent(ABC):
         """
         raise InvalidModel(
             f"this session runs the {self.name} agent, which has no models to switch to; "
-            "model-backed sessions are not available in this version yet"
+            "start a model session with `tui --model NAME` (`tui models` lists them)"
         )
 
     def info_changed(self) -> None:

@@ -175,6 +175,13 @@ class _Turn:
         self._worker.context = (used, limit)
         self._worker.status_changed()
 
+    def activity(self, text: str) -> None:
+        self._worker.activity = text
+        self._worker.status_changed()
+
+    def note(self, text: str) -> None:
+        self._worker.emit(Note(text=text, source=self._worker.agent.name))
+
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         return await self._worker.ask(self, text, options, multiple=multiple, freeform=freeform)
 
@@ -209,6 +216,8 @@ class SessionWorker:
         self.on_leaving: Callable[[], None] | None = None
         """Called once leaving begins (the process marks its sidecar)."""
         self.context: tuple[int, int] = (0, 0)
+        self.activity = ""
+        """What the running turn waits for (`TurnIO.activity`), shown in `status`."""
         """The model's context window: tokens used, its size (the agent says, `TurnIO.context`)."""
         self._turn: _Turn | None = None
         self._queued_images: dict[str, list[ImageRef]] = {}
@@ -260,7 +269,7 @@ class SessionWorker:
         # The session's tokens are those of its ended turns (each turn_ended's usage), so that a
         # client that attached from /transcript and one that read every event agree.
         tokens = (self.state.tokens_in, self.state.tokens_out)
-        now = (self.state.state, self.state.model, tuple(present), self.context, tokens)
+        now = (self.state.state, self.state.model, tuple(present), self.context, tokens, self.activity)
         if now != self._last_status:
             self._last_status = now
             self.emit(
@@ -271,6 +280,7 @@ class SessionWorker:
                     context_limit=self.context[1],
                     tokens_in=tokens[0],
                     tokens_out=tokens[1],
+                    activity=self.activity,
                     attached=present,
                 )
             )
@@ -467,6 +477,7 @@ class SessionWorker:
             log.exception("turn %s: the agent failed", turn.turn_id)
             result = TurnOutcome("failed", f"the worker failed running this turn: {exc!r}")
         usage = {**turn.spent, **result.usage}
+        self.activity = ""
         if turn.interrupted:
             result = TurnOutcome("interrupted", result.error)
         self._cancel_question()
@@ -608,6 +619,7 @@ class SessionWorker:
             reply_format=self.agent.reply_format,
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
+            models=list(self.agent.models),
             features=list(FEATURES),
         )
 

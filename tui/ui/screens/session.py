@@ -40,6 +40,7 @@ from tui.protocol import (
     QueueItem,
     Status,
     TextChunk,
+    Thinking,
     ToolEnded,
     ToolOutput,
     ToolStarted,
@@ -227,6 +228,7 @@ class SessionScreen(Screen[None]):
         if info is not None:
             self.transcript.verbatim = info.reply_format == "verbatim"
             self.prompt_box.agent_commands = list(info.commands)
+            self.prompt_box.models = list(info.models)
         await self.transcript.load(transcript.turns, has_more=transcript.has_more)
         for record in transcript.turns:
             if record.by.kind == "owner":
@@ -365,6 +367,9 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, TextChunk):
             if live is not None and live.record.turn_id == event.turn_id:
                 live.add_text(event.text)
+        elif isinstance(event, Thinking):
+            if live is not None and live.record.turn_id == event.turn_id:
+                await live.add_thinking(event.text)
         elif isinstance(event, ToolStarted):
             if live is not None and live.record.turn_id == event.turn_id:
                 await live.tool_started(event)
@@ -392,6 +397,8 @@ class SessionScreen(Screen[None]):
                 "children": dict(state.children),
                 "model": state.model or self.status.status.model,
                 "attached": tuple(state.attached),
+                "tokens": (state.tokens_in, state.tokens_out),
+                "activity": state.activity,
             }
             if state.state != "idle" and self.status.status.busy_since is None:
                 fields["busy_since"] = self.clock()

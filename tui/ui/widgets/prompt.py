@@ -145,6 +145,8 @@ class PromptBox(Vertical):
         self.root = root
         self.agent_commands: list[AgentCommand] = []
         """The agent's own slash commands (``/info`` and ``agent_info``): they complete too."""
+        self.models: list[str] = []
+        """The model profiles ``/model`` takes (from the worker's ``/info``)."""
         self._words: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -166,7 +168,13 @@ class PromptBox(Vertical):
         self._words = []
         commands = complete(text)
         theirs = self._agent_completions(text)
-        if commands or theirs:
+        if text.startswith("/model ") and "\n" not in text:
+            typed = text.removeprefix("/model ").strip()
+            for name in self.models:
+                if name.startswith(typed) and name != typed:
+                    self._words.append(f"/model {name}")
+                    options.append(Option(name))
+        elif commands or theirs:
             for command in commands:
                 self._words.append(command.name + (" " if command.usage != command.name else ""))
                 options.append(Option(f"{command.usage:<18} {command.help}"))

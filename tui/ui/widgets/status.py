@@ -32,6 +32,10 @@ class SessionStatus:
     model: str | None = None
     context_used: int = 0
     context_limit: int = 0
+    tokens: tuple[int, int] = (0, 0)
+    """Tokens the session sent to its model and got back (a model session's)."""
+    activity: str = ""
+    """What the running turn waits for (``retrying in 4 s``)."""
     queued: int = 0
     children: dict[str, int] = field(default_factory=dict)
     where: str = "local"
@@ -141,6 +145,10 @@ class StatusRows(Vertical):
         if s.context_limit:
             share = 100 * s.context_used // max(1, s.context_limit)
             parts.append(f"context {_tokens(s.context_used)}/{_tokens(s.context_limit)} ({share}%)")
+        if any(s.tokens):
+            parts.append(f"tokens {_tokens(s.tokens[0])} in / {_tokens(s.tokens[1])} out")
+        if s.activity:
+            parts.append(s.activity)
         if s.queued:
             parts.append(f"queued {s.queued}")
         live_children = {k: v for k, v in s.children.items() if v}

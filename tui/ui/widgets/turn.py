@@ -36,6 +36,7 @@ from tui.protocol.state import who
 from tui.ui.markdown import parser, reply_markdown
 from tui.ui.widgets.diff import DiffView, diff_text
 from tui.ui.widgets.plan import PlanView, plan_text
+from tui.ui.widgets.thinking import ThinkingBlock
 
 if TYPE_CHECKING:
     from textual.widgets._markdown import MarkdownStream
@@ -413,6 +414,8 @@ class LiveTurn(Vertical):
         self._segment: ReplySegment | VerbatimSegment | None = None
         self._tools: dict[str, ToolBlock] = {}
         self._plan: PlanView | None = None
+        self._thinking: ThinkingBlock | None = None
+        """The reasoning block being written (a new one after reply text or a tool call)."""
         self._timer: Timer | None = None
         self._flushing = asyncio.Lock()
         """One flush at a time: the timer's and those before a tool, a line or the end."""
@@ -436,6 +439,8 @@ class LiveTurn(Vertical):
     async def _flush(self) -> None:
         for block in self._tools.values():
             block.flush()
+        if self._thinking is not None:
+            self._thinking.flush()
         if not self._pending:
             return
         text, self._pending = self._pending, ""
@@ -444,12 +449,23 @@ class LiveTurn(Vertical):
             self.parts.append(Part("text"))
             await self.mount(self._segment)
         self.parts[-1].text += text
+        self._thinking = None
         await self._segment.write(text)
+
+    async def add_thinking(self, text: str) -> None:
+        """A chunk of the model's reasoning, in a folded block of its own (shown at the next flush)."""
+        if self._thinking is None:
+            await self.flush()
+            self._segment = None
+            self._thinking = ThinkingBlock()
+            await self.mount(self._thinking)
+        self._thinking.add(text)
 
     async def tool_started(self, event: ToolStarted) -> None:
         """A call began: text before it is written first, the block goes after it."""
         await self.flush()
         self._segment = None
+        self._thinking = None
         block = ToolBlock(event)
         self._tools[event.call_id] = block
         self.record.tools.append(block.record)

@@ -61,7 +61,7 @@ def kind_of(name: str, config: Config) -> str:
     return name
 
 
-def check_agent(name: str, config: Config, *, command: bool = True) -> None:
+def check_agent(name: str, config: Config, model: str | None = None, *, command: bool = True) -> str | None:
     """Refuse, before anything is made, a session of an agent this version cannot run.
 
     Imports no agent: it runs in ``tui`` commands and in the web bridge.
@@ -69,12 +69,20 @@ def check_agent(name: str, config: Config, *, command: bool = True) -> None:
     Args:
         name: the agent the session would run (``--agent``, or the config's ``default_agent``):
             a kind, or the name of an ``[agents]`` entry of the config (an ACP agent).
-        config: the user's settings (`tui.config.load_config`), for the ``[agents]`` it names.
+        config: the user's settings (`tui.config.load_config`), for the ``[agents]`` and
+            ``[models]`` it names.
+        model: the model a ``model`` session would use (``--model``): a ``[models]`` profile or
+            ``provider:model``; the config's ``default_model`` when None.
         command: also refuse an ``[agents]`` entry whose command cannot be found on ``PATH``
             (the user's, or the entry's own ``env.PATH``).
 
+    Returns:
+        The model the session records (None for agents without one).
+
     Raises:
-        InvalidRequest: ``invalid_request``, a sentence naming what cannot run and what to type.
+        InvalidRequest: ``invalid_request``, a sentence naming what cannot run and what to type
+            instead (the kinds, the configured ``[agents]``, the command, the model profile or
+            the variable holding its key).
     """
     where = f" ({config.path})" if config.path is not None else ""
     if kind_of(name, config) == "acp" and name != "acp":
@@ -86,22 +94,41 @@ def check_agent(name: str, config: Config, *, command: bool = True) -> None:
                 f"the command {program!r} of [agents.{name}] in your config.toml{where} cannot be found "
                 "on PATH: install the agent, or set its command to the program's full path"
             )
-        return
+        return None
+    if name == "model":
+        return _check_model(model or config.default_model, config)
     runnable = [k for k in kinds() if k not in _NOT_NAMED]
     if name in runnable:
-        return
+        return model
     configured = ", ".join(sorted(config.agents))
     entries = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
-    if name == "model":
-        why = "model-backed sessions are not available in this version yet"
-    elif name == "acp":
+    if name == "acp":
         why = f"an ACP session runs an agent named by an [agents.NAME] entry of your config.toml{entries}"
     else:
         why = f"there is no agent {name!r}{entries}"
     raise InvalidRequest(
         f"{why}. This version runs {', '.join(runnable)} sessions and the ACP agents of [agents] "
-        "entries: ask for agent python, one of your [agents], or name no agent"
+        "entries: ask for agent python, model (with --model NAME), one of your [agents], or name no agent"
     )
+
+
+def _check_model(model: str | None, config: Config) -> str:
+    from tui.errors import InvalidModel
+
+    if model is None:
+        where = f" in {config.path}" if config.path is not None else " in config.toml"
+        raise InvalidRequest(
+            f"a model session needs a model: --model NAME (a [models] profile or PROVIDER:MODEL, "
+            f"e.g. anthropic:claude-sonnet-4-5), or default_model{where}"
+        )
+    try:
+        profile = config.model_profile(model)
+    except InvalidModel as exc:
+        raise InvalidRequest(exc.detail) from None
+    missing = profile.missing_key(model)
+    if missing is not None:
+        raise InvalidRequest(missing)
+    return model
 
 
 def agent_class(name: str) -> type[Agent]:
@@ -127,5 +154,10 @@ def make_agent(context: AgentContext) -> Agent:
     Raises:
         InvalidRequest: the record names an agent this version does not run.
     """
-    check_agent(context.record.agent, context.config, command=False)
-    return agent_class(kind_of(context.record.agent, context.config)).from_context(context)
+    # A model session whose profile or key went missing since it was made still starts: its
+    # turns fail with the line that says what to fix, and `/model` can switch it. An ACP
+    # session whose command went missing starts too: its turns fail saying so.
+    kind = kind_of(context.record.agent, context.config)
+    if kind not in kinds():
+        check_agent(context.record.agent, context.config, command=False)
+    return agent_class(kind).from_context(context)

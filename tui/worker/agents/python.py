@@ -9,68 +9,23 @@ reply saying so. ``ask(...)`` inside the program puts a question to the people a
 from __future__ import annotations
 
 import ast
-import asyncio
-import contextlib
-import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from tui.codemode import (
-    Limits,
-    ProgramActive,
-    ProgramResult,
-    PythonSession,
-    RunContext,
-    SandboxError,
-    Tool,
-    ToolError,
-)
-from tui.config import SandboxSettings, config_dir
-from tui.errors import TuiError
-from tui.protocol import Option
-from tui.store.paths import socket_fallback_dirs
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.codemode import ProgramResult, SandboxError
+from tui.config import SandboxSettings
+from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
+from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
 
-__all__ = ["PROSE_REPLY", "PythonAgent"]
-
-log = logging.getLogger("tui.worker.python")
-
-OBSERVE_SECONDS = 0.05
-"""How often a running program's new output is collected and streamed."""
+__all__ = ["PROSE_REPLY", "PythonAgent", "is_python"]
 
 PROSE_REPLY = (
     "This session runs Python: each prompt is a program, and this one is not valid Python ({why}).\n"
-    "Type a program, e.g. print('hello'). Model-backed sessions, where a model reads prose and writes "
-    "the programs, are not available in this version yet.\n"
+    "Type a program, e.g. print('hello'). For a session where a model reads prose and writes the "
+    "programs, start one with `tui --model NAME` (`tui models` lists the configured ones).\n"
 )
-
-_ASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "question": {"type": "string", "minLength": 1},
-        "options": {"type": ["array", "null"], "items": {"type": ["string", "object"]}},
-        "multiple": {"type": "boolean"},
-        "freeform": {"type": "boolean"},
-    },
-    "required": ["question"],
-    "additionalProperties": False,
-}
-
-
-def _options(raw: list[Any] | None) -> list[Option]:
-    options: list[Option] = []
-    for item in raw or []:
-        if isinstance(item, str):
-            options.append(Option(label=item))
-        elif isinstance(item, dict) and isinstance(item.get("label"), str):
-            options.append(Option(label=item["label"], description=str(item.get("description", ""))))
-        else:
-            raise ToolError("each option is a label (a string) or {'label': ..., 'description': ...}")
-    labels = [o.label for o in options]
-    if len(set(labels)) != len(labels):
-        raise ToolError("option labels must differ from each other")
-    return options
 
 
 def is_python(prompt: str) -> str | None:
@@ -110,108 +65,32 @@ class PythonAgent(Agent):
                 folders); by default the config dir and the socket folders.
             settings: the ``[sandbox]`` table of config.toml.
         """
-        settings = settings or SandboxSettings()
         self.workdir = workdir
-        if settings.write_limit is None:
-            self.limits = Limits(observe_seconds=observe_seconds)
-        else:
-            self.limits = Limits(observe_seconds=observe_seconds, write_bytes=settings.write_limit)
-        folders = tui_folders if tui_folders is not None else [config_dir(), *socket_fallback_dirs()]
-        self._hidden = [*folders, *settings.hidden]
-        self._read_only = list(settings.read_only)
-        self._tui_paths_writable = settings.tui_paths_writable
-        if settings.tui_paths_writable:
-            self.notes = (
-                "tui's own installation is writable by this session's programs ([sandbox] "
-                "tui_paths_writable in config.toml): a program can change the tui you run. Turn it "
-                "off unless you are developing tui.",
-            )
-        self._session: PythonSession | None = None
-        self._opening: asyncio.Task[PythonSession] | None = None
-        self._context: RunContext | None = None
-        self._observed = asyncio.Event()
-        """Set (and replaced) after each observation's output went out as reply text."""
+        self.sandbox = Sandbox(
+            workdir, observe_seconds=observe_seconds, tui_folders=tui_folders, settings=settings
+        )
+        self.notes = self.sandbox.notes
 
     @classmethod
     def from_context(cls, context: AgentContext) -> PythonAgent:
-        state_dir = context.session_folder.parent.parent
         return cls(
             context.working_directory,
-            tui_folders=[state_dir, config_dir(), *socket_fallback_dirs()],
+            tui_folders=tui_folders_of(context),
             settings=context.config.sandbox,
         )
 
-    async def _open(self) -> PythonSession:
-        session = PythonSession(
-            workdir=self.workdir,
-            limits=self.limits,
-            hidden=self._hidden,
-            read_only=self._read_only,
-            tui_paths_writable=self._tui_paths_writable,
-        )
-        await session.__aenter__()
-        log.info("code mode ready: %s", getattr(session, "sandbox", "sandboxed"))
-        return session
-
-    async def _ready(self) -> PythonSession:
-        if self._session is not None:
-            return self._session
-        if self._opening is None:
-            self._opening = asyncio.create_task(self._open())
-        try:
-            self._session = await asyncio.shield(self._opening)
-        except Exception:
-            self._opening = None
-            raise
-        return self._session
-
     async def start(self) -> None:
-        try:
-            await self._ready()
-        except Exception as exc:
-            log.warning("code mode did not start yet (the first turn tries again): %s", exc)
+        await self.sandbox.start()
 
     def interrupt(self) -> None:
-        if self._context is not None:
-            self._context.cancel()
+        self.sandbox.interrupt()
 
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         why = is_python(turn.prompt)
         if why is not None:
             turn.text(PROSE_REPLY.format(why=why))
             return TurnOutcome("completed")
-        try:
-            session = await self._ready()
-        except (SandboxError, OSError) as exc:
-            message = f"the Python sandbox could not start: {exc}"
-            turn.text(message + "\n")
-            return TurnOutcome("failed", message)
-        context = RunContext()
-        self._context = context
-        if turn.interrupted:
-            context.cancel()
-        printed = _Printed(turn)
-        try:
-            try:
-                result = await session.execute(source=turn.prompt, catalog=[self._ask(turn)], context=context)
-            except ProgramActive:
-                await session.stop()
-                result = await session.execute(source=turn.prompt, catalog=[self._ask(turn)], context=context)
-            while True:
-                printed.add(result.output)
-                self._observed.set()
-                self._observed = asyncio.Event()
-                if result.status != "still_working":
-                    break
-                result = await session.wait(context=context)
-        except SandboxError as exc:
-            # keep the session: its next execute starts a fresh interpreter, and close() still
-            # releases its sandbox (dropping it here leaked the sandbox's cgroup and folder)
-            printed.line(f"the Python sandbox failed: {exc}")
-            return TurnOutcome("failed", f"the Python sandbox failed: {exc}")
-        finally:
-            self._context = None
-        return self._outcome(result, printed, turn)
+        return await run_program(self.sandbox, turn, turn.prompt)
 
     @staticmethod
     def _outcome(result: ProgramResult, printed: _Printed, turn: TurnIO) -> TurnOutcome:
@@ -232,70 +111,45 @@ class PythonAgent(Agent):
             return TurnOutcome("interrupted")
         return TurnOutcome("failed", "the program was terminated")
 
-    def _ask(self, turn: TurnIO) -> Tool:
-        async def ask(
-            question: str, options: list[Any] | None = None, multiple: bool = False, freeform: bool = True
-        ) -> Any:
-            offered = _options(options)
-            if not offered and not freeform:
-                raise ToolError("a question without options must allow a freeform answer")
-            args = {"question": question, "options": options, "multiple": multiple, "freeform": freeform}
-            # What the program printed before asking is collected at the next observation (at most
-            # one interval away): let it go out first, so the question follows its lead-in.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._observed.wait(), 4 * self.limits.observe_seconds)
-            call_id = turn.tool_started("ask", args)
-            try:
-                answer = await turn.ask(question, offered, multiple=multiple, freeform=freeform)
-            except QuestionDismissed:
-                turn.tool_ended(call_id, "error", error="dismissed")
-                raise ToolError("dismissed") from None
-            except QuestionCancelled:
-                turn.tool_ended(call_id, "terminated", error="cancelled")
-                raise ToolError("cancelled: the turn is ending") from None
-            except asyncio.CancelledError:
-                turn.tool_ended(call_id, "terminated", error="cancelled")
-                raise
-            except TuiError as exc:  # e.g. another question is pending (asked from two threads)
-                turn.tool_ended(call_id, "error", error=exc.detail)
-                raise ToolError(exc.detail) from None
-            if answer.selected:
-                value: Any = list(answer.selected) if multiple else answer.selected[0]
-            else:
-                value = answer.freeform or ""
-            turn.tool_ended(call_id, "completed", value=value)
-            return value
-
-        return Tool(
-            name="ask",
-            description=(
-                "Ask the people attached to this session a question and wait for the first answer. "
-                "Returns the chosen option's label, a list of labels when multiple=True, or the "
-                "freeform text; raises ToolError('dismissed') when the question is dismissed."
-            ),
-            parameters=_ASK_SCHEMA,
-            handler=ask,
-        )
-
     async def close(self) -> None:
-        if self._opening is not None and self._session is None:
-            self._opening.cancel()
-        session, self._session = self._session, None
-        if session is not None:
-            with contextlib.suppress(Exception):
-                await session.close()
+        await self.sandbox.close()
+
+
+async def run_program(
+    sandbox: Sandbox, turn: TurnIO, source: str, *, write: Callable[[str], None] | None = None
+) -> TurnOutcome:
+    """Run `source` as a python session's turn: its output is the reply, as a REPL prints it.
+
+    Used for a python session's prompts and a model session's ``!`` lines alike.
+
+    Args:
+        sandbox: the session's sandbox.
+        turn: the running turn.
+        source: the program.
+        write: where the reply goes (`turn.text` by default).
+    """
+    printed = _Printed(write or turn.text)
+    try:
+        result = await sandbox.run(source, turn, printed.add)
+    except (SandboxError, OSError) as exc:
+        # keep the session: its next execute starts a fresh interpreter, and close() still
+        # releases its sandbox (dropping it here leaked the sandbox's cgroup and folder)
+        message = f"the Python sandbox failed: {exc}"
+        printed.line(message)
+        return TurnOutcome("failed", message)
+    return PythonAgent._outcome(result, printed, turn)
 
 
 class _Printed:
     """The reply as printed so far, to put a value or a traceback on a line of its own."""
 
-    def __init__(self, turn: TurnIO) -> None:
-        self.turn = turn
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
         self.at_line_start = True
 
     def add(self, text: str) -> None:
         if text:
-            self.turn.text(text)
+            self.write(text)
             self.at_line_start = text.endswith("\n")
 
     def line(self, text: str) -> None:

@@ -1,0 +1,68 @@
+"""A model session end to end: real `tui` processes and a real worker whose ``[models.local]``
+profile points at the tests' loopback OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_model_server import FakeModelServer, Text
+
+from client.helpers import kill_worker, tui
+from tui.codemode.sandbox import landlock_abi
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as running:
+        config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
+        config.write_text(
+            f'[models.local]\nprovider = "openai"\nmodel = "fake-1"\nbase_url = "{running.url}"\n'
+            "context_window = 8192\n"
+        )
+        yield running
+
+
+def _said(request: dict[str, object]) -> str:
+    return json.dumps(request["messages"])
+
+
+def test_a_model_session_answers_runs_python_and_survives_its_worker(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    if shutil.which("bwrap") is None and landlock_abi() < 1:
+        pytest.skip("neither bubblewrap nor Landlock is available (apt install bubblewrap)")
+    listed = tui("models")
+    assert listed.returncode == 0 and "local" in listed.stdout and "none needed" in listed.stdout
+
+    out = tui("send", "--new", "--model", "local", "hello there", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "You said: hello there"
+    sid = out.stderr.strip().splitlines()[0]
+
+    ran = tui("send", sid, "run x = 6 * 7\nprint('x is', x)", "--wait")
+    assert ran.returncode == 0, ran.stderr
+    assert "x is 42" in _said(server.requests[-1])  # the model read what the program printed
+    assert ran.stdout.startswith("Running it.\n") and "x is 42" in ran.stdout
+
+    kill_worker(state_dir, sid)
+    again = tui("send", sid, "and now?", "--wait")
+    assert again.returncode == 0, again.stderr
+    remembered = _said(server.requests[-1])
+    assert "hello there" in remembered and "x is 42" in remembered
+    assert "started afresh" in remembered  # the new interpreter lost x, and the model is told
+
+    server.script(Text([]))
+    empty = tui("send", sid, "say nothing", "--wait")
+    assert empty.returncode == 5, empty.stderr
+
+
+def test_a_model_that_does_not_resolve_is_refused_before_a_session_is_made(state_dir: Path) -> None:
+    out = tui("send", "--new", "--model", "nope", "hi", "--wait")
+    assert out.returncode == 1
+    assert "no model 'nope'" in out.stderr and "Traceback" not in out.stderr
+    assert json.loads(tui("sessions", "--json").stdout) == []

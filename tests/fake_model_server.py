@@ -1,0 +1,403 @@
+"""A loopback model server speaking the providers' real wire formats, for tests and for trying a
+model session offline.
+
+It serves OpenAI Chat Completions (``POST /v1/chat/completions``, SSE chunks as OpenAI sends them:
+text deltas, tool-call deltas, a usage chunk, ``[DONE]``) and Anthropic Messages (``POST
+/v1/messages``: ``message_start`` … ``message_stop``), so the providers' own SDKs run against it
+through pydantic-ai. A test scripts the replies (`FakeModelServer.script`); unscripted requests get
+the default responder's reply:
+
+- a prompt starting with ``run `` makes a ``run_python`` call with the rest as the code;
+- a prompt starting with ``ask `` makes an ``ask_user`` call with the rest as the question;
+- after a tool result, the reply quotes it; otherwise the reply echoes the prompt.
+
+By hand (docs/agents.md): ``python tests/fake_model_server.py --port 8765`` and a profile
+``[models.fake]`` with ``provider = "openai"``, ``base_url = "http://127.0.0.1:8765/v1"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Text:
+    """A streamed text reply, in these chunks."""
+
+    chunks: list[str]
+    thinking: list[str] = field(default_factory=list)
+    usage: tuple[int, int] = (12, 5)
+    delay: float = 0.0
+    """Seconds between chunks."""
+
+
+@dataclass
+class Call:
+    """A tool call (its arguments streamed in a few deltas), optionally after some text."""
+
+    name: str
+    args: dict[str, Any]
+    text: str = ""
+    usage: tuple[int, int] = (20, 8)
+
+
+@dataclass
+class Fail:
+    """An HTTP error answer (a 429 with ``retry-after``, a 401 …)."""
+
+    status: int
+    message: str = "error"
+    headers: dict[str, str] = field(default_factory=dict)
+    kind: str = "api_error"
+
+
+@dataclass
+class Drop:
+    """Some text chunks, then the connection is cut."""
+
+    chunks: list[str]
+
+
+@dataclass
+class Hang:
+    """Some text chunks, then nothing until the client goes away."""
+
+    chunks: list[str]
+
+
+Reply = Text | Call | Fail | Drop | Hang
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        for part in content or []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                return str(part.get("text", ""))
+    return ""
+
+
+def _tool_result(messages: list[dict[str, Any]]) -> str | None:
+    """The last message's tool result, when the last message is one (OpenAI or Anthropic form)."""
+    if not messages:
+        return None
+    last = messages[-1]
+    if last.get("role") == "tool":
+        return str(last.get("content", ""))
+    content = last.get("content")
+    if last.get("role") == "user" and isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                inner = part.get("content")
+                if isinstance(inner, list):
+                    return "".join(str(p.get("text", "")) for p in inner if isinstance(p, dict))
+                return str(inner)
+    return None
+
+
+def default_reply(messages: list[dict[str, Any]]) -> Reply:
+    """What the server answers when no reply was scripted (see the module's docstring)."""
+    result = _tool_result(messages)
+    if result is not None:
+        return Text(["The tool ", "returned:\n\n", "```\n", result.rstrip("\n"), "\n```\n"], delay=0.01)
+    prompt = _last_user_text(messages).strip()
+    # a prompt may carry a note before the person's words; the words are the last paragraph
+    words = prompt.split("\n\n")[-1]
+    if words.startswith("run "):
+        return Call("run_python", {"code": words[4:]}, text="Running it.\n")
+    if words.startswith("ask "):
+        return Call("ask_user", {"question": words[4:], "options": ["yes", "no"]})
+    return Text(["You ", "said: ", words or "(nothing)"], delay=0.01)
+
+
+class FakeModelServer:
+    """The server in a thread of the test process, on 127.0.0.1 and a free port."""
+
+    def __init__(self, responder: Callable[[list[dict[str, Any]]], Reply] = default_reply) -> None:
+        self.responder = responder
+        self.scripted: deque[Reply] = deque()
+        self.requests: list[dict[str, Any]] = []
+        """Every request body, in order."""
+        self.headers: list[dict[str, str]] = []
+        self.port = 0
+        self.first_byte_at: list[float] = []
+        """`time.monotonic()` when each streamed answer's first chunk was sent."""
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._openai, methods=["POST"]),
+                Route("/v1/messages", self._anthropic, methods=["POST"]),
+            ]
+        )
+
+    @property
+    def url(self) -> str:
+        """The base URL an OpenAI profile names (``…/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root(self) -> str:
+        """The base URL an Anthropic profile names."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def script(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies, in order."""
+        self.scripted.extend(replies)
+
+    def _next(self, messages: list[dict[str, Any]]) -> Reply:
+        return self.scripted.popleft() if self.scripted else self.responder(messages)
+
+    def start(self, port: int = 0) -> FakeModelServer:
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+        self._server = uvicorn.Server(config)
+        started = threading.Event()
+
+        def run() -> None:
+            assert self._server is not None
+            asyncio.run(self._serve(started))
+
+        self._thread = threading.Thread(target=run, name="fake-model-server", daemon=True)
+        self._thread.start()
+        if not started.wait(20):
+            raise RuntimeError("the fake model server did not start")
+        return self
+
+    async def _serve(self, started: threading.Event) -> None:
+        assert self._server is not None
+        server = self._server
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                task.result()
+                return
+            await asyncio.sleep(0.005)
+        self.port = server.servers[0].sockets[0].getsockname()[1]
+        started.set()
+        await task
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> FakeModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- OpenAI Chat Completions ------------------------------------------------------------------
+    async def _openai(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        reply = self._next(body.get("messages", []))
+        if isinstance(reply, Fail):
+            error = {"error": {"message": reply.message, "type": reply.kind, "code": None}}
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
+        model = body.get("model", "fake")
+        with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return StreamingResponse(
+            self._openai_stream(reply, model, with_usage), media_type="text/event-stream"
+        )
+
+    async def _openai_stream(self, reply: Reply, model: str, with_usage: bool) -> AsyncIterator[bytes]:
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            data = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(data)}\n\n".encode()
+
+        first = True
+
+        def mark() -> None:
+            nonlocal first
+            if first:
+                self.first_byte_at.append(time.monotonic())
+                first = False
+
+        mark()
+        yield chunk({"role": "assistant", "content": ""})
+        usage = (0, 0)
+        if isinstance(reply, Text):
+            for text in reply.thinking:
+                yield chunk({"reasoning_content": text})
+            for text in reply.chunks:
+                if reply.delay:
+                    await asyncio.sleep(reply.delay)
+                yield chunk({"content": text})
+            yield chunk({}, "stop")
+            usage = reply.usage
+        elif isinstance(reply, Call):
+            if reply.text:
+                yield chunk({"content": reply.text})
+            arguments = json.dumps(reply.args)
+            third = max(1, len(arguments) // 3)
+            head = {
+                "index": 0,
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": reply.name, "arguments": ""},
+            }
+            yield chunk({"tool_calls": [head]})
+            for i in range(0, len(arguments), third):
+                yield chunk(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": arguments[i : i + third]}}]}
+                )
+            yield chunk({}, "tool_calls")
+            usage = reply.usage
+        elif isinstance(reply, Drop):
+            for text in reply.chunks:
+                yield chunk({"content": text})
+            raise ConnectionResetError("the fake server cut the connection")
+        elif isinstance(reply, Hang):
+            for text in reply.chunks:
+                yield chunk({"content": text})
+            await asyncio.sleep(3600)
+        if with_usage:
+            data = {
+                "id": "chatcmpl-fake",
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": {
+                    "prompt_tokens": usage[0],
+                    "completion_tokens": usage[1],
+                    "total_tokens": sum(usage),
+                },
+            }
+            yield f"data: {json.dumps(data)}\n\n".encode()
+        yield b"data: [DONE]\n\n"
+
+    # --- Anthropic Messages ----------------------------------------------------------------------------
+    async def _anthropic(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        reply = self._next(body.get("messages", []))
+        if isinstance(reply, Fail):
+            error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
+        return StreamingResponse(
+            self._anthropic_stream(reply, body.get("model", "fake")), media_type="text/event-stream"
+        )
+
+    async def _anthropic_stream(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
+        def event(name: str, data: dict[str, Any]) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        usage = reply.usage if isinstance(reply, Text | Call) else (1, 0)
+        self.first_byte_at.append(time.monotonic())
+        yield event(
+            "message_start",
+            {
+                "message": {
+                    "id": "msg_fake",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": usage[0], "output_tokens": 1},
+                }
+            },
+        )
+        index = 0
+        stop = "end_turn"
+        texts: list[str] = []
+        if isinstance(reply, Text):
+            if reply.thinking:
+                yield event(
+                    "content_block_start",
+                    {"index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+                )
+                for text in reply.thinking:
+                    yield event(
+                        "content_block_delta",
+                        {"index": index, "delta": {"type": "thinking_delta", "thinking": text}},
+                    )
+                yield event(
+                    "content_block_delta",
+                    {"index": index, "delta": {"type": "signature_delta", "signature": "sig"}},
+                )
+                yield event("content_block_stop", {"index": index})
+                index += 1
+            texts = reply.chunks
+        elif isinstance(reply, Call):
+            texts = [reply.text] if reply.text else []
+        elif isinstance(reply, Drop | Hang):
+            texts = reply.chunks
+        if texts:
+            yield event(
+                "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}
+            )
+            for text in texts:
+                if isinstance(reply, Text) and reply.delay:
+                    await asyncio.sleep(reply.delay)
+                yield event(
+                    "content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": text}}
+                )
+            if isinstance(reply, Drop):
+                raise ConnectionResetError("the fake server cut the connection")
+            if isinstance(reply, Hang):
+                await asyncio.sleep(3600)
+            yield event("content_block_stop", {"index": index})
+            index += 1
+        if isinstance(reply, Call):
+            stop = "tool_use"
+            block = {"type": "tool_use", "id": "toolu_1", "name": reply.name, "input": {}}
+            yield event("content_block_start", {"index": index, "content_block": block})
+            arguments = json.dumps(reply.args)
+            half = max(1, len(arguments) // 2)
+            for i in range(0, len(arguments), half):
+                delta = {"type": "input_json_delta", "partial_json": arguments[i : i + half]}
+                yield event("content_block_delta", {"index": index, "delta": delta})
+            yield event("content_block_stop", {"index": index})
+        yield event(
+            "message_delta",
+            {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage[1]}},
+        )
+        yield event("message_stop", {})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a fake OpenAI / Anthropic model server on 127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args()
+    server = FakeModelServer()
+    print(
+        f"fake model server: OpenAI at http://127.0.0.1:{args.port}/v1, Anthropic at http://127.0.0.1:{args.port}"
+    )
+    uvicorn.run(server.app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,733 @@
+"""The ``model`` agent: a language model that works in the session's Python sandbox.
+
+Each turn's prompt is prose for the model (pydantic-ai's models and providers: OpenAI Chat
+Completions or Responses, Anthropic, Google). Its tools run in the worker's one Code Mode session,
+the namespace the person shares: ``run_python(code)`` (with ``wait_python()`` / ``stop_python()``
+for a program that runs on), and ``ask_user(...)``, a question like any other. A prompt that starts
+with ``!`` runs as Python directly, and the model reads it (code and output) on its next turn.
+
+The conversation lives in ``sessions/ID/messages.jsonl`` (one line a turn: pydantic-ai's message
+JSON, never a key), so a new worker continues it. Retries are ours alone (the SDKs' are off): a
+rate limit or a server error is tried again after a backoff, at most `MAX_TRIES` times, and the
+status row says ``retrying in N s``. Every failure ends the turn with one line that says what to do.
+
+This module imports pydantic-ai and the providers' SDKs; only a worker of a model session imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import Tool as PydanticTool
+from pydantic_ai.exceptions import (
+    AgentRunError,
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelContextWindowExceededError,
+    ModelHTTPError,
+    ModelRateLimitError,
+    ModelServerError,
+    ModelUnavailableError,
+    UnexpectedModelBehavior,
+    UserError,
+)
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelRequest,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    RetryPromptPart,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.settings import ModelSettings
+
+from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
+from tui.config import Config, ModelProfile
+from tui.errors import InvalidModel
+from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agents import register
+from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
+from tui.worker.agents.python import run_program
+
+__all__ = [
+    "CONTEXT_WINDOWS",
+    "INSTRUCTIONS",
+    "MAX_TRIES",
+    "MessageLog",
+    "ModelAgent",
+    "build_model",
+    "fit_context",
+]
+
+log = logging.getLogger("tui.worker.model")
+
+MAX_TRIES = 3
+"""Tries of one model request when the provider is rate-limited or fails (429, 5xx)."""
+BACKOFF_SECONDS = (1.0, 4.0)
+"""The wait before the second and the third try, unless the provider says how long (retry-after)."""
+RETRY_AFTER_CAP = 60.0
+"""The longest retry-after we honour; a longer one fails the turn at once."""
+RUN_BUDGET_SECONDS = 20.0
+"""How long ``run_python`` / ``wait_python`` watch a program before answering ``still_working``."""
+TOOL_RESULT_CHARACTERS = 20_000
+"""A tool result the model reads is cut to this many characters (its beginning and its end)."""
+CONTEXT_WINDOWS = {"openai": 128_000, "anthropic": 200_000, "google": 1_048_576}
+"""A profile's window when it names none (a ``base_url`` server: `LOCAL_CONTEXT_WINDOW`)."""
+LOCAL_CONTEXT_WINDOW = 32_768
+CONTEXT_HIGH = 0.75
+"""The share of the window above which the oldest turns are dropped before a request …"""
+CONTEXT_LOW = 0.5
+"""… until the conversation takes at most this share."""
+DEFAULT_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "google": "https://generativelanguage.googleapis.com",
+}
+
+INSTRUCTIONS = """\
+You work in a terminal session together with a person. You have a live Python interpreter, the same \
+one the person uses (they run code in it with a leading `!`), so variables persist between calls and \
+between turns, and the person can inspect what you define. Its current directory is the session's \
+folder: {folder}. The interpreter has no network access.
+
+Tools:
+- run_python(code): run Python; you get what it printed and the value of its last expression. A \
+program that runs longer than about {budget:.0f} s returns `still_working` with its output so far: \
+then call wait_python() to keep waiting or stop_python() to stop it.
+- ask_user(question, options, multiple, freeform): ask the person when you need a decision or a fact \
+only they have.
+
+Inside programs, ask(question, options=None, multiple=False, freeform=True) asks the person too.
+Answer in Markdown, briefly; show results rather than describing what you will do."""
+
+
+def context_window(profile: ModelProfile) -> int:
+    """The profile's context window in tokens: its own, else the provider's usual one."""
+    if profile.context_window is not None:
+        return profile.context_window
+    if profile.base_url is not None:
+        return LOCAL_CONTEXT_WINDOW
+    return CONTEXT_WINDOWS.get(profile.provider, LOCAL_CONTEXT_WINDOW)
+
+
+def server_url(profile: ModelProfile) -> str:
+    """The URL the profile's requests go to (for messages)."""
+    return profile.base_url or DEFAULT_URLS.get(profile.provider, profile.provider)
+
+
+def build_model(profile: ModelProfile, environ: dict[str, str] | None = None) -> Model:
+    """The pydantic-ai model of `profile`, its key read from the environment, the SDK's retries off.
+
+    Raises:
+        InvalidModel: the provider is not one this version speaks to.
+    """
+    key = profile.api_key(environ)
+    if profile.provider == "openai":
+        from openai import AsyncOpenAI
+        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+
+        # A local server takes any key; the SDK refuses none at all.
+        client = AsyncOpenAI(api_key=key or "none", base_url=profile.base_url, max_retries=0)
+        provider = OpenAIProvider(openai_client=client)
+        if profile.api == "responses":
+            return OpenAIResponsesModel(profile.model, provider=provider)
+        return OpenAIChatModel(profile.model, provider=provider)
+    if profile.provider == "anthropic":
+        from anthropic import AsyncAnthropic
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        anthropic = AsyncAnthropic(api_key=key or "none", base_url=profile.base_url, max_retries=0)
+        return AnthropicModel(profile.model, provider=AnthropicProvider(anthropic_client=anthropic))
+    if profile.provider == "google":
+        from pydantic_ai.models.google import GoogleModel
+        from pydantic_ai.providers.google import GoogleProvider
+
+        return GoogleModel(profile.model, provider=GoogleProvider(api_key=key, base_url=profile.base_url))
+    raise InvalidModel(f"the provider {profile.provider!r} is not one of openai, anthropic, google")
+
+
+class _Retrying(WrapperModel):
+    """A model whose requests are tried again on a rate limit or a server error (our one retry loop)."""
+
+    def __init__(
+        self, wrapped: Model, *, waiting: Callable[[str], None], sleep: Callable[[float], Any]
+    ) -> None:
+        super().__init__(wrapped)
+        self._waiting = waiting
+        self._sleep = sleep
+
+    async def _delay(self, exc: ModelAPIError, tries: int) -> float | None:
+        if tries >= MAX_TRIES:
+            return None
+        delay = exc.retry_after if exc.retry_after is not None else BACKOFF_SECONDS[tries - 1]
+        return None if delay > RETRY_AFTER_CAP else max(0.0, delay)
+
+    @contextlib.asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        tries = 0
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                tries += 1
+                opening = self.wrapped.request_stream(
+                    messages, model_settings, model_request_parameters, run_context
+                )
+                try:
+                    stream = await stack.enter_async_context(opening)
+                except (ModelRateLimitError, ModelUnavailableError, ModelServerError) as exc:
+                    delay = await self._delay(exc, tries)
+                    if delay is None:
+                        raise
+                    log.info("model request failed (%s); try %d in %.1f s", exc, tries + 1, delay)
+                    self._waiting(f"retrying in {delay:.0f} s ({_why(exc)})")
+                    await self._sleep(delay)
+                    self._waiting("")
+                    continue
+                break
+            yield stream
+
+
+def _why(exc: ModelAPIError) -> str:
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, ModelRateLimitError):
+        return f"rate-limited, HTTP {status}" if status else "rate-limited"
+    return f"HTTP {status}" if status else "the server failed"
+
+
+# --- the conversation ---------------------------------------------------------------------------
+class MessageLog:
+    """``messages.jsonl``: the conversation, one JSON list of pydantic-ai messages a line (a turn)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> list[ModelMessage]:
+        """The whole conversation, repaired so a provider takes it (see `repair`)."""
+        try:
+            lines = self.path.read_bytes().splitlines()
+        except FileNotFoundError:
+            return []
+        messages: list[ModelMessage] = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                messages.extend(ModelMessagesTypeAdapter.validate_json(line))
+            except ValueError as exc:  # a torn last line (a worker killed mid-write) or damage
+                log.warning("%s line %d is not a list of messages; skipped (%s)", self.path, number, exc)
+        return repair(messages)
+
+    def append(self, messages: Sequence[ModelMessage]) -> None:
+        """Add one turn's messages (one line, one write)."""
+        if not messages:
+            return
+        line = ModelMessagesTypeAdapter.dump_json(list(messages)) + b"\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+INTERRUPTED_CALL = "interrupted: the turn was stopped before this call returned"
+
+
+def repair(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """The conversation as a provider takes it.
+
+    Adjacent requests are merged (a ``!`` line's context, then the next prompt), empty ones
+    dropped, and every tool call without a result gets one saying it was interrupted (providers
+    refuse a dangling call).
+    """
+    out: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            if out and isinstance(out[-1], ModelRequest):
+                last = out[-1]
+                out[-1] = ModelRequest(parts=[*last.parts, *message.parts], instructions=last.instructions)
+            elif message.parts:
+                out.append(message)
+        else:
+            out.append(message)
+    fixed: list[ModelMessage] = []
+    for i, message in enumerate(out):
+        if isinstance(message, ModelRequest) and fixed and isinstance(fixed[-1], ModelResponse):
+            message = _answer_calls(fixed[-1], message)
+        fixed.append(message)
+        if isinstance(message, ModelResponse) and message.tool_calls and i == len(out) - 1:
+            fixed.append(_answer_calls(message, ModelRequest(parts=[])))
+    # a request of nothing but results of calls nobody made would be refused too
+    return [m for m in fixed if not (isinstance(m, ModelRequest) and not m.parts)]
+
+
+def _answer_calls(response: ModelResponse, request: ModelRequest) -> ModelRequest:
+    answered = {p.tool_call_id for p in request.parts if isinstance(p, ToolReturnPart | RetryPromptPart)}
+    missing = [
+        ToolReturnPart(tool_name=call.tool_name, content=INTERRUPTED_CALL, tool_call_id=call.tool_call_id)
+        for call in response.tool_calls
+        if call.tool_call_id not in answered
+    ]
+    if not missing:
+        return request
+    return ModelRequest(parts=[*missing, *request.parts], instructions=request.instructions)
+
+
+def _size(message: ModelMessage) -> int:
+    """Tokens a message takes, estimated (4 characters a token)."""
+    return len(ModelMessagesTypeAdapter.dump_json([message])) // 4
+
+
+def _turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
+    """Where each turn starts: a request holding a person's prompt."""
+    return [
+        i
+        for i, m in enumerate(messages)
+        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
+    ]
+
+
+def fit_context(
+    messages: list[ModelMessage], window: int, prompt_tokens: int = 0
+) -> tuple[list[ModelMessage], int]:
+    """The context rule: when the conversation would fill more than `CONTEXT_HIGH` of the window,
+    its oldest turns are dropped, whole, until it fills at most `CONTEXT_LOW` (the new prompt is
+    always sent). Returns the messages to send and how many turns were dropped.
+    """
+    sizes = [_size(m) for m in messages]
+    total = sum(sizes) + prompt_tokens
+    if total <= CONTEXT_HIGH * window:
+        return messages, 0
+    starts = _turn_starts(messages)
+    dropped = 0
+    cut = 0
+    for start in [*starts[1:], len(messages)]:
+        if total <= CONTEXT_LOW * window:
+            break
+        total -= sum(sizes[cut:start])
+        cut = start
+        dropped += 1
+    return messages[cut:], dropped
+
+
+# --- the agent ----------------------------------------------------------------------------------
+@dataclass
+class _Running:
+    """What one turn has streamed so far."""
+
+    turn: TurnIO
+    text_open: bool = False
+    """Whether reply text was streamed since the last tool call (a new text part gets a blank line)."""
+    wrote: str = ""
+    calls_made: int = 0
+
+    def text(self, chunk: str, *, new_part: bool) -> None:
+        if not chunk:
+            return
+        if new_part and self.wrote and not self.wrote.endswith("\n\n"):
+            chunk = ("\n" if self.wrote.endswith("\n") else "\n\n") + chunk
+        self.turn.text(chunk)
+        self.wrote += chunk
+
+
+@register("model")
+class ModelAgent(Agent):
+    """A language model that runs Python in the session's sandbox and asks the person questions."""
+
+    name: ClassVar[str] = "model"
+    reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        model: str,
+        workdir: Path,
+        messages: Path,
+        observe_seconds: float = OBSERVE_SECONDS,
+        run_budget: float = RUN_BUDGET_SECONDS,
+        make_model: Callable[[ModelProfile], Model] | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        tui_folders: list[Path] | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.models = sorted(config.models)
+        self.workdir = workdir
+        self.log = MessageLog(messages)
+        self.sandbox = Sandbox(
+            workdir, observe_seconds=observe_seconds, tui_folders=tui_folders, settings=config.sandbox
+        )
+        self.notes = self.sandbox.notes
+        self.run_budget = run_budget
+        self._make_model = make_model or build_model
+        self._sleep = sleep
+        self._task: asyncio.Task[None] | None = None
+        self._told_fresh = False
+        """Whether the model was told this worker's interpreter is new (once, on its first turn)."""
+
+    @classmethod
+    def from_context(cls, context: AgentContext) -> ModelAgent:
+        model = context.record.model or context.config.default_model or ""
+        return cls(
+            config=context.config,
+            model=model,
+            workdir=context.working_directory,
+            messages=context.session_folder / "messages.jsonl",
+            tui_folders=tui_folders_of(context),
+        )
+
+    async def start(self) -> None:
+        await self.sandbox.start()
+
+    def interrupt(self) -> None:
+        self.sandbox.interrupt()
+        if self._task is not None:
+            self._task.cancel()
+
+    def set_model(self, model: str) -> None:
+        profile = self.config.model_profile(model)
+        missing = profile.missing_key(model)
+        if missing is not None:
+            raise InvalidModel(missing)
+        self.model = model
+
+    async def close(self) -> None:
+        await self.sandbox.close()
+
+    # --- a turn ----------------------------------------------------------------------------------
+    async def run_turn(self, turn: TurnIO) -> TurnOutcome:
+        if turn.prompt.startswith("!"):
+            return await self._run_python_line(turn)
+        name = self.model or ""
+        try:
+            profile = self.config.model_profile(name)
+        except InvalidModel as exc:
+            return TurnOutcome("failed", exc.detail)
+        missing = profile.missing_key(name)
+        if missing is not None:
+            return TurnOutcome("failed", missing)
+        window = context_window(profile)
+        history = self.log.load()
+        prompt = turn.prompt
+        if history and not self._told_fresh and self.sandbox.programs == 0:
+            prompt = (
+                "(The Python interpreter was started afresh since the earlier turns: "
+                "variables defined before are gone.)\n\n" + prompt
+            )
+        self._told_fresh = True
+        sent, dropped = fit_context(history, window, len(prompt) // 4)
+        if dropped:
+            turn.note(
+                f"the conversation neared the model's context window ({window:,} tokens): its oldest "
+                f"{dropped} turn{'s' if dropped != 1 else ''} are left out of what the model reads now"
+            )
+        model = _Retrying(self._make_model(profile), waiting=turn.activity, sleep=self._sleep)
+        running = _Running(turn)
+        agent: PydanticAgent[None, str] = PydanticAgent(
+            model,
+            instructions=INSTRUCTIONS.format(folder=self.workdir, budget=self.run_budget),
+            tools=self._tools(running),
+            model_settings=ModelSettings(max_retries=0),
+            retries={"tools": 2, "output": 0},
+        )
+        handle: list[Any] = []
+        if turn.interrupted:
+            return TurnOutcome("interrupted")
+        task = asyncio.create_task(self._stream(agent, prompt, sent, running, handle))
+        self._task = task
+        outcome: TurnOutcome
+        try:
+            await task
+            outcome = TurnOutcome("completed")
+        except asyncio.CancelledError:
+            task.cancel()  # when this turn's own task was cut off, the stream goes with it
+            if not _stopped(turn):
+                raise
+            outcome = TurnOutcome("interrupted")
+        except UnexpectedModelBehavior as exc:
+            # A reply of nothing at all is an empty reply (a piped run exits 5), not a failure.
+            said_nothing = not running.wrote and not running.calls_made
+            outcome = (
+                TurnOutcome("completed")
+                if said_nothing
+                else TurnOutcome("failed", self._failure(exc, profile))
+            )
+        except (AgentRunError, UserError) as exc:
+            outcome = TurnOutcome("failed", self._failure(exc, profile))
+        finally:
+            self._task = None
+            turn.activity("")
+        if handle:
+            events = handle[0]
+            self._spent(turn, events, window)
+            with contextlib.suppress(Exception):
+                self.log.append(repair(events.new_messages()))
+        return outcome
+
+    async def _stream(
+        self,
+        agent: PydanticAgent[None, str],
+        prompt: str,
+        history: list[ModelMessage],
+        running: _Running,
+        handle: list[Any],
+    ) -> None:
+        async with agent.run_stream_events(prompt, message_history=history) as events:
+            handle.append(events)
+            async for event in events:
+                if isinstance(event, PartStartEvent):
+                    if isinstance(event.part, TextPart):
+                        running.text(event.part.content, new_part=True)
+                    elif isinstance(event.part, ThinkingPart):
+                        running.turn.thinking(event.part.content)
+                elif isinstance(event, PartDeltaEvent):
+                    if isinstance(event.delta, TextPartDelta):
+                        running.text(event.delta.content_delta, new_part=False)
+                    elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
+                        running.turn.thinking(event.delta.content_delta)
+
+    @staticmethod
+    def _spent(turn: TurnIO, events: Any, window: int) -> None:
+        usage = events.usage
+        turn.usage(
+            input=usage.input_tokens or 0,
+            output=usage.output_tokens or 0,
+            cached=getattr(usage, "cache_read_tokens", 0) or 0,
+        )
+        last = next((m for m in reversed(events.all_messages()) if isinstance(m, ModelResponse)), None)
+        if last is not None and last.usage.input_tokens:
+            turn.context(last.usage.input_tokens + last.usage.output_tokens, window)
+
+    def _failure(self, exc: Exception, profile: ModelProfile) -> str:
+        """One line saying what went wrong and what to do."""
+        name = self.model
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, ModelAuthenticationError) or status in (401, 403):
+            variable = profile.key_variable
+            fix = (
+                f"check the key in {variable}"
+                if variable
+                else f"set api_key_env in the [models.{name}] profile"
+            )
+            return f"{server_url(profile)} refused the key of model {name!r} (HTTP {status or 401}): {fix}"
+        if isinstance(exc, ModelConnectionError):
+            if exc.phase == "read" or exc.in_stream:
+                return f"the connection to {server_url(profile)} broke off during the reply: {_short(exc)}"
+            return f"cannot reach {server_url(profile)} (model {name!r}): {_short(exc)}"
+        if isinstance(exc, ModelContextWindowExceededError):
+            return (
+                f"the conversation is too long for model {name!r}; start a new session or set context_window"
+            )
+        if isinstance(exc, ModelRateLimitError | ModelUnavailableError | ModelServerError):
+            return f"model {name!r} failed {MAX_TRIES} times ({_why(exc)}); try again later"
+        if isinstance(exc, ModelHTTPError):
+            return f"model {name!r} answered HTTP {exc.status_code}: {_short(exc)}"
+        return f"model {name!r} failed: {_short(exc)}"
+
+    # --- tools -------------------------------------------------------------------------------------
+    def _tools(self, running: _Running) -> list[PydanticTool[None]]:
+        turn = running.turn
+
+        async def run_python(code: str) -> str:
+            """Run Python code in the session's interpreter (shared with the person; globals persist).
+
+            Args:
+                code: the program; the value of its last line is returned as a REPL shows it.
+            """
+            running.calls_made += 1
+            call_id = turn.tool_started("run_python", {"code": code}, kind="execute")
+            return await self._observe(turn, call_id, code, resume=False)
+
+        async def wait_python() -> str:
+            """Keep waiting for the program that answered still_working; returns its new output."""
+            call_id = turn.tool_started("wait_python", {}, kind="execute")
+            return await self._observe(turn, call_id, "", resume=True)
+
+        async def stop_python() -> str:
+            """Stop the program that answered still_working; returns its last output."""
+            call_id = turn.tool_started("stop_python", {}, kind="execute")
+            try:
+                result = await self.sandbox.stop()
+            except NoActiveProgram:
+                turn.tool_ended(call_id, "error", error="no program is running")
+                return "No program is running."
+            if result.output:
+                turn.tool_output(call_id, result.output)
+            turn.tool_ended(call_id, "terminated")
+            return _clip(result.output) + "[the program was stopped]"
+
+        async def ask_user(
+            question: str, options: list[str] | None = None, multiple: bool = False, freeform: bool = True
+        ) -> str:
+            """Ask the person a question and wait for the answer.
+
+            Args:
+                question: what to ask.
+                options: labels to choose from (none: a freeform answer).
+                multiple: whether several options may be chosen.
+                freeform: whether the person may type an answer of their own.
+            """
+            args = {"question": question, "options": options, "multiple": multiple, "freeform": freeform}
+            running.calls_made += 1
+            call_id = turn.tool_started("ask_user", args, kind="other")
+            try:
+                offered = ask_options(options)
+                value = await ask_person(
+                    turn, question, offered, multiple=multiple, freeform=freeform or not offered
+                )
+            except QuestionDismissed:
+                turn.tool_ended(call_id, "error", error="dismissed")
+                return "The person dismissed the question: they declined to answer."
+            except QuestionCancelled:
+                turn.tool_ended(call_id, "terminated", error="cancelled")
+                raise asyncio.CancelledError from None
+            except Exception as exc:  # a bad option list, another question pending …
+                turn.tool_ended(call_id, "error", error=str(exc))
+                return f"The question could not be asked: {exc}"
+            turn.tool_ended(call_id, "completed", value=value)
+            return json.dumps(value)
+
+        return [
+            PydanticTool(run_python),
+            PydanticTool(wait_python),
+            PydanticTool(stop_python),
+            PydanticTool(ask_user),
+        ]
+
+    async def _observe(self, turn: TurnIO, call_id: str, code: str, *, resume: bool) -> str:
+        chunks: list[str] = []
+
+        def output(text: str) -> None:
+            chunks.append(text)
+            turn.tool_output(call_id, text)
+
+        try:
+            result = await self.sandbox.run(
+                code, turn, output, resume=resume, replace=False, budget=self.run_budget
+            )
+        except ProgramActive:
+            turn.tool_ended(call_id, "error", error="a program is still running")
+            return (
+                "A program is still running: call wait_python() to wait for it or stop_python() to stop it."
+            )
+        except NoActiveProgram:
+            turn.tool_ended(call_id, "error", error="no program is running")
+            return "No program is running."
+        except (SandboxError, OSError) as exc:
+            turn.tool_ended(call_id, "error", error=str(exc))
+            return f"The Python sandbox failed: {exc}"
+        return self._result(turn, call_id, result, "".join(chunks))
+
+    @staticmethod
+    def _result(turn: TurnIO, call_id: str, result: ProgramResult, printed: str) -> str:
+        shown = _clip(printed)
+        if result.status == "completed":
+            value = getattr(result, "value_repr", None)
+            if value is None and result.value is not None:
+                value = repr(result.value)
+            turn.tool_ended(call_id, "completed", value=result.value)
+            if value is not None:
+                shown += ("" if not shown or shown.endswith("\n") else "\n") + value
+            return shown or "(no output)"
+        if result.status == "still_working":
+            turn.tool_ended(call_id, "still_working")
+            return shown + "[still_working: the program runs on; call wait_python() or stop_python()]"
+        if result.status == "error" and result.error is not None:
+            trace = result.error.traceback or str(result.error)
+            turn.tool_ended(call_id, "error", error=str(result.error))
+            return shown + trace
+        turn.tool_ended(call_id, "terminated")
+        return shown + "[the program was terminated]"
+
+    # --- a `!` line ----------------------------------------------------------------------------------
+    async def _run_python_line(self, turn: TurnIO) -> TurnOutcome:
+        """Run the rest of a ``!`` prompt as a python session would; the model reads it next turn."""
+        source = turn.prompt[1:].lstrip("\n")
+        printed: list[str] = []
+        fenced = _Fence(turn, printed)
+        outcome = await run_program(self.sandbox, turn, source, write=fenced.write)
+        fenced.close()
+        if not printed and outcome.outcome == "completed":
+            # say so, or a script's `!import pandas as pd` would read as a model that said nothing
+            turn.text("*(no output)*\n")
+        output = _clip("".join(printed)).rstrip("\n")
+        self.log.append(
+            [
+                ModelRequest(
+                    parts=[
+                        UserPromptPart(
+                            "The person ran this Python in the shared interpreter:\n```python\n"
+                            f"{source}\n```\nwhich printed:\n```\n{output}\n```"
+                        )
+                    ]
+                )
+            ]
+        )
+        return outcome
+
+
+class _Fence:
+    """A ``!`` line's output as a Markdown code block (the reply is Markdown), opened at its first text."""
+
+    def __init__(self, turn: TurnIO, printed: list[str]) -> None:
+        self.turn = turn
+        self.printed = printed
+        self.open = False
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if not self.open:
+            self.turn.text("```\n")
+            self.open = True
+        self.printed.append(text)
+        self.turn.text(text)
+
+    def close(self) -> None:
+        if self.open:
+            ended = "".join(self.printed).endswith("\n")
+            self.turn.text(("" if ended else "\n") + "```\n")
+            self.open = False
+
+
+def _stopped(turn: TurnIO) -> bool:
+    """Whether someone asked `turn` to stop (read afresh: it changes while the turn awaits)."""
+    return turn.interrupted
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
+
+
+def _clip(text: str, limit: int = TOOL_RESULT_CHARACTERS) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - limit} characters left out …]\n{text[-half:]}"
