@@ -29,6 +29,8 @@ local one.
     │   ├── WorkerStarting         (no_worker)
     │   └── ServerStopping         server_stopping
     ├── Unreachable                unreachable           502
+    ├── DiskFull                   disk_full             507 (the journal or a turn record)
+    ├── UnreadableEvent            (error)                   (a stream sent what this version cannot read)
     └── Refused                    refused               403  exit 6
         ├── Unauthorized           unauthorized          401
         ├── TokenRevoked           token_revoked         401
@@ -50,6 +52,7 @@ __all__ = [
     "Busy",
     "CapReached",
     "Conflict",
+    "DiskFull",
     "Forbidden",
     "InvalidAnswer",
     "InvalidModel",
@@ -70,6 +73,7 @@ __all__ = [
     "TuiError",
     "Unauthorized",
     "Unreachable",
+    "UnreadableEvent",
     "UsageError",
     "WorkerGone",
     "WorkerRunning",
@@ -242,6 +246,22 @@ class Unreachable(TuiError):
     title = "Unreachable"
 
 
+class DiskFull(TuiError):
+    """A worker could not write its journal or a turn record (disk full, I/O error).
+
+    Nothing half-written stays behind; the next request that needs a write tries again, so once
+    space returns the session goes on with nothing lost. ``path`` names the file.
+    """
+
+    code = "disk_full"
+    status = 507
+    title = "Disk full"
+
+
+class UnreadableEvent(TuiError):
+    """A stream sent an event this version cannot read: following on would loop on it for ever."""
+
+
 class Refused(TuiError):
     code = "refused"
     status = 403
@@ -312,6 +332,7 @@ _BY_STATUS: dict[int, type[TuiError]] = {
     502: WorkerGone,
     503: WorkerGone,
     504: WorkerGone,
+    507: DiskFull,
 }
 
 

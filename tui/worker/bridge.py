@@ -204,6 +204,9 @@ async def _stream(
                 if got is None:
                     yield b": ping\n\n"
                     continue
+                if isinstance(got, bytes):
+                    yield got
+                    continue
                 if got is CLOSED:
                     # The worker is leaving: send what it appended last (worker_leaving), then end.
                     for line in worker.journal.iter_after(sent):
