@@ -16,6 +16,7 @@ local one.
     │   ├── InvalidAnswer          invalid_answer        400
     │   ├── InvalidModel           invalid_model         400
     │   ├── MethodNotAllowed       method_not_allowed    405
+    │   ├── RequestTimeout         request_timeout       408
     │   └── BadCursor              bad_cursor            409
     ├── Conflict                   conflict              409
     │   ├── Busy                   busy
@@ -27,7 +28,8 @@ local one.
     ├── WorkerUnavailable          no_worker             503  exit 4
     │   ├── WorkerGone             worker_gone
     │   ├── WorkerStarting         (no_worker)
-    │   └── ServerStopping         server_stopping
+    │   ├── ServerStopping         server_stopping
+    │   └── ServerBusy             server_busy
     ├── Unreachable                unreachable           502
     ├── DiskFull                   disk_full             507 (the journal or a turn record)
     ├── UnreadableEvent            (error)                   (a stream sent what this version cannot read)
@@ -65,6 +67,8 @@ __all__ = [
     "NotPermitted",
     "QuestionNotPending",
     "Refused",
+    "RequestTimeout",
+    "ServerBusy",
     "ServerStopping",
     "TokenExpired",
     "TokenRevoked",
@@ -160,6 +164,13 @@ class MethodNotAllowed(InvalidRequest):
     status = 405
 
 
+class RequestTimeout(InvalidRequest):
+    """A request's head or body did not arrive in time."""
+
+    code = "request_timeout"
+    status = 408
+
+
 class InvalidModel(InvalidRequest):
     """A model this session cannot switch to."""
 
@@ -236,6 +247,12 @@ class ServerStopping(WorkerUnavailable):
     """The web bridge is shutting down; asking again in a second is right."""
 
     code = "server_stopping"
+
+
+class ServerBusy(WorkerUnavailable):
+    """The web bridge has as many connections open as it keeps; asking again soon is right."""
+
+    code = "server_busy"
 
 
 class Unreachable(TuiError):
@@ -324,6 +341,7 @@ _BY_STATUS: dict[int, type[TuiError]] = {
     403: Refused,
     404: NotFound,
     405: MethodNotAllowed,
+    408: RequestTimeout,
     409: Conflict,
     413: TooLarge,
     415: NotAnImage,

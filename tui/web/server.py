@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
 from tui.web.app import WebBridge, create_app
+from tui.web.limits import GuardedH11, connection_limit
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token, read_token_file, write_token_file
 
@@ -150,8 +152,11 @@ def serve(
     bound_port = sock.getsockname()[1]
     bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port)
     app = create_app(bridge)
+    GuardedH11.max_connections = connection_limit()
+    logging.getLogger("uvicorn.error").addFilter(_not_tallied)
     config = uvicorn.Config(
         app,
+        http=GuardedH11,
         log_level="warning",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         lifespan="on",
@@ -175,6 +180,11 @@ def serve(
             if data.get("pid") == os.getpid():
                 web.server.unlink()
     return 0
+
+
+def _not_tallied(record: logging.LogRecord) -> bool:
+    """uvicorn's line for each request it cannot parse: `GuardedH11` logs those, once a minute."""
+    return record.getMessage() != "Invalid HTTP request received."
 
 
 def _announce(out: TextIO, url: str, owner: OwnerToken) -> None:
