@@ -188,13 +188,13 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
 
 
 def decode(raw: bytes, model: type[M]) -> M:
-    """A JSON body validated as `model` (an empty body is ``{}``).
+    """A JSON body validated as `model` (an empty body is ``{}``; blanks are not JSON).
 
     Raises:
         InvalidRequest: not JSON, or a field that does not validate (named in the sentence).
     """
     try:
-        data = json.loads(raw) if raw.strip() else {}
+        data = json.loads(raw) if raw else {}
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from exc
     try:

@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from tui.errors import WorkerUnavailable
 
-__all__ = ["KEEPALIVE", "Forwarder", "OpenStream", "StreamResponse"]
+__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "StreamResponse"]
 
 KEEPALIVE = 15.0
 """Seconds of silence on a remote stream before the web bridge sends ``: ping``."""
@@ -31,7 +31,7 @@ REQUEST_CONNECTIONS = 32
 POOL_WAIT = 10.0
 """Seconds a plain request waits for a connection before it is answered 503."""
 
-_PASS_REQUEST = ("content-type", "last-event-id", "accept")
+FORWARDED_HEADERS = ("content-type", "last-event-id", "accept")
 _PASS_REPLY = ("content-type", "retry-after", "location")
 
 
@@ -107,7 +107,7 @@ class Forwarder:
         stream: bool = False,
     ) -> tuple[httpx.AsyncClient, httpx.Request]:
         client = self._client(socket, stream=stream)
-        sent = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST}
+        sent = {k: v for k, v in headers.items() if k.lower() in FORWARDED_HEADERS}
         sent.update(extra)
         url = httpx.URL(path, query=query)
         return client, client.build_request(method, url, headers=sent, content=body or None)
