@@ -7,6 +7,7 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
 from helpers import TIMEOUT, stop_workers, wait_until
 
 from client.helpers import journal_seqs, kill_worker
@@ -100,3 +101,26 @@ async def test_send_waits_for_the_restart_of_a_worker_that_died_before_the_turn(
         await link.close()
     finally:
         stop_workers(state_dir, sid)
+
+
+async def test_a_slow_worker_start_is_starting_not_gone(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart that outlasts the start timeout (a long journal) leaves the session starting."""
+    from tui.errors import WorkerStarting
+    from tui.link.local import LocalLink
+    from tui.worker import launch
+
+    state = StatePaths(state_dir)
+    sid = create_session(state, working_directory=state_dir).id
+
+    async def slow(*args: object, **kwargs: object) -> None:
+        raise WorkerStarting("the worker is still starting")
+
+    monkeypatch.setattr(launch, "start_worker_async", slow)
+    link = LocalLink(state, sid)
+    assert (await link.locate()).status == "starting"
+    assert link._starting is not None
+    await asyncio.wait({link._starting})
+    assert (await link.locate()).status == "starting"
+    await link.close()
