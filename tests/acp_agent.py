@@ -43,14 +43,19 @@ STATE = Path(os.environ.get("TEST_AGENT_STATE", "."))
 
 
 def agent_pids(session_id: str) -> list[int]:
-    """The live processes started as the session's agent (they carry TUI_SESSION in their environment)."""
+    """The live processes of the session's agent (they carry TUI_SESSION in their environment), not
+    counting bubblewrap around them."""
     found = []
     marker = f"TUI_SESSION={session_id}".encode()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            if marker in (proc / "environ").read_bytes().split(b"\0"):
+            # bubblewrap, confining the agent, carries the marker too: the agent's own are counted
+            if (
+                marker in (proc / "environ").read_bytes().split(b"\0")
+                and (proc / "comm").read_text() != "bwrap\n"
+            ):
                 stat = (proc / "stat").read_text()
                 if stat.rsplit(")", 1)[1].split()[0] != "Z":
                     found.append(int(proc.name))
@@ -156,6 +161,16 @@ class CodingAgent:
             await self.permission(session_id)
         if "read" in text:
             await self.read(session_id)
+        if "probe" in text:
+            # What the agent itself reaches of tui's own files: its session's journal.
+            journal = (
+                Path(os.environ["TUI_STATE_DIR"]) / "sessions" / os.environ["TUI_SESSION"] / "journal.jsonl"
+            )
+            try:
+                found = f"read {len(journal.read_bytes())} bytes"
+            except OSError as exc:
+                found = type(exc).__name__
+            await self.say(session_id, acp.update_agent_message_text(f"journal: {found}\n"))
         if "recall" in text:
             seen = self._history(session_id)
             await self.say(

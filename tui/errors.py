@@ -16,6 +16,7 @@ local one.
     │   ├── InvalidAnswer          invalid_answer        400
     │   ├── InvalidModel           invalid_model         400
     │   ├── MethodNotAllowed       method_not_allowed    405
+    │   ├── RequestTimeout         request_timeout       408
     │   └── BadCursor              bad_cursor            409
     ├── Conflict                   conflict              409
     │   ├── Busy                   busy
@@ -27,8 +28,11 @@ local one.
     ├── WorkerUnavailable          no_worker             503  exit 4
     │   ├── WorkerGone             worker_gone
     │   ├── WorkerStarting         (no_worker)
-    │   └── ServerStopping         server_stopping
+    │   ├── ServerStopping         server_stopping
+    │   └── ServerBusy             server_busy
     ├── Unreachable                unreachable           502
+    ├── DiskFull                   disk_full             507 (the journal or a turn record)
+    ├── UnreadableEvent            (error)                   (a stream sent what this version cannot read)
     └── Refused                    refused               403  exit 6
         ├── Unauthorized           unauthorized          401
         ├── TokenRevoked           token_revoked         401
@@ -50,6 +54,7 @@ __all__ = [
     "Busy",
     "CapReached",
     "Conflict",
+    "DiskFull",
     "Forbidden",
     "InvalidAnswer",
     "InvalidModel",
@@ -62,6 +67,8 @@ __all__ = [
     "NotPermitted",
     "QuestionNotPending",
     "Refused",
+    "RequestTimeout",
+    "ServerBusy",
     "ServerStopping",
     "TokenExpired",
     "TokenRevoked",
@@ -70,6 +77,7 @@ __all__ = [
     "TuiError",
     "Unauthorized",
     "Unreachable",
+    "UnreadableEvent",
     "UsageError",
     "WorkerGone",
     "WorkerRunning",
@@ -156,6 +164,13 @@ class MethodNotAllowed(InvalidRequest):
     status = 405
 
 
+class RequestTimeout(InvalidRequest):
+    """A request's head or body did not arrive in time."""
+
+    code = "request_timeout"
+    status = 408
+
+
 class InvalidModel(InvalidRequest):
     """A model this session cannot switch to."""
 
@@ -234,12 +249,34 @@ class ServerStopping(WorkerUnavailable):
     code = "server_stopping"
 
 
+class ServerBusy(WorkerUnavailable):
+    """The web bridge has as many connections open as it keeps; asking again soon is right."""
+
+    code = "server_busy"
+
+
 class Unreachable(TuiError):
     """Another machine could not be asked."""
 
     code = "unreachable"
     status = 502
     title = "Unreachable"
+
+
+class DiskFull(TuiError):
+    """A worker could not write its journal or a turn record (disk full, I/O error).
+
+    Nothing half-written stays behind; the next request that needs a write tries again, so once
+    space returns the session goes on with nothing lost. ``path`` names the file.
+    """
+
+    code = "disk_full"
+    status = 507
+    title = "Disk full"
+
+
+class UnreadableEvent(TuiError):
+    """A stream sent an event this version cannot read: following on would loop on it for ever."""
 
 
 class Refused(TuiError):
@@ -304,6 +341,7 @@ _BY_STATUS: dict[int, type[TuiError]] = {
     403: Refused,
     404: NotFound,
     405: MethodNotAllowed,
+    408: RequestTimeout,
     409: Conflict,
     413: TooLarge,
     415: NotAnImage,
@@ -312,6 +350,7 @@ _BY_STATUS: dict[int, type[TuiError]] = {
     502: WorkerGone,
     503: WorkerGone,
     504: WorkerGone,
+    507: DiskFull,
 }
 
 

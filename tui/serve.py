@@ -8,6 +8,7 @@ refusal is ``{"error", "detail", …}`` with its class's status (`handlers`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -19,7 +20,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tui.errors import InvalidRequest, MethodNotAllowed, NotFound, TooLarge, TuiError, error_from_wire
+from tui.errors import (
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    RequestTimeout,
+    TooLarge,
+    TuiError,
+    error_from_wire,
+)
 from tui.protocol.routes import RouteSpec
 
 __all__ = [
@@ -39,6 +48,10 @@ MAX_BODY = 4 * 1024 * 1024
 """The largest request body read; more gets 413."""
 _DRAIN_LIMIT = 64 * 1024 * 1024
 """A body past the limit is read and dropped up to this much, so the client hears the 413."""
+DRAIN_WAIT = 2.0
+"""Seconds a body past the limit is read and dropped before the 413 is sent anyway."""
+BODY_IDLE = 10.0
+"""Seconds a body may pause before the request is answered 408."""
 
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request], Awaitable[Any]]
@@ -133,16 +146,35 @@ def handlers(hint: str) -> dict[Any, Callable[[Request, Exception], Awaitable[Re
 
 
 async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
-    """The request's body, at most `limit` bytes.
+    """The request's body, at most `limit` bytes, each part within `BODY_IDLE` seconds.
 
     Raises:
-        TooLarge: the body is larger (the rest is read and dropped, so the client hears the 413).
+        TooLarge: the body is larger (what comes within `DRAIN_WAIT` seconds is read and
+            dropped, so the client hears the 413).
+        RequestTimeout: the body stopped arriving (408).
     """
     declared = request.headers.get("content-length")
     chunks: list[bytes] = []
     size = 0
     over = declared is not None and declared.isdigit() and int(declared) > limit
-    async for chunk in request.stream():
+    drain_until: float | None = None
+    parts = request.stream().__aiter__()
+    while True:
+        wait = BODY_IDLE
+        if over:
+            now = asyncio.get_running_loop().time()
+            drain_until = drain_until or now + DRAIN_WAIT
+            wait = drain_until - now
+        try:
+            chunk = await asyncio.wait_for(parts.__anext__(), max(0.0, wait))
+        except StopAsyncIteration:
+            break
+        except TimeoutError:
+            if over:
+                break
+            raise RequestTimeout(
+                f"the body stopped arriving ({size} bytes in, none for {BODY_IDLE:g} s); send it again"
+            ) from None
         size += len(chunk)
         if size > limit:
             over = True
@@ -156,13 +188,13 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
 
 
 def decode(raw: bytes, model: type[M]) -> M:
-    """A JSON body validated as `model` (an empty body is ``{}``).
+    """A JSON body validated as `model` (an empty body is ``{}``; blanks are not JSON).
 
     Raises:
         InvalidRequest: not JSON, or a field that does not validate (named in the sentence).
     """
     try:
-        data = json.loads(raw) if raw.strip() else {}
+        data = json.loads(raw) if raw else {}
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"the body is not valid JSON: {exc}") from exc
     try:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
+
+import pytest
+from helpers import TIMEOUT, stop_workers, wait_until
 
 from client.helpers import journal_seqs, kill_worker
 from tui.access.local import LocalAccess
 from tui.link.base import Gone, Live, Reconnecting
 from tui.link.follow import Follower
 from tui.protocol import Event, TextChunk, TurnEnded, WorkerStarted
-from tui.store import StatePaths
+from tui.store import StatePaths, create_session, is_live
+from tui.worker.launch import start_worker
 
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
 
@@ -71,4 +77,50 @@ async def test_a_worker_that_keeps_dying_is_given_up_after_three_restarts(state_
     assert kills == 4
     assert gone is not None and gone.exit_code == 4
     assert "died 3 times within 60 s" in gone.reason and f"tui attach {sid[:8]}" in gone.reason
+    await link.close()
+
+
+async def test_send_waits_for_the_restart_of_a_worker_that_died_before_the_turn(state_dir: Path) -> None:
+    """Killed before the turn is posted: the link restarts the worker and the turn is sent once."""
+    from tui.link.local import LocalLink
+    from tui.link.watch import SessionWatch
+
+    state = StatePaths(state_dir)
+    sid = create_session(state, working_directory=state_dir).id
+    try:
+        car = start_worker(state, sid, timeout=TIMEOUT)
+        link = LocalLink(state, sid)
+        watch = await SessionWatch.open(link)
+        os.kill(car.pid, signal.SIGKILL)
+        wait_until(lambda: not is_live(state.session(sid).lock), "the killed worker's lock to be free")
+        async with asyncio.timeout(TIMEOUT):
+            rid = await watch.send("print('after the kill')")
+            result = await watch.wait_turn(rid)
+        assert result.reply == "after the kill\n"
+        await watch.close()
+        await link.close()
+    finally:
+        stop_workers(state_dir, sid)
+
+
+async def test_a_slow_worker_start_is_starting_not_gone(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart that outlasts the start timeout (a long journal) leaves the session starting."""
+    from tui.errors import WorkerStarting
+    from tui.link.local import LocalLink
+    from tui.worker import launch
+
+    state = StatePaths(state_dir)
+    sid = create_session(state, working_directory=state_dir).id
+
+    async def slow(*args: object, **kwargs: object) -> None:
+        raise WorkerStarting("the worker is still starting")
+
+    monkeypatch.setattr(launch, "start_worker_async", slow)
+    link = LocalLink(state, sid)
+    assert (await link.locate()).status == "starting"
+    assert link._starting is not None
+    await asyncio.wait({link._starting})
+    assert (await link.locate()).status == "starting"
     await link.close()

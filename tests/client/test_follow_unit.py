@@ -57,7 +57,10 @@ def _app(script: Script) -> Starlette:
             for raw in lines:
                 import json
 
-                seq = json.loads(raw)["seq"]
+                try:
+                    seq = json.loads(raw)["seq"]
+                except ValueError:  # a torn line
+                    seq = 0
                 yield f"id: {seq}\nevent: x\ndata: {raw}\n\n".encode()
 
         return StreamingResponse(body(), media_type="text/event-stream")
@@ -230,3 +233,13 @@ def test_backoff_grows_by_its_factor_within_jitter_and_cap() -> None:
         d = backoff_delay(b, attempt)
         assert base * 0.8 - 1e-9 <= d <= base * 1.2 + 1e-9
     assert backoff_delay(b, 100) <= 30.0
+
+
+async def test_an_unreadable_event_ends_the_follower_instead_of_looping(served: tuple[Path, Script]) -> None:
+    sock, script = served
+    # A line this version cannot read (a torn write of an older version): every reconnect meets it.
+    torn = '{"seq": 2, "at": "2026-01-01T00:00:00Z", "type": "text_chunk", "turn_id": "t-1", "te'
+    script.streams = [[_event(1), torn]] + [[torn] for _ in range(40)]
+    got = await _collect(Follower(SocketLink(sock)))
+    assert isinstance(got[-1], Gone) and "cannot read" in got[-1].reason
+    assert len(script.cursors) == 1

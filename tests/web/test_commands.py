@@ -178,3 +178,27 @@ def test_web_writes_server_json_and_removes_it_on_stop(tmp_path: Path) -> None:
     assert oct((tmp_path / "owner.token").stat().st_mode & 0o777) == "0o600"
     assert w.stop() == 0
     assert not (tmp_path / "web" / "server.json").exists()
+
+
+def test_web_refuses_a_lan_address_when_the_token_was_only_printed(tmp_path: Path) -> None:
+    from tui.web.paths import WebPaths
+    from tui.web.server import setup_owner_token
+
+    printed = setup_owner_token(WebPaths.of(tmp_path), None)
+    assert printed.token is not None and printed.written_to is None
+    out = tui(tmp_path, "web", "--host", "0.0.0.0", "--port", "0")
+    assert out.returncode == 2
+    assert "--token-file" in out.stderr
+
+
+def test_web_refuses_a_weak_or_readable_owner_token_file(tmp_path: Path) -> None:
+    token_file = tmp_path / "owner.token"
+    token_file.write_text("a\n")
+    token_file.chmod(0o600)
+    weak = tui(tmp_path, "web", "--port", "0", "--token-file", str(token_file))
+    assert weak.returncode == 2 and "too weak" in weak.stderr and str(token_file) in weak.stderr
+    token_file.write_text("Zq3-vT9_kLm2Xw8RpA5sNc7YhJ4eFgB6uDiO1\n")
+    token_file.chmod(0o644)
+    readable = tui(tmp_path, "web", "--port", "0", "--token-file", str(token_file))
+    assert readable.returncode == 2 and "read by others" in readable.stderr and "chmod 600" in readable.stderr
+    assert not (tmp_path / "web" / "owner.sha256").exists()

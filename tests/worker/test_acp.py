@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -241,8 +242,24 @@ async def test_a_new_worker_ends_the_agent_a_killed_one_left_behind(
     wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
     left = set(agent_pids(worker.session_id))
     worker.kill()
-    assert set(agent_pids(worker.session_id)) == left  # it outlives the worker
+    if shutil.which("bwrap") is None:
+        assert set(agent_pids(worker.session_id)) == left  # unconfined, it outlives the worker
+    # (confined, bubblewrap ends it with the worker: --die-with-parent)
     worker.restart()
     again = await worker.turn("recall")
     assert "I remember 2 prompts" in again["reply"]
     wait_until(lambda: not left & set(agent_pids(worker.session_id)), "the left-behind agent to end")
+
+
+@pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed: agents run unconfined"
+)
+async def test_the_agent_cannot_reach_tui_s_own_files_and_the_first_screen_says_what_it_can(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("probe")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert "journal: FileNotFoundError" in ended["reply"], ended["reply"]
+    notes = [str(e["text"]) for e in events(worker, "note")]
+    assert any("tui's own folders (sessions, config, sockets) are hidden from it" in n for n in notes), notes

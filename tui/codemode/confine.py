@@ -22,6 +22,7 @@ from pathlib import Path
 
 __all__ = [
     "Protected",
+    "agent_command",
     "bwrap_command",
     "inside",
     "interpreter_roots",
@@ -221,3 +222,34 @@ def bwrap_command(
     for name, value in (env or {}).items():
         argv += ["--setenv", name, value]
     return [*argv, "--", *command]
+
+
+def agent_command(command: Sequence[str], *, bwrap: str, workdir: Path, protected: Protected) -> list[str]:
+    """The bubblewrap command line that runs a coding agent with tui's own paths kept from it.
+
+    An agent needs what its user has (its credentials, its caches, the network, the tools it
+    runs), so unlike a program it sees the whole file system as it is, with the user's rights and
+    the network; only `protected`'s paths change: hidden ones covered by an empty folder (or
+    ``/dev/null`` for a file), read-only ones bound read-only. A hidden folder holding `workdir` is
+    emptied first and `workdir` bound back, so the agent works there and sees nothing else of it.
+
+    Args:
+        command: the agent's command line.
+        bwrap: the bubblewrap executable.
+        workdir: the session's working folder.
+        protected: what to hide and keep read-only (see `protected_paths`).
+
+    Returns:
+        The argument list, `command` last.
+    """
+    argv = [bwrap, "--dev-bind", "/", "/", "--die-with-parent"]
+    for path in protected.hidden:
+        if path.is_dir():
+            argv += ["--size", "4096", "--tmpfs", str(path)]
+        else:
+            argv += ["--ro-bind", "/dev/null", str(path)]
+        if inside(workdir, path):
+            argv += ["--bind", str(workdir), str(workdir)]
+    for path in protected.read_only:
+        argv += ["--ro-bind", str(path), str(path)]
+    return [*argv, "--chdir", str(workdir), "--", *command]

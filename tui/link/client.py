@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from tui.errors import (
     TuiError,
     Unreachable,
+    UnreadableEvent,
     WorkerGone,
     WorkerUnavailable,
     error_from_wire,
@@ -242,7 +243,7 @@ class BridgeClient:
                     try:
                         event = decode_event(sse.data)
                     except ValueError as exc:
-                        raise TuiError(
+                        raise UnreadableEvent(
                             f"{self.label} sent an event this version cannot read (id {sse.id}): {exc}"
                         ) from exc
                     yield event

@@ -17,7 +17,15 @@ import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from tui.errors import InvalidRequest, NotFound, Refused, TuiError, Unreachable, WorkerUnavailable
+from tui.errors import (
+    InvalidRequest,
+    NotFound,
+    Refused,
+    TuiError,
+    Unreachable,
+    UnreadableEvent,
+    WorkerUnavailable,
+)
 from tui.link.base import AttachLink, Backoff, Gone, LinkState, Live, Located, Reconnecting
 from tui.protocol import Event, WorkerLeaving, WorkerStarted
 from tui.protocol.ids import short_id
@@ -134,6 +142,11 @@ class Follower:
                 except (Refused, NotFound) as exc:
                     code = exc.exit_code if isinstance(exc, Refused) else 4
                     self.state = Gone(str(exc), code)
+                    yield self.state
+                    return
+                except UnreadableEvent as exc:
+                    # The same line would come again on every reconnect: stop, and say which.
+                    self.state = Gone(str(exc), 1)
                     yield self.state
                     return
                 except InvalidRequest as exc:

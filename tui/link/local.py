@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.errors import TuiError, WorkerUnavailable
+from tui.errors import TuiError, WorkerStarting, WorkerUnavailable
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
 from tui.protocol import (
@@ -121,6 +121,10 @@ class LocalLink(BridgedLink):
                 return Located("starting", "a new worker is starting")
             task, self._starting = self._starting, None
             exc = task.exception()
+            if isinstance(exc, WorkerStarting):
+                # A slow start (a long journal to read) is not a dead session: its lock says
+                # whether it still runs, and the next ask finds it live.
+                return Located("starting", str(exc))
             if exc is not None:
                 self.failure = str(exc)
                 return Located("gone", f"the worker could not be restarted: {exc}")

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, WorkerGone
+from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, WorkerGone, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
-from tui.link.follow import Follower
+from tui.link.follow import Follower, backoff_delay
 from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
 from tui.protocol.ids import short_id
 from tui.protocol.state import SessionState, State
@@ -316,14 +316,32 @@ class SessionWatch:
     async def send(
         self, prompt: str, *, delivery: Literal["now", "queue"] = "now", request_id: str | None = None
     ) -> str:
-        """Send a turn (waiting for idle again if another client's turn started first); its request id."""
+        """Send a turn (waiting for idle again if another client's turn started first); its request id.
+
+        A worker that is gone or starting when the turn is sent is waited for, as a follower
+        waits (the link restarts a dead one); the request id keeps a retried turn to one.
+
+        Raises:
+            WorkerUnavailable: no worker came back within the link's ``no_worker_timeout``.
+        """
         rid = request_id or uuid.uuid4().hex
         self.own_requests.add(rid)
+        attempt = 0
+        since = time.monotonic()
         while True:
             try:
                 accepted = await self.link.send_turn(prompt, request_id=rid, delivery=delivery)
             except Busy:
                 await self.wait_idle()
+                continue
+            except WorkerUnavailable as exc:
+                # The worker died before the turn reached it: the link restarts it (within its
+                # budget) and the same request id makes sending again safe.
+                located = await self.link.locate()
+                if located.status == "gone" or time.monotonic() - since > self.link.no_worker_timeout:
+                    raise exc from None
+                attempt += 1
+                await asyncio.sleep(backoff_delay(self.link.backoff, attempt))
                 continue
             if accepted.turn_id:
                 self._accepted[rid] = accepted.turn_id

@@ -7,12 +7,14 @@ read of exactly those bytes, never a parse of the whole file. A reader in anothe
 `Journal.refresh` (or just reads: reads refresh) to index lines appended since.
 
 A worker killed mid-write can leave a torn last line; `Journal.open_for_append` cuts it back to
-the last complete line and logs that it did.
+the last complete line and logs that it did. A write that fails (disk full, I/O error) is cut
+back at once, before `DiskFull` is raised, so the next append never lands on torn bytes.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from tui.errors import TuiError
+from tui.errors import DiskFull, TuiError
 from tui.protocol import Event, decode_event, now
 from tui.protocol.events import EventBase
 
@@ -81,6 +83,8 @@ class Journal:
         """Byte offset just past the last indexed (complete) line."""
         self._read_fd: int | None = None
         self._write_fd: int | None = None
+        self._torn = False
+        """A failed write left bytes past `_end` that could not be cut yet."""
 
     # --- opening -----------------------------------------------------------------------------
     @classmethod
@@ -229,15 +233,32 @@ class Journal:
         assert self._write_fd is not None
         data = raw + b"\n"
         try:
+            if self._torn:
+                self._cut_back()
             written = 0
             while written < len(data):
                 written += os.write(self._write_fd, data[written:])
         except OSError as exc:
-            raise TuiError(f"could not append to journal {self.path}: {exc.strerror}") from exc
+            self._torn = True
+            with contextlib.suppress(OSError):
+                self._cut_back()
+            raise DiskFull(
+                f"disk full: could not append to the journal {self.path} ({exc.strerror}); "
+                "free some space, then try again",
+                path=str(self.path),
+            ) from exc
         self._seqs.append(seq)
         self._offsets.append(self._end)
         self._types.append(typ)
         self._end += len(data)
+
+    def _cut_back(self) -> None:
+        """Cut what a failed write left after the last whole line (shrinking needs no space)."""
+        assert self._write_fd is not None
+        if os.fstat(self._write_fd).st_size != self._end:
+            os.ftruncate(self._write_fd, self._end)
+            log.warning("journal %s: cut a partly written line back to offset %d", self.path, self._end)
+        self._torn = False
 
     def last_line(self) -> JournalLine | None:
         """The last event as stored."""

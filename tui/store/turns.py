@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tui.errors import DiskFull
 from tui.protocol import TurnRecord
 from tui.store._atomic import write_atomic
 
@@ -40,10 +41,21 @@ class TurnStore:
         return f"{record.started_seq:012d}-{record.turn_id}.json"
 
     def save(self, record: TurnRecord) -> None:
-        """Write (or rewrite) an ended turn's record."""
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        """Write (or rewrite) an ended turn's record.
+
+        Raises:
+            DiskFull: it could not be written (nothing half-written is left).
+        """
         name = self._name(record)
-        write_atomic(self.folder / name, record.model_dump_json() + "\n")
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_atomic(self.folder / name, record.model_dump_json() + "\n")
+        except OSError as exc:
+            raise DiskFull(
+                f"disk full: could not write the turn record {self.folder / name} ({exc.strerror}); "
+                "free some space, then try again",
+                path=str(self.folder / name),
+            ) from exc
         names = self._listing()
         if record.turn_id not in self._ids:
             self._ids.add(record.turn_id)

@@ -15,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ from tui.store import StatePaths
 from tui.store.export import FORMATS
 from tui.store.export import export as export_journal
 from tui.web.auth import authenticate, describe
-from tui.web.forward import KEEPALIVE, Forwarder, OpenStream, StreamResponse
+from tui.web.forward import FORWARDED_HEADERS, KEEPALIVE, Forwarder, OpenStream, StreamResponse
 from tui.web.participants import ParticipantStore, parse_ttl
 from tui.web.paths import WebPaths
 from tui.web.sessions import LocalSessions
@@ -387,6 +388,11 @@ def create_app(bridge: WebBridge) -> Starlette:
     # --- forwarded to the worker ---------------------------------------------------------------
     def forward(spec: RouteSpec) -> Endpoint:
         async def forwarded(request: Request, principal: Principal, sid: str) -> Response:
+            params = {k: str(v) for k, v in request.path_params.items() if k != "id"}
+            for name, value in params.items():
+                if not _ID.fullmatch(value):
+                    raise NotFound(f"{name} {value[:40]!r}: no such id in this session", field=name)
+            _check_headers(request)
             raw = await read_body(request)
             if spec.request is not None:
                 decode(raw, spec.request)
@@ -397,7 +403,7 @@ def create_app(bridge: WebBridge) -> Starlette:
                 answer = await bridge.forwarder.send(
                     s.socket(sid),
                     request.method,
-                    BRIDGE[spec.name].url(**{k: str(v) for k, v in request.path_params.items() if k != "id"}),
+                    BRIDGE[spec.name].url(**params),
                     query=request.url.query.encode(),
                     headers=request.headers,
                     body=raw,
@@ -419,6 +425,10 @@ def create_app(bridge: WebBridge) -> Starlette:
             mine = [h for h in bridge.streams if h.token_digest == principal.token_digest]
             if len(mine) >= STREAM_CAP:
                 raise CapReached(f"this token already has {STREAM_CAP} open streams; close one first")
+        _check_headers(request)
+        last_id = request.headers.get("last-event-id", "").strip()
+        if last_id and not (last_id.isascii() and last_id.isdigit()):
+            raise InvalidRequest(f"Last-Event-ID: {last_id[:40]!r} is not a seq", field="Last-Event-ID")
         socket = s.socket(sid)
         handle = OpenStream(principal.token_digest, sid, principal.participant_id)
         bridge.streams.add(handle)
@@ -500,6 +510,8 @@ def create_app(bridge: WebBridge) -> Starlette:
         exception_handlers={**handlers("see GET /api/openapi.json"), Exception: on_crash},
         lifespan=lifespan,
     )
+    # `/api/sessions/` is no route: a 404 saying so, not a redirect.
+    app.router.redirect_slashes = False
     app.add_middleware(_Gate, bridge=bridge)
     app.state.bridge = bridge
     return app
@@ -509,6 +521,18 @@ async def _watch(bridge: WebBridge) -> None:
     while True:
         await asyncio.sleep(WATCH_EVERY)
         bridge.close_streams_of_gone_tokens()
+
+
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+"""What an id in a forwarded path looks like (a queue id): anything else is no such id."""
+
+
+def _check_headers(request: Request) -> None:
+    """Refuse header values the worker's bridge could not be sent (not ASCII)."""
+    for name in FORWARDED_HEADERS:
+        value = request.headers.get(name)
+        if value is not None and not value.isascii():
+            raise InvalidRequest(f"{name}: not ASCII", field=name)
 
 
 def _by(principal: Principal) -> dict[str, str]:

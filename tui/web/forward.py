@@ -21,12 +21,17 @@ from starlette.types import Receive, Scope, Send
 
 from tui.errors import WorkerUnavailable
 
-__all__ = ["KEEPALIVE", "Forwarder", "OpenStream", "StreamResponse"]
+__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "StreamResponse"]
 
 KEEPALIVE = 15.0
 """Seconds of silence on a remote stream before the web bridge sends ``: ping``."""
 
-_PASS_REQUEST = ("content-type", "last-event-id", "accept")
+REQUEST_CONNECTIONS = 32
+"""Plain requests in flight to one worker at once; more wait up to `POOL_WAIT` seconds."""
+POOL_WAIT = 10.0
+"""Seconds a plain request waits for a connection before it is answered 503."""
+
+FORWARDED_HEADERS = ("content-type", "last-event-id", "accept")
 _PASS_REPLY = ("content-type", "retry-after", "location")
 
 
@@ -47,31 +52,45 @@ class OpenStream:
 
 
 class Forwarder:
-    """One httpx client per worker socket, reused across requests."""
+    """Two httpx clients per worker socket, reused across requests: one for plain requests (a
+    bounded pool) and one for event streams (unbounded: a stream holds its connection for hours),
+    so open streams never starve the requests of the same session."""
 
     def __init__(self) -> None:
         self._clients: dict[str, httpx.AsyncClient] = {}
+        self._streams: dict[str, httpx.AsyncClient] = {}
 
-    def _client(self, socket: str) -> httpx.AsyncClient:
-        client = self._clients.get(socket)
+    def _client(self, socket: str, *, stream: bool = False) -> httpx.AsyncClient:
+        clients = self._streams if stream else self._clients
+        client = clients.get(socket)
         if client is None or client.is_closed:
-            client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=socket),
-                base_url="http://worker",
-                timeout=httpx.Timeout(60.0, connect=5.0),
+            limits = (
+                httpx.Limits(max_connections=None, max_keepalive_connections=0)
+                if stream
+                else httpx.Limits(max_connections=REQUEST_CONNECTIONS, max_keepalive_connections=8)
             )
-            self._clients[socket] = client
+            client = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=socket, limits=limits),
+                base_url="http://worker",
+                timeout=httpx.Timeout(60.0, connect=5.0, pool=POOL_WAIT),
+            )
+            clients[socket] = client
         return client
 
     async def forget(self, socket: str) -> None:
-        """Drop the client of a socket whose worker went away."""
+        """Drop the request client of a socket whose worker went away.
+
+        The stream client stays: closing it would end every open stream of the session at once,
+        and a stream whose worker died ends by itself.
+        """
         client = self._clients.pop(socket, None)
         if client is not None:
             await client.aclose()
 
     async def close(self) -> None:
         """Close every client (on shutdown)."""
-        clients, self._clients = list(self._clients.values()), {}
+        clients = [*self._clients.values(), *self._streams.values()]
+        self._clients, self._streams = {}, {}
         for client in clients:
             await client.aclose()
 
@@ -85,9 +104,10 @@ class Forwarder:
         headers: Mapping[str, str],
         body: bytes,
         extra: Mapping[str, str],
+        stream: bool = False,
     ) -> tuple[httpx.AsyncClient, httpx.Request]:
-        client = self._client(socket)
-        sent = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST}
+        client = self._client(socket, stream=stream)
+        sent = {k: v for k, v in headers.items() if k.lower() in FORWARDED_HEADERS}
         sent.update(extra)
         url = httpx.URL(path, query=query)
         return client, client.build_request(method, url, headers=sent, content=body or None)
@@ -113,6 +133,9 @@ class Forwarder:
         )
         try:
             reply = await client.send(request)
+        except httpx.PoolTimeout as exc:
+            # Busy, not gone: the connections in use stay open.
+            raise _unavailable(exc) from exc
         except httpx.TransportError as exc:
             await self.forget(socket)
             raise _unavailable(exc) from exc
@@ -134,13 +157,12 @@ class Forwarder:
             WorkerUnavailable: the worker could not be reached (``no_worker``).
         """
         client, request = self._request(
-            socket, "GET", path, query=query, headers=headers, body=b"", extra=extra or {}
+            socket, "GET", path, query=query, headers=headers, body=b"", extra=extra or {}, stream=True
         )
         request.extensions["timeout"] = httpx.Timeout(None, connect=5.0).as_dict()
         try:
             return await client.send(request, stream=True)
         except httpx.TransportError as exc:
-            await self.forget(socket)
             raise _unavailable(exc) from exc
 
 

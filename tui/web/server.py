@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import json
+import logging
 import os
 import signal
 import socket
@@ -19,10 +20,11 @@ from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
 from tui.web.app import WebBridge, create_app
+from tui.web.limits import GuardedH11, connection_limit
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token, read_token_file, write_token_file
 
-__all__ = ["OwnerToken", "is_loopback", "read_server", "serve", "setup_owner_token"]
+__all__ = ["OwnerToken", "check_owner_token", "is_loopback", "read_server", "serve", "setup_owner_token"]
 
 SHUTDOWN_GRACE = 2
 """Seconds an open connection gets to finish once ``tui web`` is asked to stop."""
@@ -50,16 +52,22 @@ def is_loopback(host: str) -> bool:
 def setup_owner_token(web: WebPaths, token_file: str | None) -> OwnerToken:
     """The owner token: made on first start, or taken from `token_file`.
 
-    - `token_file` given and holding a token: that token is the owner's (its digest stored).
+    - `token_file` given and holding a token: that token is the owner's (its digest stored), if
+      it is strong enough (`check_owner_token`) and no one else may read the file.
     - `token_file` given and missing: a new token is made and written there (0600).
-    - no `token_file`: the stored digest, or on first start a new token (shown once).
+    - no `token_file`: the stored digest, or on first start a new token (shown once; marked as
+      only printed, so a non-loopback ``tui web`` still asks for a token file).
+
+    Raises:
+        UsageError: a weak token, or a token file others may read.
     """
     stored = _read_digest(web)
     if token_file is not None:
         path = Path(token_file).expanduser()
         if path.exists():
             token = read_token_file(path)
-            if digest(token) != stored:
+            check_owner_token(path, token)
+            if digest(token) != stored or _only_printed(web):
                 write_atomic(web.owner_digest, digest(token) + "\n")
             return OwnerToken(digest(token), None, path)
         token = new_token()
@@ -69,15 +77,49 @@ def setup_owner_token(web: WebPaths, token_file: str | None) -> OwnerToken:
     if stored:
         return OwnerToken(stored)
     token = new_token()
-    write_atomic(web.owner_digest, digest(token) + "\n")
+    write_atomic(web.owner_digest, digest(token) + "\n" + _PRINTED + "\n")
     return OwnerToken(digest(token), token)
+
+
+MIN_TOKEN = 32
+"""The fewest characters an owner token given in a file may have."""
+_PRINTED = "only printed"
+"""The second line of ``web/owner.sha256`` when the token was never written to a file."""
+
+
+def check_owner_token(path: Path, token: str) -> None:
+    """Refuse an owner token file others may read, or a token too short or too plain to guess hard.
+
+    Raises:
+        UsageError: naming the file and what to do.
+    """
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise UsageError(
+            f"the token file {path} may be read by others (mode {mode:o}); "
+            f"`chmod 600 {path}`, then start again"
+        )
+    if len(token) < MIN_TOKEN or len(set(token)) < 12:
+        raise UsageError(
+            f"the token in {path} is too weak to guard this machine (at least {MIN_TOKEN} characters, "
+            f"not repetitive); remove the file and `tui web --token-file {path}` makes a strong one"
+        )
 
 
 def _read_digest(web: WebPaths) -> str:
     try:
-        return web.owner_digest.read_text().strip()
+        lines = web.owner_digest.read_text().splitlines()
     except FileNotFoundError:
         return ""
+    return lines[0].strip() if lines else ""
+
+
+def _only_printed(web: WebPaths) -> bool:
+    """Whether the stored owner token was only ever printed (never written to a token file)."""
+    try:
+        return _PRINTED in web.owner_digest.read_text()
+    except FileNotFoundError:
+        return False
 
 
 def read_server(state: StatePaths) -> dict[str, Any] | None:
@@ -127,7 +169,7 @@ def serve(
         UsageError: a non-loopback address without a token set up, or an address in use.
     """
     web = WebPaths.of(state.root)
-    if not is_loopback(host) and not _read_digest(web) and token_file is None:
+    if not is_loopback(host) and token_file is None and (not _read_digest(web) or _only_printed(web)):
         raise UsageError(
             f"`tui web --host {host}` serves other machines, so it needs a token first: "
             f"`tui web --host {host} --token-file ~/.tui-web-token` makes one and writes it there"
@@ -150,8 +192,11 @@ def serve(
     bound_port = sock.getsockname()[1]
     bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port)
     app = create_app(bridge)
+    GuardedH11.max_connections = connection_limit()
+    logging.getLogger("uvicorn.error").addFilter(_not_tallied)
     config = uvicorn.Config(
         app,
+        http=GuardedH11,
         log_level="warning",
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
         lifespan="on",
@@ -175,6 +220,11 @@ def serve(
             if data.get("pid") == os.getpid():
                 web.server.unlink()
     return 0
+
+
+def _not_tallied(record: logging.LogRecord) -> bool:
+    """uvicorn's line for each request it cannot parse: `GuardedH11` logs those, once a minute."""
+    return record.getMessage() != "Invalid HTTP request received."
 
 
 def _announce(out: TextIO, url: str, owner: OwnerToken) -> None:

@@ -97,7 +97,7 @@ def build_app(worker: SessionWorker) -> Starlette:
         cursor = int_param(request, "cursor", 0)
         last_id = request.headers.get("last-event-id")
         if last_id is not None and last_id.strip():
-            if not last_id.strip().isdigit():
+            if not (last_id.strip().isascii() and last_id.strip().isdigit()):
                 raise InvalidRequest(f"Last-Event-ID: {last_id!r} is not a seq", field="Last-Event-ID")
             cursor = int(last_id)
         last = worker.journal.last_seq
@@ -203,6 +203,9 @@ async def _stream(
                 got = await sub.next(KEEPALIVE)
                 if got is None:
                     yield b": ping\n\n"
+                    continue
+                if isinstance(got, bytes):
+                    yield got
                     continue
                 if got is CLOSED:
                     # The worker is leaving: send what it appended last (worker_leaving), then end.

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from tui import __version__
 from tui.errors import (
     Busy,
+    DiskFull,
     InvalidAnswer,
     InvalidRequest,
     NotFound,
@@ -78,6 +79,8 @@ log = logging.getLogger("tui.worker")
 
 INTERRUPT_GRACE = 3.0
 """Seconds an interrupted turn gets to end by itself before its task is cancelled."""
+DISK_RETRY = 1.0
+"""Seconds between tries to write what a full disk held back."""
 
 
 def owner() -> By:
@@ -119,14 +122,14 @@ class _Turn:
 
     def text(self, text: str) -> None:
         if text:
-            self._worker.emit(TextChunk(turn_id=self.turn_id, text=text))
+            self._worker.emit_turn(TextChunk(turn_id=self.turn_id, text=text))
 
     def thinking(self, text: str) -> None:
         if text:
-            self._worker.emit(Thinking(turn_id=self.turn_id, text=text))
+            self._worker.emit_turn(Thinking(turn_id=self.turn_id, text=text))
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
-        self._worker.emit(Plan(turn_id=self.turn_id, entries=list(entries)))
+        self._worker.emit_turn(Plan(turn_id=self.turn_id, entries=list(entries)))
 
     def tool_started(
         self,
@@ -138,7 +141,7 @@ class _Turn:
         locations: Sequence[str] = (),
     ) -> str:
         call_id = _new_id("call")
-        self._worker.emit(
+        self._worker.emit_turn(
             ToolStarted(
                 turn_id=self.turn_id,
                 call_id=call_id,
@@ -153,7 +156,7 @@ class _Turn:
 
     def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
         if text or diff is not None:
-            self._worker.emit(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
+            self._worker.emit_turn(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
 
     def tool_ended(
         self,
@@ -162,7 +165,7 @@ class _Turn:
         value: Any = None,
         error: str | None = None,
     ) -> None:
-        self._worker.emit(
+        self._worker.emit_turn(
             ToolEnded(turn_id=self.turn_id, call_id=call_id, status=status, value=value, error=error)
         )
 
@@ -180,7 +183,7 @@ class _Turn:
         self._worker.status_changed()
 
     def note(self, text: str) -> None:
-        self._worker.emit(Note(text=text, source=self._worker.agent.name))
+        self._worker.emit_turn(Note(text=text, source=self._worker.agent.name))
 
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         return await self._worker.ask(self, text, options, multiple=multiple, freeform=freeform)
@@ -229,6 +232,14 @@ class SessionWorker:
         agent.on_note = self._agent_note
         self._leave_task: asyncio.Task[None] | None = None
         self._quiet = False
+        self.disk_full: DiskFull | None = None
+        """Why the last write failed, until a write succeeds again."""
+        self._held: list[EventBase] = []
+        """A running turn's events a full disk held back, in order; written before anything else."""
+        self._unsaved: dict[str, TurnRecord] = {}
+        """Ended turns whose record a full disk kept from being written."""
+        self._retry: asyncio.TimerHandle | None = None
+        self._resuming = False
 
     # --- the journal -------------------------------------------------------------------------
     def load(self) -> None:
@@ -252,17 +263,127 @@ class SessionWorker:
             self.turn_store.save(record)
 
     def emit(self, event: EventBase) -> Event:
-        """Append `event` to the journal, apply it, then send it to the open streams."""
-        stamped, line = self.journal.append_line(event)
+        """Append `event` to the journal, apply it, then send it to the open streams.
+
+        What a full disk held back is written first, so the journal keeps the order.
+
+        Raises:
+            DiskFull: the journal could not be written; nothing of `event` was kept or sent.
+        """
+        if self._held or self._unsaved:
+            self.resume()
+        try:
+            stamped, line = self.journal.append_line(event)
+        except DiskFull as exc:
+            self._disk_full(exc)
+            raise
         self.last_activity = time.monotonic()
         typed: Event = stamped  # type: ignore[assignment]
         ended = self.state.apply(typed).ended_by(typed)
-        if ended is not None:
-            self.turn_store.save(ended)
         self.hub.publish(line)
+        if ended is not None:
+            try:
+                self.turn_store.save(ended)
+            except DiskFull as exc:
+                self._unsaved[ended.turn_id] = ended
+                self._disk_full(exc)
+        if self.disk_full is not None and not (self._resuming or self._held or self._unsaved):
+            self._space_back()
         if not isinstance(stamped, Status) and not self._quiet:
             self._maybe_status()
         return typed
+
+    def emit_turn(self, event: EventBase) -> None:
+        """Emit an event of the running turn; when the disk is full, hold it to write later.
+
+        The agent is not stopped by a full disk mid-sentence: the turn is interrupted, and what it
+        says until it ends waits in memory, in order, until a write succeeds.
+        """
+        if not self._held:
+            try:
+                self.emit(event)
+                return
+            except DiskFull:
+                pass
+        self._held.append(event)
+
+    def resume(self) -> None:
+        """Write what a full disk held back: missing turn records, then held events.
+
+        Raises:
+            DiskFull: still no space; what is left stays held.
+        """
+        if self._resuming:
+            return
+        self._resuming = True
+        try:
+            while self._unsaved:
+                turn_id, record = next(iter(self._unsaved.items()))
+                self.turn_store.save(record)
+                del self._unsaved[turn_id]
+            while self._held:
+                event = self._still_due(self._held[0])
+                if event is not None:
+                    held, self._held = self._held, []
+                    try:
+                        self.emit(event)
+                    finally:
+                        self._held = held
+                self._held.pop(0)
+                if self._unsaved:
+                    raise self.disk_full or DiskFull("disk full: a turn record could not be written")
+        finally:
+            self._resuming = False
+        if self.disk_full is not None:
+            self._space_back()
+
+    def _space_back(self) -> None:
+        log.warning("space is back: the journal of session %s is written again", self.record.id)
+        self.disk_full = None
+        self.hub.notice(b": disk_ok\n\n")
+        self._last_status = None
+        self._maybe_status()
+        with contextlib.suppress(RuntimeError):
+            # Not now: this may run inside the emit of a turn that is starting.
+            asyncio.get_running_loop().call_soon(self._kick_later)
+
+    def _kick_later(self) -> None:
+        with contextlib.suppress(DiskFull):
+            self.kick_queue()
+
+    def _still_due(self, event: EventBase) -> EventBase | None:
+        """A held event as it is written now: a turn's ending takes the reply as it stands then."""
+        if isinstance(event, TurnEnded):
+            current = self.state.current
+            if current is None or current.turn_id != event.turn_id:
+                return None
+            return event.model_copy(update={"reply": current.reply})
+        if isinstance(event, QuestionResolved):
+            question = self.state.question
+            return event if question is not None and question.question_id == event.question_id else None
+        return event
+
+    def _disk_full(self, exc: DiskFull) -> None:
+        """A write failed: say so once (log, streams), stop the running turn, and retry later."""
+        first = self.disk_full is None
+        self.disk_full = exc
+        if first:
+            log.error("%s", exc)
+            self.hub.notice(b": disk_full %s\n\n" % exc.detail.encode(errors="replace"))
+            if self._turn is not None and not self._turn.interrupted:
+                self.interrupt()
+        if self._retry is None:
+            with contextlib.suppress(RuntimeError):
+                self._retry = asyncio.get_running_loop().call_later(DISK_RETRY, self._try_resume)
+
+    def _try_resume(self) -> None:
+        self._retry = None
+        if self.leaving or not (self._held or self._unsaved):
+            return
+        with contextlib.suppress(DiskFull):
+            self.resume()
+        if self._held or self._unsaved:
+            self._retry = asyncio.get_running_loop().call_later(DISK_RETRY, self._try_resume)
 
     def _maybe_status(self) -> None:
         present = self.hub.present
@@ -270,20 +391,24 @@ class SessionWorker:
         # client that attached from /transcript and one that read every event agree.
         tokens = (self.state.tokens_in, self.state.tokens_out)
         now = (self.state.state, self.state.model, tuple(present), self.context, tokens, self.activity)
-        if now != self._last_status:
+        if now != self._last_status and not self._held:
             self._last_status = now
-            self.emit(
-                Status(
-                    state=self.state.state,
-                    model=self.state.model,
-                    context_used=self.context[0],
-                    context_limit=self.context[1],
-                    tokens_in=tokens[0],
-                    tokens_out=tokens[1],
-                    activity=self.activity,
-                    attached=present,
+            try:
+                self.emit(
+                    Status(
+                        state=self.state.state,
+                        model=self.state.model,
+                        context_used=self.context[0],
+                        context_limit=self.context[1],
+                        tokens_in=tokens[0],
+                        tokens_out=tokens[1],
+                        activity=self.activity,
+                        attached=present,
+                    )
                 )
-            )
+            except DiskFull:
+                # A status says nothing the next one will not: it is sent once space is back.
+                self._last_status = None
 
     def status_changed(self) -> None:
         """Something the status row shows changed (the context in use): a `status` says so."""
@@ -297,8 +422,15 @@ class SessionWorker:
             self.emit(AgentInfo(commands=list(now[0]), mode=now[1]))
 
     def _agent_note(self, text: str) -> None:
-        if not self.leaving:
+        if self.leaving:
+            return
+        if self._turn is not None:
+            self.emit_turn(Note(text=text, source=self.agent.name))
+            return
+        try:
             self.emit(Note(text=text, source=self.agent.name))
+        except DiskFull:
+            log.warning("a note of the agent was not kept, the disk is full: %s", text)
 
     def presence_changed(self) -> None:
         """An event stream opened or closed: a `status` says so when who is attached changed.
@@ -415,14 +547,26 @@ class SessionWorker:
 
     def kick_queue(self) -> None:
         """Start the next queued prompt when no turn runs."""
-        if self.running or self.leaving or not self.state.queue:
+        if self.running or self.leaving or self._held or not self.state.queue:
             return
         item, *rest = self.state.queue
         self.emit(QueueChanged(items=rest))
         images = self._queued_images.pop(item.queue_id, [])
-        self._start(
-            item.prompt, item.client_id, item.request_id, item.queue_id, "queue", by=item.by, images=images
-        )
+        try:
+            self._start(
+                item.prompt,
+                item.client_id,
+                item.request_id,
+                item.queue_id,
+                "queue",
+                by=item.by,
+                images=images,
+            )
+        except DiskFull:
+            # The prompt left the queue but did not start: put it back once space returns.
+            if images:
+                self._queued_images[item.queue_id] = images
+            self._held.append(QueueChanged(items=[item, *rest]))
 
     def _start(
         self,
@@ -483,7 +627,7 @@ class SessionWorker:
         self._cancel_question()
         current = self.state.current
         reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
-        self.emit(
+        self.emit_turn(
             TurnEnded(
                 turn_id=turn.turn_id,
                 outcome=result.outcome,
@@ -494,7 +638,8 @@ class SessionWorker:
         )
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
         self._turn = None
-        self.kick_queue()
+        with contextlib.suppress(DiskFull):
+            self.kick_queue()
 
     def interrupt(self) -> bool:
         """Ask the running turn to end ``interrupted``; False when none runs."""
@@ -539,7 +684,7 @@ class SessionWorker:
             if self._question_future is future:
                 self._question_future = None
             if self.state.question is not None and self.state.question.question_id == question_id:
-                self.emit(QuestionResolved(question_id=question_id, how="cancelled"))
+                self.emit_turn(QuestionResolved(question_id=question_id, how="cancelled"))
 
     def _pending(self, question_id: str) -> PendingQuestion:
         question = self.state.question
@@ -596,7 +741,7 @@ class SessionWorker:
     def _cancel_question(self) -> None:
         question = self.state.question
         if question is not None:
-            self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
+            self.emit_turn(QuestionResolved(question_id=question.question_id, how="cancelled"))
         self._settle(QuestionCancelled("cancelled"))
 
     def _settle(self, outcome: Answer | Exception) -> None:
@@ -683,7 +828,8 @@ class SessionWorker:
     def idle_for(self) -> float:
         """Seconds with no turn, no question, no queue, no open stream and no event; 0 when busy."""
         now = time.monotonic()
-        if self.running or self.state.question is not None or self.state.queue or len(self.hub):
+        busy = self.running or self.state.question is not None or self.state.queue or len(self.hub)
+        if busy or self._held or self._unsaved:
             self.last_activity = now
             return 0.0
         return now - self.last_activity
@@ -711,7 +857,12 @@ class SessionWorker:
                     turn.task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await asyncio.wait_for(turn.task, 0.5)
-        self.emit(WorkerLeaving(reason=reason))
+        try:
+            self.emit(WorkerLeaving(reason=reason))
+        except DiskFull:
+            log.error("leaving with a full disk: the next worker ends what this one could not write")
+        if self._retry is not None:
+            self._retry.cancel()
         self.hub.close_all()
         try:
             await asyncio.wait_for(self.agent.close(), 1.0)

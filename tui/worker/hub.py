@@ -50,6 +50,8 @@ class Subscription:
         self.size = 0
         """Bytes of the queued events."""
         self.items: deque[JournalLine] = deque()
+        self.notices: list[bytes] = []
+        """Lines for the stream that are not events (SSE comments: ``: disk_full …``)."""
         self.behind = False
         self.closed = False
         self.dropped = 0
@@ -72,12 +74,19 @@ class Subscription:
             self.size += len(line.raw)
         self._wake.set()
 
+    def notice(self, text: bytes) -> None:
+        if not self.closed:
+            self.notices.append(text)
+            self._wake.set()
+
     def close(self) -> None:
         self.closed = True
         self._wake.set()
 
-    async def next(self, idle: float) -> list[JournalLine] | _Signal | None:
-        """Every queued event, or a signal, or None when `idle` seconds passed with nothing."""
+    async def next(self, idle: float) -> list[JournalLine] | _Signal | bytes | None:
+        """Every queued event, or a signal, or a notice, or None when `idle` seconds passed with nothing."""
+        if self.notices:
+            return self.notices.pop(0)
         if not self.items and not self.behind and not self.closed:
             self._wake.clear()
             try:
@@ -122,6 +131,11 @@ class Hub:
         """Hand an appended event to every follower (never waits)."""
         for sub in self._subs:
             sub.push(line)
+
+    def notice(self, text: bytes) -> None:
+        """Send every open stream a line that is not an event (an SSE comment)."""
+        for sub in self._subs:
+            sub.notice(text)
 
     def close_all(self) -> None:
         """End every stream (the worker is leaving), and every stream opened from now on."""

@@ -158,7 +158,7 @@ def _wait_for_bridge(
                 f"`tui attach {short_id(session_id)}` starts one"
             )
         if time.monotonic() > deadline:
-            if proc is not None and proc.poll() is None:
+            if (proc is not None and proc.poll() is None) or (proc is None and _lock_is_live(lock)):
                 raise WorkerStarting(
                     f"the worker of session {short_id(session_id)} is still starting; "
                     f"`tui attach {short_id(session_id)}` follows it once it is up (or see {log})"

@@ -22,8 +22,9 @@ import json
 import logging
 import mimetypes
 import os
+import shutil
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
@@ -31,10 +32,12 @@ import acp
 from acp import schema
 
 from tui import __version__
+from tui.codemode.confine import agent_command, protected_paths
 from tui.config import AgentProfile
 from tui.protocol import AgentCommand, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
+from tui.worker.agents._sandbox import tui_folders_of
 
 __all__ = ["AcpAgent", "spawn_agent"]
 
@@ -76,6 +79,57 @@ async def spawn_agent(
         env=dict(env),
         start_new_session=True,
         limit=LINE_LIMIT,
+    )
+
+
+def _group_of_session(pgid: int, session_id: str) -> bool:
+    """Whether a live process of process group `pgid` carries this session's ``TUI_SESSION`` (its
+    leader, bubblewrap, may be gone while the agent's own processes live on)."""
+    marker = f"TUI_SESSION={session_id}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            if (
+                int(fields[2]) == pgid
+                and fields[0] != "Z"
+                and marker in (proc / "environ").read_bytes().split(b"\0")
+            ):
+                return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
+def confinement(context: AgentContext) -> Callable[[Sequence[str]], list[str]] | None:
+    """How an agent's command is confined: tui's state dir, config dir and socket folders hidden,
+    its installation read-only, everything else as the user has it (the agent needs its
+    credentials and the network). None without bubblewrap, or when config.toml's ``[sandbox]
+    tui_paths_writable`` asks to develop tui from inside."""
+    settings = context.config.sandbox
+    bwrap = shutil.which("bwrap")
+    if bwrap is None or settings.tui_paths_writable:
+        return None
+    workdir = context.working_directory
+    protected = protected_paths(
+        workdir, hidden=[*tui_folders_of(context), *settings.hidden], read_only=settings.read_only
+    )
+    return lambda command: agent_command(command, bwrap=bwrap, workdir=workdir, protected=protected)
+
+
+def reach(confined: bool, writable: bool) -> str:
+    """What the first screen says the agent can reach."""
+    if confined:
+        return (
+            "This agent runs as you, with your files and the network, so it can use its own "
+            "credentials and tools; tui's own folders (sessions, config, sockets) are hidden from it "
+            "and tui's installation is read-only, so it cannot drive this or other sessions."
+        )
+    why = "[sandbox] tui_paths_writable is on" if writable else "bubblewrap is not installed"
+    return (
+        f"This agent runs as you and reaches everything you reach, tui's own folders included "
+        f"({why}): run only an agent you would run in your own shell."
     )
 
 
@@ -163,11 +217,20 @@ class AcpAgent(Agent):
     model = None
 
     def __init__(
-        self, agent: str, profile: AgentProfile, workdir: Path, folder: Path, session_id: str
+        self,
+        agent: str,
+        profile: AgentProfile,
+        workdir: Path,
+        folder: Path,
+        session_id: str,
+        *,
+        wrap: Callable[[Sequence[str]], list[str]] | None = None,
     ) -> None:
         # The session names its [agents] entry, and /info and worker_started say that name.
         self.name = agent  # type: ignore[misc]
         self.profile = profile
+        self.wrap = wrap
+        """What confines the agent's command (tui's own paths kept from it); None: nothing."""
         self.workdir = workdir
         self.state_file = folder / STATE_FILE
         self.session_id = session_id
@@ -183,13 +246,16 @@ class AcpAgent(Agent):
     @classmethod
     def from_context(cls, context: AgentContext) -> AcpAgent:
         name = context.record.agent
-        return cls(
+        agent = cls(
             name,
             context.config.agents[name],
             context.working_directory,
             context.session_folder,
             context.session_id,
+            wrap=confinement(context),
         )
+        agent.notes = (reach(agent.wrap is not None, context.config.sandbox.tui_paths_writable),)
+        return agent
 
     # --- the process ---------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
@@ -199,7 +265,10 @@ class AcpAgent(Agent):
     async def _open(self) -> _Process:
         self._end_leftover()
         try:
-            process = await spawn_agent(self.profile.command, self.workdir, self._environment())
+            command = list(self.profile.command)
+            process = await spawn_agent(
+                self.wrap(command) if self.wrap is not None else command, self.workdir, self._environment()
+            )
         except OSError as exc:
             raise AgentGone(
                 f"the agent {self.name!r} could not start ({' '.join(self.profile.command)}): "
@@ -304,11 +373,7 @@ class AcpAgent(Agent):
         pid = self._stored().get("pid")
         if not isinstance(pid, int) or pid <= 1:
             return
-        try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-        except OSError:
-            return
-        if f"TUI_SESSION={self.session_id}".encode() in environ:  # still ours, not a reused pid
+        if _group_of_session(pid, self.session_id):  # still ours, not a reused pid
             log.info("agent %s: ending the process group %d an earlier worker left", self.name, pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)

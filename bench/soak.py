@@ -1,0 +1,270 @@
+"""Faults under load: a kill -9 storm while turns are sent, 200 followers through `tui web`, and a
+full disk that fills and empties again (on a 2 MiB tmpfs, when this machine lets us mount one).
+
+Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N]`` (``-P``: bench/tui.py
+must not hide the package); it makes its own state
+dirs, listens on loopback only, and stops everything it started. It prints events lost and
+repeated (a follower's events against the journal) and requests refused by code. The figures go
+into the "Faults" section of docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from tui.errors import TuiError, WorkerUnavailable
+from tui.link.base import Gone
+from tui.link.follow import Follower
+from tui.link.local import LocalLink
+from tui.protocol import TurnEnded
+from tui.protocol.events import EventBase
+from tui.store import StatePaths, create_session, is_live, read_sidecar
+from tui.worker.launch import start_worker
+
+DEADLINE = 300.0
+"""Seconds the whole run may take."""
+
+
+def journal_seqs(state: StatePaths, sid: str) -> list[int]:
+    lines = state.session(sid).journal.read_bytes().splitlines()
+    return [json.loads(line)["seq"] for line in lines if line.strip()]
+
+
+def stop_all(state: StatePaths, sid: str) -> None:
+    car = read_sidecar(state.session(sid).sidecar)
+    if car is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(car.pid, signal.SIGKILL)
+
+
+async def kill_storm(root: Path, kills: int) -> dict[str, int]:
+    """Send turns while the worker is killed `kills` times; compare what a follower got with the journal."""
+    state = StatePaths(root)
+    sid = create_session(state, working_directory=root).id
+    start_worker(state, sid, timeout=30.0)
+    link = LocalLink(state, sid)
+    seen: list[int] = []
+    refused: collections.Counter[str] = collections.Counter()
+    done = asyncio.Event()
+
+    async def follow() -> None:
+        # A link restarts a killed worker at most 3 times a minute; past that, start it again
+        # here and follow on from the same cursor with a new link, as `tui attach` would.
+        cursor = 0
+        while True:
+            follower = Follower(LocalLink(state, sid), cursor)
+            async for item in follower:
+                if isinstance(item, Gone):
+                    refused["follower gone (restart budget spent)"] += 1
+                    break
+                if isinstance(item, EventBase):
+                    seen.append(item.seq)
+                    if done.is_set() and isinstance(item, TurnEnded):
+                        return
+            cursor = follower.cursor
+            with contextlib.suppress(TuiError):
+                await asyncio.to_thread(start_worker, state, sid, timeout=30.0)
+
+    async def send() -> None:
+        while not done.is_set():
+            try:
+                await link.send_turn(
+                    "import time; print('x'); time.sleep(0.05)", request_id=uuid.uuid4().hex, delivery="queue"
+                )
+            except TuiError as exc:
+                refused[exc.code] += 1
+                await asyncio.sleep(0.1)
+                continue
+            await asyncio.sleep(0.02)
+
+    follower = asyncio.create_task(follow())
+    sender = asyncio.create_task(send())
+    killed = 0
+    storm_ends = time.monotonic() + 120
+    while killed < kills and time.monotonic() < storm_ends and not follower.done():
+        await asyncio.sleep(0.7)
+        car = read_sidecar(state.session(sid).sidecar)
+        if car is None or not is_live(state.session(sid).lock):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(car.pid, signal.SIGKILL)
+            killed += 1
+    await asyncio.sleep(1.0)
+    done.set()
+    await sender
+    with contextlib.suppress(WorkerUnavailable, TuiError):
+        await link.send_turn("print('last')", request_id=uuid.uuid4().hex)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(follower, 60)
+    follower.cancel()
+    with contextlib.suppress(BaseException):
+        await follower
+    await link.close()
+    journal = journal_seqs(state, sid)
+    stop_all(state, sid)
+    upto = set(s for s in journal if s <= (max(seen) if seen else 0))
+    return {
+        "kills": killed,
+        "events in journal": len(journal),
+        "events lost": len(upto - set(seen)),
+        "events repeated": len(seen) - len(set(seen)),
+        **{f"refused {k}": v for k, v in refused.items()},
+    }
+
+
+def start_web(root: Path) -> tuple[subprocess.Popen[str], str, str]:
+    token_file = root / "owner.token"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "web", "--port", "0", "--token-file", str(token_file)],
+        env={**os.environ, "TUI_STATE_DIR": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "serving" not in line:
+        proc.kill()
+        raise SystemExit(f"tui web did not start: {line!r}")
+    return proc, line.split()[-1], token_file.read_text().strip()
+
+
+async def followers_through_web(root: Path, count: int) -> dict[str, float | int]:
+    """`count` streams of one session through `tui web`; a turn; how many heard its end."""
+    proc, url, token = start_web(root)
+    state = StatePaths(root)
+    sid = create_session(state, working_directory=root).id
+    refused: collections.Counter[str] = collections.Counter()
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=count + 20)
+    try:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60.0, limits=limits) as c:
+            await c.post(f"/api/sessions/{sid}/wake", json={"wait": 30})
+            cursor = (await c.get(f"/api/sessions/{sid}/transcript", params={"limit": 0})).json()["cursor"]
+            opened = asyncio.Event()
+            n_open = 0
+
+            async def follow() -> float | None:
+                nonlocal n_open
+                async with c.stream("GET", f"/api/sessions/{sid}/events", params={"cursor": cursor}) as r:
+                    if r.status_code != 200:
+                        refused[json.loads(await r.aread()).get("error", "?")] += 1
+                        return None
+                    n_open += 1
+                    if n_open == count:
+                        opened.set()
+                    async for line in r.aiter_lines():
+                        if line == "event: turn_ended":
+                            return time.monotonic()
+                return None
+
+            started = time.monotonic()
+            tasks = [asyncio.create_task(follow()) for _ in range(count)]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(opened.wait(), 60)
+            opened_in = time.monotonic() - started
+            asked = time.monotonic()
+            sent = await c.post(f"/api/sessions/{sid}/turn", json={"prompt": "print('hi')"})
+            answered_in = time.monotonic() - asked
+            if sent.status_code != 202:
+                refused[sent.json().get("error", "?")] += 1
+            ends = await asyncio.gather(*tasks)
+            heard = sorted(t - asked for t in ends if t is not None)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+        stop_all(state, sid)
+    return {
+        "followers": count,
+        "completed": len(heard),
+        "all open in s": round(opened_in, 2),
+        "turn answered in ms": round(answered_in * 1000, 1),
+        "p95 turn_ended heard in ms": round(heard[int(len(heard) * 0.95) - 1] * 1000, 1) if heard else -1,
+        **{f"refused {k}": v for k, v in refused.items()},
+    }
+
+
+async def disk_full_cycle(cycles: int) -> dict[str, int | str]:
+    """Fill a 2 MiB tmpfs under a live worker, send turns, free it, send again: `cycles` times."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return {"skipped": "mounting a tmpfs needs root"}
+    with tempfile.TemporaryDirectory(prefix="tui-soak-disk-", dir="/tmp") as d:
+        mount = ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", d]
+        made = await asyncio.to_thread(subprocess.run, mount, capture_output=True)
+        if made.returncode != 0:
+            return {"skipped": made.stderr.decode().strip()}
+        root = Path(d)
+        state = StatePaths(root)
+        sid = create_session(state, working_directory=root).id
+        codes: collections.Counter[str] = collections.Counter()
+        try:
+            car = start_worker(state, sid, timeout=30.0)
+            transport = httpx.AsyncHTTPTransport(uds=car.socket)
+            async with httpx.AsyncClient(transport=transport, base_url="http://w", timeout=30.0) as c:
+                for _ in range(cycles):
+                    filler = root / "filler"
+                    with contextlib.suppress(OSError), filler.open("wb") as f:
+                        while True:
+                            f.write(b"x" * 4096)
+                            f.flush()
+                    for _ in range(5):
+                        r = await c.post("/turn", json={"prompt": "print('p' * 50000)", "delivery": "queue"})
+                        codes[str(r.json().get("error", r.status_code))] += 1
+                    filler.unlink()
+                    for _ in range(3):
+                        r = await c.post("/turn", json={"prompt": "print('after')", "delivery": "queue"})
+                        codes[str(r.json().get("error", r.status_code))] += 1
+                    await asyncio.sleep(1.5)
+            seqs = journal_seqs(state, sid)
+            whole = seqs == list(range(1, len(seqs) + 1))
+        finally:
+            stop_all(state, sid)
+            await asyncio.to_thread(subprocess.run, ["umount", "-l", d], check=False)
+    return {
+        "cycles": cycles,
+        "journal whole": str(whole),
+        **{f"answered {k}": v for k, v in codes.items()},
+    }
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=10)
+    parser.add_argument("--followers", type=int, default=200)
+    parser.add_argument("--disk-cycles", type=int, default=3)
+    args = parser.parse_args()
+    async with asyncio.timeout(DEADLINE):
+        for name, run in (
+            ("kill -9 storm", lambda d: kill_storm(d, args.kills)),
+            (
+                f"{args.followers} followers through tui web",
+                lambda d: followers_through_web(d, args.followers),
+            ),
+            ("disk full", lambda d: disk_full_cycle(args.disk_cycles)),
+        ):
+            with tempfile.TemporaryDirectory(prefix="tui-soak-", dir="/tmp") as d:
+                os.environ["TUI_STATE_DIR"] = d
+                figures = await run(Path(d))
+            print(f"{name}:")
+            for key, value in figures.items():
+                print(f"  {key:32} {value}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

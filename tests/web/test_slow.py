@@ -1,0 +1,55 @@
+"""Slow and malformed requests to `tui web`: each gets a JSON refusal in bounded time, never an
+open connection held for ever or a plain-text answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from tui.serve import BODY_IDLE, DRAIN_WAIT
+from tui.web.limits import HEAD_TIMEOUT
+
+from .conftest import Web
+
+
+async def _exchange(web: Web, data: bytes) -> tuple[int, dict[str, object], float]:
+    """Send `data` on a fresh connection; the status and JSON body of the answer, and how long it took."""
+    host, port = web.host.rsplit(":", 1)
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(data)
+        await writer.drain()
+        async with asyncio.timeout(max(HEAD_TIMEOUT, BODY_IDLE) + 10):
+            head = await reader.readuntil(b"\r\n\r\n")
+            headers = dict(
+                ln.split(": ", 1) for ln in head.decode("latin-1").lower().split("\r\n")[1:] if ": " in ln
+            )
+            body = await reader.readexactly(int(headers["content-length"]))
+    finally:
+        writer.close()
+    assert headers.get("content-type") == "application/json", head
+    return int(head.split()[1]), json.loads(body), time.monotonic() - started
+
+
+async def test_slow_heads_and_bodies_are_answered_in_bounded_time(web: Web) -> None:
+    auth = f"Authorization: Bearer {web.token}\r\nHost: {web.host}\r\n"
+    half_head = f"GET /api/sessions HTTP/1.1\r\nHost: {web.host}\r\n".encode()
+    huge = f"POST /api/sessions HTTP/1.1\r\n{auth}Content-Type: application/json\r\n"
+    huge += f"Content-Length: {50 * 1024 * 1024}\r\n\r\n"
+    stalled = f"POST /api/sessions HTTP/1.1\r\n{auth}Content-Type: application/json\r\n"
+    stalled += "Content-Length: 100\r\n\r\n{"
+    (h_status, h_body, h_took), (b_status, b_body, b_took), (s_status, s_body, s_took) = await asyncio.gather(
+        _exchange(web, half_head), _exchange(web, huge.encode()), _exchange(web, stalled.encode())
+    )
+    assert (h_status, h_body["error"]) == (408, "request_timeout") and h_took < HEAD_TIMEOUT + 5
+    assert (b_status, b_body["error"]) == (413, "too_large") and b_took < DRAIN_WAIT + 5
+    assert (s_status, s_body["error"]) == (408, "request_timeout") and s_took < BODY_IDLE + 5
+
+
+async def test_a_request_h11_cannot_parse_gets_a_json_400(web: Web) -> None:
+    url = "/api/sessions?" + "x" * 200_000
+    status, body, _ = await _exchange(web, f"GET {url} HTTP/1.1\r\nHost: {web.host}\r\n\r\n".encode())
+    assert (status, body["error"]) == (400, "invalid_request")
+    assert web.proc.poll() is None

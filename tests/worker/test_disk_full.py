@@ -1,0 +1,239 @@
+"""A full disk (protocol.md, "Rules"): a failed write is cut back to the last whole line, answered
+507 ``disk_full`` naming the path, never a hang; once space returns the session goes on with no
+event lost, repeated or torn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+
+from tui.errors import DiskFull
+from tui.protocol import TurnRequest
+from tui.store import Journal, StatePaths, create_session
+from tui.store import turns as turns_module
+from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
+from tui.worker.agents import make_agent, register
+from tui.worker.bridge import build_app
+from tui.worker.core import SessionWorker
+from tui.worker.process import agent_context
+
+TIMEOUT = 20.0
+
+
+@register("chatty")
+class ChattyAgent(Agent):
+    """Says `chunks` pieces of text, waiting on `gate` before each one past the first."""
+
+    name: ClassVar[str] = "chatty"
+    chunks: ClassVar[int] = 3
+    gate: ClassVar[asyncio.Event | None] = None
+
+    def __init__(self, context: AgentContext) -> None:
+        self.model = "m"
+        self.stop = False
+
+    @classmethod
+    def from_context(cls, context: AgentContext) -> ChattyAgent:
+        return cls(context)
+
+    async def run_turn(self, turn: TurnIO) -> TurnOutcome:
+        for i in range(type(self).chunks):
+            if i and type(self).gate is not None:
+                await type(self).gate.wait()
+            turn.text(f"part {i} ")
+        return TurnOutcome("completed")
+
+    def interrupt(self) -> None:
+        self.stop = True
+
+
+class Disk:
+    """Makes writes to one journal fail with ENOSPC (after writing part of the line)."""
+
+    def __init__(self, journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.full = False
+        real = os.write
+
+        def write(fd: int, data: Any) -> int:
+            if self.full and fd == journal._write_fd:
+                if len(data) > 8:
+                    return real(fd, bytes(data)[: len(data) // 2])  # a torn half line, then no space
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(fd, data)
+
+        monkeypatch.setattr(os, "write", write)
+
+
+def lines(worker: SessionWorker) -> list[dict[str, Any]]:
+    """Every journal line, each of which must be whole JSON."""
+    return [json.loads(line) for line in worker.paths.journal.read_bytes().splitlines()]
+
+
+def assert_whole(worker: SessionWorker) -> None:
+    data = worker.paths.journal.read_bytes()
+    assert data.endswith(b"\n")
+    seqs = [e["seq"] for e in lines(worker)]
+    assert seqs == list(range(1, len(seqs) + 1)), "a seq was lost or repeated"
+
+
+@pytest.fixture
+async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWorker]:
+    ChattyAgent.chunks, ChattyAgent.gate = 3, None
+    state = StatePaths(state_dir)
+    record = create_session(state, working_directory=tmp_path, agent="chatty")
+    paths = state.session(record.id)
+    journal = Journal.open_for_append(paths.journal)
+    worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
+    worker.load()
+    worker.begin()
+    yield worker
+    with contextlib.suppress(DiskFull):
+        await worker.leave("test over")
+
+
+async def _turn_end(worker: SessionWorker) -> None:
+    turn = worker._turn
+    if turn is not None and turn.task is not None:
+        await asyncio.wait_for(asyncio.shield(turn.task), TIMEOUT)
+
+
+def test_a_failed_append_is_cut_back_and_the_next_one_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui.protocol import Note
+
+    journal = Journal.open_for_append(tmp_path / "journal.jsonl")
+    journal.append(Note(text="one"))
+    size = journal.path.stat().st_size
+    disk = Disk(journal, monkeypatch)
+    disk.full = True
+    with pytest.raises(DiskFull) as full:
+        journal.append(Note(text="two " * 50))
+    assert str(journal.path) in str(full.value) and full.value.status == 507
+    assert journal.path.stat().st_size == size, "the torn half line stayed"
+    disk.full = False
+    journal.append(Note(text="three"))
+    reread = Journal.open_for_reading(journal.path)
+    assert [(line.seq, line.decode().text) for line in reread.iter_after(0)] == [(1, "one"), (2, "three")]  # type: ignore[attr-defined]
+
+
+async def test_a_full_disk_mid_turn_refuses_507_and_resumes_with_nothing_lost(
+    session: SessionWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ChattyAgent.gate = asyncio.Event()
+    disk = Disk(session.journal, monkeypatch)
+    first = session.submit(TurnRequest(prompt="one", request_id="r1"))
+    disk.full = True
+    ChattyAgent.gate.set()
+    await _turn_end(session)
+    assert not session.running, "the turn never ended: every later send would hang"
+    assert session.disk_full is not None
+    app = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(session)), base_url="http://w")
+    async with app:
+        refused = await app.post("/turn", json={"prompt": "two", "request_id": "r2"})
+        assert refused.status_code == 507
+        body = refused.json()
+        assert body["error"] == "disk_full" and body["path"] == str(session.paths.journal)
+        assert "disk full" in body["detail"]
+        assert_whole(session)
+        disk.full = False
+        accepted = await app.post("/turn", json={"prompt": "two", "request_id": "r2"})
+        assert accepted.status_code == 202, accepted.text
+    await _turn_end(session)
+    assert_whole(session)
+    events = lines(session)
+    ended = [e for e in events if e["type"] == "turn_ended"]
+    assert [e["turn_id"] for e in ended] == [first.turn_id, accepted.json()["turn_id"]]
+    assert ended[0]["reply"] == "part 0 part 1 part 2 " and ended[0]["outcome"] == "interrupted"
+    texts = [e["text"] for e in events if e["type"] == "text" and e["turn_id"] == first.turn_id]
+    assert "".join(texts) == ended[0]["reply"], "held text was lost"
+    assert session.turn_store.has(first.turn_id)
+
+
+async def test_a_turn_record_that_cannot_be_written_is_no_hang(
+    session: SessionWorker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = turns_module.write_atomic
+    full = True
+
+    def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o600) -> None:
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, data, mode=mode)
+
+    monkeypatch.setattr(turns_module, "write_atomic", write_atomic)
+    first = session.submit(TurnRequest(prompt="one"))
+    await _turn_end(session)
+    assert not session.running
+    with pytest.raises(DiskFull) as refused:
+        session.submit(TurnRequest(prompt="two"))
+    assert first.turn_id in str(refused.value)
+    full = False
+    second = session.submit(TurnRequest(prompt="two"))
+    await _turn_end(session)
+    assert session.turn_store.has(first.turn_id) and session.turn_store.has(second.turn_id or "")
+    assert session.disk_full is None
+    assert_whole(session)
+
+
+@pytest.fixture
+def small_disk() -> Iterator[Path]:
+    """A 2 MiB tmpfs (root only): a real full disk."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    with tempfile.TemporaryDirectory(prefix="tui-disk-", dir="/tmp") as d:
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", d], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+        try:
+            yield Path(d)
+        finally:
+            subprocess.run(["umount", "-l", d], check=False)
+
+
+async def test_a_real_full_disk_cycle(
+    small_disk: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TUI_STATE_DIR", str(small_disk))
+    ChattyAgent.chunks, ChattyAgent.gate = 40, None
+    state = StatePaths(small_disk)
+    record = create_session(state, working_directory=tmp_path, agent="chatty")
+    paths = state.session(record.id)
+    worker = SessionWorker(
+        paths, record, Journal.open_for_append(paths.journal), make_agent(agent_context(paths, record))
+    )
+    worker.load()
+    worker.begin()
+    filler = small_disk / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as f:
+        while True:
+            f.write(b"x" * 4096)
+            f.flush()
+    app = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(worker)), base_url="http://w")
+    async with app:
+        for _ in range(5):
+            refused = await app.post("/turn", json={"prompt": "p" * 20000, "request_id": "r1"})
+            if refused.status_code == 507:
+                break
+        assert refused.status_code == 507 and refused.json()["error"] == "disk_full"
+        assert_whole(worker)
+        filler.unlink()
+        accepted = await app.post("/turn", json={"prompt": "p" * 20000, "request_id": "r1"})
+        assert accepted.status_code == 202, accepted.text
+        await _turn_end(worker)
+    assert_whole(worker)
+    assert any(e["type"] == "turn_ended" for e in lines(worker))
+    await worker.leave("test over")
+    worker.journal.close()

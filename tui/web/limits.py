@@ -1,0 +1,129 @@
+"""What the web bridge's HTTP connections may cost before any route runs.
+
+uvicorn reads a request's head with no deadline and takes every connection it is offered; a
+client that opens connections and never finishes their heads would hold them (and their file
+descriptors) for ever. `GuardedH11` is uvicorn's h11 protocol with three bounds:
+
+- a connection must finish a request's head within `HEAD_TIMEOUT` seconds of its first byte (or
+  of connecting), or it is closed;
+- past `max_connections` open connections a new one is answered 503 ``server_busy`` at once and
+  closed;
+- a request h11 cannot parse (a 200 KB URL, a malformed header) gets a JSON 400, not plain text.
+
+Each kind of refusal is logged once a minute with how many there were, never a traceback each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+import time
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from tui.errors import InvalidRequest, RequestTimeout, ServerBusy, TuiError
+
+__all__ = ["HEAD_TIMEOUT", "GuardedH11", "connection_limit"]
+
+log = logging.getLogger("tui.web")
+
+HEAD_TIMEOUT = 10.0
+"""Seconds a connection has to send a whole request head."""
+_LOG_EVERY = 60.0
+
+
+def connection_limit() -> int:
+    """How many connections the web bridge keeps open: a third of the open files it may have
+    (each stream holds its client's socket and one to the worker), at most 4096."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(32, min(4096, soft // 3))
+
+
+class _Tally:
+    """One log line per kind of refusal a minute, counting the ones not logged."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, float] = {}
+        self._since: dict[str, int] = {}
+
+    def refused(self, code: str, sentence: str) -> None:
+        now = time.monotonic()
+        self._since[code] = self._since.get(code, 0) + 1
+        if now - self._last.get(code, -_LOG_EVERY) >= _LOG_EVERY:
+            log.warning("refused %d connection(s) (%s): %s", self._since[code], code, sentence)
+            self._last[code] = now
+            self._since[code] = 0
+
+
+TALLY = _Tally()
+
+
+def _raw(error: TuiError) -> bytes:
+    """A whole HTTP response carrying `error`'s refusal, for a connection no app will answer."""
+    body = json.dumps(error.to_wire()).encode()
+    head = (
+        f"HTTP/1.1 {error.status} {error.title}\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n"
+    )
+    if error.status == 503:
+        head += "retry-after: 1\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+class GuardedH11(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on request heads and a bound on connections."""
+
+    max_connections = 4096
+    """Set by the server (`connection_limit`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            error = ServerBusy(
+                f"this web bridge has {self.max_connections} connections open; try again in a second"
+            )
+            TALLY.refused(error.code, str(error))
+            transport.write(_raw(error))
+            transport.close()
+            return
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_late, self.cycle)
+
+    def _head_late(self, before: object) -> None:
+        self._head_timer = None
+        if self.cycle is not before or self.transport.is_closing():
+            return
+        error = RequestTimeout(f"the request's head did not arrive within {HEAD_TIMEOUT:g} s")
+        TALLY.refused(error.code, str(error))
+        self.transport.write(_raw(error))
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        error = InvalidRequest(f"not an HTTP request this server can read ({msg.rstrip('.')})")
+        TALLY.refused(error.code, str(error))
+        self.transport.write(_raw(error))
+        self.transport.close()
