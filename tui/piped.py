@@ -35,10 +35,11 @@ from tui.link import slash as commands
 from tui.link.base import AttachLink, LinkState, Reconnecting
 from tui.link.local import local_client_id
 from tui.link.outcomes import FAILED, turn_ending
-from tui.link.scripts import Input, Split, Splitter, syntax_error
+from tui.link.scripts import Input, Split, Splitter
 from tui.link.watch import AnswerSpec, QuestionPolicy, SessionWatch, TurnResult, Unanswered, WorkerGoneError
 from tui.protocol import Event, TextChunk
 from tui.protocol.ids import short_id
+from tui.protocol.python import syntax_error
 
 __all__ = ["ReplyWriter", "StdoutClosed", "load_answers", "run"]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from tui.link.scripts import Input, split, syntax_error
+from tui.link.scripts import Input, split
+from tui.protocol.python import syntax_error
 
 PROGRAM = """import math
 

@@ -21,11 +21,11 @@ from tui.errors import QuestionNotPending, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.link.outcomes import FAILED, turn_ending
-from tui.link.scripts import syntax_error
 from tui.link.watch import SessionWatch, Unanswered, describe_question
 from tui.piped import ReplyWriter
 from tui.protocol import PendingQuestion
 from tui.protocol.ids import short_id
+from tui.protocol.python import syntax_error
 
 __all__ = [
     "open_access",

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Input", "Split", "Splitter", "split", "syntax_error"]
+__all__ = ["Input", "Split", "Splitter", "split"]
 
 Split = Literal["lines", "python", "whole"]
 """How a script is cut into inputs."""
@@ -63,17 +63,6 @@ def _compiler() -> codeop.CommandCompiler:
     # A program may await at top level, as the session runs it.
     compiler.compiler.flags |= ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     return compiler
-
-
-def syntax_error(source: str) -> str | None:
-    """None when `source` is a whole Python program, else why not (one short phrase)."""
-    try:
-        compile(source, "<script>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    except SyntaxError as exc:
-        return f"{exc.msg} (its line {exc.lineno})" if exc.lineno else str(exc.msg)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 class Splitter:

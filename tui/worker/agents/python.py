@@ -8,35 +8,24 @@ reply saying so. ``ask(...)`` inside the program puts a question to the people a
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from tui.codemode import ProgramResult, SandboxError
 from tui.config import SandboxSettings
+from tui.protocol.python import syntax_error
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
 
-__all__ = ["PROSE_REPLY", "PythonAgent", "is_python"]
+__all__ = ["PROSE_REPLY", "PythonAgent"]
 
 PROSE_REPLY = (
     "This session runs Python: each prompt is a program, and this one is not valid Python ({why}).\n"
     "Type a program, e.g. print('hello'). For a session where a model reads prose and writes the "
     "programs, start one with `tui --model NAME` (`tui models` lists the configured ones).\n"
 )
-
-
-def is_python(prompt: str) -> str | None:
-    """None when `prompt` compiles as Python, else why not (one short phrase)."""
-    try:
-        compile(prompt, "<turn>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-    except SyntaxError as exc:
-        return f"line {exc.lineno}: {exc.msg}" if exc.lineno else str(exc.msg)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 @register("python")
@@ -86,7 +75,7 @@ class PythonAgent(Agent):
         self.sandbox.interrupt()
 
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
-        why = is_python(turn.prompt)
+        why = syntax_error(turn.prompt)
         if why is not None:
             turn.text(PROSE_REPLY.format(why=why))
             return TurnOutcome("completed")

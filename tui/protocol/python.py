@@ -1,0 +1,23 @@
+"""What a python session's prompt is: a whole Python program, as the session compiles it.
+
+One rule for the worker (a prompt that is not Python gets a reply saying so) and the clients (a
+script's line that is not Python fails without being sent).
+"""
+
+from __future__ import annotations
+
+import ast
+
+__all__ = ["syntax_error"]
+
+
+def syntax_error(source: str) -> str | None:
+    """None when `source` is a whole Python program (top-level ``await`` allowed), else why not
+    (one short phrase naming the line)."""
+    try:
+        compile(source, "<program>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}" if exc.lineno else str(exc.msg)
+    except ValueError as exc:
+        return str(exc)
+    return None
