@@ -83,7 +83,6 @@ __all__ = [
     "WorkerRunning",
     "WorkerStarting",
     "WorkerUnavailable",
-    "error_class",
     "error_from_wire",
 ]
 
@@ -352,11 +351,6 @@ _BY_STATUS: dict[int, type[TuiError]] = {
     504: WorkerGone,
     507: DiskFull,
 }
-
-
-def error_class(code: str) -> type[TuiError] | None:
-    """The class of a wire code, None for a code this version does not know."""
-    return _BY_CODE.get(code)
 
 
 def error_from_wire(body: Any, status: int, *, who: str = "the server") -> TuiError:

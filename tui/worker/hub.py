@@ -114,6 +114,9 @@ class Hub:
         self.limit_bytes = limit_bytes
         self._subs: set[Subscription] = set()
         self.closed = False
+        self._present: tuple[frozenset[Subscription], list[Presence]] | None = None
+        """Who is attached, and the open streams it was worked out from (the worker asks after
+        every event it appends, so it is worked out again only when they change)."""
 
     def subscribe(self, client_id: str | None, who: Presence | None = None) -> Subscription:
         """A new follower; it receives every event published from now on."""
@@ -150,13 +153,21 @@ class Hub:
 
     @property
     def present(self) -> list[Presence]:
-        """Who the open streams are for, each name once (owner first, then by name)."""
+        """Who the open streams are for, each name once (owner first, then by name), with what
+        each is attached with."""
+        open_now = frozenset(s for s in self._subs if s.who is not None and not s.closed)
+        if self._present is None or self._present[0] != open_now:
+            self._present = (open_now, self._people(open_now))
+        return self._present[1]
+
+    @staticmethod
+    def _people(subs: frozenset[Subscription]) -> list[Presence]:
         people: dict[str, Presence] = {}
         via: dict[str, list[str]] = {}
-        for sub in self._subs:
-            if sub.who is not None and not sub.closed:
-                people.setdefault(sub.who.name, sub.who)
-                via.setdefault(sub.who.name, []).append(client_label(sub.client_id) or "client")
+        for sub in subs:
+            assert sub.who is not None
+            people.setdefault(sub.who.name, sub.who)
+            via.setdefault(sub.who.name, []).append(client_label(sub.client_id) or "client")
         order = {"owner": 0, "collaborator": 1, "viewer": 2}
         return [
             p.model_copy(update={"via": sorted(via[p.name])})
