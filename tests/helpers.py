@@ -24,8 +24,33 @@ from tui.store import StatePaths, is_live, read_sidecar
 if TYPE_CHECKING:
     from textual.pilot import Pilot
 
+    from tui.worker.core import SessionWorker
+
 TIMEOUT = 20.0
 """The bound on waiting for anything a test expects (generous: the suite runs on 2 busy cores)."""
+
+RUNS_UNTIL_STOPPED = "import threading\nprint('started', flush=True)\nthreading.Event().wait()"
+"""A program that says it started, then runs until it is interrupted or stopped (it waits on an
+event nothing sets): a turn a test needs running, with no clock in it."""
+
+
+def worker_here(state_dir: Path, workdir: Path, kind: str) -> SessionWorker:
+    """A `SessionWorker` in this process on a new session of agent `kind`, its journal replayed and
+    its `worker_started` written (the caller leaves it)."""
+    from tui.store import Journal, create_session
+    from tui.worker.agents import make_agent
+    from tui.worker.core import SessionWorker
+    from tui.worker.process import agent_context
+
+    state = StatePaths(state_dir)
+    record = create_session(state, working_directory=workdir, agent=kind)
+    paths = state.session(record.id)
+    worker = SessionWorker(
+        paths, record, Journal.open_for_append(paths.journal), make_agent(agent_context(paths, record))
+    )
+    worker.load()
+    worker.begin()
+    return worker
 
 
 def _delays(first: float = 0.002, cap: float = 0.05) -> Any:

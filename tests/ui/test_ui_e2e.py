@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from helpers import RUNS_UNTIL_STOPPED
 
 from tui.access.local import LocalAccess
 from tui.link.base import Live
@@ -85,7 +86,7 @@ class TestOnARealWorker:
         app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
         async with app.run_test(size=(100, 40)) as pilot:
             await until(pilot, app.session.attached.is_set, 30)
-            app.session.submit("import time\nfor i in range(1000):\n    print(i)\n    time.sleep(0.05)")
+            app.session.submit("for i in range(5):\n    print(i, flush=True)\n" + RUNS_UNTIL_STOPPED)
             await until(pilot, lambda: app.session.turn is not None and "3" in app.session.turn.reply, 30)
             car = read_sidecar(StatePaths(state_dir).session(sid).sidecar)
             assert car is not None

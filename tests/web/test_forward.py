@@ -8,7 +8,7 @@ import signal
 import time
 
 import httpx
-from helpers import eventually, read_sse
+from helpers import RUNS_UNTIL_STOPPED, eventually, read_sse
 
 from tui.store import StatePaths, read_sidecar
 from tui.web.participants import ParticipantStore
@@ -71,8 +71,8 @@ async def test_refusals_of_the_worker_come_through_as_they_are(web: Web) -> None
     sid = web.session()
     wake(web, sid)
     async with _async(web) as c:
-        busy_turn = "import time\ntime.sleep(30)"
-        assert (await c.post(f"/api/sessions/{sid}/turn", json={"prompt": busy_turn})).status_code == 202
+        running = await c.post(f"/api/sessions/{sid}/turn", json={"prompt": RUNS_UNTIL_STOPPED})
+        assert running.status_code == 202
         busy = await c.post(f"/api/sessions/{sid}/turn", json={"prompt": "1"})
         assert busy.status_code == 409
         assert busy.json()["error"] == "busy"
@@ -129,7 +129,7 @@ async def test_twenty_turns_racing_against_a_limit_of_five(web: Web) -> None:
     sid = web.session()
     wake(web, sid)
     async with _async(web) as owner:
-        await owner.post(f"/api/sessions/{sid}/turn", json={"prompt": "import time\ntime.sleep(30)"})
+        await owner.post(f"/api/sessions/{sid}/turn", json={"prompt": RUNS_UNTIL_STOPPED})
     token = web.share(sid, "collaborator", name="racer", turns=5)
     clients = [_async(web, token) for _ in range(20)]
     try:

@@ -221,13 +221,19 @@ async def test_stopping_the_session_leaves_no_agent_process(acp_worker: Callable
     wait_until(lambda: not agent_pids(worker.session_id), "the agent to end")
 
 
-async def test_a_stubborn_agent_and_its_children_are_stopped_with_the_session(
-    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
-) -> None:
+async def _stubborn(acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path) -> Worker:
+    """A worker whose agent ignores SIGTERM and the end of stdin, and has a child, after one turn."""
     configure(config_dir, tmp_path / "agent-state", stubborn=True)
     worker = acp_worker()
     await worker.turn("hello")
     wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    return worker
+
+
+async def test_a_stubborn_agent_and_its_children_are_stopped_with_the_session(
+    acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
+) -> None:
+    worker = await _stubborn(acp_worker, config_dir, tmp_path)
     reply = await worker.client().post("/leave")
     assert reply.status_code in (200, 202, 204)
     wait_until(lambda: not agent_pids(worker.session_id), "the agent's whole group to end")
@@ -236,10 +242,7 @@ async def test_a_stubborn_agent_and_its_children_are_stopped_with_the_session(
 async def test_a_new_worker_ends_the_agent_a_killed_one_left_behind(
     acp_worker: Callable[[], Worker], config_dir: Path, tmp_path: Path
 ) -> None:
-    configure(config_dir, tmp_path / "agent-state", stubborn=True)
-    worker = acp_worker()
-    await worker.turn("hello")
-    wait_until(lambda: len(agent_pids(worker.session_id)) == 2, "the agent and its child")
+    worker = await _stubborn(acp_worker, config_dir, tmp_path)
     left = set(agent_pids(worker.session_id))
     worker.kill()
     if shutil.which("bwrap") is None:

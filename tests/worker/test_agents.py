@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from helpers import worker_here
 
 from tui.config import Config, load_config
 from tui.errors import InvalidModel, InvalidRequest, TuiError
 from tui.protocol import AgentCommand, Diff, ImageRef, PlanEntry, TurnRequest
-from tui.store import Journal, StatePaths, create_session
+from tui.store import StatePaths, create_session
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
-from tui.worker.agents import agent_class, check_agent, kind_of, kinds, make_agent, register
+from tui.worker.agents import agent_class, check_agent, kind_of, kinds, register
 from tui.worker.agents.python import PythonAgent
 from tui.worker.core import SessionWorker
 from tui.worker.process import agent_context
@@ -56,13 +57,7 @@ class FakeAgent(Agent):
 
 @pytest.fixture
 async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWorker]:
-    state = StatePaths(state_dir)
-    record = create_session(state, working_directory=tmp_path, agent="fake")
-    paths = state.session(record.id)
-    journal = Journal.open_for_append(paths.journal)
-    worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
-    worker.load()
-    worker.begin()
+    worker = worker_here(state_dir, tmp_path, "fake")
     yield worker
     await worker.leave("test over")
 
@@ -205,6 +200,7 @@ class TestCheckAgent:
         config = Config.model_validate({"agents": {"tester": {"command": [sys.executable, "agent.py"]}}})
         check_agent("tester", config)
         assert kind_of("tester", config) == "acp" and kind_of("python", config) == "python"
+
     def test_a_model_session_needs_a_model_that_resolves_and_its_key(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+from helpers import worker_here
 
 from tui.errors import DiskFull
 from tui.protocol import TurnRequest
@@ -91,13 +92,7 @@ def assert_whole(worker: SessionWorker) -> None:
 @pytest.fixture
 async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWorker]:
     ChattyAgent.chunks, ChattyAgent.gate = 3, None
-    state = StatePaths(state_dir)
-    record = create_session(state, working_directory=tmp_path, agent="chatty")
-    paths = state.session(record.id)
-    journal = Journal.open_for_append(paths.journal)
-    worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
-    worker.load()
-    worker.begin()
+    worker = worker_here(state_dir, tmp_path, "chatty")
     yield worker
     with contextlib.suppress(DiskFull):
         await worker.leave("test over")

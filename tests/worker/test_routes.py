@@ -7,7 +7,7 @@ import getpass
 import stat
 
 import httpx
-from helpers import eventually, wait_until
+from helpers import RUNS_UNTIL_STOPPED, eventually, wait_until
 
 from tui.store import read_sidecar
 from worker.conftest import Worker
@@ -137,7 +137,7 @@ async def test_leave_ends_streams_and_lets_go_within_two_seconds(worker: Worker)
     follower = worker.follow()
     await follower.until(lambda e: e.type == "status")
     client = worker.client()
-    await client.post("/turn", json={"prompt": "import time\ntime.sleep(60)"})
+    await client.post("/turn", json={"prompt": RUNS_UNTIL_STOPPED})
     await follower.until(lambda e: e.type == "turn_started")
     reply = await client.post("/leave", json={})
     assert reply.json() == {"released": True}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from helpers import RUNS_UNTIL_STOPPED
+
 from worker.conftest import Worker
 
 
@@ -106,7 +108,7 @@ async def test_interrupt_ends_the_running_turn_interrupted(worker: Worker) -> No
     follower = worker.follow()
     idle = await client.post("/interrupt", json={})
     assert idle.json() == {"interrupted": False}
-    await client.post("/turn", json={"prompt": "import time\nprint('started', flush=True)\ntime.sleep(60)"})
+    await client.post("/turn", json={"prompt": RUNS_UNTIL_STOPPED})
     await follower.until(lambda e: e.type == "text" and "started" in e.data["text"])
     stopped = await client.post("/interrupt", json={"client_id": "test:1"})
     assert stopped.json() == {"interrupted": True}
