@@ -92,6 +92,19 @@ _KNOWN = frozenset(
 )
 
 
+def tool_record(event: ToolStarted) -> ToolRecord:
+    """The record of the tool call `event` started, still running."""
+    return ToolRecord(
+        call_id=event.call_id,
+        name=event.name,
+        args=event.args,
+        status="still_working",
+        title=event.title,
+        kind=event.kind,
+        locations=list(event.locations),
+    )
+
+
 def who(by: By, client_id: str | None = None) -> str:
     """A person as the transcript names them: the owner's name, or a participant's, and what
     they did it with when it was not a terminal (``root (tui send)``)."""
@@ -325,15 +338,7 @@ class SessionState(BaseModel):
                     current.thinking.append(event.text)
             case ToolStarted():
                 if current is not None and current.turn_id == event.turn_id:
-                    current.tools[event.call_id] = ToolRecord(
-                        call_id=event.call_id,
-                        name=event.name,
-                        args=event.args,
-                        status="still_working",
-                        title=event.title,
-                        kind=event.kind,
-                        locations=list(event.locations),
-                    )
+                    current.tools[event.call_id] = tool_record(event)
             case ToolEnded():
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)

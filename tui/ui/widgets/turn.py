@@ -32,7 +32,7 @@ from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
 from tui.protocol import By, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
-from tui.protocol.state import who
+from tui.protocol.state import tool_record, who
 from tui.ui.markdown import parser, reply_markdown
 from tui.ui.widgets.diff import DiffView, diff_text
 from tui.ui.widgets.plan import PlanView, plan_text
@@ -261,14 +261,7 @@ class ToolBlock(Collapsible):
     """
 
     def __init__(self, event: ToolStarted) -> None:
-        self.record = ToolRecord(
-            call_id=event.call_id,
-            name=event.name,
-            args=event.args,
-            title=event.title,
-            kind=event.kind,
-            locations=event.locations,
-        )
+        self.record = tool_record(event)
         self._output = Static("", classes="tool--output", markup=False)
         super().__init__(self._output, title=escape(self._summary(None)), collapsed=True)
         self._dirty = False
