@@ -14,7 +14,6 @@ appending text and, past `FREEZE_AT` characters, freezing its finished lines the
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -32,8 +31,9 @@ from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
 from tui.protocol import By, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
-from tui.protocol.state import tool_record, who
+from tui.protocol.state import tool_record
 from tui.ui.markdown import parser, reply_markdown
+from tui.ui.pieces import outcome_text, prompt_text, tool_title, verbatim_text
 from tui.ui.widgets.diff import DiffView, diff_text
 from tui.ui.widgets.plan import PlanView, plan_text
 from tui.ui.widgets.thinking import ThinkingBlock
@@ -48,8 +48,6 @@ __all__ = [
     "TurnView",
     "VerbatimSegment",
     "safe_cut",
-    "tool_title",
-    "who",
 ]
 
 FLUSH_EVERY = 0.05
@@ -58,24 +56,6 @@ FREEZE_AT = 2_000
 """Characters of live Markdown source past which its finished blocks are frozen."""
 OUTPUT_LINES = 200
 """The last lines of a tool's output a block shows."""
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = text.replace("\n", "⏎")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def tool_title(
-    name: str, args: dict[str, Any], status: str | None, *, title: str | None = None, kind: str | None = None
-) -> str:
-    """A tool call's one-line summary: ``ask(question='…') · completed``, or, when the agent
-    titled the call, ``Edit notes.txt · edit · completed``."""
-    state = status or "running"
-    if title:
-        return " · ".join(x for x in (_short(title, 90), kind, state) if x)
-    shown = ", ".join(f"{k}={_short(v, 40)}" for k, v in args.items())
-    return f"{name}({_short(shown, 70)}) · {state}"
 
 
 def safe_cut(source: str) -> int:
@@ -102,11 +82,6 @@ class Part:
     kind: Literal["text", "tool"]
     text: str = ""
     tool: ToolRecord | None = None
-
-
-def verbatim_text(source: str) -> Text:
-    """Program output as a terminal shows it: no markup, every space and line kept."""
-    return Text(source.rstrip("\n"), no_wrap=False, end="")
 
 
 def parts_of(record: TurnRecord) -> list[Part]:
@@ -227,26 +202,6 @@ class TurnView(Widget):
 
     def action_toggle_tools(self) -> None:
         self.expanded = not self.expanded
-
-
-def prompt_text(prompt: str, by: By, style: Any, client_id: str | None = None) -> Text:
-    """The first line(s) of a turn: the prompt and who sent it, with what (``root (tui send)``)."""
-    text = Text()
-    text.append("\u276f ", style=style("turn--mark"))
-    # Continuation lines start under the first line's text, not under the mark.
-    text.append(prompt.rstrip("\n").replace("\n", "\n  "), style=style("turn--prompt"))
-    text.append(f"  · {who(by, client_id)}", style=style("turn--who"))
-    return text
-
-
-def outcome_text(record: TurnRecord, style: Any) -> Text | None:
-    """The line saying a turn failed or was interrupted (nothing for a completed one)."""
-    if record.outcome == "failed":
-        reason = (record.error or "").strip().splitlines()
-        return Text("✗ failed" + (f": {reason[-1]}" if reason else ""), style=style("turn--failed"))
-    if record.outcome == "interrupted":
-        return Text("■ interrupted", style=style("turn--interrupted"))
-    return None
 
 
 class ToolBlock(Collapsible):
