@@ -11,6 +11,8 @@ local one.
     TuiError                       error                 500  exit 1
     ├── UsageError                 usage                 400  exit 2 (bad arguments)
     ├── NotFound                   not_found             404
+    │   ├── UnknownTurn            unknown_turn          (no such turn in this session)
+    │   └── UnknownCall            unknown_call          (no such tool call in that turn)
     ├── AmbiguousId                ambiguous_id          409
     ├── InvalidRequest             invalid_request       400
     │   ├── InvalidAnswer          invalid_answer        400
@@ -76,6 +78,8 @@ __all__ = [
     "TooManyTurns",
     "TuiError",
     "Unauthorized",
+    "UnknownCall",
+    "UnknownTurn",
     "Unreachable",
     "UnreadableEvent",
     "UsageError",
@@ -136,6 +140,18 @@ class NotFound(TuiError):
     code = "not_found"
     status = 404
     title = "Not found"
+
+
+class UnknownTurn(NotFound):
+    """A turn id names no turn of this session."""
+
+    code = "unknown_turn"
+
+
+class UnknownCall(NotFound):
+    """A tool call id names no call of that turn."""
+
+    code = "unknown_call"
 
 
 class AmbiguousId(TuiError):

@@ -145,7 +145,14 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         session("post", "/answer", json={"question_id": question, "selected": ["a"]})
         session("post", "/turn", json={"prompt": 'ask("again?")', "request_id": "q2"})
         session("post", "/question/dismiss", json={"question_id": _pending(c, s)})
-        session("get", "/transcript", params={"limit": 5})
+        page = session("get", "/transcript", params={"limit": 5})
+        first = page["turns"][0]["turn_id"]
+        assert session("get", "/transcript", params={"limit": 5, "around": first})["turns"][0]["turn_id"] == first
+        found = session("get", "/search", params={"q": "X = 6"})
+        assert [hit["turn_id"] for hit in found["hits"]][:1] == [first]
+        reply = c.get(f"{s}/turns/{first}/output")
+        chk.check("get", sp + "/turns/{turn_id}/output", reply)
+        assert session("post", "/queue/resume") == {"resumed": False}
         session("post", "/interrupt", json={})
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
         with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:

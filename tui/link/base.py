@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from tui.protocol import Event, ImageRef, Info, Stats, Transcript, TurnAccepted
+from tui.protocol import Event, ImageRef, Info, SearchResult, Stats, Transcript, TurnAccepted
 from tui.protocol.principal import Principal
 
 __all__ = [
@@ -128,8 +128,42 @@ class AttachLink(ABC):
         """
 
     @abstractmethod
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        """The last `limit` ended turns (before turn `before`), the current one, question, queue."""
+    async def transcript(
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        """A page of `limit` ended turns (the last ones, or those before turn `before`, right after
+        turn `after`, or around turn `around`), the current one, question, queue.
+
+        Raises:
+            UnknownTurn: the turn named is no turn of the session.
+        """
+
+    async def search(self, text: str, *, limit: int = 200) -> SearchResult:
+        """Where `text` occurs in the whole session (case-insensitive), oldest first.
+
+        Default: refused, this link cannot search.
+        """
+        from tui.errors import InvalidRequest
+
+        raise InvalidRequest("this session cannot be searched")
+
+    async def turn_output(self, turn_id: str, *, call_id: str | None = None) -> AsyncIterator[str]:
+        """A turn's whole reply, or one of its tool call's whole output, as it streams.
+
+        Default: refused, this link cannot read it.
+
+        Raises:
+            UnknownTurn, UnknownCall: no such turn, or no such call in it.
+        """
+        from tui.errors import InvalidRequest
+
+        raise InvalidRequest("this session cannot give a turn's whole output")
+        yield ""  # type: ignore[unreachable]  # makes this an async generator, as the links' are
 
     @abstractmethod
     async def info(self) -> Info:
@@ -165,7 +199,13 @@ class AttachLink(ABC):
 
     @abstractmethod
     async def interrupt(self) -> bool:
-        """End the running turn `interrupted`; False when nothing ran."""
+        """End the running turn `interrupted` (the queue then waits); False when nothing ran."""
+
+    async def resume_queue(self) -> bool:
+        """Run a queue held after an interrupt; False when it was not held. Default: refused."""
+        from tui.errors import InvalidRequest
+
+        raise InvalidRequest("this session has no queue to resume")
 
     async def set_model(self, model: str) -> None:
         """Switch the session's model. Default: refused, this link has no models."""

@@ -19,6 +19,7 @@ from tui.protocol import (
     Event,
     ImageRef,
     Info,
+    SearchResult,
     Stats,
     Transcript,
     TurnAccepted,
@@ -63,8 +64,24 @@ class BridgedLink(AttachLink):
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         return self.bridge_client().events(cursor, client_id=self.client_id, announce_open=True)
 
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        return await self.bridge_client().transcript(limit, before)
+    async def transcript(
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        return await self.bridge_client().transcript(limit, before=before, after=after, around=around)
+
+    async def search(self, text: str, *, limit: int = 200) -> SearchResult:
+        return await self.bridge_client().search(text, limit)
+
+    def turn_output(self, turn_id: str, *, call_id: str | None = None) -> AsyncIterator[str]:
+        return self.bridge_client().turn_output(turn_id, call_id)
+
+    async def resume_queue(self) -> bool:
+        return await self.bridge_client().resume_queue()
 
     async def info(self) -> Info:
         return await self.bridge_client().info()

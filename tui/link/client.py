@@ -39,6 +39,8 @@ from tui.protocol import (
     LeaveRequest,
     Left,
     ModelRequest,
+    QueueResumed,
+    SearchResult,
     Stats,
     Transcript,
     TurnAccepted,
@@ -157,13 +159,47 @@ class BridgeClient:
         info: Info = await self._call(BRIDGE["info"])
         return info
 
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        """``GET /transcript``: the last `limit` ended turns, the current one, question, queue, cursor."""
+    async def transcript(
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        """``GET /transcript``: a page of ended turns, the current one, question, queue, cursor."""
         query: dict[str, Any] = {"limit": limit}
-        if before is not None:
-            query["before"] = before
+        for name, value in (("before", before), ("after", after), ("around", around)):
+            if value is not None:
+                query[name] = value
         transcript: Transcript = await self._call(BRIDGE["transcript"], query=query)
         return transcript
+
+    async def search(self, text: str, limit: int = 200) -> SearchResult:
+        """``GET /search``: where `text` occurs in the session, oldest first."""
+        result: SearchResult = await self._call(BRIDGE["search"], query={"q": text, "limit": limit})
+        return result
+
+    async def turn_output(self, turn_id: str, call_id: str | None = None) -> AsyncIterator[str]:
+        """``GET /turns/{turn_id}/output``: a turn's reply, or a call's output, as it streams."""
+        spec = BRIDGE["turn_output"]
+        params = {"call_id": call_id} if call_id else None
+        timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
+        try:
+            async with self._http.stream(
+                spec.method, spec.url(turn_id=turn_id), params=params, timeout=timeout
+            ) as response:
+                if response.status_code != 200:
+                    self._raise_for(response, await response.aread())
+                async for text in response.aiter_text():
+                    yield text
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc) from exc
+
+    async def resume_queue(self) -> bool:
+        """``POST /queue/resume``: whether a held queue was resumed."""
+        reply: QueueResumed = await self._call(BRIDGE["queue_resume"])
+        return reply.resumed
 
     async def send_turn(self, request: TurnRequest) -> TurnAccepted:
         """``POST /turn``: start a turn now or queue it (409 ``busy`` when `now` and one runs)."""

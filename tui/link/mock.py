@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.errors import BadCursor, Busy, NotFound, QuestionNotPending, WorkerUnavailable
+from tui.errors import (
+    BadCursor,
+    Busy,
+    NotFound,
+    QuestionNotPending,
+    UnknownCall,
+    UnknownTurn,
+    WorkerUnavailable,
+)
 from tui.link.base import AttachLink, Backoff, Live, Located
 from tui.protocol.events import (
     By,
@@ -38,7 +46,16 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.messages import ImageRef, Info, Stats, Transcript, TurnAccepted, TurnRecord
+from tui.protocol.messages import (
+    ImageRef,
+    Info,
+    SearchHit,
+    SearchResult,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRecord,
+)
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState
 
@@ -51,9 +68,12 @@ class MockRequest:
 
     route: str
     """``send_turn``, ``unqueue``, ``answer``, ``dismiss``, ``interrupt``, ``set_model``, ``stats``,
-    ``stop_worker``, ``delete_session``, ``archive_session``, ``transcript``, ``upload_image``."""
+    ``stop_worker``, ``delete_session``, ``archive_session``, ``transcript``, ``upload_image``,
+    ``search``, ``turn_output``, ``resume_queue``."""
     body: dict[str, Any] = field(default_factory=dict)
 
+
+Where = Literal["prompt", "reply", "tool", "error"]
 
 Handler = Callable[[MockRequest], Awaitable[Any] | Any]
 """Answers a request instead of the built-in behaviour; return `NotImplemented` to fall back."""
@@ -182,14 +202,23 @@ class MockLink(AttachLink):
         outcome: Literal["completed", "failed", "interrupted"] = "completed",
         *,
         error: str | None = None,
+        hold: bool = False,
     ) -> None:
-        """Emit `turn_ended` for the running turn, then start the next queued prompt if any."""
+        """Emit `turn_ended` for the running turn, then start the next queued prompt if any (with
+        `hold`, as after an interrupt, the queue waits instead until `resume_queue`)."""
         if self.current is None:
             raise RuntimeError("no turn is running")
         self.emit(
             TurnEnded(turn_id=self.current.turn_id, outcome=outcome, reply=self.current.reply, error=error)
         )
-        if self.session.queue:
+        if hold and self.session.queue and not self.session.queue_held:
+            self.emit(QueueChanged(items=list(self.session.queue), held=True))
+        self._next_queued()
+
+    def _next_queued(self) -> None:
+        if self.current is not None:
+            return
+        if self.session.queue and not self.session.queue_held:
             item, rest = self.session.queue[0], self.session.queue[1:]
             self.emit(QueueChanged(items=rest))
             self.start_turn(item.prompt, by=item.by.name, request_id=item.request_id, origin="queue")
@@ -273,24 +302,41 @@ class MockLink(AttachLink):
                 return answer
         return NotImplemented
 
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        answer = await self._handle("transcript", limit=limit, before=before)
+    async def transcript(
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        answer = await self._handle("transcript", limit=limit, before=before, after=after, around=around)
         if answer is not NotImplemented:
             return answer  # type: ignore[no-any-return]
-        turns = self.history
-        if before is not None:
-            ids = [t.turn_id for t in turns]
-            turns = turns[: ids.index(before)] if before in ids else []
-        page = turns[-limit:] if limit else []
+        ids = [t.turn_id for t in self.history]
+        for named in (before, after, around):
+            if named is not None and named not in ids:
+                raise UnknownTurn(f"no turn {named!r} in this session")
+        end = ids.index(before) if before is not None else len(ids)
+        start = max(0, end - limit)
+        if after is not None:
+            start = ids.index(after) + 1
+            end = min(len(ids), start + limit)
+        elif around is not None:
+            start = max(0, min(ids.index(around) - limit // 2, len(ids) - limit))
+            end = min(len(ids), start + limit)
+        newer = end < len(ids)
         return Transcript(
-            turns=page,
-            current=self.current,
+            turns=self.history[start:end] if limit else [],
+            current=self.current if before is None and not newer else None,
             question=self.session.question,
             queue=list(self.session.queue),
+            queue_held=self.session.queue_held,
             state=self.session.state,
             model=self.model,
             cursor=self._seq,
-            has_more=len(turns) > len(page),
+            has_more=start > 0,
+            has_newer=newer,
             attached=list(self.present),
         )
 
@@ -332,7 +378,7 @@ class MockLink(AttachLink):
                 client_id=self.client_id,
                 by=By(name="alice"),
             )
-            self.emit(QueueChanged(items=[*self.session.queue, item]))
+            self.emit(QueueChanged(items=[*self.session.queue, item], held=self.session.queue_held))
         else:
             self.start_turn(prompt, request_id=request_id, client_id=self.client_id)
         return self.session.requests[request_id]
@@ -342,7 +388,8 @@ class MockLink(AttachLink):
             return
         if not any(i.queue_id == queue_id for i in self.session.queue):
             raise NotFound(f"queue item {queue_id} already started or never was")
-        self.emit(QueueChanged(items=[i for i in self.session.queue if i.queue_id != queue_id]))
+        items = [i for i in self.session.queue if i.queue_id != queue_id]
+        self.emit(QueueChanged(items=items, held=self.session.queue_held and bool(items)))
 
     async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
         if await self._handle(
@@ -383,8 +430,53 @@ class MockLink(AttachLink):
                     question_id=self.session.question.question_id, how="cancelled", client_id=self.client_id
                 )
             )
-        self.end_turn("interrupted")
+        self.end_turn("interrupted", hold=True)
         return True
+
+    async def resume_queue(self) -> bool:
+        answer = await self._handle("resume_queue")
+        if answer is not NotImplemented:
+            return bool(answer)
+        if not self.session.queue_held:
+            return False
+        self.emit(QueueChanged(items=list(self.session.queue), held=False))
+        self._next_queued()
+        return True
+
+    async def search(self, text: str, *, limit: int = 200) -> SearchResult:
+        answer = await self._handle("search", text=text, limit=limit)
+        if answer is not NotImplemented:
+            return answer  # type: ignore[no-any-return]
+        needle = text.lower()
+        hits: list[SearchHit] = []
+        for record in [*self.history, *([self.current] if self.current is not None else [])]:
+            fields: list[tuple[Literal["prompt", "reply", "tool", "error"], str]] = [
+                ("prompt", record.prompt)
+            ]
+            fields += [("tool", f"{t.args}\n{t.output}") for t in record.tools]
+            fields += [("reply", record.reply), ("error", record.error or "")]
+            places = dict.fromkeys(where for where, value in fields if needle in value.lower())
+            hits += [SearchHit(turn_id=record.turn_id, where=where, snippet=text) for where in places]
+        return SearchResult(hits=hits[:limit], total=len(hits), more=len(hits) > limit)
+
+    async def turn_output(self, turn_id: str, *, call_id: str | None = None) -> AsyncIterator[str]:
+        answer = await self._handle("turn_output", turn_id=turn_id, call_id=call_id)
+        if answer is not NotImplemented:
+            yield str(answer)
+            return
+        record = self.current if self.current is not None and self.current.turn_id == turn_id else None
+        record = record or next((t for t in self.history if t.turn_id == turn_id), None)
+        if record is None:
+            raise UnknownTurn(f"no turn {turn_id!r} in this session")
+        if call_id is None:
+            text = record.reply
+        else:
+            tool = next((t for t in record.tools if t.call_id == call_id), None)
+            if tool is None:
+                raise UnknownCall(f"turn {turn_id} has no tool call {call_id!r}")
+            text = tool.output
+        for start in range(0, len(text), 64 * 1024):
+            yield text[start : start + 64 * 1024]
 
     async def set_model(self, model: str) -> None:
         if await self._handle("set_model", model=model) is not NotImplemented:

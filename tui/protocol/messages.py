@@ -23,6 +23,9 @@ __all__ = [
     "ModelRequest",
     "ModelSet",
     "PendingQuestion",
+    "QueueResumed",
+    "SearchHit",
+    "SearchResult",
     "Stats",
     "ToolRecord",
     "Transcript",
@@ -32,7 +35,20 @@ __all__ = [
     "Unqueued",
 ]
 
-FEATURES = ("turns", "queue", "unqueue", "interrupt", "questions", "images", "stats", "model", "transcript")
+FEATURES = (
+    "turns",
+    "queue",
+    "unqueue",
+    "interrupt",
+    "questions",
+    "images",
+    "stats",
+    "model",
+    "transcript",
+    "search",
+    "turn_output",
+    "queue_resume",
+)
 """What a worker of this version can do, as `GET /info` names it."""
 
 
@@ -131,6 +147,11 @@ class ModelSet(_Wire):
     model: str
 
 
+class QueueResumed(_Wire):
+    resumed: bool
+    """False when the queue was not held."""
+
+
 class Left(_Wire):
     released: bool = True
 
@@ -190,8 +211,31 @@ class Transcript(_Wire):
     model: str | None = None
     cursor: int = 0
     has_more: bool = False
+    """There are ended turns older than the first one returned."""
+    has_newer: bool = False
+    """There are ended turns newer than the last one returned (only an ``after``/``around`` page)."""
+    queue_held: bool = False
+    """The queue waits (after an interrupt) until someone resumes it."""
     attached: list[Presence] = []
     """Who has an event stream open when the transcript is read."""
+
+
+class SearchHit(_Wire):
+    """One turn where the text was found, and where in it."""
+
+    turn_id: str
+    where: Literal["prompt", "reply", "tool", "error"]
+    snippet: str
+    """The line around the match, cut to a readable length."""
+
+
+class SearchResult(_Wire):
+    hits: list[SearchHit] = []
+    """In session order, oldest first."""
+    total: int = 0
+    """How many hits the whole session holds."""
+    more: bool = False
+    """More hits exist than were returned (`total` says how many)."""
 
 
 class Stats(_Wire):

@@ -128,7 +128,33 @@ BRIDGE = _routes(
         "its last turns",
         "read",
         answer=m.Transcript,
-        query=(Param("limit", "integer"), Param("before", description="a turn id: the page before it")),
+        query=(
+            Param("limit", "integer"),
+            Param("before", description="a turn id: the page before it"),
+            Param("after", description="a turn id: the page after it, oldest first"),
+            Param("around", description="a turn id: a page holding it, about half before it"),
+        ),
+    ),
+    RouteSpec(
+        "search",
+        "GET",
+        "/search",
+        "find text in every turn (case-insensitive), oldest first",
+        "read",
+        answer=m.SearchResult,
+        query=(
+            Param("q", description="the text to find"),
+            Param("limit", "integer", "at most this many hits (200 unless given)"),
+        ),
+    ),
+    RouteSpec(
+        "turn_output",
+        "GET",
+        "/turns/{turn_id}/output",
+        "a turn's whole reply, or one tool call's whole output, streamed",
+        "read",
+        query=(Param("call_id", description="a tool call of that turn: its output instead"),),
+        media="text/plain",
     ),
     RouteSpec("stats", "GET", "/stats", "its figures", "read", answer=m.Stats),
     RouteSpec(
@@ -171,6 +197,14 @@ BRIDGE = _routes(
     ),
     RouteSpec(
         "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=m.Unqueued
+    ),
+    RouteSpec(
+        "queue_resume",
+        "POST",
+        "/queue/resume",
+        "run a queue held after an interrupt",
+        "write",
+        answer=m.QueueResumed,
     ),
     RouteSpec(
         "images",

@@ -248,7 +248,7 @@ class SessionState(BaseModel):
     current: RunningTurn | None = None
     question: PendingQuestion | None = None
     queue: list[QueueItem] = []
-    held: bool = False
+    queue_held: bool = False
     """Whether the queue waits (after an interrupt) until someone resumes it."""
     requests: dict[str, TurnAccepted] = {}
     """Every request id seen, with the first answer it got (a turn or a queue item)."""
@@ -280,6 +280,7 @@ class SessionState(BaseModel):
             last_seq=transcript.cursor,
             model=transcript.model,
             queue=list(transcript.queue),
+            queue_held=transcript.queue_held,
             attached=list(transcript.attached),
         )
         for record in transcript.turns:
@@ -392,7 +393,7 @@ class SessionState(BaseModel):
                     )
             case QueueChanged():
                 self.queue = list(event.items)
-                self.held = event.held
+                self.queue_held = event.held
                 for item in event.items:
                     if item.request_id and item.request_id not in self.requests:
                         self.requests[item.request_id] = TurnAccepted(queue_id=item.queue_id, seq=event.seq)

@@ -71,6 +71,40 @@ class TurnStore:
         self._listing()
         return turn_id in self._ids
 
+    def _index(self, turn_id: str) -> int:
+        """The position of turn `turn_id` among the ended turns.
+
+        Raises:
+            KeyError: it names no ended turn.
+        """
+        names = self._listing()
+        if turn_id in self._ids:
+            suffix = f"-{turn_id}.json"
+            for i in range(len(names) - 1, -1, -1):
+                if names[i].endswith(suffix):
+                    return i
+        raise KeyError(turn_id)
+
+    def _read(self, names: list[str]) -> list[TurnRecord]:
+        records: list[TurnRecord] = []
+        for n in names:
+            try:
+                records.append(TurnRecord.model_validate_json((self.folder / n).read_bytes()))
+            except (OSError, ValidationError):
+                continue
+        return records
+
+    def get(self, turn_id: str) -> TurnRecord:
+        """The record of ended turn `turn_id`.
+
+        Raises:
+            KeyError: it names no ended turn (or its record cannot be read).
+        """
+        found = self._read([self._listing()[self._index(turn_id)]])
+        if not found:
+            raise KeyError(turn_id)
+        return found[0]
+
     def page(self, limit: int, before: str | None = None) -> tuple[list[TurnRecord], bool]:
         """The last `limit` ended turns, oldest first, that started before turn `before`.
 
@@ -80,21 +114,37 @@ class TurnStore:
         Raises:
             KeyError: `before` names no ended turn.
         """
+        records, older, _ = self.window(limit, before=before)
+        return records, older
+
+    def window(
+        self,
+        limit: int,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> tuple[list[TurnRecord], bool, bool]:
+        """A page of `limit` ended turns, oldest first: the last ones; those that started before
+        turn `before`; those right after turn `after`; or a page holding turn `around` (about half
+        of it before that turn).
+
+        Returns:
+            The records, whether older ones remain, and whether newer ones remain.
+
+        Raises:
+            KeyError: the turn named names no ended turn.
+        """
         names = self._listing()
-        end = len(names)
-        if before is not None:
-            suffix = f"-{before}.json"
-            for i, n in enumerate(names):
-                if n.endswith(suffix):
-                    end = i
-                    break
-            else:
-                raise KeyError(before)
-        start = max(0, end - max(0, limit))
-        records: list[TurnRecord] = []
-        for n in names[start:end]:
-            try:
-                records.append(TurnRecord.model_validate_json((self.folder / n).read_bytes()))
-            except (OSError, ValidationError):
-                continue
-        return records, start > 0
+        limit = max(0, limit)
+        if after is not None:
+            start = self._index(after) + 1
+            end = min(len(names), start + limit)
+        elif around is not None:
+            at = self._index(around)
+            start = max(0, min(at - limit // 2, len(names) - limit))
+            end = min(len(names), start + limit)
+        else:
+            end = self._index(before) if before is not None else len(names)
+            start = max(0, end - limit)
+        return self._read(names[start:end]), start > 0, end < len(names)

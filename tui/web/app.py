@@ -419,6 +419,39 @@ def create_app(bridge: WebBridge) -> Starlette:
 
         return forwarded
 
+    def forward_text(spec: RouteSpec) -> Endpoint:
+        """A route answering with streamed text (a turn's whole output): passed through as it comes."""
+
+        async def forwarded(request: Request, principal: Principal, sid: str) -> Response:
+            params = {k: str(v) for k, v in request.path_params.items() if k != "id"}
+            for name, value in params.items():
+                if not _ID.fullmatch(value):
+                    raise NotFound(f"{name} {value[:40]!r}: no such id in this session", field=name)
+            _check_headers(request)
+            upstream = await bridge.forwarder.open_stream(
+                s.socket(sid),
+                BRIDGE[spec.name].url(**params),
+                query=request.url.query.encode(),
+                headers=request.headers,
+                extra=_by(principal),
+            )
+            if upstream.status_code != 200:
+                body = await upstream.aread()
+                await upstream.aclose()
+                return Response(body, status_code=upstream.status_code, media_type="application/json")
+
+            async def pieces() -> AsyncIterator[bytes]:
+                try:
+                    async for chunk in upstream.aiter_raw():
+                        yield chunk
+                finally:
+                    await upstream.aclose()
+
+            media = upstream.headers.get("content-type", spec.media)
+            return StreamingResponse(pieces(), media_type=media)
+
+        return forwarded
+
     async def events(request: Request, principal: Principal, sid: str) -> Response:
         """The session's event stream, passed through from its worker."""
         if principal.participant_id is not None:
@@ -469,7 +502,11 @@ def create_app(bridge: WebBridge) -> Starlette:
         "revoke": revoke,
     }
     remote = forwarded()
-    passed: dict[str, Endpoint] = {spec.name: forward(spec) for spec in remote if spec.name != "events"}
+    passed: dict[str, Endpoint] = {
+        spec.name: forward_text(spec) if spec.media.startswith("text/plain") else forward(spec)
+        for spec in remote
+        if spec.name != "events"
+    }
     passed["events"] = events
     # A session's own routes go in one Mount with its forwarded ones, so that a method a path does
     # not take is a 405 naming the ones it does, wherever the path is served.

@@ -32,6 +32,8 @@ from tui.protocol import (
     ModelRequest,
     ModelSet,
     Presence,
+    QueueResumed,
+    SearchResult,
     Stats,
     Transcript,
     TurnAccepted,
@@ -116,8 +118,30 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def transcript(request: Request) -> Transcript:
         limit = int_param(request, "limit", 50, high=1000)
-        before = request.query_params.get("before") or None
-        return worker.transcript(limit, before)
+        q = request.query_params
+        given = [name for name in ("before", "after", "around") if q.get(name)]
+        if len(given) > 1:
+            raise InvalidRequest(
+                f"{given[1]}: give one of before, after and around, not {' and '.join(given)}", field=given[1]
+            )
+        return worker.transcript(
+            limit, q.get("before") or None, after=q.get("after") or None, around=q.get("around") or None
+        )
+
+    async def search(request: Request) -> SearchResult:
+        text = request.query_params.get("q", "")
+        if not text.strip():
+            raise InvalidRequest("q: give the text to find (GET /search?q=TEXT)", field="q")
+        return await worker.search(text, int_param(request, "limit", 200, high=10_000))
+
+    async def turn_output(request: Request) -> Response:
+        call_id = request.query_params.get("call_id") or None
+        text = worker.turn_output(request.path_params["turn_id"], call_id)
+        return StreamingResponse(_pieces(text), media_type=f"{BRIDGE['turn_output'].media}; charset=utf-8")
+
+    async def queue_resume(request: Request) -> QueueResumed:
+        await read_body(request)
+        return QueueResumed(resumed=worker.resume_queue())
 
     async def stats(request: Request) -> Stats:
         return worker.stats()
@@ -138,7 +162,7 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def interrupt(request: Request) -> Interrupted:
         await parse_body(request, InterruptRequest)
-        return Interrupted(interrupted=worker.interrupt())
+        return Interrupted(interrupted=worker.interrupt(hold=True))
 
     async def unqueue(request: Request) -> Unqueued:
         worker.unqueue(request.path_params["queue_id"])
@@ -170,12 +194,24 @@ def build_app(worker: SessionWorker) -> Starlette:
             "dismiss": dismiss,
             "interrupt": interrupt,
             "unqueue": unqueue,
+            "queue_resume": queue_resume,
+            "search": search,
+            "turn_output": turn_output,
             "images": images,
             "model": model,
             "leave": leave,
         },
     )
     return Starlette(routes=served, exception_handlers=handlers("see GET /info"))
+
+
+OUTPUT_PIECE = 64 * 1024
+"""Characters of a turn's output sent at once."""
+
+
+async def _pieces(text: str) -> AsyncIterator[bytes]:
+    for start in range(0, len(text), OUTPUT_PIECE):
+        yield text[start : start + OUTPUT_PIECE].encode()
 
 
 async def _stream(

@@ -29,6 +29,8 @@ from tui.errors import (
     NotFound,
     QuestionNotPending,
     ServerStopping,
+    UnknownCall,
+    UnknownTurn,
 )
 from tui.protocol import (
     FEATURES,
@@ -50,6 +52,7 @@ from tui.protocol import (
     QuestionResolved,
     QueueChanged,
     QueueItem,
+    SearchResult,
     Stats,
     Status,
     TextChunk,
@@ -69,6 +72,7 @@ from tui.protocol import (
 from tui.protocol.events import EventBase
 from tui.protocol.state import RESTARTED, SessionState
 from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
+from tui.store.search import Finder
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
@@ -104,6 +108,8 @@ class _Turn:
         self.started = started
         self._images = tuple(worker.paths.images / image.file for image in images)
         self.interrupted = False
+        self.hold_queue = False
+        """Someone interrupted it: the queue waits after it until someone resumes it."""
         self.task: asyncio.Task[None] | None = None
         self.spent: dict[str, int] = {}
         """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
@@ -528,7 +534,7 @@ class SessionWorker:
         )
         if request.images:
             self._queued_images[item.queue_id] = list(request.images)
-        changed = self.emit(QueueChanged(items=[*self.state.queue, item]))
+        changed = self.emit(QueueChanged(items=[*self.state.queue, item], held=self.state.queue_held))
         accepted = TurnAccepted(queue_id=item.queue_id, seq=changed.seq)
         self.kick_queue()
         return accepted
@@ -543,11 +549,25 @@ class SessionWorker:
         if len(items) == len(self.state.queue):
             raise NotFound(f"queue item {queue_id!r} is not queued: it started already, or never was")
         self._queued_images.pop(queue_id, None)
-        self.emit(QueueChanged(items=items))
+        # An empty queue holds nothing.
+        self.emit(QueueChanged(items=items, held=self.state.queue_held and bool(items)))
+
+    def resume_queue(self) -> bool:
+        """Let a queue held after an interrupt run again: its next prompt starts when no turn runs.
+
+        Returns:
+            False when the queue was not held.
+        """
+        self._refuse_if_leaving()
+        if not self.state.queue_held:
+            return False
+        self.emit(QueueChanged(items=list(self.state.queue), held=False))
+        self.kick_queue()
+        return True
 
     def kick_queue(self) -> None:
-        """Start the next queued prompt when no turn runs."""
-        if self.running or self.leaving or self._held or not self.state.queue:
+        """Start the next queued prompt when no turn runs and the queue is not held."""
+        if self.running or self.leaving or self._held or self.state.queue_held or not self.state.queue:
             return
         item, *rest = self.state.queue
         self.emit(QueueChanged(items=rest))
@@ -639,13 +659,22 @@ class SessionWorker:
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
         self._turn = None
         with contextlib.suppress(DiskFull):
+            if turn.hold_queue and self.state.queue and not self.state.queue_held and not self.leaving:
+                # After an interrupt, what was queued behind the turn waits for someone to resume it.
+                self.emit(QueueChanged(items=list(self.state.queue), held=True))
             self.kick_queue()
 
-    def interrupt(self) -> bool:
-        """Ask the running turn to end ``interrupted``; False when none runs."""
+    def interrupt(self, *, hold: bool = False) -> bool:
+        """Ask the running turn to end ``interrupted``; False when none runs.
+
+        Args:
+            hold: someone asked (``POST /interrupt``): the queue then waits after the turn until
+                someone resumes it (``POST /queue/resume``), instead of starting its next prompt.
+        """
         turn = self._turn
         if turn is None:
             return False
+        turn.hold_queue = turn.hold_queue or hold
         if not turn.interrupted:
             turn.interrupted = True
             self._cancel_question()
@@ -790,23 +819,99 @@ class SessionWorker:
             attached=self.hub.attached,
         )
 
-    def transcript(self, limit: int, before: str | None) -> Transcript:
-        """The last `limit` ended turns (before turn `before`) and what is live now."""
-        try:
-            turns, more = self.turn_store.page(limit, before)
-        except KeyError:
-            raise NotFound(f"no ended turn {before!r} in this session") from None
+    def transcript(
+        self,
+        limit: int,
+        before: str | None = None,
+        *,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        """A page of `limit` ended turns and what is live now: the last ones, those before turn
+        `before`, those right after turn `after`, or a page holding turn `around`.
+
+        The running turn comes with every page that reaches the newest ended turn (not with a
+        `before` page). Its id as `after` gives an empty page; as `around`, the last page.
+
+        Raises:
+            UnknownTurn: the turn named is no turn of this session.
+        """
         current = self.state.current
+        running = current.turn_id if current is not None else None
+        if around is not None and around == running:
+            around = None
+        turns: list[TurnRecord] = []
+        try:
+            if after is not None and after == running:
+                older, newer = len(self.turn_store) > 0, False
+            else:
+                turns, older, newer = self.turn_store.window(limit, before=before, after=after, around=around)
+        except KeyError as exc:
+            raise UnknownTurn(
+                f"no turn {exc.args[0]!r} in this session; a turn id comes from the transcript "
+                "(GET /transcript) or a search (GET /search)",
+                turn_id=exc.args[0],
+            ) from None
         return Transcript(
             turns=turns,
-            current=current.record() if current is not None and before is None else None,
+            current=current.record() if current is not None and before is None and not newer else None,
             question=self.state.question,
             queue=list(self.state.queue),
+            queue_held=self.state.queue_held,
             state=self.state.state,
             model=self.state.model,
             cursor=self.journal.last_seq,
-            has_more=more,
+            has_more=older,
+            has_newer=newer,
             attached=self.hub.present,
+        )
+
+    async def search(self, text: str, limit: int = 200) -> SearchResult:
+        """Every turn where `text` occurs (case-insensitive), oldest first: the ended turns from the
+        journal (read in a thread, so the turn in progress keeps streaming), then the running one."""
+        current = self.state.current
+        record = current.record() if current is not None else None
+        finder = Finder(text, limit)
+        # Only this thread appends, a line at a time: the size now ends on a whole line.
+        try:
+            upto = os.stat(self.paths.journal).st_size
+        except OSError:
+            upto = 0
+        await asyncio.to_thread(
+            finder.journal, self.paths.journal, upto=upto, skip=record.turn_id if record else None
+        )
+        if record is not None:
+            finder.record(record)
+        return SearchResult(hits=finder.hits, total=finder.total, more=finder.more)
+
+    def turn_output(self, turn_id: str, call_id: str | None = None) -> str:
+        """A turn's whole reply (as it stands, if it runs), or one of its tool call's whole output.
+
+        Raises:
+            UnknownTurn: no such turn in this session.
+            UnknownCall: no such call in that turn.
+        """
+        record = self.state.record(turn_id)
+        if record is None:
+            try:
+                record = self.turn_store.get(turn_id)
+            except KeyError:
+                raise UnknownTurn(
+                    f"no turn {turn_id!r} in this session; a turn id comes from the transcript "
+                    f"(GET /transcript) or a search (GET /search)",
+                    turn_id=turn_id,
+                ) from None
+        if call_id is None:
+            return record.reply
+        for tool in record.tools:
+            if tool.call_id == call_id:
+                return tool.output
+        calls = ", ".join(t.call_id for t in record.tools) or "none"
+        raise UnknownCall(
+            f"turn {turn_id} has no tool call {call_id!r}; its calls: {calls} "
+            "(leave call_id out for the turn's reply)",
+            turn_id=turn_id,
+            call_id=call_id,
         )
 
     def save_image(self, data: bytes, name: str) -> ImageRef:
