@@ -147,7 +147,8 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         session("post", "/question/dismiss", json={"question_id": _pending(c, s)})
         page = session("get", "/transcript", params={"limit": 5})
         first = page["turns"][0]["turn_id"]
-        assert session("get", "/transcript", params={"limit": 5, "around": first})["turns"][0]["turn_id"] == first
+        around = session("get", "/transcript", params={"limit": 5, "around": first})
+        assert around["turns"][0]["turn_id"] == first
         found = session("get", "/search", params={"q": "X = 6"})
         assert [hit["turn_id"] for hit in found["hits"]][:1] == [first]
         reply = c.get(f"{s}/turns/{first}/output")
