@@ -4,7 +4,7 @@ stdin is cut into inputs by `tui.link.scripts`: for a session whose prompts are 
 way Python reads a program (a compound statement with its indented lines is one input); else a
 line each (a line ending in ``\\`` continues on the next); ``--whole``: the whole script. An input
 is a prompt, sent once the previous turn ended, or a slash command (``/model NAME``, ``/queue [PROMPT]``,
-``/stats``, ``/detach``, ``/exit``). stdout gets each reply's text as it streams (or, with
+``/resume``, ``/stats``, ``/detach``, ``/exit``). stdout gets each reply's text as it streams (or, with
 ``--output jsonl``, every event as a JSON line); stderr one line per turn outcome and every
 error. It follows the session with the same `SessionWatch` as ``tui send --wait``.
 
@@ -291,6 +291,9 @@ class _Run:
             self.queued.append((self.turns, rid))
         elif word == "/stats":
             self.say(commands.format_stats(await self.link.stats()))
+        elif word == "/resume":
+            resumed = await self.link.resume_queue()
+            self.say("the held queue runs again" if resumed else "the queue was not held")
         elif word == "/detach":
             return None
         elif word == "/exit":

@@ -25,8 +25,10 @@ class TestSlash:
 
     def test_each_surface_takes_its_commands(self) -> None:
         piped = [c.name for c in commands_for("piped")]
-        assert piped == ["/detach", "/exit", "/model", "/queue", "/stats"]
+        assert piped == ["/detach", "/exit", "/model", "/queue", "/resume", "/stats"]
         assert find("/help", "tui") is not None and find("/help", "piped") is None
+        assert find("/copy", "tui") is not None and find("/copy", "piped") is None
+        assert needs("/resume") == "write"
 
     def test_who_may_use_a_command(self) -> None:
         assert needs("/model", "big") == "owner" and needs("/exit --delete") == "owner"
@@ -57,6 +59,15 @@ class TestOutcomes:
         )
         stopped = turn_ending(TurnResult("t1", "interrupted", "partial"), "markdown", attach=self.attach)
         assert stopped.code == 1 and "interrupted" in stopped.line
+
+    def test_a_prompt_left_in_a_held_queue_did_not_run_and_says_how_to_resume(self) -> None:
+        held = TurnResult("", "interrupted", "", "the queue is held", held=True)
+        ending = turn_ending(held, "verbatim", attach=self.attach, turn="turn 3")
+        assert ending.code == 1
+        assert ending.line == (
+            "turn 3 did not run: the queue is held after an interrupt; "
+            "`tui attach 3f2a9c0e` and /resume runs it"
+        )
 
     def test_an_empty_reply_is_5_only_for_a_model_s_prose(self) -> None:
         empty = TurnResult("t1", "completed", "")

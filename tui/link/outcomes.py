@@ -59,6 +59,9 @@ def turn_ending(
         turn: how the line names the turn (``turn 3`` in a script).
     """
     look = f"; `{attach}` to look"
+    if result.held:
+        why = "the queue is held after an interrupt"
+        return TurnEnding(FAILED, f"{turn} did not run: {why}; `{attach}` and /resume runs it")
     if result.outcome == "completed":
         if not result.reply and reply_format != "verbatim":
             return TurnEnding(EMPTY_REPLY, f"{turn} completed with no reply at all{look}")

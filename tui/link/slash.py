@@ -47,6 +47,8 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "/queue", "/queue [PROMPT]", "show the queue, or queue PROMPT behind the running turn", "write"
     ),
     SlashCommand("/unqueue", "/unqueue", "take the last queued prompt back into the prompt", "write", _TUI),
+    SlashCommand("/resume", "/resume", "run the queue held after an interrupt", "write"),
+    SlashCommand("/copy", "/copy", "copy the last reply to the clipboard", None, _TUI),
     SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )

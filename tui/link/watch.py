@@ -80,6 +80,8 @@ class TurnResult:
     outcome: Literal["completed", "failed", "interrupted"]
     reply: str
     error: str | None = None
+    held: bool = False
+    """It never started: it waits in a queue held after an interrupt (`turn_id` is empty)."""
 
 
 def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[str], str | None]:
@@ -356,6 +358,9 @@ class SessionWatch:
             ended = self.session.turns.get(turn_id) if turn_id is not None else None
             if turn_id is not None and ended is not None:
                 return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error)
+            if self.session.queue_held and any(i.request_id == request_id for i in self.session.queue):
+                # It would wait until someone resumes the queue: say so rather than wait for ever.
+                return TurnResult("", "interrupted", "", "the queue is held after an interrupt", held=True)
             if self.question is not None and (turn_id is None or self.question.turn_id == turn_id):
                 await self._handle_question(policy, handled)
             await self.step(self._question_wait(handled))

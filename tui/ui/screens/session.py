@@ -578,7 +578,14 @@ class SessionScreen(Screen[None]):
             row.display = False
             return
         items = " · ".join(f"{n}. {_clip(i.prompt)}" for n, i in enumerate(self.queue, 1))
-        row.update(f"queued ({len(self.queue)}): {items}   /unqueue takes the last back")
+        if self.session_state.queue_held:
+            row.update(
+                f"queue held after the interrupt: /resume runs it, /unqueue drops the last · "
+                f"({len(self.queue)}) {items}"
+            )
+        else:
+            row.update(f"queued ({len(self.queue)}): {items}   /unqueue takes the last back")
+        row.set_class(self.session_state.queue_held, "-held")
         row.display = True
 
     def _show_busy(self) -> None:
@@ -616,6 +623,10 @@ class SessionScreen(Screen[None]):
                 self._show_queue_lines()
         elif name == "/unqueue":
             self.unqueue()
+        elif name == "/resume":
+            self._resume()
+        elif name == "/copy":
+            self.copy_last_reply()
         elif name == "/stats":
             self._stats()
         elif name == "/help":
@@ -656,6 +667,27 @@ class SessionScreen(Screen[None]):
         if not self.prompt.text.strip():
             self.prompt.load_text(item.prompt)
             self.prompt.move_cursor(self.prompt.document.end)
+
+    @work(group="requests", exit_on_error=False)
+    async def _resume(self) -> None:
+        try:
+            resumed = await self.link.resume_queue()
+        except TuiError as exc:
+            self._failed("resume", exc)
+            return
+        if not resumed:
+            self.notify("The queue is not held.", title="Queue")
+
+    def copy_last_reply(self) -> None:
+        """Copy the last ended turn's reply to the clipboard (OSC 52: it works over SSH and tmux)."""
+        last = next(reversed(self.session_state.turns.values()), None)
+        if last is None or not last.reply:
+            why = "No turn has ended yet." if last is None else "The last turn has no reply."
+            self.notify(why, title="Nothing to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(last.reply)
+        lines = len(last.reply.splitlines())
+        self.notify(f"copied {lines} line{'s' if lines != 1 else ''}", title="The last reply")
 
     @work(group="requests", exit_on_error=False)
     async def _stats(self) -> None:
