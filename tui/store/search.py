@@ -114,7 +114,7 @@ class Finder:
         low = text.lower()
         if len(low) != len(text):
             # A character whose lower case is longer (İ): search line by line instead.
-            for line in text.splitlines():
+            for line in text.split("\n"):
                 if self._spelled in line.lower():
                     self._line(line, skip)
             return
