@@ -114,7 +114,7 @@ async def test_the_agents_commands_complete_in_the_prompt() -> None:
         assert isinstance(pilot.app, TuiApp)
         session = pilot.app.session
         await app_until(pilot, session.attached.is_set, "the attach")
-        await pilot.press("/", "r", "e")  # type the start of the agent's command
+        await pilot.press("/", "r", "e", "v")  # type the start of the agent's command (/re: /resume too)
         box = session.prompt_box
         await app_until(pilot, lambda: box.completing, "the completions")
         assert "/review " in box._words

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 from helpers import RUNS_UNTIL_STOPPED, TIMEOUT, worker_here
 
-from tui.errors import InvalidRequest, UnknownCall, UnknownTurn
+from tui.errors import InvalidRequest, NotFound, UnknownCall, UnknownTurn
 from tui.link.local import LocalLink
 from tui.protocol import TurnRequest
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
@@ -49,7 +49,7 @@ async def test_pages_after_and_around_a_turn(worker: Worker, link: LocalLink) ->
     assert around.has_more and around.has_newer
     first = await link.transcript(4, around=ids[0])
     assert [t.turn_id for t in first.turns] == ids[:4] and not first.has_more
-    with pytest.raises(UnknownTurn, match="a turn id comes from"):
+    with pytest.raises(NotFound, match="a turn id comes from"):
         await link.transcript(3, after="t-nope")
     both = await worker.client().get("/transcript", params={"before": ids[3], "after": ids[1]})
     assert both.status_code == 400 and both.json()["error"] == "invalid_request"

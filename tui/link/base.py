@@ -140,7 +140,7 @@ class AttachLink(ABC):
         turn `after`, or around turn `around`), the current one, question, queue.
 
         Raises:
-            UnknownTurn: the turn named is no turn of the session.
+            NotFound: the turn named is no turn of the session.
         """
 
     async def search(self, text: str, *, limit: int = 200) -> SearchResult:

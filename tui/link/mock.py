@@ -316,7 +316,7 @@ class MockLink(AttachLink):
         ids = [t.turn_id for t in self.history]
         for named in (before, after, around):
             if named is not None and named not in ids:
-                raise UnknownTurn(f"no turn {named!r} in this session")
+                raise NotFound(f"no ended turn {named!r} in this session")
         end = ids.index(before) if before is not None else len(ids)
         start = max(0, end - limit)
         if after is not None:

@@ -834,7 +834,7 @@ class SessionWorker:
         `before` page). Its id as `after` gives an empty page; as `around`, the last page.
 
         Raises:
-            UnknownTurn: the turn named is no turn of this session.
+            NotFound: the turn named is no turn of this session.
         """
         current = self.state.current
         running = current.turn_id if current is not None else None
@@ -847,8 +847,8 @@ class SessionWorker:
             else:
                 turns, older, newer = self.turn_store.window(limit, before=before, after=after, around=around)
         except KeyError as exc:
-            raise UnknownTurn(
-                f"no turn {exc.args[0]!r} in this session; a turn id comes from the transcript "
+            raise NotFound(
+                f"no ended turn {exc.args[0]!r} in this session; a turn id comes from the transcript "
                 "(GET /transcript) or a search (GET /search)",
                 turn_id=exc.args[0],
             ) from None
