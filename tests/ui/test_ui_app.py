@@ -147,7 +147,7 @@ class TestTurns:
             await until(pilot, lambda: app.session.query(VerbatimSegment))
             segment = app.session.query_one(VerbatimSegment)
             await until(pilot, lambda: segment.text == out and segment.size.height >= 3)
-            live = "\n".join(rendered(s) for s in segment.query(Static))
+            live = rendered(segment)
             assert "a  *b*  <c> __x__" in live
             assert '    File "<program 6>", line 1, in <module>' in live
             link.end_turn("failed", error="ZeroDivisionError: division by zero")
