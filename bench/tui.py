@@ -9,9 +9,10 @@ the event loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` wr
 chunks to a bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to
 10,000 turns and scrolling up through them; a program printing 100,000 lines through a real
 worker beside ``tui send --wait`` of the same turn (key echo and RSS meanwhile); the first frame
-when the last turns hold 4 big replies, and a new turn after them. A python session's replies are program output, shown verbatim; a
-model's are Markdown: the ``_md`` cases measure the Markdown path. Each case runs in a fresh
-process so that imports and caches count as a user sees them.
+when the last turns hold 4 big replies, and a new turn after them. A python session's replies
+are program output, shown verbatim; a model's are Markdown: the ``_md`` cases measure the
+Markdown path. Each case runs in a fresh process so that imports and caches count as a user
+sees them.
 """
 
 from __future__ import annotations
@@ -190,6 +191,34 @@ def case_stream(count: int, agent: str = "python") -> dict[str, float]:
     return asyncio.run(run())
 
 
+def case_log_stream(count: int) -> dict[str, float]:
+    """The reference for a stream: a bare Textual app writing the same chunks into a `Log`."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Input, Log
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Log()
+            yield Input()
+
+    async def run() -> dict[str, float]:
+        app = Bare()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            log = app.query_one(Log)
+            with Lag() as lag:
+                start = time.perf_counter()
+                for n, chunk in enumerate(tokens(count)):
+                    log.write(chunk)
+                    if n % 50 == 0:
+                        await asyncio.sleep(0)
+                await pilot.pause()
+                seconds = time.perf_counter() - start
+        return {"seconds": seconds, **lag.figures()}
+
+    return asyncio.run(run())
+
+
 def paragraphs(n: int) -> list[str]:
     chunks = []
     for p in range(n):
@@ -297,14 +326,15 @@ def big_history(turns: int, size: int) -> list[Any]:
     ]
 
 
-def case_big_turns(agent: str = "python") -> dict[str, float]:
-    """The first frame when the last 4 turns hold 586 KB replies; then a new turn after them."""
+def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
+    """The first frame when the last `turns` turns hold 586 KB replies (none: the reference);
+    then a new turn after them."""
     from tui.link.mock import MockLink
     from tui.protocol import TextChunk
     from tui.ui import TuiApp
 
     built = time.perf_counter()
-    link = MockLink(history=big_history(4, 600_000), agent=agent)
+    link = MockLink(history=big_history(turns, 600_000), agent=agent)
     excluded = time.perf_counter() - built
 
     async def run() -> dict[str, float]:
@@ -319,7 +349,7 @@ def case_big_turns(agent: str = "python") -> dict[str, float]:
                 turn = link.start_turn(f"print({n})")
                 link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
                 link.end_turn()
-                await until(pilot, lambda: app.session.turn is None and app.session.cursor >= len(link.journal))
+                await until(pilot, lambda: not app.session.busy and app.session.cursor >= len(link.journal))
                 await pilot.pause()
                 news.append(time.perf_counter() - start)
             return {"first_frame_s": first, "new_turn_ms": 1000 * statistics.median(news)}
@@ -372,14 +402,15 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
                 seconds = time.perf_counter() - start
                 grown = rss_mib() - before
             t = time.perf_counter()
-            out = subprocess.run(
-                [os.path.join(os.path.dirname(sys.executable), "tui"), "send", "--wait", sid, program],
-                capture_output=True,
+            send = await asyncio.create_subprocess_exec(
+                os.path.join(os.path.dirname(sys.executable), "tui"),
+                *("send", "--wait", sid, program),
+                stdout=subprocess.PIPE,
                 env={**os.environ, "TUI_STATE_DIR": str(state)},
-                check=True,
             )
+            printed, _ = await send.communicate()
             wait = time.perf_counter() - t
-            assert out.stdout.count(b"\n") >= count, out.stdout[-200:]
+            assert printed.count(b"\n") >= count, printed[-200:]
             echo.sort()
             return {
                 "seconds": seconds,
@@ -407,10 +438,13 @@ CASES = {
     "para200": lambda: case_paragraphs(200),
     "para400": lambda: case_paragraphs(400),
     "memory10k": lambda: case_memory(10_000),
+    "log20k": lambda: case_log_stream(20_000),
     "stream200k": lambda: case_stream(200_000),
     "pty200k": lambda: case_pty(200_000),
     "lines100k": case_lines,
     "bigturns": case_big_turns,
+    "bigturns_md": lambda: case_big_turns(agent="llm"),
+    "newturn_empty": lambda: case_big_turns(0),
 }
 
 

@@ -80,6 +80,22 @@ def mark_matches(strip: Strip, needle: str, style: Style) -> Strip:
     return Strip.join(out)
 
 
+def wrap_plain(line: str, width: int) -> list[str]:
+    """A line of printable ASCII cut into rows of `width` at spaces (a word longer than a row
+    is cut where the row ends), as Rich wraps text, without its cost."""
+    rows = []
+    while len(line) > width:
+        cut = line.rfind(" ", 0, width + 1)
+        if cut <= 0:
+            rows.append(line[:width])
+            line = line[width:]
+        else:
+            rows.append(line[:cut].rstrip(" ") or line[:cut])
+            line = line[cut + 1 :]
+    rows.append(line)
+    return rows
+
+
 class Block:
     """A piece of a turn drawn as lines: made once per width and kept.
 
@@ -91,27 +107,34 @@ class Block:
     def __init__(self, *, indent: int = 0, right: int = 0) -> None:
         self.indent = indent
         self.right = right
-        self._width = -1
-        self._lines: list[Strip] = []
+        self._made: dict[int, list[Strip]] = {}
+        """Lines by width: the last two widths asked (a layout may try with and without a
+        scrollbar)."""
 
     def lines(self, view: LinesView, width: int) -> list[Strip]:
         """The block's lines at `width` (the view's content width)."""
-        if width != self._width:
-            inner = max(1, width - self.indent - self.right)
-            made = self.make(view, inner)
-            if self.indent:
-                pad = Segment(" " * self.indent)
-                made = [Strip([pad, *line], line.cell_length + self.indent) for line in made]
-            self._lines, self._width = made, width
-        return self._lines
+        made = self._made.get(width)
+        if made is None:
+            made = self.make(view, max(1, width - self.indent - self.right))
+            if len(self._made) >= 2:
+                del self._made[next(iter(self._made))]
+            self._made[width] = made
+        return made
 
     def make(self, view: LinesView, width: int) -> list[Strip]:
-        """The lines at `width`, without the indent (each block says how)."""
+        """The lines at `width` (the width inside the block's indents), indented."""
         raise NotImplementedError
+
+    def indented(self, lines: list[Strip]) -> list[Strip]:
+        """`lines` after the block's indent."""
+        if not self.indent:
+            return lines
+        pad = Segment(" " * self.indent)
+        return [Strip([pad, *line], line.cell_length + self.indent) for line in lines]
 
     def changed(self) -> None:
         """What the block shows changed: make its lines again when next asked."""
-        self._width = -1
+        self._made.clear()
 
 
 def render_strips(console: Console, renderable: RenderableType, width: int) -> list[Strip]:
@@ -133,7 +156,7 @@ class RichBlock(Block):
     def make(self, view: LinesView, width: int) -> list[Strip]:
         if self._renderable is None:
             self._renderable = self._make(view.style_of)
-        return render_strips(view.app.console, self._renderable, width)
+        return self.indented(render_strips(view.app.console, self._renderable, width))
 
 
 class MarkdownBlock(Block):
@@ -155,7 +178,7 @@ class MarkdownBlock(Block):
             from tui.ui.markdown import reply_markdown
 
             self._renderable = reply_markdown(self.source)
-        made = render_strips(view.app.console, self._renderable, width)
+        made = self.indented(render_strips(view.app.console, self._renderable, width))
         return [Strip.blank(0), *made] if self.gap and made else made
 
 
@@ -188,9 +211,9 @@ class OutputBlock(Block):
         self.partial = ""
         """The last line while it has no newline yet."""
         self._partial_more = 0
-        self._wrapped: dict[int, list[Strip]] = {}
-        """Each kept line's strips at `_wrap_width`, by its number."""
-        self._wrap_width = -1
+        self._wrapped: dict[int, dict[int, list[Strip]]] = {}
+        """Each kept line's strips by its number, for the last two widths."""
+        self._fold: tuple[tuple[int, int], list[Strip]] = ((-1, -1), [])
         if text:
             self.append(text)
 
@@ -238,28 +261,34 @@ class OutputBlock(Block):
         return f"{line[:LINE_LIMIT]} … ({len(line) - LINE_LIMIT:,} more characters)"
 
     def _wrap(self, view: LinesView, line: str, width: int, style: Style | None) -> list[Strip]:
-        if len(line) <= width and line.isascii() and line.isprintable():
-            return [Strip([Segment(line, style)], len(line))]
-        text = verbatim_text(line)
-        if style is not None:
-            text.stylize(style)
-        return render_strips(view.app.console, text, width) or [Strip.blank(0)]
+        if line.isascii() and line.isprintable():
+            strips = [Strip([Segment(row, style)], len(row)) for row in wrap_plain(line, width)]
+        else:
+            text = verbatim_text(line)
+            if style is not None:
+                text.stylize(style)
+            strips = render_strips(view.app.console, text, width) or [Strip.blank(0)]
+        return self.indented(strips)
 
     def make(self, view: LinesView, width: int) -> list[Strip]:
-        if width != self._wrap_width:
-            self._wrapped.clear()
-            self._wrap_width = width
+        wrapped = self._wrapped.get(width)
+        if wrapped is None:
+            if len(self._wrapped) >= 2:
+                del self._wrapped[next(iter(self._wrapped))]
+            wrapped = self._wrapped[width] = {}
         style = view.style_of(self.style_name) if self.style_name else None
         out: list[Strip] = []
-        wrapped = self._wrapped
         for n, line in enumerate(self.head):
             got = wrapped.get(n)
             if got is None:
                 got = wrapped[n] = self._wrap(view, line, width, style)
             out.extend(got)
         if self.hidden:
-            fold = Text(fold_line(self.hidden, view.session_id), style=view.style_of("lines--fold"))
-            out.extend(render_strips(view.app.console, fold, width))
+            key = (self.hidden, width)
+            if self._fold[0] != key:
+                fold = Text(fold_line(self.hidden, view.session_id), style=view.style_of("lines--fold"))
+                self._fold = (key, self.indented(render_strips(view.app.console, fold, width)))
+            out.extend(self._fold[1])
         start = len(self.head) + self.hidden
         for n, line in enumerate(self.tail, start):
             got = wrapped.get(n)
@@ -301,6 +330,7 @@ class LinesView(Widget):
         self._starts: list[int] = []
         self._height = 0
         self._styles: dict[str, Style] = {}
+        self._base: Style | None = None
 
     @property
     def session_id(self) -> str | None:
@@ -351,7 +381,9 @@ class LinesView(Widget):
     def render_line(self, y: int) -> Strip:
         width = self.content_size.width
         self._measure(width)
-        base = self.rich_style
+        base = self._base
+        if base is None:
+            base = self._base = self.rich_style
         if not 0 <= y < self._height:
             return Strip.blank(width, base)
         index = bisect_right(self._starts, y) - 1
@@ -367,3 +399,4 @@ class LinesView(Widget):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles.clear()
+        self._base = None
