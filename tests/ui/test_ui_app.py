@@ -283,6 +283,51 @@ class TestLongOutput:
             )
 
 
+class TestAnsweredLines:
+    async def test_an_answer_shows_at_the_question_not_after_the_output(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("ask('Deploy?')")
+            link.emit(TextChunk(turn_id=turn, text="before\n"))
+            link.emit(ToolStarted(turn_id=turn, call_id="c1", name="ask", args={"question": "Deploy?"}))
+            qid = link.ask("Deploy?", ["staging", "prod"])
+            await until(pilot, lambda: app.session.question is not None)
+            await link.answer(qid, ["prod"])
+            link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed", value="prod"))
+            link.emit(TextChunk(turn_id=turn, text="after\n"))
+            link.end_turn()
+            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1:] == [
+                "before",
+                "▸ ask(question=Deploy?) · completed",
+                "answered by alice: prod",
+                "after",
+            ]
+
+    async def test_in_a_turn_from_the_session_it_shows_under_the_tool_that_asked(self, until: Until) -> None:
+        record = TurnRecord(
+            turn_id="h1",
+            prompt="ask('Deploy?')",
+            reply="after\n",
+            outcome="completed",
+            tools=[ToolRecord(call_id="c1", name="ask", args={"question": "Deploy?"}, status="completed")],
+            answered=["answered by alice: prod"],
+            ended_seq=3,
+        )
+        app = TuiApp(MockLink(history=[record]))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1:] == ["▸ ask(question=Deploy?) · completed", "answered by alice: prod", "after"]
+
+
 class TestHighlight:
     async def test_a_highlighted_text_is_marked_in_the_prompt_the_tools_and_the_reply(
         self, until: Until
