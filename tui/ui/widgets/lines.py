@@ -227,38 +227,38 @@ class OutputBlock(Block):
         if not text:
             return
         lines = text.split("\n")
-        first = self.partial + lines[0] if self.partial else lines[0]
+        first, more = self.partial + lines[0], self._partial_more
+        self.partial, self._partial_more = "", 0
         if len(lines) == 1:
-            self._set_partial(first)
+            self._set_partial(first, more)
             self.changed()
             return
-        lines[0] = first
-        partial = lines.pop()
-        room = self.head_max - len(self.head)
-        if room > 0:
-            self.head.extend(self._cut(line) for line in lines[:room])
-            lines = lines[room:]
-        if lines:
-            self.tail.extend(self._cut(line) for line in lines[-self.tail_max :])
-            self.hidden += max(0, len(lines) - self.tail_max)
-            while len(self.tail) > self.tail_max:
-                self.tail.popleft()
-                self.hidden += 1
-        self.partial = ""
-        self._partial_more = 0
-        self._set_partial(partial)
+        self._set_partial(lines.pop(), 0)
+        lines[0] = self._cut(first, more)
+
+        def line(i: int) -> str:  # the first is cut already
+            return lines[i] if i == 0 else self._cut(lines[i])
+
+        n = len(lines)
+        start = min(n, max(0, self.head_max - len(self.head)))
+        self.head.extend(line(i) for i in range(start))
+        kept_from = max(start, n - self.tail_max)
+        self.hidden += kept_from - start
+        self.tail.extend(line(i) for i in range(kept_from, n))
+        while len(self.tail) > self.tail_max:
+            self.tail.popleft()
+            self.hidden += 1
         self.changed()
 
-    def _set_partial(self, line: str) -> None:
+    def _set_partial(self, line: str, more: int) -> None:
         if len(line) > LINE_LIMIT:
-            self._partial_more += len(line) - LINE_LIMIT
+            more += len(line) - LINE_LIMIT
             line = line[:LINE_LIMIT]
-        self.partial = line
+        self.partial, self._partial_more = line, more
 
-    def _cut(self, line: str) -> str:
-        if len(line) <= LINE_LIMIT:
-            return line
-        return f"{line[:LINE_LIMIT]} … ({len(line) - LINE_LIMIT:,} more characters)"
+    def _cut(self, line: str, more: int = 0) -> str:
+        more += max(0, len(line) - LINE_LIMIT)
+        return f"{line[:LINE_LIMIT]} … ({more:,} more characters)" if more else line
 
     def _wrap(self, view: LinesView, line: str, width: int, style: Style | None) -> list[Strip]:
         if line.isascii() and line.isprintable():
