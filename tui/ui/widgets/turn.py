@@ -433,13 +433,11 @@ class LiveTurn(Vertical):
         if not self._pending:
             return
         text, self._pending = "".join(self._pending), []
-        self.record.reply += text
         if self._segment is None:
             self._segment = VerbatimSegment() if self.verbatim else ReplySegment()
             self.parts.append(Part("text"))
             self._segments.append((self.parts[-1], self._segment))
             await self.mount(self._segment)
-        self.parts[-1].text += text
         self._thinking = None
         await self._segment.write(text)
 
@@ -503,7 +501,9 @@ class LiveTurn(Vertical):
             await self._flush()
         for part, segment in self._segments:
             await segment.finish()
-            part.blocks = segment.drawn()
+            # kept whole only now: joining them at each flush would cost the length of the reply
+            part.text, part.blocks = segment.text, segment.drawn()
+        self.record.reply = "".join(part.text for part, _ in self._segments)
 
 
 class PromptLine(Static):
