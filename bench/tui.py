@@ -96,6 +96,11 @@ async def until(pilot: Any, condition: Any, limit: float = 600.0) -> None:
         await asyncio.sleep(0.005)
 
 
+def reply_format(agent: str) -> Any:
+    """How `agent`'s replies are shown: program output for python, Markdown for a model."""
+    return "verbatim" if agent == "python" else "markdown"
+
+
 def case_minimal() -> dict[str, float]:
     from textual.app import App, ComposeResult
     from textual.widgets import Header, Input, Log
@@ -138,7 +143,7 @@ def case_first_frame(turns: int, agent: str = "python") -> dict[str, float]:
 
     built = time.perf_counter()
     records = history(turns)
-    link = MockLink(history=records, agent=agent)
+    link = MockLink(history=records, agent=agent, reply_format=reply_format(agent))
     excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
 
     async def run() -> float:
@@ -180,7 +185,7 @@ def case_stream(count: int, agent: str = "python") -> dict[str, float]:
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent=agent)
+        link = MockLink(agent=agent, reply_format=reply_format(agent))
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -233,7 +238,7 @@ def case_paragraphs(n: int) -> dict[str, float]:
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent="llm")
+        link = MockLink(agent="llm", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -334,7 +339,7 @@ def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
     from tui.ui import TuiApp
 
     built = time.perf_counter()
-    link = MockLink(history=big_history(turns, 600_000), agent=agent)
+    link = MockLink(history=big_history(turns, 600_000), agent=agent, reply_format=reply_format(agent))
     excluded = time.perf_counter() - built
 
     async def run() -> dict[str, float]:
