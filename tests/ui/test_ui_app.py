@@ -258,6 +258,21 @@ class TestLongOutput:
             assert "99,780 lines hidden" in shown[21]
             assert [line.strip() for line in shown[-200:]] == [f"line {i}" for i in range(99_800, 100_000)]
 
+    async def test_a_long_markdown_reply_shows_its_start_and_end_around_a_fold(self, until: Until) -> None:
+        reply = "".join(f"Paragraph **{i}**.\n\n" for i in range(5000))
+        record = history(1)[0].model_copy(update={"reply": reply})
+        app = TuiApp(MockLink(history=[record], agent="llm", reply_format="markdown"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1] == "Paragraph 0."  # rendered: bold, not asterisks
+            folds = [line for line in shown if "lines hidden · o on the selected turn" in line]
+            assert len(folds) == 1
+            assert shown[-1] == "Paragraph 4999."
+            assert len(shown) < 5_000  # not the 10,000 lines of the whole reply
+
     async def test_a_tool_s_long_output_is_folded(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)

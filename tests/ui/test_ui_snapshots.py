@@ -175,7 +175,6 @@ class TestStreaming:
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
-
     def test_folded_huge_output(self, snap_compare: SnapCompare) -> None:
         """A program that printed 5,000 lines: its first lines, the line saying how many are
         hidden and how to see them all, then its last lines."""

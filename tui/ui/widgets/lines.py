@@ -32,12 +32,15 @@ __all__ = [
     "HEAD",
     "TAIL",
     "Block",
+    "FoldBlock",
     "LinesView",
     "MarkdownBlock",
     "OutputBlock",
     "RichBlock",
     "fold_line",
+    "fold_markdown",
     "mark_matches",
+    "markdown_blocks",
 ]
 
 HEAD = 20
@@ -46,6 +49,10 @@ TAIL = 200
 """The last lines of a long program output kept on screen."""
 LINE_LIMIT = 4_000
 """Characters of one output line kept on screen; the rest is counted."""
+MARKDOWN_HEAD = 4_000
+"""Characters of a long Markdown reply shown before its fold (up to the end of a block)."""
+MARKDOWN_TAIL = 16_000
+"""Characters of a long Markdown reply shown after its fold (from the start of a block)."""
 
 StyleOf = Callable[[str], Style]
 """A component class's Rich style, by name (``turn--tool``)."""
@@ -180,6 +187,84 @@ class MarkdownBlock(Block):
             self._renderable = reply_markdown(self.source)
         made = self.indented(render_strips(view.app.console, self._renderable, width))
         return [Strip.blank(0), *made] if self.gap and made else made
+
+
+class FoldBlock(Block):
+    """The line standing for the lines of a reply left out between its head and its tail."""
+
+    def __init__(self, hidden: int, *, indent: int = 2, right: int = 2) -> None:
+        super().__init__(indent=indent, right=right)
+        self.hidden = hidden
+
+    def make(self, view: LinesView, width: int) -> list[Strip]:
+        fold = Text(fold_line(self.hidden, view.session_id), style=view.style_of("lines--fold"))
+        return self.indented(render_strips(view.app.console, fold, width))
+
+
+def block_ends(source: str) -> list[int]:
+    """Where `source` may be cut between Markdown blocks: after each blank line outside a code
+    fence."""
+    ends = []
+    fenced = False
+    offset = 0
+    for line in source.splitlines(keepends=True):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            fenced = not fenced
+        offset += len(line)
+        if not fenced and not line.strip():
+            ends.append(offset)
+    return ends
+
+
+def markdown_blocks(source: str) -> list[Block]:
+    """A Markdown reply as blocks: whole when short; else its first `MARKDOWN_HEAD` and last
+    `MARKDOWN_TAIL` characters (cut between blocks) with a `FoldBlock` between."""
+    if len(source) <= MARKDOWN_HEAD + MARKDOWN_TAIL:
+        return [MarkdownBlock(source)]
+    ends = block_ends(source)
+    head = next((end for end in ends if end >= MARKDOWN_HEAD), 0)
+    tail = next((end for end in reversed(ends) if end <= len(source) - MARKDOWN_TAIL), 0)
+    if not head or tail <= head:
+        return [MarkdownBlock(source)]
+    hidden = source.count("\n", head, tail)
+    return [MarkdownBlock(source[:head]), FoldBlock(hidden), MarkdownBlock(source[tail:], gap=True)]
+
+
+def fold_markdown(blocks: list[Block]) -> list[Block]:
+    """`blocks` of a reply (Markdown blocks and at most one fold) with those past the first
+    `MARKDOWN_HEAD` and before the last `MARKDOWN_TAIL` characters folded into one line."""
+
+    def size(block: Block) -> int:
+        return len(block.source) if isinstance(block, MarkdownBlock) else 0
+
+    total = sum(size(b) for b in blocks)
+    if total <= MARKDOWN_HEAD + MARKDOWN_TAIL:
+        return blocks
+    head: list[Block] = []
+    kept = 0
+    for block in blocks:
+        if kept >= MARKDOWN_HEAD or isinstance(block, FoldBlock):
+            break
+        head.append(block)
+        kept += size(block)
+    tail: list[Block] = []
+    kept = 0
+    for block in reversed(blocks[len(head) :]):
+        if kept >= MARKDOWN_TAIL or isinstance(block, FoldBlock):
+            break
+        tail.insert(0, block)
+        kept += size(block)
+    middle = blocks[len(head) : len(blocks) - len(tail)]
+    if not middle:
+        return blocks
+    hidden = 0
+    for block in middle:
+        if isinstance(block, FoldBlock):
+            hidden += block.hidden
+        elif isinstance(block, MarkdownBlock):
+            hidden += block.source.count("\n")
+    return [*head, FoldBlock(hidden), *tail]
 
 
 class OutputBlock(Block):

@@ -36,7 +36,16 @@ from tui.protocol.state import tool_record
 from tui.ui.markdown import parser
 from tui.ui.pieces import outcome_text, prompt_text, tool_title
 from tui.ui.widgets.diff import DiffView, diff_text
-from tui.ui.widgets.lines import Block, LinesView, MarkdownBlock, OutputBlock, RichBlock, StyleOf
+from tui.ui.widgets.lines import (
+    Block,
+    LinesView,
+    MarkdownBlock,
+    OutputBlock,
+    RichBlock,
+    StyleOf,
+    fold_markdown,
+    markdown_blocks,
+)
 from tui.ui.widgets.plan import PlanView, plan_text
 from tui.ui.widgets.thinking import ThinkingBlock
 
@@ -180,7 +189,7 @@ class TurnView(LinesView):
                     blocks.append(_line(part.text, "turn--who"))
             elif part.text:
                 if part.blocks is None:
-                    part.blocks = [OutputBlock(part.text) if self.verbatim else MarkdownBlock(part.text)]
+                    part.blocks = [OutputBlock(part.text)] if self.verbatim else markdown_blocks(part.text)
                 blocks.extend(part.blocks)
         blocks.extend(_line(line, "turn--who") for line in record.answered if line not in shown)
         if record.outcome in ("failed", "interrupted"):
@@ -335,7 +344,8 @@ class ReplySegment(Vertical):
         old = self._markdown
         self._markdown = self._markdown_class(parser_factory=parser)
         with self.app.batch_update():
-            self._frozen.add_block(MarkdownBlock(head, gap=bool(self._frozen.blocks)))
+            blocks = [*self._frozen.blocks, MarkdownBlock(head, gap=bool(self._frozen.blocks))]
+            self._frozen.set_blocks(fold_markdown(blocks))
             self._frozen.display = True
             await self.mount(self._markdown, after=old)
             await old.remove()
@@ -354,7 +364,7 @@ class ReplySegment(Vertical):
         blocks = list(self._frozen.blocks)
         if self._live_source.strip():
             blocks.append(MarkdownBlock(self._live_source, gap=bool(blocks)))
-        return blocks
+        return fold_markdown(blocks)
 
 
 class VerbatimSegment(LinesView):
