@@ -4,11 +4,15 @@
     .venv/bin/python bench/tui.py --runs 5
 
 Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an
-empty session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s); one
-reply of 100/200/400 paragraphs (Markdown); memory after attaching to 10,000 turns and
-scrolling up through them. A python session's replies are program output, shown verbatim; a
-model's are Markdown: the ``_md`` cases measure the Markdown path. Each case runs in a fresh
-process so that imports and caches count as a user sees them.
+empty session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and
+the event loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same
+chunks to a bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to
+10,000 turns and scrolling up through them; a program printing 100,000 lines through a real
+worker beside ``tui send --wait`` of the same turn (key echo and RSS meanwhile); the first frame
+when the last turns hold 4 big replies, and a new turn after them. A python session's replies
+are program output, shown verbatim; a model's are Markdown: the ``_md`` cases measure the
+Markdown path. Each case runs in a fresh process so that imports and caches count as a user
+sees them.
 """
 
 from __future__ import annotations
@@ -55,12 +59,46 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+class Lag:
+    """How late the event loop wakes a task that asks to wake every `every` seconds."""
+
+    def __init__(self, every: float = 0.005) -> None:
+        self.every = every
+        self.late: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(self.every)
+            self.late.append(loop.time() - start - self.every)
+
+    def __enter__(self) -> Lag:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    def figures(self) -> dict[str, float]:
+        """p99 and max in milliseconds."""
+        late = sorted(self.late) or [0.0]
+        return {"lag_p99_ms": 1000 * late[int(0.99 * (len(late) - 1))], "lag_max_ms": 1000 * late[-1]}
+
+
 async def until(pilot: Any, condition: Any, limit: float = 600.0) -> None:
     deadline = time.perf_counter() + limit
     while not condition():
         if time.perf_counter() > deadline:
             raise TimeoutError("the app did not get there")
         await asyncio.sleep(0.005)
+
+
+def reply_format(agent: str) -> Any:
+    """How `agent`'s replies are shown: program output for python, Markdown for a model."""
+    return "verbatim" if agent == "python" else "markdown"
 
 
 def case_minimal() -> dict[str, float]:
@@ -105,7 +143,7 @@ def case_first_frame(turns: int, agent: str = "python") -> dict[str, float]:
 
     built = time.perf_counter()
     records = history(turns)
-    link = MockLink(history=records, agent=agent)
+    link = MockLink(history=records, agent=agent, reply_format=reply_format(agent))
     excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
 
     async def run() -> float:
@@ -147,12 +185,41 @@ def case_stream(count: int, agent: str = "python") -> dict[str, float]:
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent=agent)
+        link = MockLink(agent=agent, reply_format=reply_format(agent))
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
-            seconds = await stream_into(app, pilot, link, tokens(count))
-        return {"seconds": seconds, "tok_per_s": count / seconds}
+            with Lag() as lag:
+                seconds = await stream_into(app, pilot, link, tokens(count))
+        return {"seconds": seconds, "tok_per_s": count / seconds, **lag.figures()}
+
+    return asyncio.run(run())
+
+
+def case_log_stream(count: int) -> dict[str, float]:
+    """The reference for a stream: a bare Textual app writing the same chunks into a `Log`."""
+    from textual.app import App, ComposeResult
+    from textual.widgets import Input, Log
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Log()
+            yield Input()
+
+    async def run() -> dict[str, float]:
+        app = Bare()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            log = app.query_one(Log)
+            with Lag() as lag:
+                start = time.perf_counter()
+                for n, chunk in enumerate(tokens(count)):
+                    log.write(chunk)
+                    if n % 50 == 0:
+                        await asyncio.sleep(0)
+                await pilot.pause()
+                seconds = time.perf_counter() - start
+        return {"seconds": seconds, **lag.figures()}
 
     return asyncio.run(run())
 
@@ -171,7 +238,7 @@ def case_paragraphs(n: int) -> dict[str, float]:
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent="llm")
+        link = MockLink(agent="llm", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -217,6 +284,161 @@ def case_memory(turns: int) -> dict[str, float]:
     return asyncio.run(run())
 
 
+def case_pty(count: int) -> dict[str, float]:
+    """The baseline of a stream: ``python3`` writing the same chunks, flushed, to a bare pty."""
+    import pty
+
+    program = (
+        "import sys\n"
+        f"words = {WORDS!r}\n"
+        f"for i in range({count}):\n"
+        "    w = words[i % len(words)]\n"
+        "    sys.stdout.write(w[:3] + ' ' if (i + 1) % 60 else w[:2] + '.\\n\\n'); sys.stdout.flush()\n"
+    )
+    start = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-c", program])
+    size = 0
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        size += len(data)
+    os.waitpid(pid, 0)
+    return {"seconds": time.perf_counter() - start, "kib": size / 1024}
+
+
+def big_history(turns: int, size: int) -> list[Any]:
+    """`turns` turns whose replies are `size` bytes of program output each."""
+    from tui.protocol import By, TurnRecord
+
+    reply = "".join(tokens(200_000))[:size]
+    return [
+        TurnRecord(
+            turn_id=f"b{i}",
+            prompt="write()",
+            reply=reply,
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(turns)
+    ]
+
+
+def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
+    """The first frame when the last `turns` turns hold 586 KB replies (none: the reference);
+    then a new turn after them."""
+    from tui.link.mock import MockLink
+    from tui.protocol import TextChunk
+    from tui.ui import TuiApp
+
+    built = time.perf_counter()
+    link = MockLink(history=big_history(turns, 600_000), agent=agent, reply_format=reply_format(agent))
+    excluded = time.perf_counter() - built
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, app.session.attached.is_set)
+            await pilot.pause()
+            first = time.perf_counter() - _T0 - excluded
+            news = []
+            for n in range(3):
+                start = time.perf_counter()
+                turn = link.start_turn(f"print({n})")
+                link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
+                link.end_turn()
+                await until(pilot, lambda: not app.session.busy and app.session.cursor >= len(link.journal))
+                await pilot.pause()
+                news.append(time.perf_counter() - start)
+            return {"first_frame_s": first, "new_turn_ms": 1000 * statistics.median(news)}
+
+    return asyncio.run(run())
+
+
+LINES_PROGRAM = "for i in range(100000): print(i)"
+
+
+def case_lines(count: int = 100_000) -> dict[str, float]:
+    """A program printing `count` lines through a real worker: the turn ended on screen, key echo
+    and RSS meanwhile, beside ``tui send --wait`` of the same turn on the same session."""
+    import tempfile
+    from pathlib import Path
+
+    from textual import events
+
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
+    from tui.ui import TuiApp
+    from tui.ui.widgets.turn import TurnView
+
+    program = f"for i in range({count}): print(i)"
+
+    async def run(state: Path, work: Path) -> dict[str, float]:
+        access = LocalAccess(StatePaths(state))
+        sid = await access.create(working_directory=str(work))
+        link = await access.link(sid, client_id="tui:bench:1")
+        app = TuiApp(link)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await until(pilot, app.session.attached.is_set)
+                app.session.submit("print('warm')")
+                await until(pilot, lambda: len(app.session.query(TurnView)) == 1 and not app.session.busy)
+                await pilot.pause()
+                before = rss_mib()
+                echo: list[float] = []
+                start = time.perf_counter()
+                app.session.submit(program)
+                await until(pilot, lambda: app.session.busy)
+                typed = 0
+                lag = Lag()
+                lag.__enter__()
+                while app.session.busy:
+                    # as the terminal's driver does: the key is posted to the app
+                    t = time.perf_counter()
+                    app.post_message(events.Key("x", "x"))
+                    typed += 1
+                    await until(pilot, lambda n=typed: app.session.prompt.text.count("x") >= n)
+                    echo.append(time.perf_counter() - t)
+                    await asyncio.sleep(0.02)
+                lag.__exit__()
+                await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
+                await pilot.pause()
+                seconds = time.perf_counter() - start
+                grown = rss_mib() - before
+            t = time.perf_counter()
+            send = await asyncio.create_subprocess_exec(
+                os.path.join(os.path.dirname(sys.executable), "tui"),
+                *("send", "--wait", sid, program),
+                stdout=subprocess.PIPE,
+                env={**os.environ, "TUI_STATE_DIR": str(state)},
+            )
+            printed, _ = await send.communicate()
+            wait = time.perf_counter() - t
+            assert printed.count(b"\n") >= count, printed[-200:]
+            echo.sort()
+            return {
+                "seconds": seconds,
+                "send_wait_s": wait,
+                "ratio": seconds / wait,
+                "echo_p99_ms": 1000 * echo[int(0.99 * (len(echo) - 1))] if echo else 0.0,
+                "keys": float(len(echo)),
+                "rss_growth_mib": grown,
+                **lag.figures(),
+            }
+        finally:
+            await access.stop(sid)
+
+    with tempfile.TemporaryDirectory() as state, tempfile.TemporaryDirectory() as work:
+        return asyncio.run(run(Path(state), Path(work)))
+
+
 CASES = {
     "minimal": case_minimal,
     "empty": lambda: case_first_frame(0),
@@ -228,6 +450,13 @@ CASES = {
     "para200": lambda: case_paragraphs(200),
     "para400": lambda: case_paragraphs(400),
     "memory10k": lambda: case_memory(10_000),
+    "log20k": lambda: case_log_stream(20_000),
+    "stream200k": lambda: case_stream(200_000),
+    "pty200k": lambda: case_pty(200_000),
+    "lines100k": case_lines,
+    "bigturns": case_big_turns,
+    "bigturns_md": lambda: case_big_turns(agent="llm"),
+    "newturn_empty": lambda: case_big_turns(0),
 }
 
 
@@ -260,6 +489,9 @@ def main() -> None:
         for name in ("empty", "turns10k", "turns10k_md"):
             if name in results:
                 print(f"{name}: first frame {results[name]['first_frame_s'] / ref:.2f}x the minimal app")
+    if "stream200k" in results and "pty200k" in results:
+        ratio = results["stream200k"]["seconds"] / results["pty200k"]["seconds"]
+        print(f"stream200k: {ratio:.2f}x python3 on a bare pty")
 
 
 if __name__ == "__main__":

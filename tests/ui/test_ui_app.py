@@ -18,6 +18,7 @@ from tui.protocol import (
     TextChunk,
     ToolEnded,
     ToolOutput,
+    ToolRecord,
     ToolStarted,
     TurnRecord,
     UnknownEvent,
@@ -147,7 +148,7 @@ class TestTurns:
             await until(pilot, lambda: app.session.query(VerbatimSegment))
             segment = app.session.query_one(VerbatimSegment)
             await until(pilot, lambda: segment.text == out and segment.size.height >= 3)
-            live = "\n".join(rendered(s) for s in segment.query(Static))
+            live = rendered(segment)
             assert "a  *b*  <c> __x__" in live
             assert '    File "<program 6>", line 1, in <module>' in live
             link.end_turn("failed", error="ZeroDivisionError: division by zero")
@@ -208,6 +209,173 @@ class TestTurns:
             await started(app, pilot, until)
             link.emit(UnknownEvent(type="hologram"))
             await until(pilot, lambda: "hologram" in str(app.session.transcript.items[-1:]))
+
+
+class TestLongOutput:
+    async def test_a_100000_line_output_is_folded_live_and_ended(self, until: Until) -> None:
+        lines = [str(i) for i in range(100_000)]
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("for i in range(100000): print(i)")
+            for start in range(0, len(lines), 10_000):
+                link.emit(
+                    TextChunk(turn_id=turn, text="".join(f"{n}\n" for n in lines[start : start + 10_000]))
+                )
+            await until(pilot, lambda: app.session.query(VerbatimSegment))
+            segment = app.session.query_one(VerbatimSegment)
+            await until(pilot, lambda: segment.text.endswith("99999\n") and segment.size.height > 200)
+            live = rendered(segment).splitlines()
+            assert [line.strip() for line in live[:20]] == lines[:20]
+            fold = " ".join(line.strip() for line in live[20:-200])  # it may wrap
+            how = "o on the selected turn opens the whole output"
+            assert fold == f"… 99,780 lines hidden · {how} · tui transcript {link.session_id}"
+            assert [line.strip() for line in live[-200:]] == lines[-200:]
+            link.end_turn()
+            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
+            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: view.size.height > 0)
+            shown = rendered(view).splitlines()
+            assert shown[0].startswith("\u276f for i in range(100000)")
+            assert "99,780 lines hidden" in shown[21]
+            assert shown[-1].strip() == "99999"
+            assert view.record.reply == "".join(f"{n}\n" for n in lines)  # the record keeps all
+
+    async def test_an_ended_turn_from_the_session_shows_only_the_head_and_the_tail(
+        self, until: Until
+    ) -> None:
+        reply = "".join(f"line {i}\n" for i in range(100_000))
+        record = history(1)[0].model_copy(update={"reply": reply})
+        link = MockLink(history=[record])
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = rendered(view).splitlines()
+            assert shown[20].strip() == "line 19"
+            assert "99,780 lines hidden" in shown[21]
+            assert [line.strip() for line in shown[-200:]] == [f"line {i}" for i in range(99_800, 100_000)]
+
+    async def test_a_long_markdown_reply_shows_its_start_and_end_around_a_fold(self, until: Until) -> None:
+        reply = "".join(f"Paragraph **{i}**.\n\n" for i in range(5000))
+        record = history(1)[0].model_copy(update={"reply": reply})
+        app = TuiApp(MockLink(history=[record], agent="llm", reply_format="markdown"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1] == "Paragraph 0."  # rendered: bold, not asterisks
+            folds = [line for line in shown if "lines hidden · o on the selected turn" in line]
+            assert len(folds) == 1
+            assert shown[-1] == "Paragraph 4999."
+            assert len(shown) < 5_000  # not the 10,000 lines of the whole reply
+
+    async def test_a_tool_s_long_output_is_folded(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("run()")
+            link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "seq 1000"}))
+            link.emit(ToolOutput(turn_id=turn, call_id="c1", text="".join(f"{i}\n" for i in range(1000))))
+            await until(pilot, lambda: app.session.query(ToolBlock))
+            block = app.session.query_one(ToolBlock)
+            block.collapsed = False
+            await until(
+                pilot,
+                lambda: (
+                    "780 lines hidden"
+                    in "".join(
+                        s.text
+                        for s in block._output.render_lines(
+                            Region(0, 0, block._output.size.width, block._output.size.height)
+                        )
+                    )
+                ),
+            )
+
+
+class TestAnsweredLines:
+    async def test_an_answer_shows_at_the_question_not_after_the_output(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            turn = link.start_turn("ask('Deploy?')")
+            link.emit(TextChunk(turn_id=turn, text="before\n"))
+            link.emit(ToolStarted(turn_id=turn, call_id="c1", name="ask", args={"question": "Deploy?"}))
+            qid = link.ask("Deploy?", ["staging", "prod"])
+            await until(pilot, lambda: app.session.question is not None)
+            await link.answer(qid, ["prod"])
+            link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed", value="prod"))
+            link.emit(TextChunk(turn_id=turn, text="after\n"))
+            link.end_turn()
+            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1:] == [
+                "before",
+                "▸ ask(question=Deploy?) · completed",
+                "answered by alice: prod",
+                "after",
+            ]
+
+    async def test_in_a_turn_from_the_session_it_shows_under_the_tool_that_asked(self, until: Until) -> None:
+        record = TurnRecord(
+            turn_id="h1",
+            prompt="ask('Deploy?')",
+            reply="after\n",
+            outcome="completed",
+            tools=[ToolRecord(call_id="c1", name="ask", args={"question": "Deploy?"}, status="completed")],
+            answered=["answered by alice: prod"],
+            ended_seq=3,
+        )
+        app = TuiApp(MockLink(history=[record]))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+            shown = [line.strip() for line in rendered(view).splitlines()]
+            assert shown[1:] == ["▸ ask(question=Deploy?) · completed", "answered by alice: prod", "after"]
+
+
+class TestHighlight:
+    async def test_a_highlighted_text_is_marked_in_the_prompt_the_tools_and_the_reply(
+        self, until: Until
+    ) -> None:
+        record = TurnRecord(
+            turn_id="h1",
+            prompt="print('Zero')",
+            reply="zero\nnothing\nZERO here\n",
+            outcome="completed",
+            tools=[ToolRecord(call_id="c1", name="ask", args={"question": "zero?"})],
+            ended_seq=3,
+        )
+        link = MockLink(history=[record])
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await started(app, pilot, until)
+            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: view.size.height > 0)
+
+            def marked() -> list[str]:
+                match = view.style_of("lines--match").bgcolor
+                strips = view.render_lines(Region(0, 0, view.size.width, view.size.height))
+                return [
+                    seg.text for strip in strips for seg in strip if seg.style and seg.style.bgcolor == match
+                ]
+
+            assert marked() == []
+            view.highlight = "zero"
+            await pilot.pause()
+            assert marked() == ["Zero", "zero", "zero", "ZERO"]
+            view.highlight = ""
+            await pilot.pause()
+            assert marked() == []
 
 
 class TestHistory:

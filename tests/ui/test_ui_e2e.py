@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import RUNS_UNTIL_STOPPED
+from textual.geometry import Region
 
 from tui.access.local import LocalAccess
 from tui.link.base import Live
@@ -115,3 +116,23 @@ class TestOnARealWorker:
             assert not first.session.query(QuestionPanel)
             assert "chose staging" in ended(first)[-1].record.reply
             assert "chose staging" in ended(second)[-1].record.reply
+
+
+class TestLongOutputOnARealWorker:
+    async def test_a_program_printing_100000_lines_shows_the_fold_and_the_last_lines(
+        self, session: tuple[LocalAccess, str], until: Until
+    ) -> None:
+        access, sid = session
+        app = TuiApp(await access.link(sid, client_id="tui:test:1"))
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            app.session.submit("for i in range(100000): print(i)")
+            await until(pilot, lambda: ended(app) and not app.session.busy, 60)
+            view = ended(app)[-1]
+            assert view.record.reply.count("\n") == 100_000  # the record keeps everything
+            await until(pilot, lambda: view.size.height > 0, 30)
+            strips = view.render_lines(Region(0, 0, view.size.width, view.size.height))
+            shown = [strip.text.strip() for strip in strips]
+            assert shown[1:21] == [str(i) for i in range(20)]
+            assert shown[21].startswith("… 99,780 lines hidden · o on the selected turn opens")
+            assert shown[-200:] == [str(i) for i in range(99_800, 100_000)]

@@ -175,6 +175,25 @@ class TestStreaming:
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
+    def test_folded_huge_output(self, snap_compare: SnapCompare) -> None:
+        """A program that printed 5,000 lines: its first lines, the line saying how many are
+        hidden and how to see them all, then its last lines."""
+        record = TurnRecord(
+            turn_id="h1",
+            prompt="for i in range(5000): print(f'line {i}')",
+            reply="".join(f"line {i}\n" for i in range(5000)),
+            outcome="completed",
+            by=By(name="alice"),
+            ended_seq=3,
+        )
+        link = MockLink(history=[record])
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            await pilot.pause()
+            pilot.app.session.transcript.scroll_to(y=8, animate=False, immediate=True)
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
 
 class TestQuestions:
     def test_question_with_options(self, snap_compare: SnapCompare) -> None:

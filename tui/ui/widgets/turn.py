@@ -1,25 +1,27 @@
 """One turn of the transcript: `TurnView` for an ended turn, `LiveTurn` for the one streaming.
 
-An ended turn is a single cheap widget that renders its prompt, tools and reply once (Rich
-renderables, cached by Textual per width); only the running turn is a live tree: a Textual
-`Markdown` fed through `Markdown.get_stream` with writes throttled to every 50 ms, whose finished
-blocks are frozen into `FrozenMarkdown` pieces so that a very long reply stays as fast as a short
-one, and a `ToolBlock` for each call.
+An ended turn is a single `LinesView`: its prompt, tools, reply and outcome are blocks whose
+lines are made once per width and kept, so laying it out again wraps nothing; a long program
+output is folded to its first and last lines. Only the running turn is a live tree: a Textual
+`Markdown` fed through `Markdown.get_stream` with writes throttled to every 50 ms, whose
+finished blocks are rendered once into one `LinesView` above it (the live Markdown keeps only
+the unfinished tail), and a `ToolBlock` for each call. When the turn ends, its `TurnView` takes
+the blocks the live turn already made instead of rendering the reply again.
 
 A session whose agent is the python one replies with what its program printed: such a reply is
-shown verbatim (every space and line kept, nothing read as Markup or Markdown), streamed by
-appending text and, past `FREEZE_AT` characters, freezing its finished lines the same way.
+shown verbatim (every space and line kept, nothing read as Markup or Markdown) by an
+`OutputBlock`, which keeps only the output's first and last lines for the screen and counts the
+rest, so a program printing a million lines costs the screen no more than one printing 300.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
-from rich.console import ConsoleRenderable, Group, RenderableType
-from rich.padding import Padding
+from rich.console import RenderableType
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -27,14 +29,23 @@ from textual.containers import Vertical
 from textual.markup import escape
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from tui.protocol import By, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.protocol import By, Diff, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
 from tui.protocol.state import tool_record
-from tui.ui.markdown import parser, reply_markdown
-from tui.ui.pieces import outcome_text, prompt_text, tool_title, verbatim_text
+from tui.ui.markdown import parser
+from tui.ui.pieces import outcome_text, prompt_text, tool_title
 from tui.ui.widgets.diff import DiffView, diff_text
+from tui.ui.widgets.lines import (
+    Block,
+    LinesView,
+    MarkdownBlock,
+    OutputBlock,
+    RichBlock,
+    StyleOf,
+    fold_markdown,
+    markdown_blocks,
+)
 from tui.ui.widgets.plan import PlanView, plan_text
 from tui.ui.widgets.thinking import ThinkingBlock
 
@@ -42,8 +53,8 @@ if TYPE_CHECKING:
     from textual.widgets._markdown import MarkdownStream
 
 __all__ = [
-    "FrozenMarkdown",
     "LiveTurn",
+    "ReplySegment",
     "ToolBlock",
     "TurnView",
     "VerbatimSegment",
@@ -54,8 +65,8 @@ FLUSH_EVERY = 0.05
 """Seconds between writes into the streaming Markdown (writing every chunk is 7x slower)."""
 FREEZE_AT = 2_000
 """Characters of live Markdown source past which its finished blocks are frozen."""
-OUTPUT_LINES = 200
-"""The last lines of a tool's output a block shows."""
+ASKING = frozenset({"ask", "ask_user"})
+"""Tools that put a question to the people attached: an answered line goes under them."""
 
 
 def safe_cut(source: str) -> int:
@@ -77,41 +88,37 @@ def safe_cut(source: str) -> int:
 
 @dataclass
 class Part:
-    """One piece of a turn, in the order it happened: text or a tool call."""
+    """One piece of a turn, in the order it happened: text, a tool call, or a line (a question
+    answered)."""
 
-    kind: Literal["text", "tool"]
+    kind: Literal["text", "tool", "line"]
     text: str = ""
     tool: ToolRecord | None = None
+    blocks: list[Block] | None = field(default=None, repr=False)
+    """The text as the running turn already drew it (reused by the ended turn)."""
 
 
 def parts_of(record: TurnRecord) -> list[Part]:
-    """A record's parts when the order is not known: its tools, then its reply."""
-    parts = [Part("tool", tool=t) for t in record.tools]
+    """A record's parts when the order is not known: its tools (each question's answer under
+    the tool that asked it), then its reply."""
+    parts: list[Part] = []
+    answered = iter(record.answered)
+    for tool in record.tools:
+        parts.append(Part("tool", tool=tool))
+        if tool.name in ASKING:
+            line = next(answered, None)
+            if line is not None:
+                parts.append(Part("line", line))
     if record.reply:
         parts.append(Part("text", record.reply))
     return parts
 
 
-class FrozenMarkdown(Widget):
-    """Markdown rendered once, for a turn's finished blocks."""
-
-    DEFAULT_CSS = """
-    FrozenMarkdown { height: auto; padding: 0 2 0 2; }
-    """
-
-    def __init__(self, source: str) -> None:
-        super().__init__()
-        self.source = source
-        self._markdown = reply_markdown(source)
-
-    def render(self) -> RenderableType:
-        return self._markdown
-
-
-class TurnView(Widget):
+class TurnView(LinesView):
     """An ended turn as one widget: who asked what, the tools it called, the reply, its outcome.
 
-    Click (or Enter when focused) shows the tools' output.
+    Click (or Enter when focused) shows the tools' output. `highlight` marks a text wherever it
+    occurs in the turn.
     """
 
     BINDINGS = [("enter", "toggle_tools", "Tool output")]
@@ -127,7 +134,7 @@ class TurnView(Widget):
     TurnView > .turn--failed { color: $text-error; text-style: bold; }
     TurnView > .turn--interrupted { color: $text-warning; text-style: bold; }
     """
-    COMPONENT_CLASSES = {
+    COMPONENT_CLASSES = LinesView.COMPONENT_CLASSES | {
         "turn--prompt",
         "turn--who",
         "turn--mark",
@@ -154,47 +161,68 @@ class TurnView(Widget):
         self.verbatim = verbatim
         """Whether the reply is program output, shown as printed (not Markdown)."""
         self.parts = parts if parts is not None else parts_of(record)
-        self._markdown: dict[int, ConsoleRenderable] = {}
+        self._outputs: dict[str, OutputBlock] = {}
+        self._built = False
         self.set_reactive(TurnView.expanded, expanded)
 
-    def _style(self, name: str) -> Any:
-        return self.get_component_rich_style(name, partial=True)
+    def _measure(self, width: int) -> None:
+        if not self._built:
+            self._built = True
+            self.blocks = self._blocks()
+        super()._measure(width)
 
-    def render(self) -> RenderableType:
+    def _blocks(self) -> list[Block]:
+        """The turn's blocks, made when first drawn (a turn scrolled past costs nothing)."""
         record = self.record
-        pieces: list[RenderableType] = [prompt_text(record.prompt, record.by, self._style, record.client_id)]
+        blocks: list[Block] = [
+            RichBlock(lambda style: prompt_text(record.prompt, record.by, style, record.client_id))
+        ]
         if record.plan:
-            pieces.append(Padding(plan_text(record.plan), (0, 0, 0, 2)))
-        for index, part in enumerate(self.parts):
+            blocks.append(RichBlock(lambda _: plan_text(record.plan), indent=2))
+        shown: set[str] = set()
+        for part in self.parts:
             if part.kind == "tool" and part.tool is not None:
-                tool = part.tool
-                mark = "▾ " if self.expanded else "▸ "
-                line = Text(
-                    mark + tool_title(tool.name, tool.args, tool.status, title=tool.title, kind=tool.kind),
-                    style=self._style("turn--tool"),
-                )
-                if tool.error:
-                    line.append(f"  {tool.error}", style=self._style("turn--failed"))
-                pieces.append(Padding(line, (0, 0, 0, 2)))
-                if self.expanded and tool.output:
-                    out = "\n".join(tool.output.splitlines()[-OUTPUT_LINES:])
-                    pieces.append(Padding(Text(out, style=self._style("turn--output")), (0, 0, 0, 4)))
-                pieces.extend(Padding(diff_text(diff), (0, 0, 0, 4)) for diff in tool.diffs)
+                blocks.extend(self._tool_blocks(part.tool))
+            elif part.kind == "line":
+                if part.text in record.answered and part.text not in shown:
+                    shown.add(part.text)
+                    blocks.append(_line(part.text, "turn--who"))
             elif part.text:
-                markdown = self._markdown.get(index)
-                if markdown is None:
-                    made = verbatim_text(part.text) if self.verbatim else reply_markdown(part.text)
-                    markdown = self._markdown[index] = made
-                pieces.append(Padding(markdown, (0, 2, 0, 2)))
-        for answered in record.answered:
-            pieces.append(Padding(Text(answered, style=self._style("turn--who")), (0, 0, 0, 2)))
-        ending = outcome_text(record, self._style)
-        if ending is not None:
-            pieces.append(Padding(ending, (0, 0, 0, 2)))
-        return Group(*pieces)
+                if part.blocks is None:
+                    part.blocks = [OutputBlock(part.text)] if self.verbatim else markdown_blocks(part.text)
+                blocks.extend(part.blocks)
+        blocks.extend(_line(line, "turn--who") for line in record.answered if line not in shown)
+        if record.outcome in ("failed", "interrupted"):
+            blocks.append(RichBlock(lambda style: outcome_text(record, style) or Text(), indent=2))
+        return blocks
+
+    def _tool_blocks(self, tool: ToolRecord) -> list[Block]:
+        expanded = self.expanded
+
+        def title(style: StyleOf) -> Text:
+            mark = "▾ " if expanded else "▸ "
+            line = Text(
+                mark + tool_title(tool.name, tool.args, tool.status, title=tool.title, kind=tool.kind),
+                style=style("turn--tool"),
+            )
+            if tool.error:
+                line.append(f"  {tool.error}", style=style("turn--failed"))
+            return line
+
+        blocks: list[Block] = [RichBlock(title, indent=2)]
+        if expanded and tool.output:
+            output = self._outputs.get(tool.call_id)
+            if output is None:
+                output = self._outputs[tool.call_id] = OutputBlock(
+                    tool.output, style_name="turn--output", indent=4, right=0
+                )
+            blocks.append(output)
+        blocks.extend(_diff_block(diff) for diff in tool.diffs)
+        return blocks
 
     def watch_expanded(self) -> None:
-        self.refresh(layout=True)
+        if self._built:
+            self.set_blocks(self._blocks())
 
     def on_click(self, event: events.Click) -> None:
         if any(p.kind == "tool" for p in self.parts):
@@ -204,9 +232,17 @@ class TurnView(Widget):
         self.expanded = not self.expanded
 
 
+def _diff_block(diff: Diff) -> RichBlock:
+    return RichBlock(lambda _: diff_text(diff), indent=4)
+
+
+def _line(text: str, style_name: str) -> RichBlock:
+    return RichBlock(lambda style: Text(text, style=style(style_name)), indent=2)
+
+
 class ToolBlock(Collapsible):
-    """A tool or program call of the running turn: its output streams inside, its outcome in
-    the title."""
+    """A tool or program call of the running turn: its output streams inside (folded like a
+    reply's), its outcome in the title."""
 
     DEFAULT_CSS = """
     ToolBlock { height: auto; border: none; padding: 0 0 0 1; margin: 0; background: transparent; }
@@ -217,9 +253,10 @@ class ToolBlock(Collapsible):
 
     def __init__(self, event: ToolStarted) -> None:
         self.record = tool_record(event)
-        self._output = Static("", classes="tool--output", markup=False)
+        self._block = OutputBlock(indent=0, right=0)
+        self._output = LinesView([self._block], classes="tool--output")
         super().__init__(self._output, title=escape(self._summary(None)), collapsed=True)
-        self._dirty = False
+        self._pending: list[str] = []
 
     def _summary(self, status: str | None) -> str:
         record = self.record
@@ -228,7 +265,8 @@ class ToolBlock(Collapsible):
     def add_output(self, event: ToolOutput) -> None:
         """Keep output that arrived; it is shown at the next flush. An edit shows as its diff, open."""
         self.record.output += event.text
-        self._dirty = bool(self.record.output)
+        if event.text:
+            self._pending.append(event.text)
         if event.diff is not None:
             self.record.diffs.append(event.diff)
             self.query_one(Collapsible.Contents).mount(DiffView(event.diff))
@@ -236,9 +274,10 @@ class ToolBlock(Collapsible):
 
     def flush(self) -> None:
         """Show the output that arrived since the last flush."""
-        if self._dirty:
-            self._dirty = False
-            self._output.update("\n".join(self.record.output.splitlines()[-OUTPUT_LINES:]))
+        if self._pending:
+            text, self._pending = "".join(self._pending), []
+            self._block.append(text)
+            self._output.changed()
 
     def end(self, event: ToolEnded) -> None:
         """Show the call's outcome."""
@@ -252,7 +291,8 @@ class ToolBlock(Collapsible):
 
 
 class ReplySegment(Vertical):
-    """A stretch of reply text: a streaming `Markdown` behind frozen pieces of finished blocks."""
+    """A stretch of reply text: a streaming `Markdown` under one `LinesView` of the finished
+    blocks, each rendered once."""
 
     DEFAULT_CSS = """
     ReplySegment { height: auto; }
@@ -261,15 +301,23 @@ class ReplySegment(Vertical):
 
     def __init__(self) -> None:
         super().__init__()
-        self.text = ""
+        self._chunks: list[str] = []
         self._live_source = ""
         from textual.widgets import Markdown  # on first use: most frames stream nothing
 
         self._markdown_class = Markdown
+        self._frozen = LinesView()
+        self._frozen.display = False
         self._markdown = Markdown(parser_factory=parser)
         self._stream: MarkdownStream | None = None
 
+    @property
+    def text(self) -> str:
+        """The text written so far."""
+        return "".join(self._chunks)
+
     def compose(self) -> ComposeResult:
+        yield self._frozen
         yield self._markdown
 
     def on_mount(self) -> None:
@@ -279,7 +327,7 @@ class ReplySegment(Vertical):
         """Append text to the reply (the caller throttles and serializes calls)."""
         if self._stream is None:
             self._stream = self._markdown_class.get_stream(self._markdown)
-        self.text += text
+        self._chunks.append(text)
         self._live_source += text
         await self._stream.write(text)
         if len(self._live_source) > FREEZE_AT:
@@ -296,7 +344,9 @@ class ReplySegment(Vertical):
         old = self._markdown
         self._markdown = self._markdown_class(parser_factory=parser)
         with self.app.batch_update():
-            await self.mount(FrozenMarkdown(head), before=old)
+            blocks = [*self._frozen.blocks, MarkdownBlock(head, gap=bool(self._frozen.blocks))]
+            self._frozen.set_blocks(fold_markdown(blocks))
+            self._frozen.display = True
             await self.mount(self._markdown, after=old)
             await old.remove()
         self._live_source = tail
@@ -309,39 +359,40 @@ class ReplySegment(Vertical):
             await self._stream.stop()
             self._stream = None
 
+    def drawn(self) -> list[Block]:
+        """The reply as blocks for the ended turn: the finished ones as already drawn, the tail."""
+        blocks = list(self._frozen.blocks)
+        if self._live_source.strip():
+            blocks.append(MarkdownBlock(self._live_source, gap=bool(blocks)))
+        return fold_markdown(blocks)
 
-class VerbatimSegment(Vertical):
-    """A stretch of program output: appended to a `Static`; past `FREEZE_AT` characters, its
-    finished lines are frozen into a `Static` of their own so that each write stays short."""
 
-    DEFAULT_CSS = """
-    VerbatimSegment { height: auto; }
-    VerbatimSegment > Static { padding: 0 2 0 2; }
-    """
+class VerbatimSegment(LinesView):
+    """A stretch of program output, drawn by an `OutputBlock`: each write wraps only its own
+    lines, and past `HEAD` + `TAIL` lines the middle is counted, not kept."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.text = ""
-        self._live_source = ""
-        self._live = Static("", markup=False)
+        self._block = OutputBlock()
+        super().__init__([self._block])
+        self._chunks: list[str] = []
 
-    def compose(self) -> ComposeResult:
-        yield self._live
+    @property
+    def text(self) -> str:
+        """The text written so far."""
+        return "".join(self._chunks)
 
     async def write(self, text: str) -> None:
         """Append text (the caller throttles and serializes calls)."""
-        self.text += text
-        self._live_source += text
-        if len(self._live_source) > FREEZE_AT:
-            cut = self._live_source.rfind("\n") + 1
-            if cut > 0:
-                head, self._live_source = self._live_source[:cut], self._live_source[cut:]
-                await self.mount(Static(verbatim_text(head), markup=False), before=self._live)
-        self._live.update(verbatim_text(self._live_source))
-        self._live.display = bool(self._live_source)
+        self._chunks.append(text)
+        self._block.append(text)
+        self.changed()
 
     async def finish(self) -> None:
         """Nothing is pending: every write is shown at once."""
+
+    def drawn(self) -> list[Block]:
+        """The output as drawn, for the ended turn."""
+        return [self._block]
 
 
 class LiveTurn(Vertical):
@@ -358,8 +409,9 @@ class LiveTurn(Vertical):
         self.verbatim = verbatim
         """Whether the reply is program output, shown as printed (not Markdown)."""
         self.parts: list[Part] = []
-        self._pending = ""
+        self._pending: list[str] = []
         self._segment: ReplySegment | VerbatimSegment | None = None
+        self._segments: list[tuple[Part, ReplySegment | VerbatimSegment]] = []
         self._tools: dict[str, ToolBlock] = {}
         self._plan: PlanView | None = None
         self._thinking: ThinkingBlock | None = None
@@ -376,8 +428,7 @@ class LiveTurn(Vertical):
 
     def add_text(self, text: str) -> None:
         """A chunk of the reply: shown at the next flush."""
-        self.record.reply += text
-        self._pending += text
+        self._pending.append(text)
 
     async def flush(self) -> None:
         """Write what arrived since the last flush into the reply and the tools' output."""
@@ -391,12 +442,12 @@ class LiveTurn(Vertical):
             self._thinking.flush()
         if not self._pending:
             return
-        text, self._pending = self._pending, ""
+        text, self._pending = "".join(self._pending), []
         if self._segment is None:
             self._segment = VerbatimSegment() if self.verbatim else ReplySegment()
             self.parts.append(Part("text"))
+            self._segments.append((self.parts[-1], self._segment))
             await self.mount(self._segment)
-        self.parts[-1].text += text
         self._thinking = None
         await self._segment.write(text)
 
@@ -443,9 +494,10 @@ class LiveTurn(Vertical):
             self._plan.show(entries)
 
     async def add_line(self, text: str) -> None:
-        """A line in the turn: an answered question, a note."""
+        """A line in the turn: an answered question, a note (where it happened)."""
         await self.flush()
         self._segment = None
+        self.parts.append(Part("line", text))
         await self.mount(Static(text, classes="live--line", markup=False))
 
     async def finish(self) -> None:
@@ -457,8 +509,11 @@ class LiveTurn(Vertical):
                 self._timer.stop()
                 self._timer = None
             await self._flush()
-        for child in self.query(ReplySegment):
-            await child.finish()
+        for part, segment in self._segments:
+            await segment.finish()
+            # kept whole only now: joining them at each flush would cost the length of the reply
+            part.text, part.blocks = segment.text, segment.drawn()
+        self.record.reply = "".join(part.text for part, _ in self._segments)
 
 
 class PromptLine(Static):
