@@ -38,7 +38,16 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.messages import ImageRef, Info, Stats, Transcript, TurnAccepted, TurnRecord
+from tui.protocol.messages import (
+    ImageRef,
+    Info,
+    SearchHit,
+    SearchResult,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRecord,
+)
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState
 
@@ -51,7 +60,7 @@ class MockRequest:
 
     route: str
     """``send_turn``, ``unqueue``, ``answer``, ``dismiss``, ``interrupt``, ``set_model``, ``stats``,
-    ``stop_worker``, ``delete_session``, ``archive_session``, ``transcript``, ``upload_image``."""
+    ``stop_worker``, ``delete_session``, ``archive_session``, ``transcript``, ``search``, ``upload_image``."""
     body: dict[str, Any] = field(default_factory=dict)
 
 
@@ -273,15 +282,32 @@ class MockLink(AttachLink):
                 return answer
         return NotImplemented
 
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        answer = await self._handle("transcript", limit=limit, before=before)
+    async def transcript(
+        self,
+        limit: int = 50,
+        before: str | None = None,
+        *,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        answer = await self._handle("transcript", limit=limit, before=before, after=after, around=around)
         if answer is not NotImplemented:
             return answer  # type: ignore[no-any-return]
         turns = self.history
-        if before is not None:
-            ids = [t.turn_id for t in turns]
-            turns = turns[: ids.index(before)] if before in ids else []
-        page = turns[-limit:] if limit else []
+        ids = {t.turn_id: n for n, t in enumerate(turns)}
+        newer = False
+        if after is not None or around is not None:
+            if after is not None:
+                start = ids[after] + 1 if after in ids else len(turns)
+            else:
+                start = max(0, ids.get(around or "", 0) - limit // 2)
+            page = turns[start : start + limit] if limit else []
+            older, newer = start > 0, start + len(page) < len(turns)
+        else:
+            if before is not None:
+                turns = turns[: ids[before]] if before in ids else []
+            page = turns[-limit:] if limit else []
+            older = len(turns) > len(page)
         return Transcript(
             turns=page,
             current=self.current,
@@ -290,9 +316,36 @@ class MockLink(AttachLink):
             state=self.session.state,
             model=self.model,
             cursor=self._seq,
-            has_more=len(turns) > len(page),
+            has_more=older,
+            has_newer=newer,
             attached=list(self.present),
         )
+
+    async def search(self, text: str, *, limit: int = 200) -> SearchResult:
+        """The turns holding `text` (any case), oldest first, as the worker's `GET /search`."""
+        answer = await self._handle("search", text=text, limit=limit)
+        if answer is not NotImplemented:
+            return answer  # type: ignore[no-any-return]
+        needle = text.lower()
+        hits: list[SearchHit] = []
+        total = 0
+        turns = [*self.history, *([self.current] if self.current is not None else [])]
+        for turn in turns:
+            places = [
+                ("prompt", turn.prompt),
+                ("reply", turn.reply),
+                *(("tool", t.output) for t in turn.tools),
+                ("error", turn.error or ""),
+            ]
+            for where, body in places:
+                at = body.lower().find(needle) if needle else -1
+                if at >= 0:
+                    total += 1
+                    if len(hits) < limit:
+                        snippet = body[max(0, at - 30) : at + len(text) + 30]
+                        hits.append(SearchHit(turn_id=turn.turn_id, where=where, snippet=snippet))  # type: ignore[arg-type]
+                    break
+        return SearchResult(hits=hits, total=total, more=total > len(hits))
 
     async def info(self) -> Info:
         return Info(

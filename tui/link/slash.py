@@ -48,6 +48,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand("/unqueue", "/unqueue", "take the last queued prompt back into the prompt", "write", _TUI),
     SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
+    SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )
 

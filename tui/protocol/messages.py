@@ -23,6 +23,8 @@ __all__ = [
     "ModelRequest",
     "ModelSet",
     "PendingQuestion",
+    "SearchHit",
+    "SearchResult",
     "Stats",
     "ToolRecord",
     "Transcript",
@@ -190,8 +192,26 @@ class Transcript(_Wire):
     model: str | None = None
     cursor: int = 0
     has_more: bool = False
+    has_newer: bool = False
+    """There are turns newer than the last one returned (only for an `after=`/`around=` page)."""
     attached: list[Presence] = []
     """Who has an event stream open when the transcript is read."""
+
+
+class SearchHit(_Wire):
+    """One turn holding the text searched for."""
+
+    turn_id: str
+    where: Literal["prompt", "reply", "tool", "error"]
+    snippet: str
+
+
+class SearchResult(_Wire):
+    """`GET /search`: the turns holding the text, oldest first."""
+
+    hits: list[SearchHit] = []
+    total: int = 0
+    more: bool = False
 
 
 class Stats(_Wire):

@@ -1,0 +1,197 @@
+"""Reading the transcript with the keyboard: scrolling, paging older turns in, keeping the place,
+memory bounded however far the reader goes, selecting and copying a turn, finding text."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from tui.link.mock import MockLink, MockRequest
+from tui.protocol import By, TurnRecord
+from tui.ui import TuiApp
+from tui.ui.widgets.transcript import KEEP, WINDOW
+from tui.ui.widgets.turn import TurnView
+
+Until = Callable[..., Awaitable[None]]
+
+
+def history(n: int, words: dict[int, str] | None = None) -> list[TurnRecord]:
+    words = words or {}
+    return [
+        TurnRecord(
+            turn_id=f"h{i}",
+            prompt=f"print({i})",
+            reply=f"{i} {words.get(i, '')}\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(n)
+    ]
+
+
+def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+    return [r.body for r in link.requests if r.route == route]
+
+
+def first_shown(app: TuiApp) -> TurnView:
+    """The first turn reaching into the transcript's view."""
+    transcript = app.session.transcript
+    top = transcript.scroll_y
+    return next(v for v in transcript.turn_views() if v.virtual_region.bottom > top)
+
+
+async def attached(app: TuiApp, pilot: Pilot[object], until: Until) -> None:
+    await until(pilot, app.session.attached.is_set)
+    await until(
+        pilot, lambda: app.session.transcript.mounted_turns >= min(40, len(app.session.transcript.items))
+    )
+    await pilot.pause()
+
+
+class TestScrolling:
+    async def test_keys_scroll_the_transcript_while_the_prompt_keeps_the_text(self, until: Until) -> None:
+        link = MockLink(history=history(100))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press(*"draft")
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            bottom = transcript.scroll_y
+            await pilot.press("pageup")  # a page up
+            assert transcript.scroll_y < bottom
+            paged = transcript.scroll_y
+            await pilot.press("shift+up")  # a line up
+            assert transcript.scroll_y == paged - 1
+            await pilot.press("shift+down", "pagedown")
+            assert transcript.scroll_y == transcript.max_scroll_y
+            assert app.session.prompt.text == "draft"
+            assert app.focused is app.session.prompt
+
+    async def test_ctrl_end_and_typing_go_back_to_the_bottom(self, until: Until) -> None:
+        link = MockLink(history=history(30))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+home")  # the top of what is loaded
+            await until(pilot, lambda: transcript.scroll_y == 0)
+            await pilot.press("ctrl+end")  # the live bottom
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            await pilot.press("pageup", "pageup")
+            assert transcript.scroll_y < transcript.max_scroll_y
+            await pilot.press("x")  # typing a prompt
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            assert app.session.prompt.text == "x"
+
+    async def test_paging_older_turns_in_keeps_the_turn_under_the_eye_on_its_row(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: MockRequest) -> object:
+            if request.route == "transcript" and request.body["before"]:
+                await gate.wait()
+            return NotImplemented
+
+        link = MockLink(history=history(300), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            for page in range(1, 4):
+                await pilot.press("ctrl+home")  # the top of the loaded turns: older ones are asked for
+                await until(pilot, lambda: len(routes(link, "transcript")) > page)  # noqa: B023
+                await pilot.pause()
+                assert "loading older turns" in str(transcript.query_one("#older", Static).render())
+                seen = first_shown(app)
+                row = seen.region.y
+                gate.set()
+                await until(pilot, lambda: not transcript.is_fetching)
+                await pilot.pause()
+                gate.clear()
+                assert seen.region.y == row  # the same turn on the same row
+            assert transcript.turn_views()[0].record.turn_id == "h140"
+            assert transcript.mounted_turns <= WINDOW
+
+    async def test_a_long_session_paged_to_its_first_turn_keeps_memory_bounded(self, until: Until) -> None:
+        link = MockLink(history=history(1_000))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            most_mounted = most_kept = 0
+            for _ in range(400):
+                views = transcript.turn_views()
+                if views and views[0].record.turn_id == "h0" and transcript.scroll_y == 0:
+                    break
+                await pilot.press("ctrl+home")  # the top; again: older turns
+                await pilot.pause()
+                most_mounted = max(most_mounted, transcript.mounted_turns)
+                most_kept = max(most_kept, len(transcript.items))
+            assert transcript.turn_views()[0].record.turn_id == "h0"
+            assert most_mounted <= WINDOW
+            assert most_kept <= KEEP
+            assert transcript.has_newer  # the newest records were let go
+            # and back down to the live bottom: the newest turns again
+            await pilot.press("ctrl+end")
+            await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h999")
+            assert not transcript.has_newer
+
+
+class TestSelection:
+    async def test_alt_up_selects_a_turn_and_y_copies_its_reply(self, until: Until) -> None:
+        link = MockLink(history=history(5))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("alt+up")  # select the last turn in view
+            assert transcript.selected == "h4"
+            await pilot.press("alt+up")  # the one before
+            assert transcript.selected == "h3"
+            assert transcript.selected_view is not None and transcript.selected_view.has_class("-selected")
+            await pilot.press("y")  # copy its reply
+            assert app.clipboard == "3 \n"
+            await pilot.press("p")  # copy its prompt
+            assert app.clipboard == "print(3)"
+            await pilot.press("escape")  # leave the selection, back to the prompt
+            assert transcript.selected is None
+            assert app.focused is app.session.prompt
+            assert not routes(link, "interrupt")
+
+
+class TestSearch:
+    async def test_ctrl_f_finds_a_word_in_an_old_turn_and_enter_moves_to_the_next(self, until: Until) -> None:
+        link = MockLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
+            await until(pilot, lambda: transcript.selected == "h3")
+            assert routes(link, "search")[0]["text"] == "zebra"
+            view = transcript.selected_view
+            assert view is not None
+            assert getattr(view, "highlight", "") == "zebra"
+            assert "1 of 2" in str(app.session.search_bar.query_one("#search-count").render())
+            await until(pilot, lambda: transcript.scrollable_content_region.contains_region(view.region))
+            await pilot.press("enter")  # the next match
+            await until(pilot, lambda: transcript.selected == "h700")
+            assert "2 of 2" in str(app.session.search_bar.query_one("#search-count").render())
+            await pilot.press("up")  # the previous one
+            await until(pilot, lambda: transcript.selected == "h3")
+            await pilot.press("escape")  # close: highlights cleared
+            assert not app.session.search_bar.is_open
+            assert all(getattr(v, "highlight", "") == "" for v in transcript.turn_views())
+
+    async def test_slash_find_searches_at_once(self, until: Until) -> None:
+        link = MockLink(history=history(50, {10: "needle"}))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            await pilot.press(*"/find needle", "enter")
+            await until(pilot, lambda: app.session.transcript.selected == "h10")
