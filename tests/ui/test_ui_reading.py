@@ -4,13 +4,19 @@ memory bounded however far the reader goes, selecting and copying a turn, findin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
+import pytest
+from helpers import eventually, stop_workers
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from tui.access.local import LocalAccess
+from tui.link.base import AttachLink
 from tui.link.mock import MockLink, MockRequest
 from tui.protocol import By, TurnRecord
+from tui.store import StatePaths
 from tui.ui import TuiApp
 from tui.ui.widgets.transcript import KEEP, WINDOW
 from tui.ui.widgets.turn import TurnView
@@ -195,3 +201,45 @@ class TestSearch:
             await attached(app, pilot, until)
             await pilot.press(*"/find needle", "enter")
             await until(pilot, lambda: app.session.transcript.selected == "h10")
+
+
+@pytest.fixture
+async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalAccess, str]]:
+    """A new session with its worker live; every worker of the state dir ends with the test."""
+    access = LocalAccess(StatePaths(state_dir))
+    sid = await access.create(working_directory=str(tmp_path))
+    try:
+        yield access, sid
+    finally:
+        stop_workers(state_dir)
+
+
+@pytest.mark.slow
+class TestOnARealWorker:
+    async def test_paging_to_the_first_turn_of_a_real_session(
+        self, session: tuple[LocalAccess, str], until: Until
+    ) -> None:
+        """Older turns come from the worker (`before=`) as the reader pages up with the keyboard."""
+        access, sid = session
+        link = await access.link(sid, client_id="tui:test:1")
+        turns = 90
+        for i in range(turns):
+            await link.send_turn(f"print({i})", request_id=f"r{i}", delivery="queue")
+        await eventually(lambda: _ended(link, turns), f"{turns} turns ended", timeout=60)
+        app = TuiApp(await access.link(sid, client_id="tui:test:2"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            transcript = app.session.transcript
+            await until(pilot, lambda: transcript.mounted_turns == 40, 30)
+            for _ in range(20):
+                if transcript.turn_views()[0].record.prompt == "print(0)":
+                    break
+                await pilot.press("ctrl+home")  # the top; again: older turns
+                await until(pilot, lambda: not transcript.is_fetching, 30)
+            assert transcript.turn_views()[0].record.prompt == "print(0)"
+            assert not transcript.has_more
+        await link.close()
+
+
+async def _ended(link: AttachLink, turns: int) -> bool:
+    return (await link.stats()).turns >= turns

@@ -150,9 +150,9 @@ class SessionScreen(Screen[None]):
         ),
         Binding("p", "copy('prompt')", "Copy prompt", id="session.copy-prompt"),
         Binding("y", "copy('reply')", "Copy reply", id="session.copy-reply"),
-        Binding("t", "copy('tool')", "Copy tool output", id="session.copy-tool"),
+        Binding("t", "copy('tool')", "Copy output", id="session.copy-tool"),
         Binding(
-            "o", "open_output", "Open output", id="session.open-output", tooltip="The whole reply in a pager"
+            "o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"
         ),
         Binding("enter", "toggle_tools", "Tool output", id="session.toggle-tools"),
     ]
