@@ -123,6 +123,30 @@ class TestScrolling:
             assert transcript.turn_views()[0].record.turn_id == "h140"
             assert transcript.mounted_turns <= WINDOW
 
+    async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: MockRequest) -> object:
+            if request.route == "transcript" and request.body["before"]:
+                await gate.wait()
+            return NotImplemented
+
+        link = MockLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+home")  # older turns are asked for (and take their time)
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            await pilot.press("ctrl+f", *"zebra", "enter")  # meanwhile, a jump to turn 500
+            await until(pilot, lambda: transcript.selected == "h500")
+            gate.set()
+            await until(pilot, lambda: not transcript.is_fetching)
+            await pilot.pause()
+            numbers = [int(v.record.turn_id[1:]) for v in transcript.turn_views()]
+            assert numbers == sorted(numbers)
+            assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+
     async def test_a_long_session_paged_to_its_first_turn_keeps_memory_bounded(self, until: Until) -> None:
         link = MockLink(history=history(1_000))
         app = TuiApp(link)

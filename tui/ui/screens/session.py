@@ -151,9 +151,7 @@ class SessionScreen(Screen[None]):
         Binding("p", "copy('prompt')", "Copy prompt", id="session.copy-prompt"),
         Binding("y", "copy('reply')", "Copy reply", id="session.copy-reply"),
         Binding("t", "copy('tool')", "Copy output", id="session.copy-tool"),
-        Binding(
-            "o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"
-        ),
+        Binding("o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"),
         Binding("enter", "toggle_tools", "Tool output", id="session.toggle-tools"),
     ]
 
@@ -905,7 +903,7 @@ class SessionScreen(Screen[None]):
             self.notify(f"{turn.capitalize()} has no {name}.", title="Nothing copied", severity="warning")
             return
         self.app.copy_to_clipboard(text)
-        lines = text.count("\n") + 1
+        lines = len(text.splitlines())
         self.notify(
             f"The {name} of {turn}: {lines} line{'s' if lines != 1 else ''}, {len(text)} characters.",
             title="Copied",

@@ -115,6 +115,8 @@ class TranscriptView(VerticalScroll):
         self._window = asyncio.Lock()
         """One change of what is mounted at a time."""
         self._fetching = False
+        self._epoch = 0
+        """Counts the times `items` was replaced: a page fetched for an earlier one is dropped."""
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield self._older
@@ -213,6 +215,7 @@ class TranscriptView(VerticalScroll):
         The newest turns are mounted first, as many as fill a screen; the rest of the page follows.
         """
         async with self._window:
+            self._epoch += 1
             self.items = [Item(record=r) for r in records]
             self.has_more, self.has_newer = has_more, has_newer
             self._lo = max(0, len(self.items) - FIRST)
@@ -302,8 +305,9 @@ class TranscriptView(VerticalScroll):
             return
         self._fetching = True
         self._show_edges(older="↑ loading older turns…")
+        epoch, oldest = self._epoch, self._oldest_id()
         try:
-            page = await self.fetch(PAGE, before=self._oldest_id())
+            page = await self.fetch(PAGE, before=oldest)
         except TuiError as exc:
             self._show_edges()
             self.notify(str(exc), title="Could not load older turns", severity="warning")
@@ -311,6 +315,9 @@ class TranscriptView(VerticalScroll):
         finally:
             self._fetching = False
         async with self._window:
+            if self._epoch != epoch or self._oldest_id() != oldest:
+                self._show_edges()
+                return  # the reader went elsewhere meanwhile: this page no longer joins on
             self.has_more = page.has_more
             self.items[:0] = [Item(record=r) for r in page.turns]
             self._lo += len(page.turns)
@@ -328,8 +335,9 @@ class TranscriptView(VerticalScroll):
             return
         self._fetching = True
         self._show_edges(newer="↓ loading newer turns…")
+        epoch, newest = self._epoch, self._newest_id()
         try:
-            page = await self.fetch(PAGE, after=self._newest_id())
+            page = await self.fetch(PAGE, after=newest)
         except TuiError as exc:
             self._show_edges()
             self.notify(str(exc), title="Could not load newer turns", severity="warning")
@@ -337,6 +345,9 @@ class TranscriptView(VerticalScroll):
         finally:
             self._fetching = False
         async with self._window:
+            if self._epoch != epoch or self._newest_id() != newest:
+                self._show_edges()
+                return
             self.has_newer = page.has_newer
             self.items.extend(Item(record=r) for r in page.turns)
             drop = min(len(self.items) - KEEP, self._lo)
@@ -467,6 +478,7 @@ class TranscriptView(VerticalScroll):
                 self.notify(str(exc), title="Could not load that turn", severity="warning")
                 return False
             async with self._window:
+                self._epoch += 1
                 self.items = [Item(record=r) for r in page.turns]
                 self.has_more, self.has_newer = page.has_more, page.has_newer
                 self._lo = self._hi = 0
@@ -476,8 +488,9 @@ class TranscriptView(VerticalScroll):
         index = ids.index(turn_id)
         if not self._lo <= index < self._hi:
             async with self._window:
-                self._lo = max(0, index - PAGE // 2)
-                self._hi = min(len(self.items), self._lo + PAGE)
+                # what fills the screen around it; the rest is mounted as the reader scrolls
+                self._lo = max(0, index - FIRST)
+                self._hi = min(len(self.items), index + FIRST)
                 self.release_anchor()
                 with self.app.batch_update():
                     await self.remove_children(self._ended_widgets())
