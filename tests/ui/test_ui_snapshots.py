@@ -271,6 +271,12 @@ class TestReading:
             assert isinstance(app, TuiApp)
             transcript = app.session.transcript
             await app_until(pilot, lambda: transcript.mounted_turns == 40, "the first page")
+            await pilot.pause()
+            await app_until(
+                pilot,
+                lambda: not transcript.is_fetching and transcript.scroll_y == transcript.max_scroll_y,
+                "the bottom",
+            )
             await pilot.press("pageup")  # a page up
             await pilot.press("alt+up", "alt+up")  # select the last turn in view, then the one above
 
@@ -284,6 +290,8 @@ class TestReading:
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
             app = pilot.app
             assert isinstance(app, TuiApp)
+            transcript = app.session.transcript
+            await app_until(pilot, lambda: transcript.mounted_turns == 40, "the first page")
             await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
             await app_until(pilot, lambda: app.session.transcript.selected == "h3", "the match")
 

@@ -33,7 +33,7 @@ from tui.ui.widgets.turn import LiveTurn, Part, TurnView
 
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "TranscriptView"]
 
-WINDOW = 80
+WINDOW = 60
 """The most ended turns mounted at once."""
 PAGE = 40
 """How many turns are mounted (or fetched) at a time when scrolling."""
@@ -41,6 +41,8 @@ KEEP = 200
 """The most turn records kept in the app; the others are fetched again when needed."""
 FIRST = 12
 """Turns mounted first on attach (newest first), enough to fill a screen; the rest follow."""
+CHUNK = 10
+"""Turns mounted between two frames when paging, so that the loop never waits long for a page."""
 
 Fetch = Callable[..., Awaitable[Transcript]]
 """`AttachLink.transcript`: ``fetch(limit, before=, after=, around=)``."""
@@ -256,43 +258,54 @@ class TranscriptView(VerticalScroll):
             self.anchor()
 
     async def _mount_older(self, count: int = PAGE) -> None:
-        """Mount up to `count` kept records above the mounted ones, keeping the reader's place."""
-        async with self._window:
-            start = max(0, self._lo - count)
-            new = [self._widget(i) for i in self.items[start : self._lo]]
-            if not new:
-                return
-            anchor = self._anchor()
-            with self.app.batch_update():
-                ended = self._ended_widgets()
-                await self.mount_all(new, before=ended[0] if ended else self._newer)
-                self._lo = start
-                excess = self._hi - self._lo - WINDOW
-                if excess > 0:
-                    await self.remove_children(self._ended_widgets()[-excess:])
-                    self._hi -= excess
-                self._show_edges()
-            if self._anchored and not self._anchor_released and self.at_live_end:
-                return  # at the live bottom: the anchor keeps the view there
-            await self._refresh_then_keep(anchor)
+        """Mount up to `count` kept records above the mounted ones, a chunk a frame, keeping the
+        reader's place."""
+        epoch = self._epoch
+        while count > 0:
+            async with self._window:
+                if self._epoch != epoch:
+                    return  # the kept records were replaced (a jump): what is mounted is theirs
+                start = max(0, self._lo - min(count, CHUNK))
+                new = [self._widget(i) for i in self.items[start : self._lo]]
+                if not new:
+                    return
+                count -= len(new)
+                anchor = self._anchor()
+                with self.app.batch_update():
+                    ended = self._ended_widgets()
+                    await self.mount_all(new, before=ended[0] if ended else self._newer)
+                    self._lo = start
+                    excess = self._hi - self._lo - WINDOW
+                    if excess > 0:
+                        await self.remove_children(self._ended_widgets()[-excess:])
+                        self._hi -= excess
+                    self._show_edges()
+                if not (self._anchored and not self._anchor_released and self.at_live_end):
+                    await self._refresh_then_keep(anchor)  # else the anchor keeps the live bottom
 
     async def _mount_newer(self, count: int = PAGE) -> None:
-        """Mount up to `count` kept records below the mounted ones, keeping the reader's place."""
-        async with self._window:
-            end = min(len(self.items), self._hi + count)
-            new = [self._widget(i) for i in self.items[self._hi : end]]
-            if not new:
-                return
-            anchor = self._anchor()
-            with self.app.batch_update():
-                await self.mount_all(new, before=self._newer)
-                self._hi = end
-                excess = self._hi - self._lo - WINDOW
-                if excess > 0:
-                    await self.remove_children(self._ended_widgets()[:excess])
-                    self._lo += excess
-                self._show_edges()
-            await self._refresh_then_keep(anchor)
+        """Mount up to `count` kept records below the mounted ones, a chunk a frame, keeping the
+        reader's place."""
+        epoch = self._epoch
+        while count > 0:
+            async with self._window:
+                if self._epoch != epoch:
+                    return  # the kept records were replaced (a jump): what is mounted is theirs
+                end = min(len(self.items), self._hi + min(count, CHUNK))
+                new = [self._widget(i) for i in self.items[self._hi : end]]
+                if not new:
+                    return
+                count -= len(new)
+                anchor = self._anchor()
+                with self.app.batch_update():
+                    await self.mount_all(new, before=self._newer)
+                    self._hi = end
+                    excess = self._hi - self._lo - WINDOW
+                    if excess > 0:
+                        await self.remove_children(self._ended_widgets()[:excess])
+                        self._lo += excess
+                    self._show_edges()
+                await self._refresh_then_keep(anchor)
 
     def _oldest_id(self) -> str | None:
         return next((i.record.turn_id for i in self.items if i.record is not None), None)
