@@ -272,13 +272,13 @@ class TranscriptView(VerticalScroll):
                 count -= len(new)
                 anchor = self._anchor()
                 with self.app.batch_update():
-                    ended = self._ended_widgets()
-                    await self.mount_all(new, before=ended[0] if ended else self._newer)
-                    self._lo = start
-                    excess = self._hi - self._lo - WINDOW
+                    excess = self._hi - start - WINDOW  # made room for first: never more than WINDOW
                     if excess > 0:
                         await self.remove_children(self._ended_widgets()[-excess:])
                         self._hi -= excess
+                    ended = self._ended_widgets()
+                    await self.mount_all(new, before=ended[0] if ended else self._newer)
+                    self._lo = start
                     self._show_edges()
                 if not (self._anchored and not self._anchor_released and self.at_live_end):
                     await self._refresh_then_keep(anchor)  # else the anchor keeps the live bottom
@@ -298,12 +298,12 @@ class TranscriptView(VerticalScroll):
                 count -= len(new)
                 anchor = self._anchor()
                 with self.app.batch_update():
-                    await self.mount_all(new, before=self._newer)
-                    self._hi = end
-                    excess = self._hi - self._lo - WINDOW
+                    excess = end - self._lo - WINDOW
                     if excess > 0:
                         await self.remove_children(self._ended_widgets()[:excess])
                         self._lo += excess
+                    await self.mount_all(new, before=self._newer)
+                    self._hi = end
                     self._show_edges()
                 await self._refresh_then_keep(anchor)
 
