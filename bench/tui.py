@@ -7,9 +7,11 @@ Cases: the first frame of a minimal Textual app (the reference, same run), of th
 empty session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and
 the event loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same
 chunks to a bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to
-10,000 turns and scrolling up through them; a program printing 100,000 lines through a real
+10,000 turns and paging up through them with the keyboard (time and loop block per page); a program printing 100,000 lines through a real
 worker beside ``tui send --wait`` of the same turn (key echo and RSS meanwhile); the first frame
-when the last turns hold 4 big replies, and a new turn after them. A python session's replies
+when the last turns hold 4 big replies, and a new turn after them; a search over 10,000 turns
+(the first match shown); a reattach with a 100,000-line turn among the last 40 (first frame, then
+a resize). A python session's replies
 are program output, shown verbatim; a model's are Markdown: the ``_md`` cases measure the
 Markdown path. Each case runs in a fresh process so that imports and caches count as a user
 sees them.
@@ -248,7 +250,30 @@ def case_paragraphs(n: int) -> dict[str, float]:
     return asyncio.run(run())
 
 
+class LoopLag:
+    """The longest the event loop was blocked (a 5 ms ticker's worst lateness), reset at will."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            at = time.perf_counter()
+            await asyncio.sleep(0.005)
+            self.worst = max(self.worst, time.perf_counter() - at - 0.005)
+
+    def take(self) -> float:
+        worst, self.worst = self.worst, 0.0
+        return worst
+
+
 def case_memory(turns: int) -> dict[str, float]:
+    """Paging from the bottom to the first turn with the keyboard (Ctrl+Home, which at the top
+    loads the next older page): time and loop block per page, memory before and after."""
     from tui.link.mock import MockLink
     from tui.ui import TuiApp
 
@@ -258,26 +283,48 @@ def case_memory(turns: int) -> dict[str, float]:
 
     async def run() -> dict[str, float]:
         app = TuiApp(link)
+        lag = LoopLag()
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
+            view = app.session.transcript
+            await until(pilot, lambda: view.mounted_turns >= 40)
             await pilot.pause()
             attached = rss_mib()
-            view = app.session.transcript
             marks: dict[str, float] = {"rss_attached_mib": attached - before}
+            lag.start()
+            pages: list[float] = []
+            blocks: list[float] = []
+            most_kept = most_mounted = 0
             loaded_marks = {1000, 2000, 5000, turns}
-            while view.has_more or view._lo > 0:
-                view.scroll_home(animate=False, immediate=True)
-                view.load_older()
-                loaded = len(view.items)
+            paged = 0
+            while not (view.turn_views()[0].record.turn_id == "h0" and view.scroll_y == 0):
+                first = view.turn_views()[0].record.turn_id
+                started = time.perf_counter()
+                lag.take()
+                await pilot.press("ctrl+home")
                 await until(
-                    pilot, lambda n=loaded: len(view.items) > n or (not view.has_more and view._lo == 0)
+                    pilot, lambda f=first: view.turn_views()[0].record.turn_id != f or view.scroll_y == 0
                 )
+                await until(pilot, lambda: not view.is_fetching)
                 await pilot.pause()
+                if view.turn_views()[0].record.turn_id != first:
+                    pages.append(time.perf_counter() - started)
+                    blocks.append(lag.take())
+                    paged += 40
+                most_kept = max(most_kept, len(view.items))
+                most_mounted = max(most_mounted, view.mounted_turns)
                 for mark in sorted(loaded_marks):
-                    if len(view.items) >= mark:
+                    if paged >= mark:
                         marks[f"rss_after_{mark}_mib"] = rss_mib() - before
                         loaded_marks.discard(mark)
-            marks["mounted_turns_at_top"] = float(view.mounted_turns)
+            marks["pages"] = float(len(pages))
+            marks["page_median_s"] = statistics.median(pages)
+            marks["page_max_s"] = max(pages)
+            marks["block_per_page_median_s"] = statistics.median(blocks)
+            marks["block_per_page_max_s"] = max(blocks)
+            marks["rss_at_top_mib"] = rss_mib() - before
+            marks["mounted_turns_max"] = float(most_mounted)
+            marks["kept_records_max"] = float(most_kept)
             marks["widgets_at_top"] = float(len(list(app.session.walk_children())))
             return marks
 
@@ -439,6 +486,64 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
         return asyncio.run(run(Path(state), Path(work)))
 
 
+def case_search(turns: int) -> dict[str, float]:
+    """Ctrl+F, a word only turn 3 holds, Enter: until that turn is shown (paged in, selected)."""
+    from tui.link.mock import MockLink
+    from tui.ui import TuiApp
+
+    records = history(turns)
+    records[3] = records[3].model_copy(update={"reply": "a zebra crossing\n"})
+    link = MockLink(history=records)
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, app.session.attached.is_set)
+            view = app.session.transcript
+            await until(pilot, lambda: view.mounted_turns >= 40)
+            await pilot.press("ctrl+f", *"zebra")
+            await pilot.pause()
+            started = time.perf_counter()
+            await pilot.press("enter")
+            await until(pilot, lambda: view.selected == "h3" and not view.is_fetching)
+            await pilot.pause()
+            return {"first_match_shown_s": time.perf_counter() - started}
+
+    return asyncio.run(run())
+
+
+def case_reattach_big(lines: int) -> dict[str, float]:
+    """Attach to a session whose last 40 turns hold one of `lines` printed lines: the first full
+    frame (the attach done and painted), then a resize to 80 columns."""
+    from tui.link.mock import MockLink
+    from tui.ui import TuiApp
+
+    records = history(400)
+    big = "".join(f"line {i} of the output\n" for i in range(lines))
+    records[-20] = records[-20].model_copy(update={"reply": big})
+    link = MockLink(history=records)
+    built = time.perf_counter()
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, app.session.attached.is_set)  # the newest turns mounted
+            shown = time.perf_counter() - built
+            await until(pilot, lambda: app.session.transcript.mounted_turns >= 40)
+            await pilot.pause()
+            whole = time.perf_counter() - built
+            started = time.perf_counter()
+            await pilot.resize_terminal(80, 40)
+            await pilot.pause()
+            return {
+                "newest_shown_s": shown,
+                "page_mounted_s": whole,
+                "resize_s": time.perf_counter() - started,
+            }
+
+    return asyncio.run(run())
+
+
 CASES = {
     "minimal": case_minimal,
     "empty": lambda: case_first_frame(0),
@@ -457,6 +562,8 @@ CASES = {
     "bigturns": case_big_turns,
     "bigturns_md": lambda: case_big_turns(agent="llm"),
     "newturn_empty": lambda: case_big_turns(0),
+    "search10k": lambda: case_search(10_000),
+    "reattach_big": lambda: case_reattach_big(100_000),
 }
 
 

@@ -1,100 +1,269 @@
-"""Reading in the app (MockLink): a turn's whole output in the pager, `/copy`, and the line a queue
-held after an interrupt shows."""
+"""Reading the transcript with the keyboard: scrolling, paging older turns in, keeping the place,
+memory bounded however far the reader goes, selecting and copying a turn, finding text."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
-from textual.widgets import Log, Static
+import pytest
+from helpers import eventually, stop_workers
+from textual.pilot import Pilot
+from textual.widgets import Static
 
-from tui.link.mock import MockLink
+from tui.access.local import LocalAccess
+from tui.link.base import AttachLink
+from tui.link.mock import MockLink, MockRequest
 from tui.protocol import By, TurnRecord
+from tui.store import StatePaths
 from tui.ui import TuiApp
-from tui.ui.screens.pager import OutputPager
+from tui.ui.widgets.transcript import KEEP, WINDOW
+from tui.ui.widgets.turn import TurnView
 
 Until = Callable[..., Awaitable[None]]
 
-BIG = "".join(f"line {i}\n" for i in range(100_000))
+
+def history(n: int, words: dict[int, str] | None = None) -> list[TurnRecord]:
+    words = words or {}
+    return [
+        TurnRecord(
+            turn_id=f"h{i}",
+            prompt=f"print({i})",
+            reply=f"{i} {words.get(i, '')}\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(n)
+    ]
 
 
-def record(turn_id: str, reply: str, n: int = 1) -> TurnRecord:
-    return TurnRecord(
-        turn_id=turn_id,
-        prompt=f"print({n})",
-        reply=reply,
-        outcome="completed",
-        by=By(name="alice"),
-        started_seq=2 * n - 1,
-        ended_seq=2 * n,
+def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+    return [r.body for r in link.requests if r.route == route]
+
+
+def first_shown(app: TuiApp) -> TurnView:
+    """The first turn reaching into the transcript's view."""
+    transcript = app.session.transcript
+    top = transcript.scroll_y
+    return next(v for v in transcript.turn_views() if v.virtual_region.bottom > top)
+
+
+async def attached(app: TuiApp, pilot: Pilot[object], until: Until) -> None:
+    await until(pilot, app.session.attached.is_set)
+    await until(
+        pilot, lambda: app.session.transcript.mounted_turns >= min(40, len(app.session.transcript.items))
     )
+    await pilot.pause()
 
 
-def queue_row(app: TuiApp) -> str:
-    return str(app.session.query_one("#queue-row", Static).render())
+class TestScrolling:
+    async def test_keys_scroll_the_transcript_while_the_prompt_keeps_the_text(self, until: Until) -> None:
+        link = MockLink(history=history(100))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press(*"draft")
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            bottom = transcript.scroll_y
+            await pilot.press("pageup")  # a page up
+            assert transcript.scroll_y < bottom
+            paged = transcript.scroll_y
+            await pilot.press("shift+up")  # a line up
+            assert transcript.scroll_y == paged - 1
+            await pilot.press("shift+down", "pagedown")
+            assert transcript.scroll_y == transcript.max_scroll_y
+            assert app.session.prompt.text == "draft"
+            assert app.focused is app.session.prompt
+
+    async def test_ctrl_end_and_typing_go_back_to_the_bottom(self, until: Until) -> None:
+        link = MockLink(history=history(30))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+home")  # the top of what is loaded
+            await until(pilot, lambda: transcript.scroll_y == 0)
+            await pilot.press("ctrl+end")  # the live bottom
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            await pilot.press("pageup", "pageup")
+            assert transcript.scroll_y < transcript.max_scroll_y
+            await pilot.press("x")  # typing a prompt
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            assert app.session.prompt.text == "x"
+
+    async def test_paging_older_turns_in_keeps_the_turn_under_the_eye_on_its_row(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: MockRequest) -> object:
+            if request.route == "transcript" and request.body["before"]:
+                await gate.wait()
+            return NotImplemented
+
+        link = MockLink(history=history(300), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            for page in range(1, 4):
+                await pilot.press("ctrl+home")  # the top of the loaded turns: older ones are asked for
+                await until(pilot, lambda: len(routes(link, "transcript")) > page)  # noqa: B023
+                await pilot.pause()
+                assert "loading older turns" in str(transcript.query_one("#older", Static).render())
+                seen = first_shown(app)
+                row = seen.region.y
+                gate.set()
+                await until(pilot, lambda: not transcript.is_fetching)
+                await pilot.pause()
+                gate.clear()
+                assert seen.region.y == row  # the same turn on the same row
+            assert transcript.turn_views()[0].record.turn_id == "h140"
+            assert transcript.mounted_turns <= WINDOW
+
+    async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: MockRequest) -> object:
+            if request.route == "transcript" and request.body["before"]:
+                await gate.wait()
+            return NotImplemented
+
+        link = MockLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+home")  # older turns are asked for (and take their time)
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            await pilot.press("ctrl+f", *"zebra", "enter")  # meanwhile, a jump to turn 500
+            await until(pilot, lambda: transcript.selected == "h500")
+            gate.set()
+            await until(pilot, lambda: not transcript.is_fetching)
+            await pilot.pause()
+            numbers = [int(v.record.turn_id[1:]) for v in transcript.turn_views()]
+            assert numbers == sorted(numbers)
+            assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+
+    async def test_a_long_session_paged_to_its_first_turn_keeps_memory_bounded(self, until: Until) -> None:
+        link = MockLink(history=history(1_000))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            most_mounted = most_kept = 0
+            for _ in range(400):
+                views = transcript.turn_views()
+                if views and views[0].record.turn_id == "h0" and transcript.scroll_y == 0:
+                    break
+                await pilot.press("ctrl+home")  # the top; again: older turns
+                await pilot.pause()
+                most_mounted = max(most_mounted, transcript.mounted_turns)
+                most_kept = max(most_kept, len(transcript.items))
+            assert transcript.turn_views()[0].record.turn_id == "h0"
+            assert most_mounted <= WINDOW
+            assert most_kept <= KEEP
+            assert transcript.has_newer  # the newest records were let go
+            # and back down to the live bottom: the newest turns again
+            await pilot.press("ctrl+end")
+            await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h999")
+            assert not transcript.has_newer
 
 
-async def test_the_pager_opens_a_100000_line_output_and_shows_its_last_line(until: Until) -> None:
-    # The worker has the whole output; the transcript shows the turn folded (not this test's concern).
-    link = MockLink(
-        history=[record("t1", "hi\n"), record("t2", "line 0\n…\n", 2)],
-        handler=lambda request: BIG if request.route == "turn_output" else NotImplemented,
-    )
-    app = TuiApp(link)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await until(pilot, app.session.attached.is_set)
-        pager = OutputPager(link, "t2", title="turn 2 · reply")
-        await app.push_screen(pager)
-        await until(pilot, lambda: pager.done, 30.0)
-        log = pager.query_one(Log)
-        assert pager.line_count == 100_000 and log.lines[99_999] == "line 99999"
-        await pilot.pause()
-        assert log.scroll_y == log.max_scroll_y, "it opens at the end"
-        header = str(pager.query_one("#pager-header", Static).render())
-        assert header.startswith("turn 2 · reply · 100,000 lines")
-        await pilot.press("home")
-        assert log.scroll_y == 0
-        await pilot.press("pagedown")
-        assert log.scroll_y > 0
-        await pilot.press("escape")
-        await until(pilot, lambda: app.screen is app.session)
+class TestSelection:
+    async def test_alt_up_selects_a_turn_and_y_copies_its_reply(self, until: Until) -> None:
+        link = MockLink(history=history(5))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("alt+up")  # select the last turn in view
+            assert transcript.selected == "h4"
+            await pilot.press("alt+up")  # the one before
+            assert transcript.selected == "h3"
+            assert transcript.selected_view is not None and transcript.selected_view.has_class("-selected")
+            await pilot.press("y")  # copy its reply
+            assert app.clipboard == "3 \n"
+            await pilot.press("p")  # copy its prompt
+            assert app.clipboard == "print(3)"
+            await pilot.press("escape")  # leave the selection, back to the prompt
+            assert transcript.selected is None
+            assert app.focused is app.session.prompt
+            assert not routes(link, "interrupt")
 
 
-async def test_the_pager_says_when_the_turn_is_not_there(until: Until) -> None:
-    link = MockLink(history=[record("t1", "hi\n")])
-    app = TuiApp(link)
-    async with app.run_test() as pilot:
-        await until(pilot, app.session.attached.is_set)
-        pager = OutputPager(link, "t-gone", title="turn 9 · reply")
-        await app.push_screen(pager)
-        await until(pilot, lambda: pager.done)
-        assert "could not be read: no turn 't-gone'" in str(pager.query_one("#pager-header", Static).render())
-        await pilot.press("q")
-        await until(pilot, lambda: app.screen is app.session)
+class TestSearch:
+    async def test_ctrl_f_finds_a_word_in_an_old_turn_and_enter_moves_to_the_next(self, until: Until) -> None:
+        link = MockLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
+            await until(pilot, lambda: transcript.selected == "h3")
+            assert routes(link, "search")[0]["text"] == "zebra"
+            view = transcript.selected_view
+            assert view is not None
+            assert getattr(view, "highlight", "") == "zebra"
+            assert "1 of 2" in str(app.session.search_bar.query_one("#search-count").render())
+            await until(pilot, lambda: transcript.scrollable_content_region.contains_region(view.region))
+            await pilot.press("enter")  # the next match
+            await until(pilot, lambda: transcript.selected == "h700")
+            assert "2 of 2" in str(app.session.search_bar.query_one("#search-count").render())
+            await pilot.press("up")  # the previous one
+            await until(pilot, lambda: transcript.selected == "h3")
+            await pilot.press("escape")  # close: highlights cleared
+            assert not app.session.search_bar.is_open
+            assert all(getattr(v, "highlight", "") == "" for v in transcript.turn_views())
+
+    async def test_slash_find_searches_at_once(self, until: Until) -> None:
+        link = MockLink(history=history(50, {10: "needle"}))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            await pilot.press(*"/find needle", "enter")
+            await until(pilot, lambda: app.session.transcript.selected == "h10")
 
 
-async def test_copy_puts_the_last_reply_on_the_clipboard(until: Until) -> None:
-    link = MockLink(history=[record("t1", "old\n"), record("t2", "first line\nsecond line\n", 2)])
-    app = TuiApp(link)
-    async with app.run_test() as pilot:
-        await until(pilot, app.session.attached.is_set)
-        await pilot.press(*"/copy", "enter")
-        await until(pilot, lambda: app.clipboard == "first line\nsecond line\n")
-        assert any(n.message == "copied 2 lines" for n in app._notifications)
+@pytest.fixture
+async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalAccess, str]]:
+    """A new session with its worker live; every worker of the state dir ends with the test."""
+    access = LocalAccess(StatePaths(state_dir))
+    sid = await access.create(working_directory=str(tmp_path))
+    try:
+        yield access, sid
+    finally:
+        stop_workers(state_dir)
 
 
-async def test_after_an_interrupt_the_queue_is_held_until_resume(until: Until) -> None:
-    link = MockLink()
-    app = TuiApp(link)
-    async with app.run_test(size=(140, 30)) as pilot:
-        await until(pilot, app.session.attached.is_set)
-        link.start_turn("print('long')")
-        await until(pilot, lambda: app.session.busy)
-        await pilot.press(*"print('next')", "enter")
-        await until(pilot, lambda: [i.prompt for i in app.session.queue] == ["print('next')"])
-        await pilot.press("escape")
-        await until(pilot, lambda: app.session.session_state.queue_held)
-        assert link.current is None, "nothing ran after the interrupt"
-        assert "queue held after the interrupt: /resume runs it, /unqueue drops the last" in queue_row(app)
-        await pilot.press(*"/resume", "enter")
-        await until(pilot, lambda: link.current is not None and link.current.prompt == "print('next')")
-        await until(pilot, lambda: not app.session.query_one("#queue-row", Static).display)
+@pytest.mark.slow
+class TestOnARealWorker:
+    async def test_paging_to_the_first_turn_of_a_real_session(
+        self, session: tuple[LocalAccess, str], until: Until
+    ) -> None:
+        """Older turns come from the worker (`before=`) as the reader pages up with the keyboard."""
+        access, sid = session
+        link = await access.link(sid, client_id="tui:test:1")
+        turns = 90
+        for i in range(turns):
+            await link.send_turn(f"print({i})", request_id=f"r{i}", delivery="queue")
+        await eventually(lambda: _ended(link, turns), f"{turns} turns ended", timeout=60)
+        app = TuiApp(await access.link(sid, client_id="tui:test:2"))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            transcript = app.session.transcript
+            await until(pilot, lambda: transcript.mounted_turns == 40, 30)
+            for _ in range(20):
+                if transcript.turn_views()[0].record.prompt == "print(0)":
+                    break
+                await pilot.press("ctrl+home")  # the top; again: older turns
+                await until(pilot, lambda: not transcript.is_fetching, 30)
+            assert transcript.turn_views()[0].record.prompt == "print(0)"
+            assert not transcript.has_more
+        await link.close()
+
+
+async def _ended(link: AttachLink, turns: int) -> bool:
+    return (await link.stats()).turns >= turns

@@ -262,3 +262,56 @@ class TestQueueAndLink:
             await app_until(pilot, lambda: "gone" in link_row(), "the link row to say gone")
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+
+def many_turns(n: int) -> list[TurnRecord]:
+    return [
+        TurnRecord(
+            turn_id=f"h{i}",
+            prompt=f"print({i} * {i})",
+            reply=f"{i * i}\n" if i != 3 else "9, a zebra\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(n)
+    ]
+
+
+class TestReading:
+    def test_scrolled_transcript_with_a_selected_turn(self, snap_compare: SnapCompare) -> None:
+        """Scrolled up a page from the bottom of 60 turns; the turn picked with Alt+Up twice is
+        marked (a bar on its left), and the footer names the keys that copy it."""
+        link = MockLink(history=many_turns(60))
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            app = pilot.app
+            assert isinstance(app, TuiApp)
+            transcript = app.session.transcript
+            await app_until(pilot, lambda: transcript.mounted_turns == 40, "the first page")
+            await pilot.pause()
+            await app_until(
+                pilot,
+                lambda: not transcript.is_fetching and transcript.scroll_y == transcript.max_scroll_y,
+                "the bottom",
+            )
+            await pilot.press("pageup")  # a page up
+            await pilot.press("alt+up", "alt+up")  # select the last turn in view, then the one above
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_search_with_a_highlighted_match(self, snap_compare: SnapCompare) -> None:
+        """Ctrl+F, "zebra", Enter: the bar says "1 of 1", and the view jumps to turn 3 (paged in
+        from the session), selected, the word highlighted."""
+        link = MockLink(history=many_turns(200))
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            app = pilot.app
+            assert isinstance(app, TuiApp)
+            transcript = app.session.transcript
+            await app_until(pilot, lambda: transcript.mounted_turns == 40, "the first page")
+            await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
+            await app_until(pilot, lambda: app.session.transcript.selected == "h3", "the match")
+
+        assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))

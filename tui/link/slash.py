@@ -50,6 +50,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/resume", "/resume", "run the queue held after an interrupt", "write"),
     SlashCommand("/copy", "/copy", "copy the last reply to the clipboard", None, _TUI),
     SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
+    SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )
 

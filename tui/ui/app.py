@@ -118,12 +118,13 @@ class TuiApp(App[int]):
             return False  # over the command palette or another modal, its keys are its own
         completing = session.prompt_box.completing if session.is_mounted else False
         may = session.principal.may("write")
+        reading = session.reading  # Esc leaves the selection or the search first
         if action == "close":
-            return completing
+            return completing and not reading
         if action == "dismiss":
-            return not completing and may and session.question is not None
+            return not completing and not reading and may and session.question is not None
         if action == "interrupt":
-            return not completing and may and session.question is None and session.busy
+            return not completing and not reading and may and session.question is None and session.busy
         return True
 
     def action_close(self) -> None:

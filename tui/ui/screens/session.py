@@ -10,17 +10,19 @@ failures are shown in one place (`_failed`). What no worker expected ends in
 from __future__ import annotations
 
 import asyncio
+import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Static, TextArea
 from textual.worker import Worker, WorkerState
 
 from tui.errors import Busy, Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
@@ -38,6 +40,8 @@ from tui.protocol import (
     QuestionResolved,
     QueueChanged,
     QueueItem,
+    SearchHit,
+    SearchResult,
     Status,
     TextChunk,
     Thinking,
@@ -59,6 +63,7 @@ from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.prompt import PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
+from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
 from tui.ui.widgets.turn import TurnView
@@ -83,6 +88,72 @@ class SessionScreen(Screen[None]):
     """One attached session."""
 
     CSS_PATH = "session.tcss"
+
+    # Reading the transcript while the prompt keeps the typing: priority bindings, so that the
+    # prompt's own (PageUp/PageDown move its cursor, Shift+Up/Down select) give way to them.
+    BINDINGS = [
+        Binding(
+            "pageup",
+            "scroll_page(-1)",
+            "Scroll",
+            priority=True,
+            id="session.page-up",
+            tooltip="Scroll the transcript a page up (older turns load past the first)",
+        ),
+        Binding(
+            "pagedown",
+            "scroll_page(1)",
+            "Scroll",
+            show=False,
+            priority=True,
+            id="session.page-down",
+            tooltip="Scroll the transcript a page down",
+        ),
+        Binding("shift+up", "scroll_lines(-1)", "Line up", show=False, priority=True, id="session.line-up"),
+        Binding(
+            "shift+down", "scroll_lines(1)", "Line down", show=False, priority=True, id="session.line-down"
+        ),
+        Binding(
+            "ctrl+home",
+            "scroll_top",
+            "Top",
+            show=False,
+            priority=True,
+            id="session.top",
+            tooltip="The first loaded turn; again: older turns",
+        ),
+        Binding(
+            "ctrl+end",
+            "scroll_bottom",
+            "Bottom",
+            show=False,
+            priority=True,
+            id="session.bottom",
+            tooltip="Back to the live bottom",
+        ),
+        Binding(
+            "alt+up",
+            "select(-1)",
+            "Select",
+            priority=True,
+            id="session.select-up",
+            tooltip="Select a turn (then p, y, t copy its prompt, reply, tool output)",
+        ),
+        Binding("alt+down", "select(1)", "Select", show=False, priority=True, id="session.select-down"),
+        Binding(
+            "ctrl+f",
+            "find",
+            "Find",
+            priority=True,
+            id="session.find",
+            tooltip="Find text in the whole session (/find TEXT)",
+        ),
+        Binding("p", "copy('prompt')", "Copy prompt", id="session.copy-prompt"),
+        Binding("y", "copy('reply')", "Copy reply", id="session.copy-reply"),
+        Binding("t", "copy('tool')", "Copy output", id="session.copy-tool"),
+        Binding("o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"),
+        Binding("enter", "toggle_tools", "Tool output", id="session.toggle-tools"),
+    ]
 
     def __init__(
         self,
@@ -119,6 +190,10 @@ class SessionScreen(Screen[None]):
         """``stopped`` or ``deleted`` once /exit ended the session's worker."""
         self.principal: Principal = link.principal
         """Who this client acts as: what it may not do is hidden, and refused in one line if asked."""
+        self._hits: list[SearchHit] = []
+        """The matches of the search shown."""
+        self._hit = 0
+        self._total = 0
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -126,6 +201,7 @@ class SessionScreen(Screen[None]):
         yield Static(id="queue-row", markup=False)
         yield Static(id="outbox-row", markup=False)
         yield Vertical(id="question-slot")
+        yield SearchBar(id="search")
         yield Static(id="viewing", markup=False)
         yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
         yield StatusRows(id="status", clock=self.clock)
@@ -135,6 +211,17 @@ class SessionScreen(Screen[None]):
     @property
     def transcript(self) -> TranscriptView:
         return self.query_one("#transcript", TranscriptView)
+
+    @property
+    def search_bar(self) -> SearchBar:
+        return self.query_one("#search", SearchBar)
+
+    @property
+    def reading(self) -> bool:
+        """Whether a turn is selected or the search bar is open (Esc leaves that first)."""
+        if not self.is_mounted:
+            return False
+        return self.transcript.selected is not None or self.search_bar.is_open
 
     @property
     def prompt(self) -> PromptArea:
@@ -176,6 +263,7 @@ class SessionScreen(Screen[None]):
     def on_mount(self) -> None:
         self._status = self.status
         self._transcript = self.transcript
+        self.transcript.fetch = self._fetch
         self.status.change(where=self.link.where)
         self.prompt.focus()
         self._follow()
@@ -314,19 +402,19 @@ class SessionScreen(Screen[None]):
         """The user acted: the "While you were away" line has done its job."""
         self.query_one("#away", Static).display = False
 
-    @on(TranscriptView.NeedOlder)
-    def _need_older(self, message: TranscriptView.NeedOlder) -> None:
-        self._load_older(message.before)
-
-    @work(group="older", exclusive=True, exit_on_error=False)
-    async def _load_older(self, before: str | None) -> None:
-        try:
-            page = await self.link.transcript(limit=PAGE, before=before)
-        except TuiError as exc:
-            await self.transcript.prepend([], has_more=True)
-            self.notify(str(exc), title="Could not load older turns", severity="warning")
-            return
-        await self.transcript.prepend(page.turns, has_more=page.has_more)
+    async def _fetch(
+        self,
+        limit: int,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+    ) -> Transcript:
+        """A page of the session's turns, for the transcript's paging and jumps."""
+        where = {k: v for k, v in (("before", before), ("after", after), ("around", around)) if v}
+        link: Any = self.link  # `after=` and `around=` are keywords of the links' `transcript`
+        page: Transcript = await link.transcript(limit, **where)
+        return page
 
     # --- events --------------------------------------------------------------------------------
     async def on_link_events(self, message: LinkEvents) -> None:
@@ -629,6 +717,8 @@ class SessionScreen(Screen[None]):
             self.copy_last_reply()
         elif name == "/stats":
             self._stats()
+        elif name == "/find":
+            self.open_search(rest)
         elif name == "/help":
             self.run_worker(self.transcript.add_line(help_text()), exit_on_error=False)
         else:
@@ -748,8 +838,11 @@ class SessionScreen(Screen[None]):
 
     # --- keys ----------------------------------------------------------------------------------
     def escape(self) -> None:
-        """Esc: close completions, else dismiss the question, else interrupt the running turn."""
-        if self.prompt_box.completing:
+        """Esc: close completions, else leave the selection or the search, else dismiss the
+        question, else interrupt the running turn."""
+        if self.transcript.selected is not None or self.search_bar.is_open:
+            self.leave_reading()
+        elif self.prompt_box.completing:
             self.prompt_box.close()
         elif self.question is not None:
             if not self.permitted("write", "Dismissing a question"):
@@ -779,6 +872,155 @@ class SessionScreen(Screen[None]):
         self._ctrl_c_at = now
         self.prompt.clear()
         self.notify("Press Ctrl+C again to detach (the session keeps running).", timeout=2)
+
+    # --- reading the transcript ------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("copy", "open_output", "toggle_tools"):
+            return self.is_mounted and self.transcript.selected is not None
+        return True
+
+    def action_scroll_page(self, direction: int) -> None:
+        if direction < 0:
+            self.transcript.action_page_older()
+        else:
+            self.transcript.action_page_newer()
+
+    def action_scroll_lines(self, lines: int) -> None:
+        self.transcript.scroll_lines(lines)
+
+    def action_scroll_top(self) -> None:
+        self.transcript.action_top()
+
+    def action_scroll_bottom(self) -> None:
+        self.transcript.action_bottom()
+
+    def action_select(self, step: int) -> None:
+        transcript = self.transcript
+        transcript.move_selection(step)
+        if transcript.selected is not None:
+            transcript.focus()
+        self.refresh_bindings()
+
+    def leave_reading(self) -> None:
+        """Esc while reading: close the search (and its highlights), leave the selection."""
+        transcript = self.transcript
+        if self.search_bar.is_open:
+            self.search_bar.close()
+            transcript.set_highlight("")
+            self._hits = []
+        transcript.select(None)
+        if self.prompt_box.display:
+            self.prompt.focus()
+        else:
+            transcript.focus()
+        self.refresh_bindings()
+
+    def _selected_record(self) -> TurnRecord | None:
+        view = self.transcript.selected_view
+        return view.record if view is not None else None
+
+    def action_copy(self, what: str) -> None:
+        record = self._selected_record()
+        if record is None:
+            return
+        if what == "prompt":
+            text, name = record.prompt, "prompt"
+        elif what == "reply":
+            text, name = record.reply, "reply"
+        else:
+            text, name = "\n".join(t.output for t in record.tools if t.output), "tool output"
+        number = getattr(record, "number", 0)
+        turn = f"turn {number}" if number else "the selected turn"
+        if not text:
+            self.notify(f"{turn.capitalize()} has no {name}.", title="Nothing copied", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        lines = len(text.splitlines())
+        self.notify(
+            f"The {name} of {turn}: {lines} line{'s' if lines != 1 else ''}, {len(text)} characters.",
+            title="Copied",
+        )
+
+    def action_toggle_tools(self) -> None:
+        view = self.transcript.selected_view
+        if view is not None:
+            view.action_toggle_tools()
+
+    def action_open_output(self) -> None:
+        record = self._selected_record()
+        if record is None:
+            return
+        try:
+            pager: Any = importlib.import_module("tui.ui.screens.pager")
+        except ImportError:
+            self.notify("This version cannot open a whole output yet.", title="No pager", severity="warning")
+            return
+        title = _clip(record.prompt, 60)
+        self.app.push_screen(pager.OutputPager(self.link, record.turn_id, call_id=None, title=title))
+
+    @on(TextArea.Changed, "#prompt")
+    def _typing(self) -> None:
+        """Typing a prompt goes back to the live bottom (a prompt cleared by sending is not typing)."""
+        transcript = self.transcript
+        if not self.prompt.text:
+            return
+        if transcript.selected is not None:
+            transcript.select(None)
+        if not transcript.at_live_end or transcript.scroll_y < transcript.max_scroll_y:
+            self.run_worker(transcript.to_live_end(), group="transcript-window", exit_on_error=False)
+
+    def action_find(self) -> None:
+        self.open_search("")
+
+    def open_search(self, text: str) -> None:
+        """Open the search bar; with `text`, search for it at once (as Enter in the bar does)."""
+        bar = self.search_bar
+        bar.open(text)
+        if text.strip():
+            bar.searched = text
+            self._search(text)
+        self.refresh_bindings()
+
+    @on(SearchBar.Find)
+    def _find(self, message: SearchBar.Find) -> None:
+        self._search(message.text)
+
+    @on(SearchBar.Step)
+    def _step(self, message: SearchBar.Step) -> None:
+        if not self._hits:
+            return
+        self._hit = (self._hit + message.step) % len(self._hits)
+        self._show_hit()
+
+    @work(group="search", exclusive=True, exit_on_error=False)
+    async def _search(self, text: str) -> None:
+        bar = self.search_bar
+        bar.show_count("searching…")
+        link: Any = self.link  # `search` is the links' `GET /search`
+        try:
+            result: SearchResult = await link.search(text)
+        except TuiError as exc:
+            bar.show_count("")
+            self._failed("search", exc)
+            return
+        self._hits, self._hit, self._total = list(result.hits), 0, result.total
+        if not self._hits:
+            self.transcript.set_highlight("")
+            bar.show_count("no match")
+            return
+        self.transcript.set_highlight(text)
+        await self._go_to_hit()
+
+    @work(group="search", exclusive=True, exit_on_error=False)
+    async def _show_hit(self) -> None:
+        await self._go_to_hit()
+
+    async def _go_to_hit(self) -> None:
+        hit: SearchHit = self._hits[self._hit]
+        more = "+" if self._total > len(self._hits) else ""
+        self.search_bar.show_count(f"{self._hit + 1} of {self._total}{more} · {hit.where}")
+        if not await self.transcript.go_to(hit.turn_id):
+            self.search_bar.show_count(f"{self._hit + 1} of {self._total}{more} · not loaded")
 
     # --- who this client is --------------------------------------------------------------------
     def permitted(self, action: Permission, what: str) -> bool:
@@ -838,7 +1080,13 @@ def help_text() -> str:
         ("Enter", "send (queues while a turn runs)"),
         ("Ctrl+J, Alt+Enter", "new line"),
         ("Up / Down", "prompt history"),
-        ("Esc", "close completions, else dismiss a question, else interrupt the turn"),
+        ("PgUp / PgDn", "scroll the transcript (older turns load past the first)"),
+        ("Shift+Up / Down", "scroll the transcript by lines"),
+        ("Ctrl+Home / End", "the first loaded turn / back to the live bottom"),
+        ("Alt+Up / Down", "select a turn: p, y, t copy its prompt, reply, tool output"),
+        ("", "Enter shows its tool output, o opens the whole reply"),
+        ("Ctrl+F, /find", "find text in the whole session (Enter/Down next, Up previous)"),
+        ("Esc", "leave the selection or search, close completions, dismiss a question, or interrupt"),
         ("Ctrl+C", "interrupt; twice on an idle prompt: detach"),
         ("Ctrl+D, Ctrl+Q", "detach (the session keeps running)"),
         ("Ctrl+P", "command palette (themes too)"),
