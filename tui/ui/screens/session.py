@@ -66,6 +66,7 @@ from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
+from tui.ui.screens.pager import OutputPager
 from tui.ui.widgets.turn import TurnView
 
 __all__ = ["Outgoing", "SessionScreen"]
@@ -411,10 +412,7 @@ class SessionScreen(Screen[None]):
         around: str | None = None,
     ) -> Transcript:
         """A page of the session's turns, for the transcript's paging and jumps."""
-        where = {k: v for k, v in (("before", before), ("after", after), ("around", around)) if v}
-        link: Any = self.link  # `after=` and `around=` are keywords of the links' `transcript`
-        page: Transcript = await link.transcript(limit, **where)
-        return page
+        return await self.link.transcript(limit, before=before, after=after, around=around)
 
     # --- events --------------------------------------------------------------------------------
     async def on_link_events(self, message: LinkEvents) -> None:
@@ -950,13 +948,8 @@ class SessionScreen(Screen[None]):
         record = self._selected_record()
         if record is None:
             return
-        try:
-            pager: Any = importlib.import_module("tui.ui.screens.pager")
-        except ImportError:
-            self.notify("This version cannot open a whole output yet.", title="No pager", severity="warning")
-            return
         title = _clip(record.prompt, 60)
-        self.app.push_screen(pager.OutputPager(self.link, record.turn_id, call_id=None, title=title))
+        self.app.push_screen(OutputPager(self.link, record.turn_id, call_id=None, title=title))
 
     @on(TextArea.Changed, "#prompt")
     def _typing(self) -> None:
@@ -996,9 +989,8 @@ class SessionScreen(Screen[None]):
     async def _search(self, text: str) -> None:
         bar = self.search_bar
         bar.show_count("searching…")
-        link: Any = self.link  # `search` is the links' `GET /search`
         try:
-            result: SearchResult = await link.search(text)
+            result = await self.link.search(text)
         except TuiError as exc:
             bar.show_count("")
             self._failed("search", exc)

@@ -67,7 +67,7 @@ class NoteLine(Static):
 
 def set_highlight(view: TurnView, text: str) -> None:
     """Highlight `text` in `view` (`TurnView.highlight`; ``""`` for none)."""
-    setattr(view, "highlight", text)  # noqa: B010 - a reactive of TurnView's, set by name
+    view.highlight = text
 
 
 class TranscriptView(VerticalScroll):
