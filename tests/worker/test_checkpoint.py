@@ -105,7 +105,9 @@ def test_a_worker_reads_only_the_events_after_its_checkpoint(tmp_path: Path) -> 
     assert worker.journal.last_seq == last
 
 
-@pytest.mark.parametrize("damage", ["stale", "garbage", "other_version", "empty", "longer_than_journal"])
+@pytest.mark.parametrize(
+    "damage", ["stale", "garbage", "other_version", "other_reducer", "empty", "longer_than_journal"]
+)
 def test_a_checkpoint_that_does_not_fit_is_rebuilt_from_the_journal(tmp_path: Path, damage: str) -> None:
     state, sid = _session(tmp_path, 10)
     paths = state.session(sid)
@@ -122,6 +124,11 @@ def test_a_checkpoint_that_does_not_fit_is_rebuilt_from_the_journal(tmp_path: Pa
         body = json.loads(state_json)
         body["schema_version"] = 999
         paths.checkpoint.write_bytes(head + b"\n" + json.dumps(body).encode())
+    elif damage == "other_reducer":
+        head, state_json = paths.checkpoint.read_bytes().split(b"\n", 1)
+        fields = json.loads(head)
+        fields["reducer"] = "0" * 20
+        paths.checkpoint.write_bytes(json.dumps(fields).encode() + b"\n" + state_json)
     elif damage == "empty":
         paths.checkpoint.write_bytes(b"")
     else:

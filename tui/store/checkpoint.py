@@ -3,23 +3,30 @@ starts reads only the journal's tail.
 
 The journal stays the only truth: a checkpoint names the line it is current to (`JournalMark`:
 seq, byte offsets and a hash of the line), and it is used only when the journal still holds that
-line. A checkpoint that is missing, unreadable, of another version of `SessionState`, or that
-names a line the journal does not hold is ignored, and the state is rebuilt from the whole
-journal. It is written whole through a temporary file and a rename, so a worker killed while
-writing one leaves the previous one.
+line. It is read back only by the reducer that wrote it: its header names the reducer's code (a
+digest of the modules of `tui.protocol` the state is made by), so a checkpoint written before an
+upgrade, or by a reducer that has changed since, is not trusted. A checkpoint that is missing,
+unreadable, of another version of `SessionState` or of the reducer, or that names a line the
+journal does not hold is ignored, and the state is rebuilt from the whole journal. It is
+written whole through a temporary file and a rename, so a worker killed while writing one
+leaves the previous one.
 
-The file is two lines: the mark as JSON, then the state (`SessionState.model_dump_json`).
+The file is two lines: the mark and the reducer's digest as JSON, then the state
+(`SessionState.model_dump_json`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from tui.protocol import events, messages, state
 from tui.protocol.state import SessionState
 from tui.store._atomic import write_atomic
 from tui.store.journal import JournalMark
@@ -37,6 +44,18 @@ class Checkpoint:
     state: SessionState
 
 
+@cache
+def reducer_digest() -> str:
+    """A digest of the reducer's code: the modules that make `SessionState` from events."""
+    digest = hashlib.sha256()
+    for module in (state, events, messages):
+        try:
+            digest.update(Path(module.__file__ or "").read_bytes())
+        except OSError:
+            digest.update(module.__name__.encode())
+    return digest.hexdigest()[:20]
+
+
 def read_checkpoint(path: Path) -> Checkpoint | None:
     """The checkpoint at `path`; None when there is none, or it cannot be read by this version."""
     try:
@@ -49,26 +68,32 @@ def read_checkpoint(path: Path) -> Checkpoint | None:
     head, _, body = data.partition(b"\n")
     try:
         fields = json.loads(head)
+        if fields.get("reducer") != reducer_digest():
+            log.info(
+                "checkpoint %s was written by another version of the reducer; the journal is replayed", path
+            )
+            return None
         mark = JournalMark(
             seq=int(fields["seq"]),
             start=int(fields["start"]),
             end=int(fields["end"]),
             digest=str(fields["digest"]),
         )
-        state = SessionState.model_validate_json(body)
-    except (ValueError, TypeError, KeyError, ValidationError) as exc:
+        session = SessionState.model_validate_json(body)
+    except (ValueError, TypeError, KeyError, AttributeError, ValidationError) as exc:
         log.warning("checkpoint %s is not one this version reads (%s); the journal is replayed", path, exc)
         return None
-    if state.last_seq != mark.seq:
+    if session.last_seq != mark.seq:
         log.warning("checkpoint %s does not agree with itself; the journal is replayed", path)
         return None
-    return Checkpoint(mark, state)
+    return Checkpoint(mark, session)
 
 
-def write_checkpoint(path: Path, mark: JournalMark, state: SessionState) -> None:
-    """Replace the checkpoint at `path` with `state`, current to `mark` (atomically).
+def write_checkpoint(path: Path, mark: JournalMark, session: SessionState) -> None:
+    """Replace the checkpoint at `path` with `session`, current to `mark` (atomically).
 
     Raises:
         OSError: it could not be written (the previous one, if any, is left).
     """
-    write_atomic(path, json.dumps(asdict(mark)).encode() + b"\n" + state.model_dump_json().encode() + b"\n")
+    head = json.dumps({**asdict(mark), "reducer": reducer_digest()}).encode()
+    write_atomic(path, head + b"\n" + session.model_dump_json().encode() + b"\n")
