@@ -4,20 +4,33 @@ Each figure is the median of several fresh processes: ``python -c pass`` (the fl
 ``tui sessions`` on an empty state dir, a worker's start to its bridge answering, and
 ``tui send ID PROMPT --wait`` to a live worker (process start, imports, the turn, the reply).
 
-Run: ``.venv/bin/python bench/startup.py [RUNS]`` (from any folder: ``python -m tui`` puts the current
-folder first on the path). Each figure is printed on its own line.
+First frames on a pty (120x40), beside a bare Textual app (Static + Footer) in the same run: the
+time from the process's start until the terminal shows a text of the frame (the footer's
+``Detach`` for the bare app and an empty session; the last turn's reply on a 10,000-turn
+session), for ``tui attach ID`` to a live worker.
+
+Run: ``.venv/bin/python bench/startup.py [RUNS] [--frames]`` (``--frames``: the first frames
+only), from any folder (``python -m tui`` puts the current folder first on the path). Each
+figure is printed on its own line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import compileall
+import fcntl
+import importlib.util
 import os
+import pty
 import resource
+import select
+import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 from pathlib import Path
 
@@ -52,6 +65,81 @@ def _time_process(argv: list[str], env: dict[str, str], runs: int) -> str:
     return f"{_median_ms(walls)}; CPU median {round(statistics.median(cpus) * 1000)} ms"
 
 
+BARE_APP = """
+from textual.app import App
+from textual.widgets import Footer, Static
+
+
+class Bare(App[None]):
+    BINDINGS = [("ctrl+d", "quit", "Detach")]
+
+    def compose(self):
+        yield Static("bare app")
+        yield Footer()
+
+
+Bare().run()
+"""
+
+
+def first_frame(argv: list[str], marker: bytes, env: dict[str, str], timeout: float = 120.0) -> float:
+    """Seconds from starting `argv` on a 120x40 pty until its output holds `marker`."""
+    t = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child
+        os.execvpe(argv[0], argv, env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    seen = b""
+    try:
+        while time.perf_counter() - t < timeout:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    break
+                if marker in seen:
+                    return time.perf_counter() - t
+        raise RuntimeError(f"{argv} never showed {marker!r}; it showed {seen[-500:]!r}")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+def _frames(argv: list[str], marker: bytes, env: dict[str, str], runs: int) -> list[float]:
+    first_frame(argv, marker, env)  # bytecode, page cache
+    return [first_frame(argv, marker, env) for _ in range(runs)]
+
+
+def bench_first_frames(state: StatePaths, workdir: Path, env: dict[str, str], runs: int) -> None:
+    """First frame of the bare app, of `tui attach` to an empty session and to a 10,000-turn one."""
+    spec = importlib.util.spec_from_file_location("coldstart", Path(__file__).with_name("coldstart.py"))
+    assert spec is not None and spec.loader is not None
+    coldstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(coldstart)
+    pty_env = {**env, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+    bare_file = workdir / "bare_app.py"
+    bare_file.write_text(BARE_APP)
+    empty = create_session(state, working_directory=workdir).id
+    long = coldstart._write_session(state, workdir, 10_000)
+    cars = [start_worker(state, sid, timeout=120.0) for sid in (empty, long)]
+    try:
+        bare = statistics.median(_frames([sys.executable, str(bare_file)], b"Detach", pty_env, runs))
+        print(f"first frame on a pty, bare Textual app (Static + Footer): median {bare * 1000:.0f} ms")
+        attach = [sys.executable, "-m", "tui", "attach"]
+        cases = ((empty, b"Detach", "empty session"), (long, b"print(9999)", "10,000-turn session"))
+        for sid, marker, what in cases:
+            times = _frames([*attach, sid], marker, pty_env, runs)
+            med = statistics.median(times)
+            print(
+                f"first frame on a pty, tui attach, {what}: median {med * 1000:.0f} ms "
+                f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}; {med / bare:.2f}x the bare app)"
+            )
+    finally:
+        for car in cars:
+            asyncio.run(_leave(car.socket))
+
+
 async def _leave(sock: str) -> None:
     transport = httpx.AsyncHTTPTransport(uds=sock)
     async with httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60) as client:
@@ -59,13 +147,21 @@ async def _leave(sock: str) -> None:
 
 
 def main() -> None:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+    numbers = [a for a in sys.argv[1:] if a.isdigit()]
+    runs = int(numbers[0]) if numbers else 7
+    only_frames = "--frames" in sys.argv
+    print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
     # An installed package has its bytecode; without it every process would compile tui's source.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     compileall.compile_dir(os.path.dirname(os.path.abspath(tui_package.__file__)), quiet=1)
     tui = [sys.executable, "-m", "tui"]
     with tempfile.TemporaryDirectory(prefix="tui-s-", dir="/tmp") as tmp:
         env = {**os.environ, "TUI_STATE_DIR": str(Path(tmp) / "state")}
+        if only_frames:
+            workdir = Path(tmp) / "work"
+            workdir.mkdir()
+            bench_first_frames(StatePaths(Path(env["TUI_STATE_DIR"])), workdir, env, runs)
+            return
         print(f"python -c pass: {_time_process([sys.executable, '-c', 'pass'], env, runs)}")
         print(f"tui --help: {_time_process([*tui, '--help'], env, runs)}")
         print(f"tui sessions, empty state dir: {_time_process([*tui, 'sessions'], env, runs)}")
@@ -92,6 +188,8 @@ def main() -> None:
             print(f"tui send --wait to a live worker: {_time_process(send, env, runs)}")
         finally:
             asyncio.run(_leave(car.socket))
+        bench_first_frames(state, workdir, env, runs)
+    print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,14 @@ import argparse
 import asyncio
 import os
 import sys
+import threading
+from typing import TYPE_CHECKING
 
 from tui.link.base import AttachLink
 from tui.protocol.ids import short_id
+
+if TYPE_CHECKING:
+    from tui.access.base import SessionAccess
 
 
 def run_new(args: argparse.Namespace) -> int:
@@ -53,12 +58,31 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
             where = folder
         else:
             session_id = await access.resolve(prefix)
-            await access.wake(session_id)
-            where = (await access.show(session_id)).folder
-        return await access.link(session_id, client_id=local_client_id()), where
+            where = await _folder(access, session_id)
+        # The link wakes the session's worker (starting one when none runs).
+        link = await access.link(session_id, client_id=local_client_id())
+        import tui.link.client  # noqa: F401 - httpx, here rather than on the app's loop after mount
 
-    link, where = asyncio.run(connect())
+        return link, where
+
+    # Connect (and start the worker) while the app's modules load: neither waits for the other.
+    connected: list[tuple[AttachLink, str]] = []
+    failed: list[BaseException] = []
+
+    def run_connect() -> None:
+        try:
+            connected.append(asyncio.run(connect()))
+        except BaseException as exc:  # handed to the main thread, which raises it
+            failed.append(exc)
+
+    connecting = threading.Thread(target=run_connect, name="connect", daemon=True)
+    connecting.start()
     from tui.ui import TuiApp
+
+    connecting.join()
+    if failed:
+        raise failed[0]
+    link, where = connected[0]
 
     app = TuiApp(
         link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root, folder=where
@@ -74,3 +98,14 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
     elif app.session.stopped == "deleted":
         print(f"tui: deleted session {short}.", file=sys.stderr)
     return code
+
+
+async def _folder(access: SessionAccess, session_id: str) -> str:
+    """The session's folder: from its record on this machine, else from the sessions' list."""
+    from tui.access.local import LocalAccess
+
+    if isinstance(access, LocalAccess):
+        from tui.store import get_session
+
+        return get_session(access.state, session_id).working_directory
+    return (await access.show(session_id)).folder

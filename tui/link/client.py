@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from httpx_sse import EventSource, SSEError
 from pydantic import BaseModel
 
 from tui.errors import (
@@ -271,19 +270,81 @@ class BridgeClient:
                     raise TuiError(f"{self.label} answered /events with HTTP {response.status_code}")
                 if announce_open:
                     yield Live()
-                async for sse in EventSource(response).aiter_sse():
-                    if sse.retry is not None:
-                        self.retry_hint = sse.retry / 1000.0
-                    if not sse.data:
-                        continue
-                    try:
-                        event = decode_event(sse.data)
-                    except ValueError as exc:
-                        raise UnreadableEvent(
-                            f"{self.label} sent an event this version cannot read (id {sse.id}): {exc}"
-                        ) from exc
-                    yield event
+                kind = response.headers.get("content-type", "")
+                if not kind.startswith("text/event-stream"):
+                    raise WorkerUnavailable(
+                        f"{self.label} did not answer with an event stream (content type {kind!r})"
+                    )
+                messages = _SseReader()
+                async for chunk in response.aiter_bytes():
+                    complete = messages.feed(chunk)
+                    if messages.retry is not None:
+                        self.retry_hint = messages.retry / 1000.0
+                    for data, sse_id in complete:
+                        try:
+                            event = decode_event(data)
+                        except ValueError as exc:
+                            raise UnreadableEvent(
+                                f"{self.label} sent an event this version cannot read (id {sse_id}): {exc}"
+                            ) from exc
+                        yield event
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
-        except SSEError as exc:
-            raise WorkerUnavailable(f"{self.label} did not answer with an event stream ({exc})") from exc
+
+
+class _SseReader:
+    """Server-sent events from the bytes of a stream, as the WHATWG rules read them.
+
+    Each message's ``data`` is kept as bytes and handed to the decoder as it is: no text decoding,
+    no copy per line. A message as the worker writes it (``id``, ``event``, one ``data`` line) is
+    cut out with a few searches; any other is read line by line. Fields other than ``data``,
+    ``id`` and ``retry`` (``event``, comments) are ignored: the event's own JSON says its type.
+    """
+
+    def __init__(self) -> None:
+        self._rest = b""
+        self._id: bytes | None = None
+        self.retry: int | None = None
+        """The last ``retry:`` the stream sent, in milliseconds."""
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, str | None]]:
+        """The messages `chunk` completes: each message's data and its id."""
+        data = self._rest + chunk
+        if b"\r" in data:
+            # A CR at the very end may be the first half of a CRLF: keep it for the next chunk.
+            keep = data.endswith(b"\r")
+            data = data[:-1] if keep else data
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if keep else b"")
+        blocks = data.split(b"\n\n")
+        self._rest = blocks.pop()
+        out: list[tuple[bytes, str | None]] = []
+        for block in blocks:
+            if block.startswith(b"id: ") and block.count(b"\ndata: ") == 1 and b"\nretry:" not in block:
+                head = block.find(b"\n")
+                at = block.find(b"\ndata: ") + 7
+                end = block.find(b"\n", at)
+                self._id = block[4:head]
+                out.append((block[at:] if end < 0 else block[at:end], self._id.decode(errors="replace")))
+            elif block.strip(b"\n"):
+                self._read_lines(block, out)
+        return out
+
+    def _read_lines(self, block: bytes, out: list[tuple[bytes, str | None]]) -> None:
+        lines: list[bytes] = []
+        for line in block.split(b"\n"):
+            name, colon, value = line.partition(b":")
+            if not name:
+                continue  # a comment, or a blank line before the message
+            if colon and value[:1] == b" ":
+                value = value[1:]
+            if name == b"data":
+                lines.append(value)
+            elif name == b"id":
+                if b"\0" not in value:
+                    self._id = value
+            elif name == b"retry" and value.isdigit():
+                self.retry = int(value)
+        if lines:
+            out.append(
+                (b"\n".join(lines), self._id.decode(errors="replace") if self._id is not None else None)
+            )

@@ -3,7 +3,7 @@
 Everything here is plain files and no Textual; the worker writes, everyone else reads.
 """
 
-from tui.store.journal import Journal, JournalLine
+from tui.store.journal import Journal, JournalLine, JournalMark
 from tui.store.lock import OwnerLock, is_live
 from tui.store.paths import MAX_SOCKET_PATH, SessionPaths, StatePaths, is_session_id, socket_path_for
 from tui.store.sessions import (
@@ -24,6 +24,7 @@ __all__ = [
     "MAX_SOCKET_PATH",
     "Journal",
     "JournalLine",
+    "JournalMark",
     "OwnerLock",
     "SessionPaths",
     "SessionRecord",

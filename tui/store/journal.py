@@ -6,6 +6,12 @@ each line's byte offset and seq, so reading the events after a cursor costs a bi
 read of exactly those bytes, never a parse of the whole file. A reader in another process calls
 `Journal.refresh` (or just reads: reads refresh) to index lines appended since.
 
+A worker that starts from a checkpoint (`tui.store.checkpoint`) opens the journal with the
+checkpoint's `JournalMark`: when the journal still holds that line (same bytes at the same
+offset), only the lines after it are indexed now, and the lines before it are indexed the first
+time a reader asks for them (a follower replaying from an early cursor). A mark the journal does
+not hold is ignored: everything is indexed, as without one.
+
 A worker killed mid-write can leave a torn last line; `Journal.open_for_append` cuts it back to
 the last complete line and logs that it did. A write that fails (disk full, I/O error) is cut
 back at once, before `DiskFull` is raised, so the next append never lands on torn bytes.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -29,7 +36,7 @@ from tui.errors import DiskFull, TuiError
 from tui.protocol import Event, decode_event, now
 from tui.protocol.events import EventBase
 
-__all__ = ["Journal", "JournalLine"]
+__all__ = ["Journal", "JournalLine", "JournalMark"]
 
 log = logging.getLogger("tui.store.journal")
 
@@ -52,6 +59,27 @@ class JournalLine:
     def decode(self) -> Event:
         """The typed event."""
         return decode_event(self.raw)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalMark:
+    """Where a journal stood at one line: enough to check later that it still holds that line.
+
+    Attributes:
+        seq: the line's seq.
+        start: the byte offset of the line.
+        end: the byte offset just past its newline.
+        digest: the SHA-256 (hex) of the line's bytes, newline included.
+    """
+
+    seq: int
+    start: int
+    end: int
+    digest: str
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _head(line: bytes) -> tuple[int, str] | None:
@@ -85,19 +113,31 @@ class Journal:
         self._write_fd: int | None = None
         self._torn = False
         """A failed write left bytes past `_end` that could not be cut yet."""
+        self._prefix: JournalMark | None = None
+        """The lines up to this mark are not indexed yet (the journal was opened at it)."""
+        self.resumed: JournalMark | None = None
+        """The mark the journal was opened at, when it held that line (None: indexed from the start)."""
 
     # --- opening -----------------------------------------------------------------------------
     @classmethod
-    def open_for_append(cls, path: Path) -> Journal:
+    def open_for_append(cls, path: Path, *, resume: JournalMark | None = None) -> Journal:
         """Open the journal to append, making it if missing and cutting a torn last line.
 
         The caller must hold the session's owner lock.
+
+        Args:
+            path: the journal file.
+            resume: a checkpoint's mark: when the journal holds that line, only the lines after
+                it are indexed now (`resumed` says so), the others on first use.
         """
         journal = cls(path, writable=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             size = os.fstat(fd).st_size
             journal._read_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            if resume is not None and journal.holds(resume, size):
+                journal._prefix = journal.resumed = resume
+                journal._end = resume.end
             journal._index_until(size)
             if journal._end < size:
                 log.warning(
@@ -187,6 +227,52 @@ class Journal:
             carry = data[start:]
             pos += len(chunk)
 
+    def holds(self, mark: JournalMark, size: int | None = None) -> bool:
+        """Whether the journal holds the line `mark` names: the same bytes at the same offset."""
+        if self._read_fd is None or mark.start < 0 or mark.end <= mark.start:
+            return False
+        if size is None:
+            size = os.fstat(self._read_fd).st_size
+        if mark.end > size:
+            return False
+        data = os.pread(self._read_fd, mark.end - mark.start, mark.start)
+        if not data.endswith(b"\n") or _digest(data) != mark.digest:
+            return False
+        if mark.start > 0 and os.pread(self._read_fd, 1, mark.start - 1) != b"\n":
+            return False
+        head = _head(data[:-1])
+        return head is not None and head[0] == mark.seq
+
+    def mark(self) -> JournalMark | None:
+        """The mark of the last line (None when the journal is empty): what a checkpoint is current to."""
+        if not self._seqs:
+            return self._prefix
+        start = self._offsets[-1]
+        assert self._read_fd is not None
+        data = os.pread(self._read_fd, self._end - start, start)
+        return JournalMark(self._seqs[-1], start, self._end, _digest(data))
+
+    def _index_prefix(self) -> None:
+        """Index the lines before the mark the journal was opened at (once, on first need)."""
+        prefix, self._prefix = self._prefix, None
+        if prefix is None:
+            return
+        seqs, offsets, types, end = self._seqs, self._offsets, self._types, self._end
+        self._seqs, self._offsets, self._types, self._end = array("q"), array("q"), [], 0
+        assert self._read_fd is not None
+        while True:
+            self._index_until(prefix.end)
+            if self._end >= prefix.end:
+                break
+            # A line that is not an event, before lines that are: skip it, as a replay would.
+            rest = os.pread(self._read_fd, prefix.end - self._end, self._end)
+            log.warning("journal %s: the line at offset %d is not an event, skipped", self.path, self._end)
+            self._end += rest.find(b"\n") + 1
+        self._seqs.extend(seqs)
+        self._offsets.extend(offsets)
+        self._types.extend(types)
+        self._end = end
+
     def refresh(self) -> None:
         """Index lines another process appended since (a reader's catch-up)."""
         if self._read_fd is None:
@@ -203,9 +289,12 @@ class Journal:
     @property
     def last_seq(self) -> int:
         """The seq of the last event (0 when empty)."""
-        return self._seqs[-1] if self._seqs else 0
+        if self._seqs:
+            return self._seqs[-1]
+        return self._prefix.seq if self._prefix is not None else 0
 
     def __len__(self) -> int:
+        self._index_prefix()
         return len(self._seqs)
 
     # --- appending ---------------------------------------------------------------------------
@@ -262,6 +351,8 @@ class Journal:
 
     def last_line(self) -> JournalLine | None:
         """The last event as stored."""
+        if not self._seqs and self._prefix is not None:
+            self._index_prefix()
         return self._line_at(len(self._seqs) - 1) if self._seqs else None
 
     # --- reading -----------------------------------------------------------------------------
@@ -277,6 +368,8 @@ class Journal:
         """
         if not self.writable:
             self.refresh()
+        if self._prefix is not None and cursor < self._prefix.seq:
+            self._index_prefix()
         i = bisect.bisect_right(self._seqs, cursor)
         j = min(len(self._seqs), i + max(0, limit))
         if i >= j:
@@ -304,7 +397,12 @@ class Journal:
             cursor = lines[-1].seq
 
     def heads_after(self, cursor: int = 0) -> Iterator[tuple[int, int, str]]:
-        """``(position, seq, type)`` of every event after `cursor`, from the index alone (no reads)."""
+        """``(position, seq, type)`` of every event after `cursor`, from the index alone.
+
+        A position stays valid until the next read before the mark the journal was opened at.
+        """
+        if self._prefix is not None and cursor < self._prefix.seq:
+            self._index_prefix()
         for k in range(bisect.bisect_right(self._seqs, cursor), len(self._seqs)):
             yield k, self._seqs[k], self._types[k]
 

@@ -58,6 +58,11 @@ class SessionPaths:
         return self.root / "turns"
 
     @property
+    def checkpoint(self) -> Path:
+        """The reducer's state as of one journal line (`tui.store.checkpoint`)."""
+        return self.root / "checkpoint.json"
+
+    @property
     def images(self) -> Path:
         return self.root / "images"
 

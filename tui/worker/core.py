@@ -72,6 +72,7 @@ from tui.protocol import (
 from tui.protocol.events import EventBase
 from tui.protocol.state import RESTARTED, SessionState
 from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
+from tui.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from tui.store.search import Finder
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.hub import Hub
@@ -85,6 +86,8 @@ INTERRUPT_GRACE = 3.0
 """Seconds an interrupted turn gets to end by itself before its task is cancelled."""
 DISK_RETRY = 1.0
 """Seconds between tries to write what a full disk held back."""
+CHECKPOINT_EVERY = 2000
+"""Events between two checkpoints of the state (one is also written when the worker leaves)."""
 
 
 def owner() -> By:
@@ -246,14 +249,39 @@ class SessionWorker:
         """Ended turns whose record a full disk kept from being written."""
         self._retry: asyncio.TimerHandle | None = None
         self._resuming = False
+        self._checkpointed = 0
+        """The seq of the last checkpoint written or started from."""
+        self.replayed = 0
+        """How many journal events `load` read after its starting point (the checkpoint's seq)."""
 
     # --- the journal -------------------------------------------------------------------------
-    def load(self) -> None:
-        """Replay the journal into the state, reading only the events that can change it, and
-        keep the record of every ended turn the turn store misses (a worker killed before it
-        wrote one)."""
+    def load(self, checkpoint: Checkpoint | None = None) -> int:
+        """Rebuild the state from the checkpoint and the journal's tail, and keep the record of
+        every ended turn the turn store misses (a worker killed before it wrote one).
+
+        The checkpoint (`checkpoint`, else the session's ``checkpoint.json``) is used only when
+        the journal holds the line it is current to; otherwise the whole journal is replayed.
+        Either way only the events that can change the state are decoded.
+
+        Returns:
+            How many journal events were read after the starting point (also `replayed`).
+        """
+        if checkpoint is None:
+            checkpoint = read_checkpoint(self.paths.checkpoint)
+        start = 0
+        if checkpoint is not None:
+            if checkpoint.mark == self.journal.resumed or self.journal.holds(checkpoint.mark):
+                self.state = checkpoint.state
+                start = self._checkpointed = checkpoint.mark.seq
+            else:
+                log.info(
+                    "the checkpoint (seq %d) does not match the journal: replaying it all",
+                    checkpoint.mark.seq,
+                )
         missing: dict[str, TurnRecord] = {}
-        for position, seq, typ in self.journal.heads_after(0):
+        replayed = 0
+        for position, seq, typ in self.journal.heads_after(start):
+            replayed += 1
             if not self.state.wants(typ):
                 self.state.skip(seq)
                 continue
@@ -261,12 +289,31 @@ class SessionWorker:
                 event = self.journal.line_at(position).decode()
             except ValueError as exc:
                 log.warning("journal line %d cannot be read, skipped: %s", seq, exc)
+                self.state.skip(seq)
                 continue
             ended = self.state.apply(event).ended_by(event)
             if ended is not None and (ended.turn_id in missing or not self.turn_store.has(ended.turn_id)):
                 missing[ended.turn_id] = ended
         for record in missing.values():
             self.turn_store.save(record)
+        self.replayed = replayed
+        return replayed
+
+    def checkpoint(self) -> None:
+        """Write the state, current to the journal's last line, as the next start's checkpoint.
+
+        Nothing is written while a full disk holds events back (the state is then ahead of the
+        journal); a write that fails is logged: the next start replays more, nothing is lost.
+        """
+        mark = self.journal.mark()
+        if mark is None or mark.seq != self.state.last_seq or self._held or self._unsaved:
+            return
+        try:
+            write_checkpoint(self.paths.checkpoint, mark, self.state)
+        except OSError as exc:
+            log.warning("the checkpoint could not be written (%s); the next start reads more journal", exc)
+            return
+        self._checkpointed = mark.seq
 
     def emit(self, event: EventBase) -> Event:
         """Append `event` to the journal, apply it, then send it to the open streams.
@@ -293,6 +340,8 @@ class SessionWorker:
             except DiskFull as exc:
                 self._unsaved[ended.turn_id] = ended
                 self._disk_full(exc)
+        if stamped.seq - self._checkpointed >= CHECKPOINT_EVERY and self.disk_full is None:
+            self.checkpoint()
         if self.disk_full is not None and not (self._resuming or self._held or self._unsaved):
             self._space_back()
         if not isinstance(stamped, Status) and not self._quiet:
@@ -966,6 +1015,8 @@ class SessionWorker:
             self.emit(WorkerLeaving(reason=reason))
         except DiskFull:
             log.error("leaving with a full disk: the next worker ends what this one could not write")
+        else:
+            self.checkpoint()
         if self._retry is not None:
             self._retry.cancel()
         self.hub.close_all()

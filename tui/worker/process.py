@@ -39,6 +39,7 @@ from tui.store import (
     get_session,
     write_sidecar,
 )
+from tui.store.checkpoint import read_checkpoint
 from tui.worker.agent import AgentContext
 from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
@@ -114,10 +115,11 @@ async def _leave_when_idle(worker: SessionWorker, idle_seconds: float) -> None:
 
 
 async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float) -> int:
-    journal = Journal.open_for_append(paths.journal)
+    checkpoint = read_checkpoint(paths.checkpoint)
+    journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
     agent = make_agent(agent_context(paths, record))
     worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
-    worker.load()
+    worker.load(checkpoint)
     worker.begin()
     sock_path = paths.socket
     sock = bind_socket(sock_path)
