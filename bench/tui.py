@@ -3,18 +3,17 @@
     .venv/bin/python bench/tui.py            # every case, medians of 3 fresh processes
     .venv/bin/python bench/tui.py --runs 5
 
-Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an
-empty session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and
-the event loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same
-chunks to a bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to
-10,000 turns and paging up through them with the keyboard (time and loop block per page); a program printing 100,000 lines through a real
-worker beside ``tui send --wait`` of the same turn (key echo and RSS meanwhile); the first frame
-when the last turns hold 4 big replies, and a new turn after them; a search over 10,000 turns
-(the first match shown); a reattach with a 100,000-line turn among the last 40 (first frame, then
-a resize). A python session's replies
-are program output, shown verbatim; a model's are Markdown: the ``_md`` cases measure the
-Markdown path. Each case runs in a fresh process so that imports and caches count as a user
-sees them.
+Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an empty
+session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and the event
+loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same chunks to a
+bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to 10,000 turns and
+paging up through them with the keyboard (time and loop block per page); a program printing 100,000
+lines through a real worker beside ``tui send --wait`` of the same turn (key echo and RSS
+meanwhile); the first frame when the last turns hold 4 big replies, and a new turn after them; a
+search over 10,000 turns (the first match shown); a reattach with a 100,000-line turn among the last
+40 (first frame, then a resize). A python session's replies are program output, shown verbatim; a
+model's are Markdown: the ``_md`` cases measure the Markdown path. Each case runs in a fresh process
+so that imports and caches count as a user sees them.
 """
 
 from __future__ import annotations

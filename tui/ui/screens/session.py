@@ -10,12 +10,11 @@ failures are shown in one place (`_failed`). What no worker expected ends in
 from __future__ import annotations
 
 import asyncio
-import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -41,7 +40,6 @@ from tui.protocol import (
     QueueChanged,
     QueueItem,
     SearchHit,
-    SearchResult,
     Status,
     TextChunk,
     Thinking,
@@ -60,13 +58,13 @@ from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
+from tui.ui.screens.pager import OutputPager
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.prompt import PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
-from tui.ui.screens.pager import OutputPager
 from tui.ui.widgets.turn import TurnView
 
 __all__ = ["Outgoing", "SessionScreen"]
