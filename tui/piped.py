@@ -226,7 +226,8 @@ class _Run:
     def _outcome(self, n: int, result: TurnResult) -> int:
         self._finish_output(result)
         attach = self.link.command("attach", short_id(self.link.session_id))
-        ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {n}")
+        # The session's number for the turn (as the TUI's `#N` and a traceback's `<program N>`).
+        ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {result.number or n}")
         self.say(ending.line)
         return ending.code
 

@@ -7,9 +7,13 @@ changes only when what the user sees changes. Update one with
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from helpers import app_until
 from textual.pilot import Pilot
 
@@ -42,8 +46,26 @@ Both are **stable**: equal items keep their order.
 """
 
 
+T0 = datetime(2026, 1, 1, 15, 2, tzinfo=UTC)
+
+
+def ticking() -> Callable[[], datetime]:
+    """Events' times: 15:02 UTC on 1 Jan 2026, 0.4 s apart."""
+    ticks = itertools.count()
+    return lambda: T0 + timedelta(seconds=0.4 * next(ticks))
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Times are shown in UTC (the local time of whoever runs the tests would change them)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+
+
 def make_app(link: MockLink) -> TuiApp:
-    """The app as the snapshots see it: a frozen clock, and no exit when the worker is gone."""
+    """The app as the snapshots see it: a frozen clock, events at fixed times, and no exit when
+    the worker is gone."""
+    link.clock = ticking()
     return TuiApp(link, clock=lambda: 1000.0, gone_exit_after=None)
 
 

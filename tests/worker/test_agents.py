@@ -287,3 +287,10 @@ class TestConfig:
             load_config(tmp_path)
         message = str(broken.value)
         assert str(tmp_path / "config.toml") in message and f"line {line}" in message and words in message
+
+
+async def test_a_turn_knows_its_number_in_the_session(session: SessionWorker) -> None:
+    numbers: list[int] = []
+    for _ in range(3):
+        await run(session, lambda turn: numbers.append(turn.number))
+    assert numbers == [1, 2, 3]

@@ -19,6 +19,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -112,6 +113,8 @@ class MockLink(AttachLink):
         self.journal: list[Event] = []
         self.requests: list[MockRequest] = []
         self.located = Located("live")
+        self.clock: Callable[[], datetime] | None = None
+        """When each emitted event says it happened (None: now); tests set a fixed clock."""
         """What `locate` answers; set it to script a restart or the end of the worker."""
         self.streams_opened = 0
         self.closed = False
@@ -129,6 +132,8 @@ class MockLink(AttachLink):
         """Append an event to the journal (its `seq` assigned) and deliver it to open streams."""
         self._seq += 1
         update: dict[str, Any] = {"seq": self._seq}
+        if self.clock is not None and "at" not in event.model_fields_set:
+            update["at"] = self.clock()
         if isinstance(event, Status) and "attached" not in event.model_fields_set:
             update["attached"] = list(self.present)  # as the worker does: every status says who
         event = event.model_copy(update=update)
@@ -292,6 +297,7 @@ class MockLink(AttachLink):
             cursor=self._seq,
             has_more=len(turns) > len(page),
             attached=list(self.present),
+            turns_started=self.session.turns_started,
         )
 
     async def info(self) -> Info:

@@ -80,6 +80,8 @@ class TurnResult:
     outcome: Literal["completed", "failed", "interrupted"]
     reply: str
     error: str | None = None
+    number: int = 0
+    """The turn's number in the session (``#N``; 0 when the worker did not say)."""
 
 
 def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[str], str | None]:
@@ -355,7 +357,7 @@ class SessionWatch:
             turn_id = self.by_request.get(request_id)
             ended = self.session.turns.get(turn_id) if turn_id is not None else None
             if turn_id is not None and ended is not None:
-                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error)
+                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
             if self.question is not None and (turn_id is None or self.question.turn_id == turn_id):
                 await self._handle_question(policy, handled)
             await self.step(self._question_wait(handled))

@@ -156,6 +156,8 @@ class TurnRecord(_Wire):
 
     turn_id: str
     prompt: str
+    number: int = 0
+    """The turn's 1-based position in the session (0: not known, a record older than numbers)."""
     by: By = By()
     client_id: str | None = None
     request_id: str | None = None
@@ -192,6 +194,8 @@ class Transcript(_Wire):
     has_more: bool = False
     attached: list[Presence] = []
     """Who has an event stream open when the transcript is read."""
+    turns_started: int = 0
+    """How many turns the session started so far (the next one is ``#turns_started + 1``)."""
 
 
 class Stats(_Wire):

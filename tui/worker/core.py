@@ -107,6 +107,8 @@ class _Turn:
         self.task: asyncio.Task[None] | None = None
         self.spent: dict[str, int] = {}
         """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
+        current = worker.state.current
+        self.number = current.head.number if current is not None else 0
 
     @property
     def turn_id(self) -> str:
@@ -807,6 +809,7 @@ class SessionWorker:
             cursor=self.journal.last_seq,
             has_more=more,
             attached=self.hub.present,
+            turns_started=self.state.turns_started,
         )
 
     def save_image(self, data: bytes, name: str) -> ImageRef:

@@ -162,7 +162,9 @@ class TurnView(Widget):
 
     def render(self) -> RenderableType:
         record = self.record
-        pieces: list[RenderableType] = [prompt_text(record.prompt, record.by, self._style, record.client_id)]
+        pieces: list[RenderableType] = [
+            prompt_text(record.prompt, record.by, self._style, record.client_id, python=self.verbatim)
+        ]
         if record.plan:
             pieces.append(Padding(plan_text(record.plan), (0, 0, 0, 2)))
         for index, part in enumerate(self.parts):
@@ -369,7 +371,7 @@ class LiveTurn(Vertical):
         """One flush at a time: the timer's and those before a tool, a line or the end."""
 
     def compose(self) -> ComposeResult:
-        yield PromptLine(self.record.prompt, self.record.by, self.record.client_id)
+        yield PromptLine(self.record.prompt, self.record.by, self.record.client_id, python=self.verbatim)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(FLUSH_EVERY, self.flush)
@@ -472,12 +474,13 @@ class PromptLine(Static):
     """
     COMPONENT_CLASSES = {"turn--prompt", "turn--who", "turn--mark"}
 
-    def __init__(self, prompt: str, by: By, client_id: str | None = None) -> None:
+    def __init__(self, prompt: str, by: By, client_id: str | None = None, *, python: bool = False) -> None:
         super().__init__()
         self._prompt = prompt
         self._by = by
         self._client_id = client_id
+        self._python = python
 
     def render(self) -> RenderableType:
         style = lambda n: self.get_component_rich_style(n, partial=True)  # noqa: E731
-        return prompt_text(self._prompt, self._by, style, self._client_id)
+        return prompt_text(self._prompt, self._by, style, self._client_id, python=self._python)

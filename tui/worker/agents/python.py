@@ -109,7 +109,8 @@ async def run_program(
 ) -> TurnOutcome:
     """Run `source` as a python session's turn: its output is the reply, as a REPL prints it.
 
-    Used for a python session's prompts and a model session's ``!`` lines alike.
+    Used for a python session's prompts and a model session's ``!`` lines alike: the program is
+    the turn's own, so its tracebacks carry the turn's number (``<program N>`` of turn #N).
 
     Args:
         sandbox: the session's sandbox.
@@ -119,7 +120,7 @@ async def run_program(
     """
     printed = _Printed(write or turn.text)
     try:
-        result = await sandbox.run(source, turn, printed.add)
+        result = await sandbox.run(source, turn, printed.add, number=turn.number or None)
     except (SandboxError, OSError) as exc:
         # keep the session: its next execute starts a fresh interpreter, and close() still
         # releases its sandbox (dropping it here leaked the sandbox's cgroup and folder)
