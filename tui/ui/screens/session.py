@@ -452,7 +452,7 @@ class SessionScreen(Screen[None]):
             await self._end_turn_here("interrupted", f"the worker is gone: {state.reason}")
             self.status.change(link=state, state="ended", busy_since=None)
             await self._show_question()
-            self.notify(state.reason, title="The session's worker is gone", severity="error", timeout=30)
+            self.notify(state.reason, title=_gone_title(state), severity="error", timeout=30)
             if self.gone_exit_after is not None:
                 self.set_timer(self.gone_exit_after, lambda: self.leave(state.exit_code, state.reason))
 
@@ -470,9 +470,8 @@ class SessionScreen(Screen[None]):
     async def _ask(self, question: PendingQuestion) -> None:
         await self._unask()
         self._asked = question.question_id
-        panel = QuestionPanel(question)
-        # A viewer reads the question; answering it is refused (`_answered`), so it takes no focus.
-        panel.disabled = not self.principal.may("write")
+        # A viewer reads the question and is told who answers; answering is refused in one line.
+        panel = QuestionPanel(question, may_answer=self.principal.may("write"))
         await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
         # Hiding the focused prompt moves focus on to the next widget (a transcript block):
@@ -792,6 +791,13 @@ class SessionScreen(Screen[None]):
         if not forget:
             self._remember()
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
+
+
+def _gone_title(state: Gone) -> str:
+    """What ended the attach, in a few words: a refusal (exit 6) is no worker going away."""
+    if state.exit_code == 6:
+        return "The share was revoked" if "revoked" in state.reason else "Refused"
+    return "The session's worker is gone"
 
 
 def _clip(text: str, limit: int = 40) -> str:

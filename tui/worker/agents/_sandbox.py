@@ -269,7 +269,8 @@ class Sandbox:
             try:
                 value = await ask_person(turn, question, offered, multiple=multiple, freeform=freeform)
             except QuestionDismissed:
-                turn.tool_ended(call_id, "error", error="dismissed")
+                # Said once, by the turn ("question dismissed by …"), not again on the tool line.
+                turn.tool_ended(call_id, "terminated")
                 raise ToolError("dismissed") from None
             except QuestionCancelled:
                 turn.tool_ended(call_id, "terminated", error="cancelled")

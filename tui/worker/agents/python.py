@@ -19,7 +19,10 @@ from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
 
-__all__ = ["PROSE_REPLY", "PythonAgent"]
+__all__ = ["DISMISSED", "PROSE_REPLY", "PythonAgent"]
+
+DISMISSED = "the question was dismissed and the program did not catch it (ToolError('dismissed'))"
+"""Why a turn failed whose program let the dismissal of its question end it."""
 
 PROSE_REPLY = (
     "This session runs Python: each prompt is a program, and this one is not valid Python ({why}).\n"
@@ -93,6 +96,10 @@ class PythonAgent(Agent):
                 printed.line(shown)
             return TurnOutcome("completed")
         if result.status == "error" and result.error is not None:
+            if (result.error.type, result.error.message) == ("ToolError", "dismissed"):
+                # A dismissed question the program did not catch: the transcript already says who
+                # dismissed it, so one line says what that did, not a traceback of the ask.
+                return TurnOutcome("failed", DISMISSED)
             trace = result.error.traceback or str(result.error)
             printed.line(trace.rstrip("\n"))
             return TurnOutcome("failed", trace.rstrip("\n"))
