@@ -451,8 +451,46 @@ class TestKeys:
             link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
+    async def test_the_keys_panel_lists_only_this_apps_keys_and_esc_closes_it(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            app.action_show_help_panel()
+            await until(pilot, lambda: app.screen.query("HelpPanel"))
+            listed = [b.binding for b in app.screen.active_bindings.values() if not b.binding.system]
+            described = {b.description for b in listed}
+            assert "Newline" in described and "Detach" in described
+            assert not described & {"Delete line", "Move cursor left by word", "Select all"}, described
+            assert len(listed) < 20, [b.description for b in listed]
+            await pilot.press("escape")
+            await until(pilot, lambda: not app.screen.query("HelpPanel"))
+            assert not routes(link, "interrupt")
+
+    async def test_the_empty_prompt_has_a_mark_and_says_how_to_send(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert str(app.session.query_one("#prompt-mark").render()) == "\u276f"
+            assert "Enter sends" in app.session.prompt.placeholder
+            assert "Ctrl+J new line" in app.session.prompt.placeholder
+
 
 class TestCommands:
+    async def test_completions_show_brackets_as_typed(self, until: Until) -> None:
+        from textual.widgets import OptionList
+
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/qu")
+            completions = app.session.prompt_box.query_one(OptionList)
+            await until(pilot, lambda: completions.option_count)
+            shown = str(completions.render_line(0).text)
+            assert "/queue [PROMPT]" in shown, shown
+
     async def test_slash_completes_and_tab_takes_it(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)

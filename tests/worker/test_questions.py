@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from worker.conftest import Worker
-
 from tui.worker.agents.python import DISMISSED
+from worker.conftest import Worker
 
 PROGRAM = "choice = ask('Deploy where?', options=['staging', 'prod'])\nprint('to', choice)"
 

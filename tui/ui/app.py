@@ -27,6 +27,7 @@ class TuiApp(App[int]):
     # completions, else dismiss the question, else interrupt the running turn (each only when
     # this client may); the last binding says why when it may not.
     BINDINGS = [
+        Binding("escape", "hide_keys", "Close the keys panel", show=False, priority=True, id="app.hide-keys"),
         Binding("escape", "close", "Close", show=False, priority=True, id="app.close"),
         Binding(
             "escape",
@@ -111,6 +112,8 @@ class TuiApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         session = self.session
+        if action == "hide_keys":
+            return bool(self.screen.query("HelpPanel"))
         if (
             action in ("close", "dismiss", "interrupt", "escape", "ctrl_c", "help")
             and self.screen is not session
@@ -125,6 +128,9 @@ class TuiApp(App[int]):
         if action == "interrupt":
             return not completing and may and session.question is None and session.busy
         return True
+
+    def action_hide_keys(self) -> None:
+        self.action_hide_help_panel()
 
     def action_close(self) -> None:
         self.session.prompt_box.close()

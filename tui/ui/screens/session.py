@@ -19,6 +19,7 @@ from typing import Literal
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
@@ -57,7 +58,7 @@ from tui.protocol.state import SessionState, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.seen import Seen, SeenStore
-from tui.ui.widgets.prompt import PromptArea, PromptBox
+from tui.ui.widgets.prompt import PLACEHOLDER, PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
@@ -130,6 +131,18 @@ class SessionScreen(Screen[None]):
         yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
         yield StatusRows(id="status", clock=self.clock)
         yield Footer()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast; its text is never read as Rich markup (it holds prompts, answers, reasons)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # --- getters -------------------------------------------------------------------------------
     @property
@@ -583,7 +596,7 @@ class SessionScreen(Screen[None]):
     def _show_busy(self) -> None:
         box = self.prompt_box
         box.set_class(self.busy, "-queueing")
-        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else ""
+        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else PLACEHOLDER
 
     # --- slash commands ------------------------------------------------------------------------
     def run_command(self, line: str) -> None:
