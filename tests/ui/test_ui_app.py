@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.ui import TuiApp
+from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.turn import ToolBlock, TurnView, VerbatimSegment
 
@@ -632,3 +634,30 @@ class TestAway:
             await pilot.press("1")  # answer the waiting question
             await until(pilot, lambda: routes(link, "answer"))
             assert not again.session.query_one("#away").display
+
+    async def test_turns_shown_in_another_window_are_not_news_and_new_turns_clear_the_line(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        link = MockLink(history=history(3))
+        first = TuiApp(link, state_dir=tmp_path)
+        async with first.run_test() as pilot:
+            await started(first, pilot, until)
+            link.start_turn("seen()")
+            link.end_turn("completed")
+            await until(pilot, lambda: first.session.session_state.current is None)
+            second = TuiApp(link, state_dir=tmp_path)  # another window of the same user
+            async with second.run_test() as two:
+                await started(second, two, until)
+                assert not second.session.query_one("#away").display
+
+    async def test_the_line_says_how_long_and_goes_when_new_turns_arrive(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        link = MockLink(history=history(3))
+        SeenStore(tmp_path).put(link.where, link.session_id, Seen(cursor=3, at=time.time() - 7500))
+        app = TuiApp(link, state_dir=tmp_path)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert text_of(app, "#away").startswith("While you were away (2 h 5 min): 2 turns ended")
+            link.start_turn("more()")
+            await until(pilot, lambda: not app.session.query_one("#away").display)

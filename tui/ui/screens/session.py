@@ -10,6 +10,7 @@ failures are shown in one place (`_failed`). What no worker expected ends in
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
+from tui.ui.pieces import duration_text
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.prompt import PLACEHOLDER, PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
@@ -293,6 +295,7 @@ class SessionScreen(Screen[None]):
         return self.clock()
 
     def _away(self, seen: Seen | None, transcript: Transcript) -> None:
+        """Say what happened since this user last saw the session (in any window), and for how long."""
         away = self.query_one("#away", Static)
         if seen is None or transcript.cursor <= seen.cursor:
             away.display = False
@@ -307,14 +310,17 @@ class SessionScreen(Screen[None]):
                 f"{count} turn{'s' if len(new) != 1 else ''} ended"
                 + (f" ({failed} failed)" if failed else "")
             )
-        if transcript.current is not None:
+        current = transcript.current
+        if current is not None and current.started_seq > seen.cursor:
             parts.append("a turn is running")
-        if transcript.question is not None:
+        question = transcript.question
+        if question is not None and question.question_id != seen.question_id:
             parts.append("a question is waiting")
         if not parts:
             away.display = False
             return
-        away.update("While you were away: " + "; ".join(parts) + ".")
+        how_long = f" ({duration_text(time.time() - seen.at)})" if seen.at is not None else ""
+        away.update(f"While you were away{how_long}: " + "; ".join(parts) + ".")
         away.display = True
         if new:
             first = new[0].turn_id
@@ -371,6 +377,8 @@ class SessionScreen(Screen[None]):
                 await self._finish(ended)
         live = transcript.live
         if isinstance(event, TurnStarted):
+            self.away_seen()  # new turns: what happened while away is no longer the news
+            self._remember()
             self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
             self._show_outbox()
             assert state.current is not None
@@ -487,6 +495,7 @@ class SessionScreen(Screen[None]):
         panel = QuestionPanel(question, may_answer=self.principal.may("write"))
         await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
+        self._remember()
         # Hiding the focused prompt moves focus on to the next widget (a transcript block):
         # the question takes it back once that happened.
         self.call_after_refresh(panel.focus_first)
@@ -796,8 +805,10 @@ class SessionScreen(Screen[None]):
         self._show_principal()
 
     def _remember(self) -> None:
+        """Move this user's seen mark to what this window shows now."""
         if self.seen_store is not None and self.cursor:
-            self.seen_store.put(self.link.where, self.link.session_id, Seen(self.cursor, self._last_turn_id))
+            seen = Seen(self.cursor, self._last_turn_id, time.time(), self._asked)
+            self.seen_store.put(self.link.where, self.link.session_id, seen)
 
     def leave(self, code: int, message: str | None = None, *, forget: bool = False) -> None:
         """Leave the app with exit code `code` (the session keeps running unless it was stopped)."""
