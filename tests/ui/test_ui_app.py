@@ -10,6 +10,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
+from tui.config import load_config, save_setting
 from tui.link.base import Gone, Live, Located, Reconnecting
 from tui.link.mock import MockLink
 from tui.protocol import (
@@ -661,3 +662,26 @@ class TestAway:
             assert text_of(app, "#away").startswith("While you were away (2 h 5 min): 2 turns ended")
             link.start_turn("more()")
             await until(pilot, lambda: not app.session.query_one("#away").display)
+
+
+async def test_a_theme_chosen_is_kept_in_config_toml_with_the_users_comments(
+    until: Until, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        '# mine\ndefault_agent = "python"  # keep\n\n[sandbox]\nhidden = []\n'
+    )
+
+    def keep(theme: str) -> Path:
+        return save_setting("theme", theme, tmp_path)
+
+    app = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        app.theme = "nord"  # as the palette's "Change theme" does
+        await until(pilot, lambda: 'theme = "nord"' in (tmp_path / "config.toml").read_text())
+    text = (tmp_path / "config.toml").read_text()
+    assert text.startswith('# mine\ndefault_agent = "python"  # keep\n') and "[sandbox]\nhidden = []" in text
+    again = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    async with again.run_test() as pilot:
+        await started(again, pilot, until)
+        assert again.theme == "nord"

@@ -58,10 +58,22 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         return await access.link(session_id, client_id=local_client_id()), where
 
     link, where = asyncio.run(connect())
+    from tui.config import load_config, save_setting
+    from tui.errors import TuiError
     from tui.ui import TuiApp
 
+    try:
+        theme = load_config().theme
+    except TuiError:
+        theme = None  # a broken config.toml is said by the commands that read the rest of it
+
     app = TuiApp(
-        link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root, folder=where
+        link,
+        first_prompt=first_prompt,
+        state_dir=StatePaths.resolve(args.state_dir).root,
+        folder=where,
+        theme=theme,
+        keep_theme=lambda chosen: save_setting("theme", chosen),
     )
     app.run()
     code = app.return_code or 0

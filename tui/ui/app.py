@@ -10,6 +10,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 
+from tui.errors import TuiError
 from tui.link.base import AttachLink
 from tui.ui.screens.session import SessionScreen
 from tui.ui.seen import SeenStore
@@ -77,6 +78,9 @@ class TuiApp(App[int]):
 
     TITLE = "tui"
 
+    _theme_read = False
+    """Whether the theme given was applied (a change after that is the user's)."""
+
     def __init__(
         self,
         link: AttachLink,
@@ -86,8 +90,14 @@ class TuiApp(App[int]):
         clock: Callable[[], float] = time.monotonic,
         gone_exit_after: float | None = 3.0,
         folder: str = "",
+        theme: str | None = None,
+        keep_theme: Callable[[str], object] | None = None,
     ) -> None:
         super().__init__()
+        self._saved_theme = theme
+        """The theme of ``config.toml`` (shown from the start), then the one last kept."""
+        self.keep_theme = keep_theme
+        """Keeps a theme chosen for the next attach (writes ``config.toml``); it may raise `TuiError`."""
         self.link = link
         self.first_prompt = first_prompt
         self.seen = SeenStore(state_dir) if state_dir is not None else None
@@ -105,7 +115,22 @@ class TuiApp(App[int]):
         """The session screen."""
 
     def on_mount(self) -> None:
+        if self._saved_theme in self.available_themes:
+            self.theme = self._saved_theme
+        self._theme_read = True
         self.push_screen(self.session)
+
+    def watch_theme(self, theme: str) -> None:
+        """A theme chosen (in the palette) is kept in ``config.toml`` for the next attach."""
+        if not self._theme_read or self.keep_theme is None or theme == self._saved_theme:
+            return
+        try:
+            where = self.keep_theme(theme)
+        except TuiError as exc:
+            self.notify(str(exc), title="The theme is not kept", severity="warning", markup=False)
+            return
+        self._saved_theme = theme
+        self.notify(f"Kept in {where}.", title=f"Theme {theme}", timeout=3, markup=False)
 
     async def on_unmount(self) -> None:
         await self.link.close()
