@@ -297,7 +297,10 @@ class _Run:
         elif word == "/exit":
             await self._report_queued(wait=True)
             await self.link.stop_worker()
-            self.say(f"stopped session {short_id(self.link.session_id)}")
+            self.say(
+                f"stopped session {short_id(self.link.session_id)}: what it held in memory "
+                "(its programs' variables) is gone; its transcript stays"
+            )
             return None
         return True
 

@@ -685,3 +685,14 @@ async def test_a_theme_chosen_is_kept_in_config_toml_with_the_users_comments(
     async with again.run_test() as pilot:
         await started(again, pilot, until)
         assert again.theme == "nord"
+
+
+async def test_a_resumed_python_session_says_its_variables_are_gone(until: Until) -> None:
+    link = MockLink(history=history(2))
+    link.resumed_at_turn = 2
+    app = TuiApp(link)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        await until(pilot, lambda: any("variables" in i.line for i in app.session.transcript.items if i.line))
+        line = next(i.line for i in app.session.transcript.items if i.line)
+        assert line.startswith("This session was resumed by a new worker: the Python variables")

@@ -82,7 +82,11 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         hint = f"`{link.command('attach', short)}` comes back"
         print(f"tui: detached from {short}; it keeps running. {hint}.", file=sys.stderr)
     elif app.session.stopped == "stopped":
-        print(f"tui: stopped session {short}; `{link.command('attach', short)}` resumes it.", file=sys.stderr)
+        print(
+            f"tui: stopped session {short}: what it held in memory (its programs' variables) is gone; "
+            f"`{link.command('attach', short)}` resumes it with the same transcript and a fresh worker.",
+            file=sys.stderr,
+        )
     elif app.session.stopped == "deleted":
         print(f"tui: deleted session {short}.", file=sys.stderr)
     return code

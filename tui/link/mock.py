@@ -113,6 +113,8 @@ class MockLink(AttachLink):
         self.journal: list[Event] = []
         self.requests: list[MockRequest] = []
         self.located = Located("live")
+        self.resumed_at_turn = 0
+        """What `info` says of the worker's start (`Info.resumed_at_turn`)."""
         self.clock: Callable[[], datetime] | None = None
         """When each emitted event says it happened (None: now); tests set a fixed clock."""
         """What `locate` answers; set it to script a restart or the end of the worker."""
@@ -311,6 +313,7 @@ class MockLink(AttachLink):
             prompt_syntax=self.prompt_syntax,
             commands=list(self.session.commands),
             models=self.models,
+            resumed_at_turn=self.resumed_at_turn,
         )
 
     async def send_turn(

@@ -61,6 +61,9 @@ class Info(_Wire):
     """The agent's own slash commands, for completion in the prompt."""
     models: list[str] = []
     """The model profiles ``/model`` takes (a model session's), for completion in the prompt."""
+    resumed_at_turn: int = 0
+    """How many turns the session had when this worker started (0: it started a new session):
+    what earlier workers held in memory, a python session's variables, is gone."""
     features: list[str] = list(FEATURES)
 
 

@@ -242,6 +242,8 @@ class SessionWorker:
         """Ended turns whose record a full disk kept from being written."""
         self._retry: asyncio.TimerHandle | None = None
         self._resuming = False
+        self.resumed_at_turn = 0
+        """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
 
     # --- the journal -------------------------------------------------------------------------
     def load(self) -> None:
@@ -450,6 +452,7 @@ class SessionWorker:
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
         self._quiet = True
+        self.resumed_at_turn = self.state.turns_started
         orphan, question = self.state.current, self.state.question
         self.emit(
             WorkerStarted(
@@ -767,6 +770,7 @@ class SessionWorker:
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
             models=list(self.agent.models),
+            resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),
         )
 

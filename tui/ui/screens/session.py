@@ -68,6 +68,12 @@ from tui.ui.widgets.turn import TurnView
 
 __all__ = ["Outgoing", "SessionScreen"]
 
+RESUMED = (
+    "This session was resumed by a new worker: the Python variables of the turns above are gone "
+    "(the transcript stays). Run what you need again."
+)
+"""The first line a resumed python session shows, before its new worker ran a turn."""
+
 GONE_EXIT_AFTER = 3.0
 """Seconds the reason stays on screen before the app exits when the worker is gone."""
 
@@ -268,6 +274,8 @@ class SessionScreen(Screen[None]):
         await self._show_question()
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
+        elif info is not None and _resumed_here(info, state):
+            await self.transcript.add_line(RESUMED)
         self._away(seen, transcript)
         self.attached.set()
         if self.first_prompt:
@@ -815,6 +823,18 @@ class SessionScreen(Screen[None]):
         if not forget:
             self._remember()
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
+
+
+def _resumed_here(info: Info, state: SessionState) -> bool:
+    """Whether a python session's worker was started on earlier turns (their variables lost) and
+    has run none yet."""
+    resumed = info.resumed_at_turn
+    return (
+        info.prompt_syntax == "python"
+        and resumed > 0
+        and state.turns_started <= resumed
+        and not state.current
+    )
 
 
 def _gone_title(state: Gone) -> str:
