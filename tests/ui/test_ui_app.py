@@ -568,6 +568,32 @@ class TestLink:
             assert sum(1 for t in link.journal if t.type == "turn_started") == 1
             await until(pilot, lambda: not app.session.query_one("#outbox-row").display)
 
+    async def test_ctrl_r_retries_now_and_the_working_clock_stops_while_the_link_is_down(
+        self, until: Until
+    ) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+
+        def footer() -> dict[str, str]:
+            return {k: b.binding.description for k, b in app.active_bindings.items() if b.binding.show}
+
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert "ctrl+r" not in footer()
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            link.backoff = type(link.backoff)(first=600.0, factor=1.0, jitter=0.0, cap=600.0)
+            link.located = Located("starting")
+            link.drop("the worker stopped answering")
+            await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
+            assert footer().get("ctrl+r") == "Retry now"
+            row = app.session.status.session_row()
+            assert "working (unknown while the link is down" in row and "last seen" in row
+            link.located = Located("live")
+            await pilot.press("ctrl+r")  # without it, the next try is 10 minutes away
+            await until(pilot, lambda: isinstance(app.session.link_state, Live))
+            assert "ctrl+r" not in footer()
+
     async def test_worker_gone_ends_the_turn_and_exits_4(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link, gone_exit_after=0.05)

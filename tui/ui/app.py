@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 
 from tui.errors import TuiError
-from tui.link.base import AttachLink
+from tui.link.base import AttachLink, Reconnecting
 from tui.ui.screens.session import SessionScreen
 from tui.ui.seen import SeenStore
 
@@ -48,6 +48,14 @@ class TuiApp(App[int]):
         ),
         Binding("escape", "escape", "Interrupt", show=False, priority=True, id="app.escape"),
         Binding("f1", "help", "Help", id="app.help", tooltip="Keys and commands (as /help)"),
+        Binding(
+            "ctrl+r",
+            "retry",
+            "Retry now",
+            priority=True,
+            id="app.retry",
+            tooltip="Reconnect now instead of waiting for the next try",
+        ),
         Binding(
             "ctrl+c",
             "ctrl_c",
@@ -148,6 +156,8 @@ class TuiApp(App[int]):
         may = session.principal.may("write")
         if action == "close":
             return completing
+        if action == "retry":
+            return isinstance(session.link_state, Reconnecting)
         if action == "dismiss":
             return not completing and may and session.question is not None
         if action == "interrupt":
@@ -168,6 +178,9 @@ class TuiApp(App[int]):
 
     def action_escape(self) -> None:
         self.session.escape()
+
+    def action_retry(self) -> None:
+        self.session.retry_now()
 
     def action_help(self) -> None:
         self.session.run_command("/help")

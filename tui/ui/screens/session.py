@@ -10,6 +10,7 @@ failures are shown in one place (`_failed`). What no worker expected ends in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -128,6 +129,8 @@ class SessionScreen(Screen[None]):
         """``stopped`` or ``deleted`` once /exit ended the session's worker."""
         self.principal: Principal = link.principal
         """Who this client acts as: what it may not do is hidden, and refused in one line if asked."""
+        self._retry_now = asyncio.Event()
+        """Set to cut the wait before the next reconnect try short (Ctrl+R)."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -216,7 +219,7 @@ class SessionScreen(Screen[None]):
         except TuiError:
             self.principal = self.link.principal
         self.post_message(Attached(transcript, info))
-        async for item in Follower(self.link, transcript.cursor):
+        async for item in Follower(self.link, transcript.cursor, sleep=self._backoff):
             if self._batch is None:
                 self._batch = [item]
                 self.post_message(LinkEvents(self._batch))
@@ -224,6 +227,18 @@ class SessionScreen(Screen[None]):
                 self._batch.append(item)
             if isinstance(item, Gone):
                 return
+
+    async def _backoff(self, delay: float) -> None:
+        """Wait `delay` seconds before the next reconnect try, or until `retry_now`."""
+        self._retry_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry_now.wait(), delay)
+
+    def retry_now(self) -> None:
+        """Try to reconnect now instead of waiting out the backoff (Ctrl+R while reconnecting)."""
+        if isinstance(self.link_state, Reconnecting):
+            self._retry_now.set()
+            self.status.change(reconnect_at=self.clock())
 
     async def _first_transcript(self) -> Transcript | None:
         delay = self.link.backoff.first
@@ -236,7 +251,7 @@ class SessionScreen(Screen[None]):
                     self.post_message(LinkStateChanged(Gone(located.reason or str(exc), located.exit_code)))
                     return None
                 self.post_message(LinkStateChanged(Reconnecting(1, delay, str(exc))))
-                await asyncio.sleep(delay)
+                await self._backoff(delay)
                 delay = min(delay * self.link.backoff.factor, self.link.backoff.cap)
             except TuiError as exc:
                 self.post_message(LinkStateChanged(Gone(str(exc), exc.exit_code)))
@@ -468,6 +483,7 @@ class SessionScreen(Screen[None]):
 
     async def _link_state(self, state: Live | Reconnecting | Gone) -> None:
         self.link_state = state
+        self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
         if isinstance(state, Live):
             self.status.change(
                 link=state, reconnect_at=None, version=state.version or self.status.status.version
