@@ -17,9 +17,19 @@ import pytest
 from helpers import app_until
 from textual.pilot import Pilot
 
-from tui.link.base import Located
+from tui.link.base import Located, Principal
 from tui.link.mock import MockLink
-from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.protocol import (
+    By,
+    Option,
+    QuestionAsked,
+    TextChunk,
+    ToolEnded,
+    ToolOutput,
+    ToolRecord,
+    ToolStarted,
+    TurnRecord,
+)
 from tui.ui import TuiApp
 from tui.ui.widgets.turn import ToolBlock
 
@@ -60,6 +70,17 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> None:
     """Times are shown in UTC (the local time of whoever runs the tests would change them)."""
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "<program 1>", line 4, in <module>
+    print(mean([]))
+          ~~~~^^^^
+  File "<program 1>", line 2, in mean
+    return sum(xs) / len(xs)
+           ~~~~~~~~^~~~~~~~~
+ZeroDivisionError: division by zero
+"""
 
 
 def make_app(link: MockLink) -> TuiApp:
@@ -221,6 +242,87 @@ class TestQuestions:
             await pilot.press("3")  # toggle "tests"
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_viewers_question(self, snap_compare: SnapCompare) -> None:
+        """A viewer reads the question and is told who answers it, not the keys that would."""
+        link = MockLink(principal=Principal(kind="viewer", name="ana"))
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("ask('Deploy?')")
+            link.ask("Deploy to which environment?", ["staging", "production"])
+
+        assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
+
+
+class TestSmallTerminal:
+    """80x24, a first-class size: nothing cut that matters, nothing overlapping."""
+
+    def test_idle_session_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """Ended turns with their number, time and duration; a long prompt wraps under its text."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn(
+                "values = [n * n for n in range(10) if n % 2 == 0]; print(sum(values), values[-1])"
+            )
+            link.reply("120 64\n")
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+    def test_five_option_question_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """A five-option question: one line each, descriptions dimmed, the transcript still seen."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("ask('Deploy?', OPTIONS)")
+            link.emit(
+                QuestionAsked(
+                    turn_id=turn,
+                    question_id="q1",
+                    text="Deploy the release to which environment?",
+                    options=[
+                        Option(label="dev", description="the shared development box"),
+                        Option(label="staging", description="a copy of production, with test data"),
+                        Option(label="canary", description="5% of production traffic"),
+                        Option(
+                            label="production",
+                            description="everyone, once the canary looked fine",
+                        ),
+                        Option(label="nowhere", description="stop here"),
+                    ],
+                )
+            )
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+    def test_reconnecting_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """Reconnecting mid-turn: the reason whole (wrapped), Ctrl+R in the footer, no clock counting."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("train(epochs=3)")
+            await flushed(pilot)
+            link.located = Located("starting", "the worker of session 3f2a9c0e is not answering (ReadError)")
+            link.backoff = type(link.backoff)(first=60.0, factor=1.0, jitter=0.0, cap=60.0)
+            link.drop("the worker of session 3f2a9c0e is not answering (ReadError); it may have stopped")
+
+            link_row = pilot.app.session.status.link_row  # type: ignore[attr-defined]
+            await app_until(pilot, lambda: "reconnecting" in link_row(), "the link row to say reconnecting")
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+
+class TestReading:
+    def test_highlighted_prompt_and_traceback(self, snap_compare: SnapCompare) -> None:
+        """A python prompt coloured as Python; its traceback coloured, the syntax caret kept."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))")
+            link.emit(TextChunk(turn_id=turn, text=TRACEBACK))
+            link.end_turn("failed", error="ZeroDivisionError: division by zero")
+
+        assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
 
 class TestQueueAndLink:

@@ -10,14 +10,24 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+from rich.console import RenderableType
 from rich.style import Style
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
 from tui.protocol import By, TurnRecord
 from tui.protocol.state import who
 
-__all__ = ["duration_text", "outcome_text", "prompt_text", "stamp_text", "tool_title", "verbatim_text"]
+__all__ = [
+    "duration_text",
+    "outcome_text",
+    "prompt_block",
+    "prompt_text",
+    "stamp_text",
+    "tool_title",
+    "verbatim_text",
+]
 
 TITLE_WIDTH = 72
 """How long a tool call's arguments may read before the rest are counted, not shown."""
@@ -156,25 +166,41 @@ def _python(prompt: str) -> Text:
     return plain
 
 
-def prompt_text(
+def prompt_block(
     prompt: str, by: By, style: Any, client_id: str | None = None, *, python: bool = False
+) -> RenderableType:
+    """`prompt_text` laid out with a hanging indent: the mark alone in its column, so that a long
+    line wraps under the prompt's text, never under the mark (at 80 columns too)."""
+    grid = Table.grid(padding=0)
+    grid.add_column(width=2, no_wrap=True)
+    grid.add_column(ratio=1)
+    body = prompt_text(prompt, by, style, client_id, python=python, mark=False)
+    grid.add_row(Text("\u276f ", style=style("turn--mark")), body)
+    return grid
+
+
+def prompt_text(
+    prompt: str, by: By, style: Any, client_id: str | None = None, *, python: bool = False, mark: bool = True
 ) -> Text:
     """The first line(s) of a turn: the prompt (highlighted as Python in a python session) and who
-    sent it, with what (``root (tui send)``)."""
+    sent it, with what (``root (tui send)``). Without `mark`, neither the mark nor the indent (for
+    `prompt_block`)."""
     text = Text()
-    text.append("\u276f ", style=style("turn--mark"))
+    indent = "\n  " if mark else "\n"
+    if mark:
+        text.append("\u276f ", style=style("turn--mark"))
     body = prompt.rstrip("\n")
     if python:
         highlighted = _python(body).copy()
         highlighted.rstrip()
         for n, line in enumerate(highlighted.split("\n")):
             if n:
-                text.append("\n  ")
+                text.append(indent)
             line.style = style("turn--prompt")  # under the colours: they win over its colour
             text.append_text(line)
     else:
         # Continuation lines start under the first line's text, not under the mark.
-        text.append(body.replace("\n", "\n  "), style=style("turn--prompt"))
+        text.append(body.replace("\n", indent), style=style("turn--prompt"))
     text.append(f"  · {who(by, client_id)}", style=style("turn--who"))
     return text
 

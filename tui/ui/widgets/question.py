@@ -25,10 +25,12 @@ class QuestionPanel(Vertical):
 
     DEFAULT_CSS = """
     QuestionPanel {
-        height: auto; max-height: 60%; border-top: tall $accent; background: $surface; padding: 0 1;
+        height: auto; border-top: tall $accent; background: $surface; padding: 0 1;
     }
     QuestionPanel > #question-text { text-style: bold; max-height: 4; }
-    QuestionPanel > OptionList { height: auto; max-height: 10; border: none; padding: 0; }
+    QuestionPanel > OptionList, QuestionPanel > OptionList:focus {
+        height: auto; max-height: 10; border: none; padding: 0; background: $surface;
+    }
     QuestionPanel > Input, QuestionPanel > Input:focus {
         border: none; height: 1; padding: 0 1; background: $boost;
     }

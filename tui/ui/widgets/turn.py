@@ -33,7 +33,7 @@ from textual.widgets import Collapsible, Static
 from tui.protocol import By, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
 from tui.protocol.state import tool_record
 from tui.ui.markdown import parser, reply_markdown
-from tui.ui.pieces import outcome_text, prompt_text, tool_title, verbatim_text
+from tui.ui.pieces import outcome_text, prompt_block, tool_title, verbatim_text
 from tui.ui.widgets.diff import DiffView, diff_text
 from tui.ui.widgets.plan import PlanView, plan_text
 from tui.ui.widgets.thinking import ThinkingBlock
@@ -163,7 +163,7 @@ class TurnView(Widget):
     def render(self) -> RenderableType:
         record = self.record
         pieces: list[RenderableType] = [
-            prompt_text(record.prompt, record.by, self._style, record.client_id, python=self.verbatim)
+            prompt_block(record.prompt, record.by, self._style, record.client_id, python=self.verbatim)
         ]
         if record.plan:
             pieces.append(Padding(plan_text(record.plan), (0, 0, 0, 2)))
@@ -483,4 +483,4 @@ class PromptLine(Static):
 
     def render(self) -> RenderableType:
         style = lambda n: self.get_component_rich_style(n, partial=True)  # noqa: E731
-        return prompt_text(self._prompt, self._by, style, self._client_id, python=self._python)
+        return prompt_block(self._prompt, self._by, style, self._client_id, python=self._python)
