@@ -71,3 +71,17 @@ async def test_a_programs_traceback_is_named_after_its_turns_number(workdir: Pat
         assert 'File "<program 14>", line 1' in (outcome.error or "")
     finally:
         await agent.close()
+
+
+async def test_a_prompt_that_is_not_python_gets_pythons_own_report_with_its_caret(workdir: Path) -> None:
+    agent = PythonAgent(workdir, observe_seconds=5.0)
+    try:
+        turn = Turn("print(1 +)")
+        assert (await agent.run_turn(turn)).outcome == "completed"  # type: ignore[arg-type]
+        lines = turn.reply.splitlines()
+        assert lines[0] == '  File "<program 1>", line 1'
+        assert lines[1] == "    print(1 +)" and lines[2].strip() == "^"
+        assert lines[3] == "SyntaxError: invalid syntax"
+        assert "This session runs Python" in turn.reply
+    finally:
+        await agent.close()

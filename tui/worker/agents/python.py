@@ -14,7 +14,7 @@ from typing import ClassVar, Literal
 
 from tui.codemode import ProgramResult, SandboxError
 from tui.config import SandboxSettings
-from tui.protocol.python import syntax_error
+from tui.protocol.python import syntax_error, syntax_report
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
@@ -80,7 +80,9 @@ class PythonAgent(Agent):
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         why = syntax_error(turn.prompt)
         if why is not None:
-            turn.text(PROSE_REPLY.format(why=why))
+            # As Python shows it (with the caret under where it broke), then what to do about it.
+            report = syntax_report(turn.prompt, f"<program {turn.number}>") or ""
+            turn.text(report + PROSE_REPLY.format(why=why))
             return TurnOutcome("completed")
         return await run_program(self.sandbox, turn, turn.prompt)
 
