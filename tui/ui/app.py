@@ -9,6 +9,7 @@ from pathlib import Path
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
 from tui.errors import TuiError
 from tui.link.base import AttachLink, Reconnecting
@@ -16,6 +17,9 @@ from tui.ui.screens.session import SessionScreen
 from tui.ui.seen import SeenStore
 
 __all__ = ["TuiApp"]
+
+KEEP_THEME_AFTER = 1.0
+"""Seconds a theme must stay chosen before it is written to ``config.toml``."""
 
 
 class TuiApp(App[int]):
@@ -86,6 +90,7 @@ class TuiApp(App[int]):
 
     TITLE = "tui"
 
+    _keep_timer: Timer | None = None
     _theme_read = False
     """Whether the theme given was applied (a change after that is the user's)."""
 
@@ -129,8 +134,18 @@ class TuiApp(App[int]):
         self.push_screen(self.session)
 
     def watch_theme(self, theme: str) -> None:
-        """A theme chosen (in the palette) is kept in ``config.toml`` for the next attach."""
-        if not self._theme_read or self.keep_theme is None or theme == self._saved_theme:
+        """A theme chosen (in the palette) is kept in ``config.toml`` for the next attach: once the
+        choice settled (the palette previews each theme it passes)."""
+        if not self._theme_read or self.keep_theme is None:
+            return
+        if self._keep_timer is not None:
+            self._keep_timer.stop()
+        self._keep_timer = self.set_timer(KEEP_THEME_AFTER, self._keep_theme)
+
+    def _keep_theme(self) -> None:
+        self._keep_timer = None
+        theme = self.theme
+        if self.keep_theme is None or theme == self._saved_theme:
             return
         try:
             where = self.keep_theme(theme)

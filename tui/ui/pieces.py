@@ -29,7 +29,7 @@ __all__ = [
     "verbatim_text",
 ]
 
-TITLE_WIDTH = 72
+TITLE_WIDTH = 52
 """How long a tool call's arguments may read before the rest are counted, not shown."""
 
 
@@ -40,6 +40,16 @@ def _value(value: Any, limit: int) -> str:
     text = text.replace("\\n", "⏎").replace("\n", "⏎")
     if len(text) <= limit:
         return text
+    if isinstance(value, list) and value:
+        # Whole items, then how many more: ["a", "b", …+3]
+        items = [json.dumps(v, default=str) for v in value]
+        shown: list[str] = []
+        for item in items:
+            if len(", ".join([*shown, item])) + 8 > limit and shown:
+                break
+            shown.append(item if len(item) <= limit else item[: limit - 2] + "…")
+        rest = len(items) - len(shown)
+        return "[" + ", ".join(shown) + (f", …+{rest}" if rest else "") + "]"
     cut = text[: limit - 1]
     space = cut.rfind(" ")
     if space > limit // 2:

@@ -21,7 +21,7 @@ from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
 
 __all__ = ["DISMISSED", "PROSE_REPLY", "PythonAgent"]
 
-DISMISSED = "the question was dismissed and the program did not catch it (ToolError('dismissed'))"
+DISMISSED = "dismissed; the program did not catch ToolError('dismissed')"
 """Why a turn failed whose program let the dismissal of its question end it."""
 
 PROSE_REPLY = (
