@@ -877,6 +877,7 @@ def help_text() -> str:
         ("Ctrl+D, Ctrl+Q", "detach (the session keeps running)"),
         ("Ctrl+P", "command palette (themes too)"),
         ("F1", "this help"),
+        ("Ctrl+R", "while reconnecting: try now"),
         ("@path", "complete a file (this machine's sessions)"),
     ]
     width = max(width, *(len(k) for k, _ in keys))
