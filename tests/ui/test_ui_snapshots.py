@@ -8,12 +8,10 @@ changes only when what the user sees changes. Update one with
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from helpers import app_until
 from textual.pilot import Pilot
 
@@ -63,13 +61,6 @@ def ticking() -> Callable[[], datetime]:
     """Events' times: 15:02 UTC on 1 Jan 2026, 0.4 s apart."""
     ticks = itertools.count()
     return lambda: T0 + timedelta(seconds=0.4 * next(ticks))
-
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Times are shown in UTC (the local time of whoever runs the tests would change them)."""
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
 
 
 TRACEBACK = """Traceback (most recent call last):
