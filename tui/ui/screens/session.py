@@ -482,8 +482,9 @@ class SessionScreen(Screen[None]):
         await self._link_state(message.state)
 
     async def _link_state(self, state: Live | Reconnecting | Gone) -> None:
-        self.link_state = state
-        self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
+        was, self.link_state = self.link_state, state
+        if type(was) is not type(state):
+            self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
         if isinstance(state, Live):
             self.status.change(
                 link=state, reconnect_at=None, version=state.version or self.status.status.version

@@ -111,7 +111,11 @@ class QuestionPanel(Vertical):
         self.focus_first()
 
     def focus_first(self) -> None:
-        """Focus the options, or the freeform line when there are none."""
+        """Focus the options, or the freeform line when there are none (unless the focus is in
+        the question already: a key may have moved it on)."""
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors:
+            return
         first = self.query("#choices, #freeform")
         if first:
             first.first().focus()
