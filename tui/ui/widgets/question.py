@@ -113,6 +113,8 @@ class QuestionPanel(Vertical):
     def focus_first(self) -> None:
         """Focus the options, or the freeform line when there are none (unless the focus is in
         the question already: a key may have moved it on)."""
+        if not self.is_attached:
+            return  # answered or removed before this deferred call ran
         focused = self.screen.focused
         if focused is not None and self in focused.ancestors:
             return
