@@ -266,6 +266,7 @@ def transcript(events: list[Event]) -> Transcript:
         model=state.model,
         cursor=state.last_seq,
         attached=list(state.attached),
+        turns_started=state.turns_started,
     )
 
 
@@ -289,6 +290,20 @@ def test_invariants_hold_after_every_event(sim: Simulator) -> None:
         assert record.outcome is not None
         assert record.reply == "".join(sim.chunks[turn_id])
     assert state.last_seq == len(sim.events)
+
+
+@SETTINGS
+@given(sessions())
+def test_turns_are_numbered_one_by_one_in_the_order_they_started(sim: Simulator) -> None:
+    state = SessionState(keep_turns=None)
+    numbers: dict[str, int] = {}
+    for event in sim.events:
+        apply(state, event)
+        if isinstance(event, TurnStarted):
+            assert state.current is not None
+            numbers[event.turn_id] = state.current.record().number
+    assert list(numbers.values()) == list(range(1, len(numbers) + 1))
+    assert all(record.number == numbers[turn_id] for turn_id, record in state.turns.items())
 
 
 @SETTINGS
@@ -322,6 +337,7 @@ def test_a_client_attached_at_any_point_sees_the_workers_transcript(
     client = reduce(
         sim.events[split:], SessionState.from_transcript(transcript(sim.events[:split]), keep_turns=None)
     )
+    assert client.turns_started == worker.turns_started
     assert [t.model_dump() for t in client.turns.values()] == [t.model_dump() for t in store.values()]
     assert (client.current.record() if client.current else None) == (
         worker.current.record() if worker.current else None

@@ -27,6 +27,7 @@ __all__ = [
     "config_dir",
     "config_path",
     "load_config",
+    "save_setting",
     "state_dir",
 ]
 
@@ -152,6 +153,8 @@ class Config(_Settings):
     models: dict[str, ModelProfile] = {}
     agents: dict[str, AgentProfile] = {}
     sandbox: SandboxSettings = SandboxSettings()
+    theme: str | None = None
+    """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)
     """The file it was read from (None when no file was there)."""
 
@@ -203,6 +206,49 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> Config:
         raise TuiError(
             f"{where}: {'.'.join(keys) or 'the file'}: {first['msg'].lower()}; fix it or move the file away"
         ) from exc
+
+
+def save_setting(name: str, value: str, directory: str | os.PathLike[str] | None = None) -> Path:
+    """Set the top-level setting `name` to `value` in ``config.toml`` (made when missing), keeping
+    the rest of the file as the user wrote it: comments, order, spacing. Written atomically.
+
+    Returns:
+        The file written.
+
+    Raises:
+        TuiError: the file cannot be read or written, or is not TOML.
+    """
+    import tomlkit  # only when a setting is saved
+    from tomlkit.exceptions import TOMLKitError
+
+    path = config_path(directory)
+    try:
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        document = tomlkit.parse(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TuiError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    except TOMLKitError as exc:
+        raise TuiError(f"{path} is not valid TOML: {exc}; fix that line or move the file away") from exc
+    if name in document or not document.body:
+        document[name] = value
+    else:
+        # A new top-level key goes before the first table, or TOML would read it as the table's.
+        tables = (i for i, (key, item) in enumerate(document.body) if isinstance(item, tomlkit.items.Table))
+        first_table = next(tables, None)
+        if first_table is None:
+            document[name] = value
+        else:
+            document.body.insert(first_table, (None, tomlkit.nl()))
+            document.body.insert(first_table, (tomlkit.key(name), tomlkit.item(value)))
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(tomlkit.dumps(document), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise TuiError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    return path
 
 
 def _line_of(text: str, keys: list[str]) -> int | None:

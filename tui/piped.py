@@ -226,7 +226,8 @@ class _Run:
     def _outcome(self, n: int, result: TurnResult) -> int:
         self._finish_output(result)
         attach = self.link.command("attach", short_id(self.link.session_id))
-        ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {n}")
+        # The session's number for the turn (as the TUI's `#N` and a traceback's `<program N>`).
+        ending = turn_ending(result, self.reply_format, attach=attach, turn=f"turn {result.number or n}")
         self.say(ending.line)
         return ending.code
 
@@ -299,7 +300,10 @@ class _Run:
         elif word == "/exit":
             await self._report_queued(wait=True)
             await self.link.stop_worker()
-            self.say(f"stopped session {short_id(self.link.session_id)}")
+            self.say(
+                f"stopped session {short_id(self.link.session_id)}: what it held in memory "
+                "(its programs' variables) is gone; its transcript stays"
+            )
             return None
         return True
 

@@ -45,11 +45,15 @@ def test_the_first_failed_turn_stops_the_script_unless_keep_going(state_dir: Pat
     stopped = tui("attach", sid[:8], input="1/0\nprint('after')\n")
     assert stopped.returncode == 1
     assert "ZeroDivisionError" in stopped.stdout and "after" not in stopped.stdout
-    assert "turn 1 failed: ZeroDivisionError: division by zero" in stopped.stderr
+    # Turns are named by their number in the session (its first turn printed 'ready').
+    assert "turn 2 failed: ZeroDivisionError: division by zero" in stopped.stderr
 
     going = tui("attach", sid[:8], "--keep-going", input="1/0\nprint('after')\n/bogus\n")
     assert going.returncode == 1
     assert going.stdout.endswith("after\n")
+    # stderr and the traceback name the turn by the same number.
+    assert "turn 3 failed: ZeroDivisionError" in going.stderr
+    assert 'File "<program 3>", line 1' in going.stdout
     assert "unknown command /bogus" in going.stderr
 
 
@@ -126,7 +130,7 @@ def test_ctrl_c_interrupts_the_running_turn_and_exits_1(state_dir: Path) -> None
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 1, err
-    assert "turn 1 was interrupted" in err
+    assert "turn 2 was interrupted" in err
     assert "never" not in out
 
 
@@ -138,8 +142,8 @@ def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> 
     kill_worker(state_dir, sid)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
-    assert "turn 1 failed" in err and "stopped before it ended" in err
-    assert "turn 2 completed" in err
+    assert "turn 2 failed" in err and "stopped before it ended" in err
+    assert "turn 3 completed" in err
     assert out.count("started") == 0 and out.endswith("next\n")
 
 

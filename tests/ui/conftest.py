@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,16 @@ class _SnapshotsAtTop(pytest_textual_snapshot.SVGImageExtension):
 pytest_textual_snapshot.SVGImageExtension = _SnapshotsAtTop  # type: ignore[misc]
 
 Until = Callable[[Pilot[object], Callable[[], object]], Awaitable[None]]
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Times are shown in UTC (the local time of whoever runs the tests would change pictures)."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
+from tui.config import load_config, save_setting
 from tui.link.base import Gone, Live, Located, Reconnecting
 from tui.link.mock import MockLink
 from tui.protocol import (
@@ -25,6 +27,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.ui import TuiApp
+from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.turn import ToolBlock, TurnView, VerbatimSegment
 
@@ -619,8 +622,46 @@ class TestKeys:
             link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
+    async def test_the_keys_panel_lists_only_this_apps_keys_and_esc_closes_it(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            app.action_show_help_panel()
+            await until(pilot, lambda: app.screen.query("HelpPanel"))
+            listed = [b.binding for b in app.screen.active_bindings.values() if not b.binding.system]
+            described = {b.description for b in listed}
+            assert "Newline" in described and "Detach" in described
+            assert not described & {"Delete line", "Move cursor left by word", "Select all"}, described
+            assert len(listed) < 20, [b.description for b in listed]
+            await pilot.press("escape")
+            await until(pilot, lambda: not app.screen.query("HelpPanel"))
+            assert not routes(link, "interrupt")
+
+    async def test_the_empty_prompt_has_a_mark_and_says_how_to_send(self, until: Until) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert str(app.session.query_one("#prompt-mark").render()) == "\u276f"
+            assert "Enter sends" in app.session.prompt.placeholder
+            assert "Ctrl+J new line" in app.session.prompt.placeholder
+
 
 class TestCommands:
+    async def test_completions_show_brackets_as_typed(self, until: Until) -> None:
+        from textual.widgets import OptionList
+
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/qu")
+            completions = app.session.prompt_box.query_one(OptionList)
+            await until(pilot, lambda: completions.option_count)
+            shown = str(completions.render_line(0).text)
+            assert "/queue [PROMPT]" in shown, shown
+
     async def test_slash_completes_and_tab_takes_it(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)
@@ -695,6 +736,32 @@ class TestLink:
             assert sum(1 for t in link.journal if t.type == "turn_started") == 1
             await until(pilot, lambda: not app.session.query_one("#outbox-row").display)
 
+    async def test_ctrl_r_retries_now_and_the_working_clock_stops_while_the_link_is_down(
+        self, until: Until
+    ) -> None:
+        link = MockLink()
+        app = TuiApp(link)
+
+        def footer() -> dict[str, str]:
+            return {k: b.binding.description for k, b in app.active_bindings.items() if b.binding.show}
+
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert "ctrl+r" not in footer()
+            link.start_turn("slow()")
+            await until(pilot, lambda: app.session.busy)
+            link.backoff = type(link.backoff)(first=600.0, factor=1.0, jitter=0.0, cap=600.0)
+            link.located = Located("starting")
+            link.drop("the worker stopped answering")
+            await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
+            assert footer().get("ctrl+r") == "Retry now"
+            row = app.session.status.session_row()
+            assert "working (unknown while the link is down" in row and "last seen" in row
+            link.located = Located("live")
+            await pilot.press("ctrl+r")  # without it, the next try is 10 minutes away
+            await until(pilot, lambda: isinstance(app.session.link_state, Live))
+            assert "ctrl+r" not in footer()
+
     async def test_worker_gone_ends_the_turn_and_exits_4(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link, gone_exit_after=0.05)
@@ -762,3 +829,64 @@ class TestAway:
             await pilot.press("1")  # answer the waiting question
             await until(pilot, lambda: routes(link, "answer"))
             assert not again.session.query_one("#away").display
+
+    async def test_turns_shown_in_another_window_are_not_news_and_new_turns_clear_the_line(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        link = MockLink(history=history(3))
+        first = TuiApp(link, state_dir=tmp_path)
+        async with first.run_test() as pilot:
+            await started(first, pilot, until)
+            link.start_turn("seen()")
+            link.end_turn("completed")
+            await until(pilot, lambda: first.session.session_state.current is None)
+            second = TuiApp(link, state_dir=tmp_path)  # another window of the same user
+            async with second.run_test() as two:
+                await started(second, two, until)
+                assert not second.session.query_one("#away").display
+
+    async def test_the_line_says_how_long_and_goes_when_new_turns_arrive(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        link = MockLink(history=history(3))
+        SeenStore(tmp_path).put(link.where, link.session_id, Seen(cursor=3, at=time.time() - 7500))
+        app = TuiApp(link, state_dir=tmp_path)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            assert text_of(app, "#away").startswith("While you were away (2 h 5 min): 2 turns ended")
+            link.start_turn("more()")
+            await until(pilot, lambda: not app.session.query_one("#away").display)
+
+
+async def test_a_theme_chosen_is_kept_in_config_toml_with_the_users_comments(
+    until: Until, tmp_path: Path
+) -> None:
+    (tmp_path / "config.toml").write_text(
+        '# mine\ndefault_agent = "python"  # keep\n\n[sandbox]\nhidden = []\n'
+    )
+
+    def keep(theme: str) -> Path:
+        return save_setting("theme", theme, tmp_path)
+
+    app = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        app.theme = "nord"  # as the palette's "Change theme" does
+        await until(pilot, lambda: 'theme = "nord"' in (tmp_path / "config.toml").read_text())
+    text = (tmp_path / "config.toml").read_text()
+    assert text.startswith('# mine\ndefault_agent = "python"  # keep\n') and "[sandbox]\nhidden = []" in text
+    again = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    async with again.run_test() as pilot:
+        await started(again, pilot, until)
+        assert again.theme == "nord"
+
+
+async def test_a_resumed_python_session_says_its_variables_are_gone(until: Until) -> None:
+    link = MockLink(history=history(2))
+    link.resumed_at_turn = 2
+    app = TuiApp(link)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        await until(pilot, lambda: any("variables" in i.line for i in app.session.transcript.items if i.line))
+        line = next(i.line for i in app.session.transcript.items if i.line)
+        assert line.startswith("This session was resumed by a new worker: the Python variables")

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 
 from textual.widgets import Static
 
-from tui.link.base import Principal
+from tui.link.base import Located, Principal
 from tui.link.mock import MockLink
 from tui.ui import TuiApp
 from tui.ui.widgets.question import QuestionPanel
@@ -103,11 +103,16 @@ async def test_a_viewer_reads_a_question_but_cannot_answer_it(until: Until) -> N
         link.start_turn("ask()")
         link.ask("Which one?", ["a", "b"])
         await until(pilot, lambda: app.session.query(QuestionPanel))
-        assert app.session.query_one(QuestionPanel).disabled
+        panel = app.session.query_one(QuestionPanel)
+        assert "only the owner and collaborators answer" in str(panel.query_one("#question-hint").render())
         assert not app.session.prompt_box.display
         await pilot.press("escape")
         await until(pilot, lambda: refusals(app))
         assert refusals(app)[0].startswith("Dismissing a question needs a collaborator's share")
+        await until(pilot, lambda: app.focused is panel.query_one("#choices"))
+        await pilot.press("enter")  # says so, instead of doing nothing
+        await until(pilot, lambda: len(refusals(app)) == 2)
+        assert refusals(app)[1].startswith("Answering a question needs a collaborator's share")
         assert not [r for r in link.requests if r.route in ("answer", "dismiss")]
 
 
@@ -128,3 +133,16 @@ async def test_a_collaborator_sends_and_sees_its_turns_left_but_may_not_exit(unt
         assert "Session: interrupt the running turn" in palette(app)
         assert "Session: exit" not in palette(app)
         assert not [r for r in link.requests if r.route == "archive_session"]
+
+
+async def test_a_revoked_share_says_so_not_that_the_worker_is_gone(until: Until) -> None:
+    link = MockLink(principal=VIEWER)
+    app = TuiApp(link, gone_exit_after=None)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        reason = "the share of session 3f2a9c0e for ana was revoked; ask its owner for a new one"
+        link.located = Located("gone", reason, exit_code=6)
+        link.drop()
+        await until(pilot, lambda: [n for n in app._notifications if n.severity == "error"])
+        titles = [n.title for n in app._notifications if n.severity == "error"]
+        assert titles == ["The share was revoked"]

@@ -7,15 +7,27 @@ changes only when what the user sees changes. Update one with
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from helpers import app_until
 from textual.pilot import Pilot
 
-from tui.link.base import Located
+from tui.link.base import Located, Principal
 from tui.link.mock import MockLink
-from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
+from tui.protocol import (
+    By,
+    Option,
+    QuestionAsked,
+    TextChunk,
+    ToolEnded,
+    ToolOutput,
+    ToolRecord,
+    ToolStarted,
+    TurnRecord,
+)
 from tui.ui import TuiApp
 from tui.ui.widgets.turn import ToolBlock
 
@@ -42,8 +54,30 @@ Both are **stable**: equal items keep their order.
 """
 
 
+T0 = datetime(2026, 1, 1, 15, 2, tzinfo=UTC)
+
+
+def ticking() -> Callable[[], datetime]:
+    """Events' times: 15:02 UTC on 1 Jan 2026, 0.4 s apart."""
+    ticks = itertools.count()
+    return lambda: T0 + timedelta(seconds=0.4 * next(ticks))
+
+
+TRACEBACK = """Traceback (most recent call last):
+  File "<program 1>", line 4, in <module>
+    print(mean([]))
+          ~~~~^^^^
+  File "<program 1>", line 2, in mean
+    return sum(xs) / len(xs)
+           ~~~~~~~~^~~~~~~~~
+ZeroDivisionError: division by zero
+"""
+
+
 def make_app(link: MockLink) -> TuiApp:
-    """The app as the snapshots see it: a frozen clock, and no exit when the worker is gone."""
+    """The app as the snapshots see it: a frozen clock, events at fixed times, and no exit when
+    the worker is gone."""
+    link.clock = ticking()
     return TuiApp(link, clock=lambda: 1000.0, gone_exit_after=None)
 
 
@@ -218,6 +252,87 @@ class TestQuestions:
             await pilot.press("3")  # toggle "tests"
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
+
+    def test_viewers_question(self, snap_compare: SnapCompare) -> None:
+        """A viewer reads the question and is told who answers it, not the keys that would."""
+        link = MockLink(principal=Principal(kind="viewer", name="ana"))
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("ask('Deploy?')")
+            link.ask("Deploy to which environment?", ["staging", "production"])
+
+        assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
+
+
+class TestSmallTerminal:
+    """80x24, a first-class size: nothing cut that matters, nothing overlapping."""
+
+    def test_idle_session_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """Ended turns with their number, time and duration; a long prompt wraps under its text."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn(
+                "values = [n * n for n in range(10) if n % 2 == 0]; print(sum(values), values[-1])"
+            )
+            link.reply("120 64\n")
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+    def test_five_option_question_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """A five-option question: one line each, descriptions dimmed, the transcript still seen."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("ask('Deploy?', OPTIONS)")
+            link.emit(
+                QuestionAsked(
+                    turn_id=turn,
+                    question_id="q1",
+                    text="Deploy the release to which environment?",
+                    options=[
+                        Option(label="dev", description="the shared development box"),
+                        Option(label="staging", description="a copy of production, with test data"),
+                        Option(label="canary", description="5% of production traffic"),
+                        Option(
+                            label="production",
+                            description="everyone, once the canary looked fine",
+                        ),
+                        Option(label="nowhere", description="stop here"),
+                    ],
+                )
+            )
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+    def test_reconnecting_at_80x24(self, snap_compare: SnapCompare) -> None:
+        """Reconnecting mid-turn: the reason whole (wrapped), Ctrl+R in the footer, no clock counting."""
+        link = MockLink(history=history())
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            link.start_turn("train(epochs=3)")
+            await flushed(pilot)
+            link.located = Located("starting", "the worker of session 3f2a9c0e is not answering (ReadError)")
+            link.backoff = type(link.backoff)(first=60.0, factor=1.0, jitter=0.0, cap=60.0)
+            link.drop("the worker of session 3f2a9c0e is not answering (ReadError); it may have stopped")
+
+            link_row = pilot.app.session.status.link_row  # type: ignore[attr-defined]
+            await app_until(pilot, lambda: "reconnecting" in link_row(), "the link row to say reconnecting")
+
+        assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
+
+
+class TestHighlighting:
+    def test_highlighted_prompt_and_traceback(self, snap_compare: SnapCompare) -> None:
+        """A python prompt coloured as Python; its traceback coloured, the syntax caret kept."""
+        link = MockLink()
+
+        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+            turn = link.start_turn("def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))")
+            link.emit(TextChunk(turn_id=turn, text=TRACEBACK))
+            link.end_turn("failed", error="ZeroDivisionError: division by zero")
+
+        assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
 
 class TestQueueAndLink:

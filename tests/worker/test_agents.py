@@ -287,3 +287,31 @@ class TestConfig:
             load_config(tmp_path)
         message = str(broken.value)
         assert str(tmp_path / "config.toml") in message and f"line {line}" in message and words in message
+
+
+async def test_a_turn_knows_its_number_in_the_session(session: SessionWorker) -> None:
+    numbers: list[int] = []
+    for _ in range(3):
+        await run(session, lambda turn: numbers.append(turn.number))
+    assert numbers == [1, 2, 3]
+
+
+async def test_a_worker_started_on_earlier_turns_says_how_many(session: SessionWorker) -> None:
+    from tui.store import Journal
+    from tui.worker.agents import make_agent
+
+    assert session.info().resumed_at_turn == 0
+    await run(session, lambda turn: turn.text("x"))
+    await session.leave("stopped")
+    again = SessionWorker(
+        session.paths,
+        session.record,
+        Journal.open_for_append(session.paths.journal),
+        make_agent(agent_context(session.paths, session.record)),
+    )
+    again.load()
+    again.begin()
+    try:
+        assert again.info().resumed_at_turn == 1
+    finally:
+        await again.leave("test over")

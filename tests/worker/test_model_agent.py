@@ -42,6 +42,7 @@ class Turn:
     def __init__(self, prompt: str, answer: Answer | Exception | None = None) -> None:
         self.prompt = prompt
         self.turn_id = "t1"
+        self.number = 1
         self.images: list[Path] = []
         self.interrupted = False
         self.events: list[tuple[str, Any]] = []

@@ -20,6 +20,7 @@ class Turn:
     def __init__(self, prompt: str) -> None:
         self.prompt = prompt
         self.turn_id = "t1"
+        self.number = 1
         self.interrupted = False
         self.reply = ""
 
@@ -54,5 +55,33 @@ async def test_after_the_interpreter_dies_the_next_turn_runs_in_a_fresh_one(work
         again = Turn("'kept' in globals(), 6 * 7")
         assert (await agent.run_turn(again)).outcome == "completed"  # type: ignore[arg-type]
         assert "(False, 42)" in again.reply
+    finally:
+        await agent.close()
+
+
+async def test_a_programs_traceback_is_named_after_its_turns_number(workdir: Path) -> None:
+    agent = PythonAgent(workdir, observe_seconds=5.0)
+    try:
+        first = Turn("x = 1")
+        assert (await agent.run_turn(first)).outcome == "completed"  # type: ignore[arg-type]
+        failing = Turn("1 / 0")
+        failing.number = 14
+        outcome = await agent.run_turn(failing)  # type: ignore[arg-type]
+        assert outcome.outcome == "failed"
+        assert 'File "<program 14>", line 1' in (outcome.error or "")
+    finally:
+        await agent.close()
+
+
+async def test_a_prompt_that_is_not_python_gets_pythons_own_report_with_its_caret(workdir: Path) -> None:
+    agent = PythonAgent(workdir, observe_seconds=5.0)
+    try:
+        turn = Turn("print(1 +)")
+        assert (await agent.run_turn(turn)).outcome == "completed"  # type: ignore[arg-type]
+        lines = turn.reply.splitlines()
+        assert lines[0] == '  File "<program 1>", line 1'
+        assert lines[1] == "    print(1 +)" and lines[2].strip() == "^"
+        assert lines[3] == "SyntaxError: invalid syntax"
+        assert "This session runs Python" in turn.reply
     finally:
         await agent.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tui.worker.agents.python import DISMISSED
 from worker.conftest import Worker
 
 PROGRAM = "choice = ask('Deploy where?', options=['staging', 'prod'])\nprint('to', choice)"
@@ -89,6 +90,20 @@ async def test_a_dismissed_question_raises_in_the_program(worker: Worker) -> Non
     ended = await follower.until(lambda e: e.type == "turn_ended")
     assert ended.data["outcome"] == "completed"
     assert ended.data["reply"] == "got dismissed\n"
+
+
+async def test_a_dismissal_the_program_does_not_catch_fails_the_turn_in_one_line(worker: Worker) -> None:
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "print('asking')\nask('Sure?', options=['yes'])"})
+    qid = (await follower.until(lambda e: e.type == "question_asked")).data["question_id"]
+    await client.post("/question/dismiss", json={"question_id": qid})
+    ended = await follower.until(lambda e: e.type == "turn_ended")
+    assert ended.data["outcome"] == "failed"
+    assert ended.data["error"] == DISMISSED
+    assert ended.data["reply"] == "asking\n"  # no traceback of the ask
+    assert follower.of("tool_ended")[0].data["status"] == "terminated"
+    assert not follower.of("tool_ended")[0].data.get("error")
 
 
 async def test_interrupt_withdraws_a_pending_question(worker: Worker) -> None:

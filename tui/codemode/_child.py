@@ -447,7 +447,7 @@ class Runner:
 
     def run(self, message: dict[str, Any]) -> dict[str, Any]:
         source: str = message["source"]
-        filename = f"<program {message['id']}>"
+        filename = message.get("name") or f"<program {message['id']}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace = self.globals
         namespace["FRAME"] = message.get("frame")

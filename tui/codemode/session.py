@@ -480,6 +480,7 @@ class PythonSession:
         frame: Any = None,
         max_output_tokens: int | None = None,
         context: RunContext | None = None,
+        number: int | None = None,
     ) -> ProgramResult:
         """Start a fresh program and return its first result.
 
@@ -490,6 +491,8 @@ class PythonSession:
             frame: JSON-compatible data from a trusted caller, visible to the program as ``FRAME``.
             max_output_tokens: bounds this result's output (a token is 4 characters).
             context: cancels the program when cancelled.
+            number: what its tracebacks call it (``<program N>``); by default this session's count
+                of programs (a caller numbering its turns passes the turn's number).
 
         Returns:
             ``completed``, ``error``, ``terminated``, or ``still_working`` after ``observe_seconds``.
@@ -556,6 +559,7 @@ class PythonSession:
                 {
                     "t": "run",
                     "id": program.number,
+                    "name": f"<program {number or program.number}>",
                     "source": source,
                     "frame": frame,
                     "tools": program.broker.describe(),

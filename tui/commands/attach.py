@@ -77,6 +77,8 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
 
     connecting = threading.Thread(target=run_connect, name="connect", daemon=True)
     connecting.start()
+    from tui.config import load_config, save_setting
+    from tui.errors import TuiError
     from tui.ui import TuiApp
 
     connecting.join()
@@ -84,8 +86,18 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         raise failed[0]
     link, where = connected[0]
 
+    try:
+        theme = load_config().theme
+    except TuiError:
+        theme = None  # a broken config.toml is said by the commands that read the rest of it
+
     app = TuiApp(
-        link, first_prompt=first_prompt, state_dir=StatePaths.resolve(args.state_dir).root, folder=where
+        link,
+        first_prompt=first_prompt,
+        state_dir=StatePaths.resolve(args.state_dir).root,
+        folder=where,
+        theme=theme,
+        keep_theme=lambda chosen: save_setting("theme", chosen),
     )
     app.run()
     code = app.return_code or 0
@@ -94,7 +106,11 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         hint = f"`{link.command('attach', short)}` comes back"
         print(f"tui: detached from {short}; it keeps running. {hint}.", file=sys.stderr)
     elif app.session.stopped == "stopped":
-        print(f"tui: stopped session {short}; `{link.command('attach', short)}` resumes it.", file=sys.stderr)
+        print(
+            f"tui: stopped session {short}: what it held in memory (its programs' variables) is gone; "
+            f"`{link.command('attach', short)}` resumes it with the same transcript and a fresh worker.",
+            file=sys.stderr,
+        )
     elif app.session.stopped == "deleted":
         print(f"tui: deleted session {short}.", file=sys.stderr)
     return code

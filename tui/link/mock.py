@@ -19,6 +19,7 @@ import asyncio
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,6 +133,10 @@ class MockLink(AttachLink):
         self.journal: list[Event] = []
         self.requests: list[MockRequest] = []
         self.located = Located("live")
+        self.resumed_at_turn = 0
+        """What `info` says of the worker's start (`Info.resumed_at_turn`)."""
+        self.clock: Callable[[], datetime] | None = None
+        """When each emitted event says it happened (None: now); tests set a fixed clock."""
         """What `locate` answers; set it to script a restart or the end of the worker."""
         self.streams_opened = 0
         self.closed = False
@@ -149,6 +154,8 @@ class MockLink(AttachLink):
         """Append an event to the journal (its `seq` assigned) and deliver it to open streams."""
         self._seq += 1
         update: dict[str, Any] = {"seq": self._seq}
+        if self.clock is not None and "at" not in event.model_fields_set:
+            update["at"] = self.clock()
         if isinstance(event, Status) and "attached" not in event.model_fields_set:
             update["attached"] = list(self.present)  # as the worker does: every status says who
         event = event.model_copy(update=update)
@@ -338,6 +345,7 @@ class MockLink(AttachLink):
             has_more=start > 0,
             has_newer=newer,
             attached=list(self.present),
+            turns_started=self.session.turns_started,
         )
 
     async def info(self) -> Info:
@@ -351,6 +359,7 @@ class MockLink(AttachLink):
             prompt_syntax=self.prompt_syntax,
             commands=list(self.session.commands),
             models=self.models,
+            resumed_at_turn=self.resumed_at_turn,
         )
 
     async def send_turn(

@@ -80,6 +80,8 @@ class TurnResult:
     outcome: Literal["completed", "failed", "interrupted"]
     reply: str
     error: str | None = None
+    number: int = 0
+    """The turn's number in the session (``#N``; 0 when the worker did not say)."""
     held: bool = False
     """It never started: it waits in a queue held after an interrupt (`turn_id` is empty)."""
 
@@ -357,7 +359,7 @@ class SessionWatch:
             turn_id = self.by_request.get(request_id)
             ended = self.session.turns.get(turn_id) if turn_id is not None else None
             if turn_id is not None and ended is not None:
-                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error)
+                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
             if self.session.queue_held and any(i.request_id == request_id for i in self.session.queue):
                 # It would wait until someone resumes the queue: say so rather than wait for ever.
                 return TurnResult("", "interrupted", "", "the queue is held after an interrupt", held=True)

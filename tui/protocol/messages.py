@@ -77,6 +77,9 @@ class Info(_Wire):
     """The agent's own slash commands, for completion in the prompt."""
     models: list[str] = []
     """The model profiles ``/model`` takes (a model session's), for completion in the prompt."""
+    resumed_at_turn: int = 0
+    """How many turns the session had when this worker started (0: it started a new session):
+    what earlier workers held in memory, a python session's variables, is gone."""
     features: list[str] = list(FEATURES)
 
 
@@ -177,6 +180,8 @@ class TurnRecord(_Wire):
 
     turn_id: str
     prompt: str
+    number: int = 0
+    """The turn's 1-based position in the session (0: not known, a record older than numbers)."""
     by: By = By()
     client_id: str | None = None
     request_id: str | None = None
@@ -218,6 +223,8 @@ class Transcript(_Wire):
     """The queue waits (after an interrupt) until someone resumes it."""
     attached: list[Presence] = []
     """Who has an event stream open when the transcript is read."""
+    turns_started: int = 0
+    """How many turns the session started so far (the next one is ``#turns_started + 1``)."""
 
 
 class SearchHit(_Wire):

@@ -7,8 +7,9 @@ script's line that is not Python fails without being sent).
 from __future__ import annotations
 
 import ast
+import traceback
 
-__all__ = ["syntax_error"]
+__all__ = ["syntax_error", "syntax_report"]
 
 
 def syntax_error(source: str) -> str | None:
@@ -20,4 +21,14 @@ def syntax_error(source: str) -> str | None:
         return f"line {exc.lineno}: {exc.msg}" if exc.lineno else str(exc.msg)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def syntax_report(source: str, filename: str = "<program>") -> str | None:
+    """None when `source` is a whole Python program, else the error as Python prints it: the
+    file and line, the line itself, a caret under where it broke, and ``SyntaxError: …``."""
+    try:
+        compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        return "".join(traceback.format_exception_only(exc))
     return None

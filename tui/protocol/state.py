@@ -149,12 +149,13 @@ class RunningTurn(BaseModel):
         return {call_id: [_joined(chunks)] for call_id, chunks in output.items()}
 
     @classmethod
-    def begin(cls, event: TurnStarted) -> RunningTurn:
-        """The turn `event` started."""
+    def begin(cls, event: TurnStarted, number: int = 0) -> RunningTurn:
+        """The turn `event` started, the `number`th of its session."""
         return cls(
             head=TurnRecord(
                 turn_id=event.turn_id,
                 prompt=event.prompt,
+                number=number,
                 by=event.by,
                 client_id=event.client_id,
                 request_id=event.request_id,
@@ -257,6 +258,8 @@ class SessionState(BaseModel):
     turns: dict[str, TurnRecord] = {}
     """The last `keep_turns` ended turns by id, oldest first."""
     turns_ended: int = 0
+    turns_started: int = 0
+    """How many turns the session started: the last one's `TurnRecord.number`."""
     tokens_in: int = 0
     """Tokens sent to the model: the sum of the turns' usage, unless a `status` reports a total."""
     tokens_out: int = 0
@@ -286,6 +289,13 @@ class SessionState(BaseModel):
         for record in transcript.turns:
             state._keep(record)
         current = transcript.current
+        state.turns_started = max(
+            [
+                transcript.turns_started,
+                *(r.number for r in transcript.turns),
+                current.number if current else 0,
+            ]
+        )
         if current is not None and current.outcome is None:
             state.current = RunningTurn.resume(current)
             if current.request_id:
@@ -351,7 +361,9 @@ class SessionState(BaseModel):
             case TurnStarted():
                 if current is not None and current.turn_id != event.turn_id:
                     self._end_here(SUPERSEDED, event.seq, event.at.isoformat())
-                self.current = RunningTurn.begin(event)
+                if current is None or current.turn_id != event.turn_id:
+                    self.turns_started += 1
+                self.current = RunningTurn.begin(event, self.turns_started)
                 self.question = None
                 rid = event.request_id
                 if rid:

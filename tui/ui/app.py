@@ -9,12 +9,17 @@ from pathlib import Path
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
-from tui.link.base import AttachLink
+from tui.errors import TuiError
+from tui.link.base import AttachLink, Reconnecting
 from tui.ui.screens.session import SessionScreen
 from tui.ui.seen import SeenStore
 
 __all__ = ["TuiApp"]
+
+KEEP_THEME_AFTER = 1.0
+"""Seconds a theme must stay chosen before it is written to ``config.toml``."""
 
 
 class TuiApp(App[int]):
@@ -27,6 +32,7 @@ class TuiApp(App[int]):
     # completions, else dismiss the question, else interrupt the running turn (each only when
     # this client may); the last binding says why when it may not.
     BINDINGS = [
+        Binding("escape", "hide_keys", "Close the keys panel", show=False, priority=True, id="app.hide-keys"),
         Binding("escape", "close", "Close", show=False, priority=True, id="app.close"),
         Binding(
             "escape",
@@ -46,6 +52,14 @@ class TuiApp(App[int]):
         ),
         Binding("escape", "escape", "Interrupt", show=False, priority=True, id="app.escape"),
         Binding("f1", "help", "Help", id="app.help", tooltip="Keys and commands (as /help)"),
+        Binding(
+            "ctrl+r",
+            "retry",
+            "Retry now",
+            priority=True,
+            id="app.retry",
+            tooltip="Reconnect now instead of waiting for the next try",
+        ),
         Binding(
             "ctrl+c",
             "ctrl_c",
@@ -76,6 +90,10 @@ class TuiApp(App[int]):
 
     TITLE = "tui"
 
+    _keep_timer: Timer | None = None
+    _theme_read = False
+    """Whether the theme given was applied (a change after that is the user's)."""
+
     def __init__(
         self,
         link: AttachLink,
@@ -85,8 +103,14 @@ class TuiApp(App[int]):
         clock: Callable[[], float] = time.monotonic,
         gone_exit_after: float | None = 3.0,
         folder: str = "",
+        theme: str | None = None,
+        keep_theme: Callable[[str], object] | None = None,
     ) -> None:
         super().__init__()
+        self._saved_theme = theme
+        """The theme of ``config.toml`` (shown from the start), then the one last kept."""
+        self.keep_theme = keep_theme
+        """Keeps a theme chosen for the next attach (writes ``config.toml``); it may raise `TuiError`."""
         self.link = link
         self.first_prompt = first_prompt
         self.seen = SeenStore(state_dir) if state_dir is not None else None
@@ -104,13 +128,40 @@ class TuiApp(App[int]):
         """The session screen."""
 
     def on_mount(self) -> None:
+        if self._saved_theme in self.available_themes:
+            self.theme = self._saved_theme
+        self._theme_read = True
         self.push_screen(self.session)
+
+    def watch_theme(self, theme: str) -> None:
+        """A theme chosen (in the palette) is kept in ``config.toml`` for the next attach: once the
+        choice settled (the palette previews each theme it passes)."""
+        if not self._theme_read or self.keep_theme is None:
+            return
+        if self._keep_timer is not None:
+            self._keep_timer.stop()
+        self._keep_timer = self.set_timer(KEEP_THEME_AFTER, self._keep_theme)
+
+    def _keep_theme(self) -> None:
+        self._keep_timer = None
+        theme = self.theme
+        if self.keep_theme is None or theme == self._saved_theme:
+            return
+        try:
+            where = self.keep_theme(theme)
+        except TuiError as exc:
+            self.notify(str(exc), title="The theme is not kept", severity="warning", markup=False)
+            return
+        self._saved_theme = theme
+        self.notify(f"Kept in {where}.", title=f"Theme {theme}", timeout=3, markup=False)
 
     async def on_unmount(self) -> None:
         await self.link.close()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         session = self.session
+        if action == "hide_keys":
+            return bool(self.screen.query("HelpPanel"))
         if (
             action in ("close", "dismiss", "interrupt", "escape", "ctrl_c", "help")
             and self.screen is not session
@@ -121,11 +172,16 @@ class TuiApp(App[int]):
         reading = session.reading  # Esc leaves the selection or the search first
         if action == "close":
             return completing and not reading
+        if action == "retry":
+            return isinstance(session.link_state, Reconnecting)
         if action == "dismiss":
             return not completing and not reading and may and session.question is not None
         if action == "interrupt":
             return not completing and not reading and may and session.question is None and session.busy
         return True
+
+    def action_hide_keys(self) -> None:
+        self.action_hide_help_panel()
 
     def action_close(self) -> None:
         self.session.prompt_box.close()
@@ -138,6 +194,9 @@ class TuiApp(App[int]):
 
     def action_escape(self) -> None:
         self.session.escape()
+
+    def action_retry(self) -> None:
+        self.session.retry_now()
 
     def action_help(self) -> None:
         self.session.run_command("/help")

@@ -1,7 +1,9 @@
-"""``seen.json``: the last cursor this client saw of each session it followed.
+"""``seen.json``: how far this user has seen each session they followed, in any window.
 
 What "while you were away" compares against, keyed by where the session is (``local`` or
-``remote NAME``) and its id. Never imports Textual.
+``remote NAME``) and its id. Every window of the user moves the mark as it shows turns (and never
+back), so a window opened next to another one does not call "new" what the other just showed.
+Never imports Textual.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class Seen:
     """The last event seq it applied."""
     turn_id: str | None = None
     """The last ended turn it showed."""
+    at: float | None = None
+    """When it was last seen (seconds since the epoch)."""
+    question_id: str | None = None
+    """The last question it showed."""
 
 
 class SeenStore:
@@ -44,14 +50,31 @@ class SeenStore:
         if not isinstance(entry, dict):
             return None
         cursor, turn_id = entry.get("cursor"), entry.get("turn_id")
+        at, question_id = entry.get("at"), entry.get("question_id")
         if not isinstance(cursor, int):
             return None
-        return Seen(cursor=cursor, turn_id=turn_id if isinstance(turn_id, str) else None)
+        return Seen(
+            cursor=cursor,
+            turn_id=turn_id if isinstance(turn_id, str) else None,
+            at=float(at) if isinstance(at, int | float) else None,
+            question_id=question_id if isinstance(question_id, str) else None,
+        )
 
     def put(self, where: str, session_id: str, seen: Seen) -> None:
-        """Remember where this client leaves `session_id` (written atomically)."""
+        """Remember that this user saw `session_id` up to `seen` (written atomically); a mark
+        further on (another window's) is kept, only its time moves."""
         data = self._read()
-        data.setdefault(where, {})[session_id] = {"cursor": seen.cursor, "turn_id": seen.turn_id}
+        before = data.get(where, {}).get(session_id)
+        entry: dict[str, object] = {
+            "cursor": seen.cursor,
+            "turn_id": seen.turn_id,
+            "at": seen.at,
+            "question_id": seen.question_id,
+        }
+        further = before.get("cursor") if isinstance(before, dict) else None
+        if isinstance(before, dict) and isinstance(further, int) and further > seen.cursor:
+            entry = {**before, "at": seen.at}
+        data.setdefault(where, {})[session_id] = entry
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".seen-")
         try:

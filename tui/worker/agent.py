@@ -102,6 +102,11 @@ class TurnIO(Protocol):
     def turn_id(self) -> str: ...
 
     @property
+    def number(self) -> int:
+        """The turn's 1-based position in the session (what a user sees as ``#N``)."""
+        ...
+
+    @property
     def prompt(self) -> str: ...
 
     @property

@@ -116,6 +116,8 @@ class _Turn:
         self.task: asyncio.Task[None] | None = None
         self.spent: dict[str, int] = {}
         """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
+        current = worker.state.current
+        self.number = current.head.number if current is not None else 0
 
     @property
     def turn_id(self) -> str:
@@ -253,6 +255,8 @@ class SessionWorker:
         """The seq of the last checkpoint written or started from."""
         self.replayed = 0
         """How many journal events `load` read after its starting point (the checkpoint's seq)."""
+        self.resumed_at_turn = 0
+        """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
 
     # --- the journal -------------------------------------------------------------------------
     def load(self, checkpoint: Checkpoint | None = None) -> int:
@@ -503,6 +507,7 @@ class SessionWorker:
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
         self._quiet = True
+        self.resumed_at_turn = self.state.turns_started
         orphan, question = self.state.current, self.state.question
         self.emit(
             WorkerStarted(
@@ -843,6 +848,7 @@ class SessionWorker:
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
             models=list(self.agent.models),
+            resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),
         )
 
@@ -913,6 +919,7 @@ class SessionWorker:
             has_more=older,
             has_newer=newer,
             attached=self.hub.present,
+            turns_started=self.state.turns_started,
         )
 
     async def search(self, text: str, limit: int = 200) -> SearchResult:

@@ -10,6 +10,8 @@ failures are shown in one place (`_failed`). What no worker expected ends in
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea
 from textual.worker import Worker, WorkerState
@@ -58,9 +61,10 @@ from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
+from tui.ui.pieces import duration_text
 from tui.ui.screens.pager import OutputPager
 from tui.ui.seen import Seen, SeenStore
-from tui.ui.widgets.prompt import PromptArea, PromptBox
+from tui.ui.widgets.prompt import PLACEHOLDER, PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
@@ -68,6 +72,12 @@ from tui.ui.widgets.transcript import PAGE, TranscriptView
 from tui.ui.widgets.turn import TurnView
 
 __all__ = ["Outgoing", "SessionScreen"]
+
+RESUMED = (
+    "This session was resumed by a new worker: the Python variables of the turns above are gone "
+    "(the transcript stays). Run what you need again."
+)
+"""The first line a resumed python session shows, before its new worker ran a turn."""
 
 GONE_EXIT_AFTER = 3.0
 """Seconds the reason stays on screen before the app exits when the worker is gone."""
@@ -193,6 +203,8 @@ class SessionScreen(Screen[None]):
         """The matches of the search shown."""
         self._hit = 0
         self._total = 0
+        self._retry_now = asyncio.Event()
+        """Set to cut the wait before the next reconnect try short (Ctrl+R)."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -205,6 +217,18 @@ class SessionScreen(Screen[None]):
         yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
         yield StatusRows(id="status", clock=self.clock)
         yield Footer()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast; its text is never read as Rich markup (it holds prompts, answers, reasons)."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # --- getters -------------------------------------------------------------------------------
     @property
@@ -282,7 +306,7 @@ class SessionScreen(Screen[None]):
         except TuiError:
             self.principal = self.link.principal
         self.post_message(Attached(transcript, info))
-        async for item in Follower(self.link, transcript.cursor):
+        async for item in Follower(self.link, transcript.cursor, sleep=self._backoff):
             if self._batch is None:
                 self._batch = [item]
                 self.post_message(LinkEvents(self._batch))
@@ -290,6 +314,18 @@ class SessionScreen(Screen[None]):
                 self._batch.append(item)
             if isinstance(item, Gone):
                 return
+
+    async def _backoff(self, delay: float) -> None:
+        """Wait `delay` seconds before the next reconnect try, or until `retry_now`."""
+        self._retry_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry_now.wait(), delay)
+
+    def retry_now(self) -> None:
+        """Try to reconnect now instead of waiting out the backoff (Ctrl+R while reconnecting)."""
+        if isinstance(self.link_state, Reconnecting):
+            self._retry_now.set()
+            self.status.change(reconnect_at=self.clock())
 
     async def _first_transcript(self) -> Transcript | None:
         delay = self.link.backoff.first
@@ -302,7 +338,7 @@ class SessionScreen(Screen[None]):
                     self.post_message(LinkStateChanged(Gone(located.reason or str(exc), located.exit_code)))
                     return None
                 self.post_message(LinkStateChanged(Reconnecting(1, delay, str(exc))))
-                await asyncio.sleep(delay)
+                await self._backoff(delay)
                 delay = min(delay * self.link.backoff.factor, self.link.backoff.cap)
             except TuiError as exc:
                 self.post_message(LinkStateChanged(Gone(str(exc), exc.exit_code)))
@@ -340,6 +376,8 @@ class SessionScreen(Screen[None]):
         await self._show_question()
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
+        elif info is not None and _resumed_here(info, state):
+            await self.transcript.add_line(RESUMED)
         self._away(seen, transcript)
         self.attached.set()
         if self.first_prompt:
@@ -367,6 +405,7 @@ class SessionScreen(Screen[None]):
         return self.clock()
 
     def _away(self, seen: Seen | None, transcript: Transcript) -> None:
+        """Say what happened since this user last saw the session (in any window), and for how long."""
         away = self.query_one("#away", Static)
         if seen is None or transcript.cursor <= seen.cursor:
             away.display = False
@@ -381,14 +420,17 @@ class SessionScreen(Screen[None]):
                 f"{count} turn{'s' if len(new) != 1 else ''} ended"
                 + (f" ({failed} failed)" if failed else "")
             )
-        if transcript.current is not None:
+        current = transcript.current
+        if current is not None and current.started_seq > seen.cursor:
             parts.append("a turn is running")
-        if transcript.question is not None:
+        question = transcript.question
+        if question is not None and question.question_id != seen.question_id:
             parts.append("a question is waiting")
         if not parts:
             away.display = False
             return
-        away.update("While you were away: " + "; ".join(parts) + ".")
+        how_long = f" ({duration_text(time.time() - seen.at)})" if seen.at is not None else ""
+        away.update(f"While you were away{how_long}: " + "; ".join(parts) + ".")
         away.display = True
         if new:
             first = new[0].turn_id
@@ -442,6 +484,8 @@ class SessionScreen(Screen[None]):
                 await self._finish(ended)
         live = transcript.live
         if isinstance(event, TurnStarted):
+            self.away_seen()  # new turns: what happened while away is no longer the news
+            self._remember()
             self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
             self._show_outbox()
             assert state.current is not None
@@ -522,7 +566,9 @@ class SessionScreen(Screen[None]):
         await self._link_state(message.state)
 
     async def _link_state(self, state: Live | Reconnecting | Gone) -> None:
-        self.link_state = state
+        was, self.link_state = self.link_state, state
+        if type(was) is not type(state):
+            self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
         if isinstance(state, Live):
             self.status.change(
                 link=state, reconnect_at=None, version=state.version or self.status.status.version
@@ -536,7 +582,7 @@ class SessionScreen(Screen[None]):
             await self._end_turn_here("interrupted", f"the worker is gone: {state.reason}")
             self.status.change(link=state, state="ended", busy_since=None)
             await self._show_question()
-            self.notify(state.reason, title="The session's worker is gone", severity="error", timeout=30)
+            self.notify(state.reason, title=_gone_title(state), severity="error", timeout=30)
             if self.gone_exit_after is not None:
                 self.set_timer(self.gone_exit_after, lambda: self.leave(state.exit_code, state.reason))
 
@@ -554,11 +600,11 @@ class SessionScreen(Screen[None]):
     async def _ask(self, question: PendingQuestion) -> None:
         await self._unask()
         self._asked = question.question_id
-        panel = QuestionPanel(question)
-        # A viewer reads the question; answering it is refused (`_answered`), so it takes no focus.
-        panel.disabled = not self.principal.may("write")
+        # A viewer reads the question and is told who answers; answering is refused in one line.
+        panel = QuestionPanel(question, may_answer=self.principal.may("write"))
         await self.query_one("#question-slot").mount(panel)
         self.prompt_box.display = False
+        self._remember()
         # Hiding the focused prompt moves focus on to the next widget (a transcript block):
         # the question takes it back once that happened.
         self.call_after_refresh(panel.focus_first)
@@ -675,7 +721,7 @@ class SessionScreen(Screen[None]):
     def _show_busy(self) -> None:
         box = self.prompt_box
         box.set_class(self.busy, "-queueing")
-        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else ""
+        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else PLACEHOLDER
 
     # --- slash commands ------------------------------------------------------------------------
     def run_command(self, line: str) -> None:
@@ -1048,14 +1094,35 @@ class SessionScreen(Screen[None]):
         self._show_principal()
 
     def _remember(self) -> None:
+        """Move this user's seen mark to what this window shows now."""
         if self.seen_store is not None and self.cursor:
-            self.seen_store.put(self.link.where, self.link.session_id, Seen(self.cursor, self._last_turn_id))
+            seen = Seen(self.cursor, self._last_turn_id, time.time(), self._asked)
+            self.seen_store.put(self.link.where, self.link.session_id, seen)
 
     def leave(self, code: int, message: str | None = None, *, forget: bool = False) -> None:
         """Leave the app with exit code `code` (the session keeps running unless it was stopped)."""
         if not forget:
             self._remember()
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
+
+
+def _resumed_here(info: Info, state: SessionState) -> bool:
+    """Whether a python session's worker was started on earlier turns (their variables lost) and
+    has run none yet."""
+    resumed = info.resumed_at_turn
+    return (
+        info.prompt_syntax == "python"
+        and resumed > 0
+        and state.turns_started <= resumed
+        and not state.current
+    )
+
+
+def _gone_title(state: Gone) -> str:
+    """What ended the attach, in a few words: a refusal (exit 6) is no worker going away."""
+    if state.exit_code == 6:
+        return "The share was revoked" if "revoked" in state.reason else "Refused"
+    return "The session's worker is gone"
 
 
 def _clip(text: str, limit: int = 40) -> str:
@@ -1081,6 +1148,7 @@ def help_text() -> str:
         ("Ctrl+D, Ctrl+Q", "detach (the session keeps running)"),
         ("Ctrl+P", "command palette (themes too)"),
         ("F1", "this help"),
+        ("Ctrl+R", "while reconnecting: try now"),
         ("@path", "complete a file (this machine's sessions)"),
     ]
     width = max(width, *(len(k) for k, _ in keys))

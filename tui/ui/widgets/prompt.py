@@ -2,27 +2,39 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import OptionList, TextArea
+from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from tui.protocol import AgentCommand
 from tui.ui.slash import COMMANDS, complete, complete_path
 
-__all__ = ["PromptArea", "PromptBox"]
+__all__ = ["PLACEHOLDER", "PromptArea", "PromptBox"]
+
+PLACEHOLDER = "Enter sends · Ctrl+J new line · / commands · F1 help"
+"""What the empty prompt says (while a turn runs, that Enter queues)."""
 
 
 class PromptArea(TextArea):
     """Where prompts are typed: Enter sends, Ctrl+J or Alt+Enter starts a new line, Up/Down on
     the first/last line walk the history."""
 
+    # TextArea's ~30 editing keys (word left, delete line, …) are every text box's: kept working,
+    # but left out of the keys panel (system bindings), which lists what is this app's own.
     BINDINGS = [
+        *(
+            replace(binding, system=True, show=False)
+            for binding in TextArea.BINDINGS
+            if isinstance(binding, Binding)
+        ),
         Binding(
             "ctrl+j", "newline", "Newline", id="prompt.newline", tooltip="Start a new line in the prompt"
         ),
@@ -52,7 +64,9 @@ class PromptArea(TextArea):
             self.text = text
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus")
+        super().__init__(
+            id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus", placeholder=PLACEHOLDER
+        )
         self.sent: list[str] = []
         """Prompts sent before, oldest first."""
         self._place: int | None = None
@@ -60,8 +74,7 @@ class PromptArea(TextArea):
 
     @property
     def box(self) -> PromptBox | None:
-        parent = self.parent
-        return parent if isinstance(parent, PromptBox) else None
+        return next((node for node in self.ancestors if isinstance(node, PromptBox)), None)
 
     async def _on_key(self, event: events.Key) -> None:
         box = self.box
@@ -134,6 +147,11 @@ class PromptBox(Vertical):
     DEFAULT_CSS = """
     PromptBox { height: auto; border-top: tall $primary; background: $surface; }
     PromptBox > OptionList { height: auto; max-height: 8; display: none; border: none; background: $panel; }
+    PromptBox > #prompt-row { height: auto; }
+    PromptBox #prompt-mark {
+        width: 2; padding: 0 0 0 1; color: $accent; text-style: bold; background: $surface;
+    }
+    PromptBox.-queueing #prompt-mark { color: $warning; }
     PromptBox.-completing > OptionList { display: block; }
     PromptBox.-queueing { border-top: tall $warning; }
     """
@@ -151,7 +169,9 @@ class PromptBox(Vertical):
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="completions")
-        yield PromptArea(id="prompt")
+        with Horizontal(id="prompt-row"):
+            yield Static("\u276f", id="prompt-mark", markup=False)
+            yield PromptArea(id="prompt")
 
     @property
     def completing(self) -> bool:
@@ -173,20 +193,21 @@ class PromptBox(Vertical):
             for name in self.models:
                 if name.startswith(typed) and name != typed:
                     self._words.append(f"/model {name}")
-                    options.append(Option(name))
+                    options.append(Option(Text(name)))
         elif commands or theirs:
             for command in commands:
                 self._words.append(command.name + (" " if command.usage != command.name else ""))
-                options.append(Option(f"{command.usage:<18} {command.help}"))
+                options.append(Option(Text(f"{command.usage:<18} {command.help}")))
             for agent_command in theirs:
                 self._words.append(f"/{agent_command.name} ")
-                options.append(Option(f"{'/' + agent_command.name:<18} {agent_command.description}"))
+                line = f"{'/' + agent_command.name:<18} {agent_command.description}"
+                options.append(Option(Text(line)))
         elif self.paths:
             word = text.rsplit(None, 1)[-1] if text.strip() else ""
             if word.startswith("@") and not text.endswith((" ", "\n")):
                 for found in complete_path(word, self.root):
                     self._words.append(found)
-                    options.append(Option(found))
+                    options.append(Option(Text(found)))
         completions = self.query_one(OptionList)
         completions.set_options(options)
         if options:

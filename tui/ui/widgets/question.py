@@ -1,27 +1,36 @@
-"""The pending question, in the prompt's place: options by arrows or number, a freeform line
-when the question allows one, Esc dismisses."""
+"""The pending question, in the prompt's place: options by arrows or number (one line each, a
+mark for each option picked when several may be), a freeform line when the question allows one,
+Esc dismisses. A viewer reads it and is told who may answer."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input, OptionList, SelectionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui.protocol import PendingQuestion
 
 __all__ = ["QuestionPanel"]
 
+VIEWER_HINT = "You are viewing: only the owner and collaborators answer this question"
+"""What a viewer reads under a question instead of the keys that answer it."""
+
 
 class QuestionPanel(Vertical):
     """One question the session is waiting on."""
 
     DEFAULT_CSS = """
-    QuestionPanel { height: auto; border-top: tall $accent; background: $surface; padding: 0 1; }
-    QuestionPanel > #question-text { text-style: bold; padding: 0 0 1 0; }
-    QuestionPanel > OptionList, QuestionPanel > SelectionList { height: auto; max-height: 12; border: none; }
+    QuestionPanel {
+        height: auto; border-top: tall $accent; background: $surface; padding: 0 1;
+    }
+    QuestionPanel > #question-text { text-style: bold; max-height: 4; }
+    QuestionPanel > OptionList, QuestionPanel > OptionList:focus {
+        height: auto; max-height: 10; border: none; padding: 0; background: $surface;
+    }
     QuestionPanel > Input, QuestionPanel > Input:focus {
         border: none; height: 1; padding: 0 1; background: $boost;
     }
@@ -44,31 +53,45 @@ class QuestionPanel(Vertical):
             super().__init__()
             self.question_id = question_id
 
-    def __init__(self, question: PendingQuestion, *, id: str | None = None) -> None:
+    def __init__(self, question: PendingQuestion, *, may_answer: bool = True, id: str | None = None) -> None:
         super().__init__(id=id)
         self.question = question
+        self.may_answer = may_answer
+        """Whether this client may answer (a viewer reads the question, and is told who answers)."""
+        self.picked: set[int] = set()
+        """The options picked so far (a question that takes several)."""
 
     def compose(self) -> ComposeResult:
         question = self.question
         yield Static(question.text, id="question-text", markup=False)
-        labels = [
-            f"{n}. {o.label}" + (f" — {o.description}" if o.description else "")
-            for n, o in enumerate(question.options, 1)
-        ]
-        if question.options and question.multiple:
-            yield SelectionList[int](*[(label, i) for i, label in enumerate(labels)], id="choices")
-        elif question.options:
-            yield OptionList(*[Option(label) for label in labels], id="choices")
-        if question.freeform:
+        if question.options:
+            yield OptionList(*[Option(self._option(i)) for i in range(len(question.options))], id="choices")
+        if question.freeform and self.may_answer:
             placeholder = (
                 "or type an answer, Enter sends" if question.options else "type an answer, Enter sends"
             )
             yield Input(placeholder=placeholder, id="freeform")
         yield Static(self._hint(), id="question-hint", markup=False)
 
+    def _option(self, index: int) -> Text:
+        """Option `index` on one line: its mark when several may be picked, number, label, and
+        its description dimmed after it (user text: never read as markup)."""
+        option = self.question.options[index]
+        mark = ("[x] " if index in self.picked else "[ ] ") if self.question.multiple else ""
+        line = Text(f"{mark}{index + 1}. {option.label}")
+        if option.description:
+            line.append(f"  {option.description}", style="dim")
+        line.no_wrap = True
+        line.overflow = "ellipsis"
+        return line
+
     def _hint(self) -> str:
         q = self.question
+        if not self.may_answer:
+            return VIEWER_HINT
         parts = []
+        if q.options and q.multiple:
+            parts.append(f"{len(self.picked)} selected")
         if q.options:
             parts.append("↑↓ or 1-9 choose")
             parts.append("Space toggles, Enter answers" if q.multiple else "Enter answers")
@@ -77,11 +100,24 @@ class QuestionPanel(Vertical):
         parts.append("Esc dismisses")
         return " · ".join(parts)
 
+    def toggle(self, index: int) -> None:
+        """Pick option `index`, or unpick it (a question that takes several)."""
+        self.picked ^= {index}
+        choices = self.query_one("#choices", OptionList)
+        choices.replace_option_prompt_at_index(index, self._option(index))
+        self.query_one("#question-hint", Static).update(self._hint())
+
     def on_mount(self) -> None:
         self.focus_first()
 
     def focus_first(self) -> None:
-        """Focus the options, or the freeform line when there are none."""
+        """Focus the options, or the freeform line when there are none (unless the focus is in
+        the question already: a key may have moved it on)."""
+        if not self.is_attached:
+            return  # answered or removed before this deferred call ran
+        focused = self.screen.focused
+        if focused is not None and self in focused.ancestors:
+            return
         first = self.query("#choices, #freeform")
         if first:
             first.first().focus()
@@ -89,12 +125,14 @@ class QuestionPanel(Vertical):
     def _selected(self) -> list[str]:
         if not self.question.multiple:
             return []
-        choices = self.query_one("#choices", SelectionList)
-        return [self.question.options[i].label for i in sorted(choices.selected)]
+        return [self.question.options[i].label for i in sorted(self.picked)]
 
     @on(OptionList.OptionSelected, "#choices")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         event.stop()
+        if self.question.multiple:
+            self.toggle(event.option_index)
+            return
         label = self.question.options[event.option_index].label
         self.post_message(self.Answered(self.question.question_id, [label], None))
 
@@ -127,15 +165,23 @@ class QuestionPanel(Vertical):
                 event.stop()
                 event.prevent_default()
                 if q.multiple:
-                    self.query_one("#choices", SelectionList).toggle(number - 1)
+                    self.toggle(number - 1)
                 else:
                     self.post_message(self.Answered(q.question_id, [q.options[number - 1].label], None))
+        elif event.key == "space" and q.multiple and q.options:
+            event.stop()
+            event.prevent_default()
+            highlighted = self.query_one("#choices", OptionList).highlighted
+            if highlighted is not None:
+                self.toggle(highlighted)
         elif event.key == "enter" and q.multiple:
             event.stop()
             event.prevent_default()
             selected = self._selected()
-            if selected:
+            if selected or not self.may_answer:
                 self.post_message(self.Answered(q.question_id, selected, None))
+            else:
+                self.notify("Pick one or more first (Space or 1-9), then Enter.", title="Nothing picked")
 
     def dismiss(self) -> None:
         """Dismiss the question (Esc)."""

@@ -74,6 +74,17 @@ def _age(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
+def _fit(parts: list[tuple[int, str]], width: int | None) -> str:
+    """The fields joined by `` · ``, leaving out those of the highest rank (1 first, then 2, …;
+    0 is always kept) until the row fits `width`."""
+    shown = list(parts)
+    for rank in sorted({r for r, _ in parts if r}):
+        if width is None or len(" · ".join(t for _, t in shown)) <= width:
+            break
+        shown = [(r, t) for r, t in shown if r != rank]
+    return " · ".join(t for _, t in shown)
+
+
 def _tokens(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
 
@@ -83,8 +94,8 @@ class StatusRows(Vertical):
     connection, worker version, time since the last event)."""
 
     DEFAULT_CSS = """
-    StatusRows { height: 2; background: $panel; padding: 0 1; }
-    StatusRows > Static { height: 1; width: 1fr; color: $text-muted; }
+    StatusRows { height: auto; background: $panel; padding: 0 1; }
+    StatusRows > Static { height: auto; width: 1fr; color: $text-muted; }
     StatusRows > #status-session.-busy { color: $text; }
     StatusRows > #status-session.-asking { color: $text-accent; }
     StatusRows > #status-link.-reconnecting { color: $text-warning; }
@@ -130,57 +141,67 @@ class StatusRows(Vertical):
         """Change some of what is shown."""
         self.status = replace(self.status, **fields)  # type: ignore[arg-type]
 
-    def session_row(self) -> str:
-        """The first row as text."""
+    def session_row(self, width: int | None = None) -> str:
+        """The first row as text; fields are left out, least useful first, to fit `width`."""
         s = self.status
         now = self.clock()
-        if s.state == "working":
+        known = isinstance(s.link, Live)
+        if s.state in ("working", "asking") and not known:
+            # Not followed now: what it does is unknown, so no clock counts on as if it were.
+            seen = self.last_event if self.last_event is not None else s.busy_since
+            ago = f", last seen {_age(now - seen)} ago" if seen is not None else ""
+            head = f"◌ {s.state} (unknown while the link is down{ago})"
+        elif s.state == "working":
             since = f" {_age(now - s.busy_since)}" if s.busy_since is not None else ""
             head = f"{SPINNER[int(now * 10) % len(SPINNER)]} working{since}"
         elif s.state == "asking":
             head = f"{SPINNER[int(now * 10) % len(SPINNER)]} asking"
         else:
             head = "● " + s.state
-        parts = [head, f"model {s.model or 'default'}"]
+        parts: list[tuple[int, str]] = [(0, head), (3, f"model {s.model or 'default'}")]
         if s.context_limit:
             share = 100 * s.context_used // max(1, s.context_limit)
-            parts.append(f"context {_tokens(s.context_used)}/{_tokens(s.context_limit)} ({share}%)")
+            parts.append((2, f"context {_tokens(s.context_used)}/{_tokens(s.context_limit)} ({share}%)"))
         if any(s.tokens):
-            parts.append(f"tokens {_tokens(s.tokens[0])} in / {_tokens(s.tokens[1])} out")
+            parts.append((1, f"tokens {_tokens(s.tokens[0])} in / {_tokens(s.tokens[1])} out"))
         if s.activity:
-            parts.append(s.activity)
+            parts.append((0, s.activity))
         if s.queued:
-            parts.append(f"queued {s.queued}")
+            parts.append((0, f"queued {s.queued}"))
         live_children = {k: v for k, v in s.children.items() if v}
         if live_children:
-            parts.append("children " + ", ".join(f"{v} {k}" for k, v in live_children.items()))
-        return " · ".join(parts)
+            parts.append((1, "children " + ", ".join(f"{v} {k}" for k, v in live_children.items())))
+        return _fit(parts, width)
 
-    def link_row(self) -> str:
-        """The second row as text."""
+    def link_row(self, width: int | None = None) -> str:
+        """The second row as text; fields are left out, least useful first, to fit `width` (a
+        reconnect's or an end's reason is kept whole: the row wraps for it)."""
         s = self.status
         now = self.clock()
         if isinstance(s.link, Live):
             connection = "live"
         elif isinstance(s.link, Reconnecting):
             left = max(0.0, (s.reconnect_at or now) - now)
-            connection = f"reconnecting in {left:.0f} s ({s.link.reason})"
+            connection = f"reconnecting in {left:.0f} s (Ctrl+R now): {s.link.reason}"
         else:
             connection = f"gone: {s.link.reason}"
-        parts = [s.where, connection]
+        parts: list[tuple[int, str]] = [(2, s.where), (0, connection)]
         if s.principal.kind != "owner":
             me = f"as {s.principal.name} ({s.principal.kind})"
             if s.principal.kind == "collaborator" and s.principal.turns_left is not None:
                 left = s.principal.turns_left
                 me += f", {left} turn{'s' if left != 1 else ''} left"
-            parts.append(me)
+            parts.append((0, me))
         if s.attached:
-            parts.append("attached: " + attached_text(s.attached))
+            parts.append((3, "attached: " + attached_text(s.attached)))
         if s.version:
-            parts.append(f"worker {s.version}")
+            parts.append((1, f"worker {s.version}"))
         if self.last_event is not None:
-            parts.append(f"last event {_age(now - self.last_event)} ago")
-        return " · ".join(parts)
+            parts.append((1, f"last event {_age(now - self.last_event)} ago"))
+        return _fit(parts, width)
+
+    def on_resize(self) -> None:
+        self._redraw()
 
     def _redraw(self) -> None:
         if not self.is_mounted:
@@ -188,9 +209,10 @@ class StatusRows(Vertical):
         s = self.status
         session = self.query_one("#status-session", Static)
         link = self.query_one("#status-link", Static)
-        session.update(self.session_row())
+        width = self.content_region.width or None
+        session.update(self.session_row(width))
         session.set_class(s.state == "working", "-busy")
         session.set_class(s.state == "asking", "-asking")
-        link.update(self.link_row())
+        link.update(self.link_row(width))
         link.set_class(isinstance(s.link, Reconnecting), "-reconnecting")
         link.set_class(isinstance(s.link, Gone), "-gone")

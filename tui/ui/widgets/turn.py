@@ -34,7 +34,7 @@ from textual.widgets import Collapsible, Static
 from tui.protocol import By, Diff, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
 from tui.protocol.state import tool_record
 from tui.ui.markdown import parser
-from tui.ui.pieces import outcome_text, prompt_text, tool_title
+from tui.ui.pieces import outcome_text, prompt_block, tool_title
 from tui.ui.widgets.diff import DiffView, diff_text
 from tui.ui.widgets.lines import (
     Block,
@@ -175,7 +175,11 @@ class TurnView(LinesView):
         """The turn's blocks, made when first drawn (a turn scrolled past costs nothing)."""
         record = self.record
         blocks: list[Block] = [
-            RichBlock(lambda style: prompt_text(record.prompt, record.by, style, record.client_id))
+            RichBlock(
+                lambda style: prompt_block(
+                    record.prompt, record.by, style, record.client_id, python=self.verbatim
+                )
+            )
         ]
         if record.plan:
             blocks.append(RichBlock(lambda _: plan_text(record.plan), indent=2))
@@ -192,7 +196,7 @@ class TurnView(LinesView):
                     part.blocks = [OutputBlock(part.text)] if self.verbatim else markdown_blocks(part.text)
                 blocks.extend(part.blocks)
         blocks.extend(_line(line, "turn--who") for line in record.answered if line not in shown)
-        if record.outcome in ("failed", "interrupted"):
+        if outcome_text(record, lambda _: None) is not None:
             blocks.append(RichBlock(lambda style: outcome_text(record, style) or Text(), indent=2))
         return blocks
 
@@ -421,7 +425,7 @@ class LiveTurn(Vertical):
         """One flush at a time: the timer's and those before a tool, a line or the end."""
 
     def compose(self) -> ComposeResult:
-        yield PromptLine(self.record.prompt, self.record.by, self.record.client_id)
+        yield PromptLine(self.record.prompt, self.record.by, self.record.client_id, python=self.verbatim)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(FLUSH_EVERY, self.flush)
@@ -527,12 +531,13 @@ class PromptLine(Static):
     """
     COMPONENT_CLASSES = {"turn--prompt", "turn--who", "turn--mark"}
 
-    def __init__(self, prompt: str, by: By, client_id: str | None = None) -> None:
+    def __init__(self, prompt: str, by: By, client_id: str | None = None, *, python: bool = False) -> None:
         super().__init__()
         self._prompt = prompt
         self._by = by
         self._client_id = client_id
+        self._python = python
 
     def render(self) -> RenderableType:
         style = lambda n: self.get_component_rich_style(n, partial=True)  # noqa: E731
-        return prompt_text(self._prompt, self._by, style, self._client_id)
+        return prompt_block(self._prompt, self._by, style, self._client_id, python=self._python)

@@ -189,6 +189,7 @@ class Sandbox:
         resume: bool = False,
         replace: bool = True,
         budget: float | None = None,
+        number: int | None = None,
     ) -> ProgramResult:
         """Run `source` (or, with `resume`, go on observing the active program) until it ends.
 
@@ -199,6 +200,8 @@ class Sandbox:
             resume: observe the program left active instead of starting `source`.
             replace: stop a program still active before starting `source` (else `ProgramActive`).
             budget: return ``still_working`` once this many seconds passed (None: wait to the end).
+            number: what the program's tracebacks call it (``<program N>``); by default the
+                sandbox's count of programs.
 
         Raises:
             ProgramActive: a program is active and `replace` is False.
@@ -217,12 +220,16 @@ class Sandbox:
                 result = await session.wait(context=context)
             else:
                 try:
-                    result = await session.execute(source=source, catalog=catalog, context=context)
+                    result = await session.execute(
+                        source=source, catalog=catalog, context=context, number=number
+                    )
                 except ProgramActive:
                     if not replace:
                         raise
                     await session.stop()
-                    result = await session.execute(source=source, catalog=catalog, context=context)
+                    result = await session.execute(
+                        source=source, catalog=catalog, context=context, number=number
+                    )
                 self.programs += 1
             while True:
                 if result.output:
@@ -262,7 +269,8 @@ class Sandbox:
             try:
                 value = await ask_person(turn, question, offered, multiple=multiple, freeform=freeform)
             except QuestionDismissed:
-                turn.tool_ended(call_id, "error", error="dismissed")
+                # Said once, by the turn ("question dismissed by …"), not again on the tool line.
+                turn.tool_ended(call_id, "terminated")
                 raise ToolError("dismissed") from None
             except QuestionCancelled:
                 turn.tool_ended(call_id, "terminated", error="cancelled")

@@ -14,12 +14,15 @@ from typing import ClassVar, Literal
 
 from tui.codemode import ProgramResult, SandboxError
 from tui.config import SandboxSettings
-from tui.protocol.python import syntax_error
+from tui.protocol.python import syntax_error, syntax_report
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, tui_folders_of
 
-__all__ = ["PROSE_REPLY", "PythonAgent"]
+__all__ = ["DISMISSED", "PROSE_REPLY", "PythonAgent"]
+
+DISMISSED = "dismissed; the program did not catch ToolError('dismissed')"
+"""Why a turn failed whose program let the dismissal of its question end it."""
 
 PROSE_REPLY = (
     "This session runs Python: each prompt is a program, and this one is not valid Python ({why}).\n"
@@ -77,7 +80,9 @@ class PythonAgent(Agent):
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         why = syntax_error(turn.prompt)
         if why is not None:
-            turn.text(PROSE_REPLY.format(why=why))
+            # As Python shows it (with the caret under where it broke), then what to do about it.
+            report = syntax_report(turn.prompt, f"<program {turn.number}>") or ""
+            turn.text(report + PROSE_REPLY.format(why=why))
             return TurnOutcome("completed")
         return await run_program(self.sandbox, turn, turn.prompt)
 
@@ -93,6 +98,10 @@ class PythonAgent(Agent):
                 printed.line(shown)
             return TurnOutcome("completed")
         if result.status == "error" and result.error is not None:
+            if (result.error.type, result.error.message) == ("ToolError", "dismissed"):
+                # A dismissed question the program did not catch: the transcript already says who
+                # dismissed it, so one line says what that did, not a traceback of the ask.
+                return TurnOutcome("failed", DISMISSED)
             trace = result.error.traceback or str(result.error)
             printed.line(trace.rstrip("\n"))
             return TurnOutcome("failed", trace.rstrip("\n"))
@@ -109,7 +118,8 @@ async def run_program(
 ) -> TurnOutcome:
     """Run `source` as a python session's turn: its output is the reply, as a REPL prints it.
 
-    Used for a python session's prompts and a model session's ``!`` lines alike.
+    Used for a python session's prompts and a model session's ``!`` lines alike: the program is
+    the turn's own, so its tracebacks carry the turn's number (``<program N>`` of turn #N).
 
     Args:
         sandbox: the session's sandbox.
@@ -119,7 +129,7 @@ async def run_program(
     """
     printed = _Printed(write or turn.text)
     try:
-        result = await sandbox.run(source, turn, printed.add)
+        result = await sandbox.run(source, turn, printed.add, number=turn.number or None)
     except (SandboxError, OSError) as exc:
         # keep the session: its next execute starts a fresh interpreter, and close() still
         # releases its sandbox (dropping it here leaked the sandbox's cgroup and folder)

@@ -1,0 +1,69 @@
+"""How a turn's pieces read (`tui.ui.pieces`): the tool title, the stamp, program output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.style import Style
+
+from tui.protocol import By, TurnRecord
+from tui.ui.pieces import outcome_text, prompt_text, stamp_text, tool_title, verbatim_text
+
+
+def style(name: str) -> Any:
+    return Style()
+
+
+def test_a_tool_title_keeps_whole_arguments_and_counts_the_rest() -> None:
+    args = {
+        "question": "Which checks should run before we deploy this to production today?",
+        "options": ["lint", "types", "tests"],
+        "multiple": False,
+        "freeform": True,
+    }
+    title = tool_title("ask", args, "completed")
+    assert title.endswith("… +3 more) · completed"), title
+    assert "multiple=fa" not in title
+    words = title.removeprefix("ask(question='").split("…")[0].split()
+    assert all(w in args["question"].split() for w in words)  # cut between words
+
+
+def test_a_tool_title_shows_a_list_by_whole_items_and_code_by_its_first_line() -> None:
+    assert 'options=["alpha", …+4]' in tool_title(
+        "ask", {"question": "pick some", "options": ["alpha", "beta", "gamma", "delta", "epsilon"]}, None
+    )
+    assert tool_title("run", {"code": "import os\n\nprint(os.getcwd())"}, "completed") == (
+        "run: import os (+1 lines) · completed"
+    )
+
+
+def test_an_ended_turn_says_its_number_time_and_duration() -> None:
+    record = TurnRecord(
+        turn_id="t",
+        prompt="x",
+        number=14,
+        outcome="completed",
+        started_at="2026-01-01T15:02:00+00:00",
+        ended_at="2026-01-01T15:02:03.2+00:00",
+    )
+    assert stamp_text(record).startswith("#14 · ") and stamp_text(record).endswith(" · 3.2 s")
+    line = outcome_text(record.model_copy(update={"outcome": "failed", "error": "boom"}), style)
+    assert line is not None and line.plain.startswith("✗ failed: boom  · #14")
+    assert outcome_text(TurnRecord(turn_id="t", prompt="x", outcome="completed"), style) is None
+
+
+def test_a_traceback_is_coloured_only_on_its_own_lines() -> None:
+    out = verbatim_text(
+        "before\nTraceback (most recent call last):\n"
+        '  File "<program 2>", line 1, in <module>\n    1 / 0\n    ~~^~~\n'
+        "ZeroDivisionError: division by zero\nafter\n"
+    )
+    styled = {out.plain[s.start : s.end] for s in out.spans}
+    assert {'"<program 2>"', "ZeroDivisionError", "    ~~^~~"} <= styled
+    assert not any("before" in s or "after" in s for s in styled)
+
+
+def test_a_python_prompt_is_coloured_and_user_text_is_never_markup() -> None:
+    text = prompt_text("print('[bold]x[/bold]')", By(name="root"), style, python=True)
+    assert "[bold]x[/bold]" in text.plain
+    assert any(s.style != Style() for s in text.spans)
