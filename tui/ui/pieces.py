@@ -124,32 +124,38 @@ _STYLES = {
 }
 
 
+def traceback_spans(line: str, inside: bool) -> tuple[list[tuple[int, int, Style]], bool]:
+    """How one line of program output is coloured as part of a Python traceback (as Python 3.13
+    shows them): the styled spans of `line` (none for a line outside one) and whether the next
+    line is still inside the traceback. `inside`: whether the line before was."""
+    if line.startswith(_TRACEBACK) or (line.startswith('  File "') and _FILE_LINE.match(line)):
+        inside = True
+    if not inside:
+        return [], False
+    if line.startswith(_TRACEBACK):
+        return [(0, len(line), _STYLES["head"])], True
+    if (match := _FILE_LINE.match(line)) is not None:
+        groups = [(2, "path"), (4, "number"), (6, "function")]
+        return [(match.start(g), match.end(g), _STYLES[k]) for g, k in groups if match.group(g)], True
+    if _CARETS.match(line):
+        return [(0, len(line), _STYLES["caret"])], True
+    if not line.startswith(" ") and (match := _EXCEPTION.match(line)) is not None:
+        named = [(0, match.end(1), _STYLES["name"])]
+        if match.group(2):
+            named.append((match.end(1), len(line), _STYLES["message"]))
+        return named, False
+    return [], bool(not line or line.startswith(" "))
+
+
 def _colour_traceback(text: Text, source: str) -> None:
-    """Colour the lines of Python tracebacks in `text` (of `source`) as Python 3.13 shows them."""
+    """Colour the lines of Python tracebacks in `text` (of `source`)."""
     offset = 0
     inside = False
     for line in source.split("\n"):
-        end = offset + len(line)
-        if line.startswith(_TRACEBACK) or (line.startswith('  File "') and _FILE_LINE.match(line)):
-            inside = True
-        if inside:
-            if line.startswith(_TRACEBACK):
-                text.stylize(_STYLES["head"], offset, end)
-            elif (match := _FILE_LINE.match(line)) is not None:
-                spans = [(2, "path"), (4, "number"), (6, "function")]
-                for group, style in spans:
-                    if match.group(group):
-                        text.stylize(_STYLES[style], offset + match.start(group), offset + match.end(group))
-            elif _CARETS.match(line):
-                text.stylize(_STYLES["caret"], offset, end)
-            elif not line.startswith(" ") and (match := _EXCEPTION.match(line)) is not None:
-                text.stylize(_STYLES["name"], offset, offset + match.end(1))
-                if match.group(2):
-                    text.stylize(_STYLES["message"], offset + match.end(1), end)
-                inside = False
-            elif line and not line.startswith(" "):
-                inside = False
-        offset = end + 1
+        spans, inside = traceback_spans(line, inside)
+        for start, end, style in spans:
+            text.stylize(style, offset + start, offset + end)
+        offset += len(line) + 1
 
 
 def verbatim_text(source: str) -> Text:

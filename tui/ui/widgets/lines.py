@@ -23,7 +23,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui.ui.pieces import verbatim_text
+from tui.ui.pieces import traceback_spans, verbatim_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -299,6 +299,10 @@ class OutputBlock(Block):
         self._wrapped: dict[int, dict[int, list[Strip]]] = {}
         """Each kept line's strips by its number, for the last two widths."""
         self._fold: tuple[tuple[int, int], list[Strip]] = ((-1, -1), [])
+        self._traceback: dict[int, list[tuple[int, int, Style]]] = {}
+        """The coloured spans of the kept lines that belong to a Python traceback, by line number."""
+        self._inside = False
+        """Whether the last complete line was inside a traceback."""
         if text:
             self.append(text)
 
@@ -325,6 +329,12 @@ class OutputBlock(Block):
             return lines[i] if i == 0 else self._cut(lines[i])
 
         n = len(lines)
+        base = len(self.head) + self.hidden + len(self.tail)
+        keep_from = n - self.tail_max
+        for i in range(n):
+            spans, self._inside = traceback_spans(lines[i], self._inside)
+            if spans and (base + i < self.head_max or i >= keep_from):
+                self._traceback[base + i] = spans
         start = min(n, max(0, self.head_max - len(self.head)))
         self.head.extend(line(i) for i in range(start))
         kept_from = max(start, n - self.tail_max)
@@ -333,6 +343,10 @@ class OutputBlock(Block):
         while len(self.tail) > self.tail_max:
             self.tail.popleft()
             self.hidden += 1
+        if self._traceback:
+            first_kept = len(self.head) + self.hidden
+            for gone in [k for k in self._traceback if len(self.head) <= k < first_kept]:
+                del self._traceback[gone]
         self.changed()
 
     def _set_partial(self, line: str, more: int) -> None:
@@ -345,8 +359,20 @@ class OutputBlock(Block):
         more += max(0, len(line) - LINE_LIMIT)
         return f"{line[:LINE_LIMIT]} … ({more:,} more characters)" if more else line
 
-    def _wrap(self, view: LinesView, line: str, width: int, style: Style | None) -> list[Strip]:
-        if line.isascii() and line.isprintable():
+    def _wrap(
+        self,
+        view: LinesView,
+        line: str,
+        width: int,
+        style: Style | None,
+        spans: list[tuple[int, int, Style]] | None = None,
+    ) -> list[Strip]:
+        if spans:
+            text = Text(line, style=style or "", end="")
+            for start, end, span_style in spans:
+                text.stylize(span_style, start, end)
+            strips = render_strips(view.app.console, text, width) or [Strip.blank(0)]
+        elif line.isascii() and line.isprintable():
             strips = [Strip([Segment(row, style)], len(row)) for row in wrap_plain(line, width)]
         else:
             text = verbatim_text(line)
@@ -363,10 +389,11 @@ class OutputBlock(Block):
             wrapped = self._wrapped[width] = {}
         style = view.style_of(self.style_name) if self.style_name else None
         out: list[Strip] = []
+        colour = self._traceback.get
         for n, line in enumerate(self.head):
             got = wrapped.get(n)
             if got is None:
-                got = wrapped[n] = self._wrap(view, line, width, style)
+                got = wrapped[n] = self._wrap(view, line, width, style, colour(n))
             out.extend(got)
         if self.hidden:
             key = (self.hidden, width)
@@ -378,7 +405,7 @@ class OutputBlock(Block):
         for n, line in enumerate(self.tail, start):
             got = wrapped.get(n)
             if got is None:
-                got = wrapped[n] = self._wrap(view, line, width, style)
+                got = wrapped[n] = self._wrap(view, line, width, style, colour(n))
             out.extend(got)
         if len(wrapped) > 2 * (self.head_max + self.tail_max):
             keep = set(range(len(self.head))) | set(range(start, start + len(self.tail)))
@@ -388,7 +415,8 @@ class OutputBlock(Block):
             partial = self.partial
             if self._partial_more:
                 partial += f" … ({self._partial_more:,} more characters)"
-            out.extend(self._wrap(view, partial, width, style))
+            spans = traceback_spans(self.partial, self._inside)[0]
+            out.extend(self._wrap(view, partial, width, style, spans))
         return out
 
 
