@@ -242,7 +242,8 @@ class TestLongOutput:
             shown = rendered(view).splitlines()
             assert shown[0].startswith("\u276f for i in range(100000)")
             assert "99,780 lines hidden" in shown[21]
-            assert shown[-1].strip() == "99999"
+            assert shown[-2].strip() == "99999"
+            assert shown[-1].strip().startswith("#1 · ")  # its number, time and duration
             assert view.record.reply == "".join(f"{n}\n" for n in lines)  # the record keeps all
 
     async def test_an_ended_turn_from_the_session_shows_only_the_head_and_the_tail(
@@ -320,12 +321,13 @@ class TestAnsweredLines:
             view = app.session.query_one(TurnView)
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
-            assert shown[1:] == [
+            assert shown[1:-1] == [
                 "before",
-                "▸ ask(question=Deploy?) · completed",
+                "▸ ask(question='Deploy?') · completed",
                 "answered by alice: prod",
                 "after",
             ]
+            assert shown[-1].startswith("#1 · ")
 
     async def test_in_a_turn_from_the_session_it_shows_under_the_tool_that_asked(self, until: Until) -> None:
         record = TurnRecord(
@@ -343,7 +345,7 @@ class TestAnsweredLines:
             view = app.session.query_one(TurnView)
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
-            assert shown[1:] == ["▸ ask(question=Deploy?) · completed", "answered by alice: prod", "after"]
+            assert shown[1:] == ["▸ ask(question='Deploy?') · completed", "answered by alice: prod", "after"]
 
 
 class TestHighlight:

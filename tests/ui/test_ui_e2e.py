@@ -135,4 +135,5 @@ class TestLongOutputOnARealWorker:
             shown = [strip.text.strip() for strip in strips]
             assert shown[1:21] == [str(i) for i in range(20)]
             assert shown[21].startswith("… 99,780 lines hidden · o on the selected turn opens")
-            assert shown[-200:] == [str(i) for i in range(99_800, 100_000)]
+            assert shown[-201:-1] == [str(i) for i in range(99_800, 100_000)]
+            assert shown[-1].startswith("#1 · ")  # its number, time and duration

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.message import Message
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
@@ -27,12 +27,14 @@ class PromptArea(TextArea):
     """Where prompts are typed: Enter sends, Ctrl+J or Alt+Enter starts a new line, Up/Down on
     the first/last line walk the history."""
 
-    # TextArea's ~30 editing keys (word left, delete line, …) are every text box's: kept working,
-    # but left out of the keys panel (system bindings), which lists what is this app's own.
+    # TextArea's ~30 editing keys (word left, delete line, …) and the scrolling keys it inherits
+    # are every text box's: kept working, but left out of the keys panel (system bindings), which
+    # lists what is this app's own.
     BINDINGS = [
         *(
             replace(binding, system=True, show=False)
-            for binding in TextArea.BINDINGS
+            for base in (ScrollableContainer, TextArea)
+            for binding in base.BINDINGS
             if isinstance(binding, Binding)
         ),
         Binding(
