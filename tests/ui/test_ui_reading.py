@@ -15,7 +15,7 @@ from textual.widgets import Static
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
 from tui.link.mock import MockLink, MockRequest
-from tui.protocol import By, TurnRecord
+from tui.protocol import By, TextChunk, TurnRecord
 from tui.store import StatePaths
 from tui.ui import TuiApp
 from tui.ui.widgets.transcript import KEEP, WINDOW
@@ -170,6 +170,31 @@ class TestScrolling:
             await pilot.press("ctrl+end")
             await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h999")
             assert not transcript.has_newer
+
+
+class TestQuickTurns:
+    async def test_hundreds_of_turns_arriving_at_once_show_ended_and_the_prompt_keeps_working(
+        self, until: Until
+    ) -> None:
+        """A script's quick turns reach a watching app all at once: each shows ended (no live
+        view), only a window of them is mounted, and what is typed meanwhile is kept."""
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            for n in range(500):  # no await between them: they arrive as one batch
+                turn = link.start_turn(f"print({n})", by="root")
+                link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
+                link.end_turn()
+            transcript = app.session.transcript
+            await until(pilot, lambda: app.session.cursor >= len(link.journal) and not app.session.busy)
+            await pilot.press(*"next")
+            assert transcript.live is None
+            assert 0 < transcript.mounted_turns <= WINDOW
+            last = transcript.turn_views()[-1]
+            assert last.record.prompt == "print(499)" and last.record.outcome == "completed"
+            assert app.session.prompt.text == "next"
+            assert app.session.status.status.state == "idle"
 
 
 class TestSelection:

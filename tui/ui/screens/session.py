@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -50,6 +50,7 @@ from tui.protocol import (
     ToolOutput,
     ToolStarted,
     Transcript,
+    TurnEnded,
     TurnRecord,
     TurnStarted,
     UnknownEvent,
@@ -459,16 +460,56 @@ class SessionScreen(Screen[None]):
         if message.items is self._batch:
             self._batch = None  # what arrives from now on goes into the next message
         applied = False
+        whole = _whole_turns(message.items)
+        ended: list[TurnRecord] = []
         for item in message.items:
             if isinstance(item, Live | Reconnecting | Gone):
                 await self._link_state(item)
                 continue
             if item.seq and item.seq <= self.cursor:
                 continue
-            await self._apply(item)
+            if whole and getattr(item, "turn_id", None) in whole:
+                await self._apply_behind(item, ended)
+            else:
+                if ended:
+                    await self._show_behind(ended)
+                await self._apply(item)
             applied = True
+        if ended:
+            await self._show_behind(ended)
         if applied:
             self._status.touch()
+
+    async def _apply_behind(self, event: Event, ended: list[TurnRecord]) -> None:
+        """An event of a turn that starts and ends within what arrived at once (the app was behind,
+        e.g. a script's quick turns): applied to the state only; the turn is shown ended, with the
+        others like it, by `_show_behind`."""
+        state = self.session_state
+        running = state.current.turn_id if state.current is not None else None
+        live = self.transcript.live
+        state.apply(event)
+        superseded = running is not None and (state.current is None or state.current.turn_id != running)
+        if live is not None and superseded and (record := state.turns.get(running or "")) is not None:
+            await self._finish(record)  # the turn shown live ended before these began
+        if isinstance(event, TurnStarted):
+            self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
+        elif isinstance(event, TurnEnded) and (record := state.turns.get(event.turn_id)) is not None:
+            ended.append(record)
+            self._last_turn_id = record.turn_id
+
+    async def _show_behind(self, ended: list[TurnRecord]) -> None:
+        """Show the turns `_apply_behind` ended, and what they changed, once."""
+        records = list(ended)
+        ended.clear()
+        self.away_seen()
+        self._show_outbox()
+        await self.transcript.add_ended(records)
+        state = self.session_state
+        self.status.change(state=state.state, busy_since=None if state.current is None else self.clock())
+        self._show_busy()
+        self._remember()
+        self.app.refresh_bindings()
+        await self._show_question()
 
     async def _apply(self, event: Event) -> None:
         """Apply `event` to the session's state, then show what changed."""
@@ -719,9 +760,11 @@ class SessionScreen(Screen[None]):
         row.display = True
 
     def _show_busy(self) -> None:
+        busy = self.busy
         box = self.prompt_box
-        box.set_class(self.busy, "-queueing")
-        self.prompt.placeholder = "Enter queues behind the running turn" if self.busy else PLACEHOLDER
+        if box.has_class("-queueing") != busy:
+            box.set_class(busy, "-queueing")
+            self.prompt.placeholder = "Enter queues behind the running turn" if busy else PLACEHOLDER
 
     # --- slash commands ------------------------------------------------------------------------
     def run_command(self, line: str) -> None:
@@ -1123,6 +1166,14 @@ def _gone_title(state: Gone) -> str:
     if state.exit_code == 6:
         return "The share was revoked" if "revoked" in state.reason else "Refused"
     return "The session's worker is gone"
+
+
+def _whole_turns(items: Sequence[object]) -> set[str]:
+    """The turns that both start and end among `items` (events as they arrived at once)."""
+    started = {i.turn_id for i in items if isinstance(i, TurnStarted)}
+    return (
+        {i.turn_id for i in items if isinstance(i, TurnEnded) and i.turn_id in started} if started else set()
+    )
 
 
 def _clip(text: str, limit: int = 40) -> str:

@@ -550,6 +550,33 @@ class TranscriptView(VerticalScroll):
             self._hi -= drop
             self.has_more = True
 
+    async def add_ended(self, records: list[TurnRecord]) -> None:
+        """Turns that started and ended while the app was behind (a script's quick turns): shown
+        ended at once, in one mount, never as live turns; when more arrived than the window holds
+        and the reader follows the bottom, only the newest are mounted."""
+        if not records:
+            return
+        self._hello.display = False
+        if self.has_newer:
+            return  # kept records end before the newest: they are fetched with them
+        following = self._hi == len(self.items)
+        self.items.extend(Item(record=r) for r in records)
+        if following and self.is_vertical_scroll_end:
+            end = len(self.items)
+            start = max(self._hi, end - WINDOW)
+            with self.app.batch_update():
+                if start > self._hi:
+                    await self.remove_children(self._ended_widgets())
+                    self._lo = start
+                await self.mount_all([self._widget(i) for i in self.items[start:end]], before=self._newer)
+                self._hi = end
+                excess = self._hi - self._lo - WINDOW
+                if excess > 0:
+                    await self.remove_children(self._ended_widgets()[:excess])
+                    self._lo += excess
+        self._trim_front()
+        self._show_edges()
+
     async def add_line(self, text: str) -> None:
         """A line between turns."""
         if self.live is not None:
