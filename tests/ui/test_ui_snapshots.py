@@ -428,5 +428,6 @@ class TestReading:
             await app_until(pilot, lambda: transcript.mounted_turns == 40, "the first page")
             await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
             await app_until(pilot, lambda: app.session.transcript.selected == "h3", "the match")
+            await app_until(pilot, lambda: not transcript.is_fetching, "the turns around it mounted")
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))

@@ -39,6 +39,7 @@ from tui.protocol import (
     Note,
     PendingQuestion,
     Plan,
+    QuestionAsked,
     QuestionResolved,
     QueueChanged,
     QueueItem,
@@ -195,6 +196,13 @@ class SessionScreen(Screen[None]):
         self._send_lock = asyncio.Lock()
         self._ctrl_c_at: float | None = None
         self._batch: list[Event | LinkState] | None = None
+        """What arrived and is not handed to `on_link_events` yet."""
+        self._in_flight = False
+        """A `LinkEvents` is posted and the screen has not been painted since it was handled:
+        what arrives meanwhile waits in `_batch`, so that a stream of events never starves the
+        screen of its repaints (Textual paints when the screen's queue is empty)."""
+        self._keys_stale = False
+        """The state changed: the keys on offer (footer) are worked out again after the batch."""
         """The `LinkEvents` message posted and not yet taken by its handler."""
         self.stopped: str | None = None
         """``stopped`` or ``deleted`` once /exit ended the session's worker."""
@@ -310,11 +318,24 @@ class SessionScreen(Screen[None]):
         async for item in Follower(self.link, transcript.cursor, sleep=self._backoff):
             if self._batch is None:
                 self._batch = [item]
-                self.post_message(LinkEvents(self._batch))
             else:
                 self._batch.append(item)
+            if not self._in_flight:
+                self._post_batch()
             if isinstance(item, Gone):
                 return
+
+    def _post_batch(self) -> None:
+        """Hand what arrived to `on_link_events`, as one message."""
+        if self._batch:
+            self._in_flight = True
+            self.post_message(LinkEvents(self._batch))
+            self._batch = None
+
+    def _painted(self) -> None:
+        """The screen was painted after a batch: the next one may go."""
+        self._in_flight = False
+        self._post_batch()
 
     async def _backoff(self, delay: float) -> None:
         """Wait `delay` seconds before the next reconnect try, or until `retry_now`."""
@@ -457,19 +478,24 @@ class SessionScreen(Screen[None]):
 
     # --- events --------------------------------------------------------------------------------
     async def on_link_events(self, message: LinkEvents) -> None:
-        if message.items is self._batch:
-            self._batch = None  # what arrives from now on goes into the next message
+        self.call_after_refresh(self._painted)
         applied = False
         whole = _whole_turns(message.items)
         ended: list[TurnRecord] = []
+        behind: str | None = None
+        """The turn whose events are applied to the state only (`_apply_behind`)."""
         for item in message.items:
             if isinstance(item, Live | Reconnecting | Gone):
                 await self._link_state(item)
                 continue
             if item.seq and item.seq <= self.cursor:
                 continue
-            if whole and getattr(item, "turn_id", None) in whole:
+            if isinstance(item, TurnStarted) and item.turn_id in whole:
+                behind = item.turn_id
+            if behind is not None and isinstance(item, _BEHIND):
                 await self._apply_behind(item, ended)
+                if isinstance(item, TurnEnded) and item.turn_id == behind:
+                    behind = None
             else:
                 if ended:
                     await self._show_behind(ended)
@@ -479,6 +505,9 @@ class SessionScreen(Screen[None]):
             await self._show_behind(ended)
         if applied:
             self._status.touch()
+        if self._keys_stale:
+            self._keys_stale = False
+            self.app.refresh_bindings()  # once for what arrived at once: the footer is rebuilt
 
     async def _apply_behind(self, event: Event, ended: list[TurnRecord]) -> None:
         """An event of a turn that starts and ends within what arrived at once (the app was behind,
@@ -497,6 +526,22 @@ class SessionScreen(Screen[None]):
             ended.append(record)
             self._last_turn_id = record.turn_id
 
+    def _show_status(self) -> None:
+        """The status rows as the session's state says (after a `status` event)."""
+        state = self.session_state
+        fields: dict[str, object] = {
+            "context_used": state.context_used,
+            "context_limit": state.context_limit,
+            "children": dict(state.children),
+            "model": state.model or self.status.status.model,
+            "attached": tuple(state.attached),
+            "tokens": (state.tokens_in, state.tokens_out),
+            "activity": state.activity,
+        }
+        if state.state != "idle" and self.status.status.busy_since is None:
+            fields["busy_since"] = self.clock()
+        self.status.change(**fields)
+
     async def _show_behind(self, ended: list[TurnRecord]) -> None:
         """Show the turns `_apply_behind` ended, and what they changed, once."""
         records = list(ended)
@@ -505,10 +550,16 @@ class SessionScreen(Screen[None]):
         self._show_outbox()
         await self.transcript.add_ended(records)
         state = self.session_state
-        self.status.change(state=state.state, busy_since=None if state.current is None else self.clock())
+        self._show_status()
+        self._show_queue()
+        self.status.change(
+            state=state.state,
+            queued=len(self.queue),
+            busy_since=None if state.current is None else self.clock(),
+        )
         self._show_busy()
         self._remember()
-        self.app.refresh_bindings()
+        self._keys_stale = True
         await self._show_question()
 
     async def _apply(self, event: Event) -> None:
@@ -560,18 +611,7 @@ class SessionScreen(Screen[None]):
             self._show_queue()
             self.status.change(queued=len(self.queue))
         elif isinstance(event, Status):
-            fields: dict[str, object] = {
-                "context_used": state.context_used,
-                "context_limit": state.context_limit,
-                "children": dict(state.children),
-                "model": state.model or self.status.status.model,
-                "attached": tuple(state.attached),
-                "tokens": (state.tokens_in, state.tokens_out),
-                "activity": state.activity,
-            }
-            if state.state != "idle" and self.status.status.busy_since is None:
-                fields["busy_since"] = self.clock()
-            self.status.change(**fields)
+            self._show_status()
         elif isinstance(event, ModelChanged):
             self.status.change(model=state.model)
             await transcript.add_line(f"model: {event.model}")
@@ -585,7 +625,7 @@ class SessionScreen(Screen[None]):
             await transcript.add_line(f"(an event this version does not know: {event.type})")
         if state.state != was:
             self.status.change(state=state.state)
-            self.app.refresh_bindings()
+            self._keys_stale = True
         await self._show_question()
 
     async def _finish(self, record: TurnRecord) -> None:
@@ -1166,6 +1206,24 @@ def _gone_title(state: Gone) -> str:
     if state.exit_code == 6:
         return "The share was revoked" if "revoked" in state.reason else "Refused"
     return "The session's worker is gone"
+
+
+_BEHIND = (
+    TurnStarted,
+    TextChunk,
+    Thinking,
+    ToolStarted,
+    ToolOutput,
+    ToolEnded,
+    Plan,
+    TurnEnded,
+    Status,
+    QueueChanged,
+    QuestionAsked,
+    QuestionResolved,
+)
+"""Events inside a turn that starts and ends within what arrived at once: applied to the state
+only, then shown once (notes and other lines still show in their place)."""
 
 
 def _whole_turns(items: Sequence[object]) -> set[str]:

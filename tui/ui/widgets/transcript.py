@@ -561,7 +561,10 @@ class TranscriptView(VerticalScroll):
             return  # kept records end before the newest: they are fetched with them
         following = self._hi == len(self.items)
         self.items.extend(Item(record=r) for r in records)
-        if following and self.is_vertical_scroll_end:
+        # At the bottom, or anchored there with a layout still to come (the anchor is released
+        # only when the reader scrolls away).
+        at_bottom = self.is_vertical_scroll_end or (self.is_anchored and not self._anchor_released)
+        if following and at_bottom:
             end = len(self.items)
             start = max(self._hi, end - WINDOW)
             with self.app.batch_update():
