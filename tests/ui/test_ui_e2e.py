@@ -92,7 +92,7 @@ class TestOnARealWorker:
             car = read_sidecar(StatePaths(state_dir).session(sid).sidecar)
             assert car is not None
             os.kill(car.pid, signal.SIGKILL)
-            await until(pilot, lambda: not app.session.busy, 30)
+            await until(pilot, lambda: not app.session.busy and ended(app), 30)
             assert ended(app)[-1].record.outcome in ("failed", "interrupted")
             await until(pilot, lambda: isinstance(app.session.link_state, Live), 30)
             app.session.submit("print('back')")
