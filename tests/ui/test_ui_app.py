@@ -378,6 +378,8 @@ class TestHighlight:
             view.highlight = "zero"
             await pilot.pause()
             assert marked() == ["Zero", "zero", "zero", "ZERO"]
+            shown = rendered(view)
+            assert "print('Zero')" in shown and "ZERO here" in shown  # the rest of each line stays
             view.highlight = ""
             await pilot.pause()
             assert marked() == []

@@ -78,7 +78,7 @@ def mark_matches(strip: Strip, needle: str, style: Style) -> Strip:
         start = cell_len(text[:at])
         cuts += [start, start + cell_len(text[at : at + len(needle)])]
         at = low.find(needle, at + len(needle))
-    pieces = list(strip.divide(cuts))
+    pieces = list(strip.divide([*cuts, strip.cell_length]))  # the last cut: the rest of the line
     out = []
     for i, piece in enumerate(pieces):
         if i % 2:
