@@ -14,6 +14,7 @@ from typing import Any
 
 from helpers import app_until
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from tui.link.base import Located, Principal
 from tui.link.mock import MockLink
@@ -429,5 +430,6 @@ class TestReading:
             await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
             await app_until(pilot, lambda: app.session.transcript.selected == "h3", "the match")
             await app_until(pilot, lambda: not transcript.is_fetching, "the turns around it mounted")
+            app.session.query_one("#search-input", Input).cursor_blink = False  # one picture, not two
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from acp_agent import agent_pids, configure
-from helpers import TIMEOUT, stop_workers, wait_until
+from helpers import TIMEOUT, eventually, stop_workers, wait_until
 
 from tui.store import StatePaths, create_session
 from tui.worker.launch import start_worker
@@ -68,6 +68,8 @@ async def test_a_turn_streams_text_thinking_and_the_agent_says_its_commands(
     assert ended["outcome"] == "completed", ended["error"]
     assert ended["reply"] == "Working on: hello\nDone.\n"
     assert texts(worker, "thinking") == "Thinking about it."
+    # The agent says its commands after `session/new`, in its own time (as real adapters do).
+    await eventually(lambda: any(e["commands"] for e in events(worker, "agent_info")), "its commands")
     info = (await worker.client().get("/info")).json()
     assert info["agent"] == "tester" and info["reply_format"] == "markdown"
     assert [c["name"] for c in info["commands"]] == ["review", "compact"]
