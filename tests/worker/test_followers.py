@@ -24,13 +24,33 @@ def _journal_seqs(path: Path) -> list[int]:
     return [json.loads(line)["seq"] for line in path.read_text().splitlines()]
 
 
-async def _reconnecting_follower(state: StatePaths, sid: str, seen: list[int], stop: asyncio.Event) -> None:
+class Restarts:
+    """How many times the test started the worker again; a follower that lost its worker waits
+    for the next start instead of retrying on a clock."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._changed = asyncio.Condition()
+
+    async def started(self) -> None:
+        async with self._changed:
+            self.count += 1
+            self._changed.notify_all()
+
+    async def after(self, count: int) -> None:
+        """Return once the worker was started again after the `count`th start."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.count > count)
+
+
+async def _reconnecting_follower(state: StatePaths, sid: str, seen: list[int], restarts: Restarts) -> None:
     """Follow the session like a client would: on any drop, find the worker again and resume."""
     cursor = 0
-    while not stop.is_set():
+    while True:
+        generation = restarts.count
         car = read_sidecar(state.session(sid).sidecar)
         if car is None:
-            await asyncio.sleep(0.02)
+            await restarts.after(generation)
             continue
         transport = httpx.AsyncHTTPTransport(uds=car.socket)
         try:
@@ -38,15 +58,14 @@ async def _reconnecting_follower(state: StatePaths, sid: str, seen: list[int], s
                 httpx.AsyncClient(transport=transport, base_url="http://w") as client,
                 client.stream("GET", "/events", params={"cursor": cursor}, timeout=None) as response,
             ):
-                if response.status_code != 200:
-                    await asyncio.sleep(0.02)
-                    continue
-                async for event in read_sse(response):
-                    assert event.seq == cursor + 1, f"got {event.seq} after {cursor}"
-                    seen.append(event.seq)
-                    cursor = event.seq
+                if response.status_code == 200:
+                    async for event in read_sse(response):
+                        assert event.seq == cursor + 1, f"got {event.seq} after {cursor}"
+                        seen.append(event.seq)
+                        cursor = event.seq
         except (httpx.TransportError, httpx.RemoteProtocolError):
-            await asyncio.sleep(0.02)
+            pass
+        await restarts.after(generation)  # the stream ended: its worker was killed
 
 
 async def test_a_follower_sees_every_event_once_across_killed_workers(state_dir: Path, workdir: Path) -> None:
@@ -54,10 +73,10 @@ async def test_a_follower_sees_every_event_once_across_killed_workers(state_dir:
     sid = create_session(state, working_directory=workdir).id
     rng = random.Random(7)
     seen: list[int] = []
-    stop = asyncio.Event()
+    restarts = Restarts()
     try:
         start_worker(state, sid, timeout=TIMEOUT)
-        follower = asyncio.create_task(_reconnecting_follower(state, sid, seen, stop))
+        follower = asyncio.create_task(_reconnecting_follower(state, sid, seen, restarts))
         for round_ in range(5):
             car = read_sidecar(state.session(sid).sidecar)
             assert car is not None
@@ -69,9 +88,9 @@ async def test_a_follower_sees_every_event_once_across_killed_workers(state_dir:
             await asyncio.sleep(rng.uniform(0.0, 0.4))  # a random point in the turn to kill it at
             stop_workers(state.root, sid)
             await asyncio.to_thread(start_worker, state, sid, timeout=TIMEOUT)
+            await restarts.started()
         journal = state.session(sid).journal
         await eventually(lambda: bool(seen) and seen[-1] == _journal_seqs(journal)[-1])
-        stop.set()
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await follower
