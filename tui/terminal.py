@@ -34,13 +34,14 @@ T = TypeVar("T")
 _PICTURES: dict[int, str] = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
 _PICTURES[0x7F] = "\u2421"  # ␡
 _PICTURES.update({c: "\u241b" + chr(c - 0x40) for c in range(0x80, 0xA0)})  # ␛ and its 7-bit form
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Every character `visible` may change (a carriage return too: kept only before a newline)."""
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
 def visible(text: str) -> str:
     """`text` with every control character shown instead of acting (see the module)."""
-    if _CONTROL.search(text) is None:
+    if (text.isascii() and text.isprintable()) or _CONTROL.search(text) is None:
         return text
     shown = text.translate(_PICTURES)
     return _LONE_CR.sub("\u240d", shown) if "\r" in shown else shown
