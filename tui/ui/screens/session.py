@@ -412,7 +412,7 @@ class SessionScreen(Screen[None]):
             self.submit(prompt)
 
     def _hello(self) -> str:
-        where = f" in {self.folder}" if self.folder else ""
+        where = f" in {visible(self.folder)}" if self.folder else ""
         what = (
             "each prompt is a Python program; ask(...) asks you a question"
             if self.transcript.verbatim
