@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
     module_name, func_name = args.run.split(":")
+    from tui.terminal import guard_stdio
+
+    guard_stdio()  # what programs and agents wrote is shown, never acts on a terminal; pipes keep bytes
     try:
         module = importlib.import_module(f"tui.commands.{module_name}")
         command: Command = getattr(module, func_name)

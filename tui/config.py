@@ -6,6 +6,7 @@ configuration, a broken one a `TuiError` naming the file and the line, never a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tomllib
@@ -26,9 +27,14 @@ __all__ = [
     "SandboxSettings",
     "config_dir",
     "config_path",
+    "default_token_file",
     "load_config",
+    "make_private_dir",
+    "remember_token_file",
     "save_setting",
     "state_dir",
+    "token_files",
+    "tokens_dir",
 ]
 
 CONFIG_FILE = "config.toml"
@@ -64,6 +70,85 @@ def config_dir(override: str | os.PathLike[str] | None = None) -> Path:
 def config_path(override: str | os.PathLike[str] | None = None) -> Path:
     """``config.toml`` in the config dir (see `config_dir`)."""
     return config_dir(override) / CONFIG_FILE
+
+
+# --- token files ---------------------------------------------------------------------------------
+# Token files hold bearer tokens for `tui web` (the owner's, a guest's) and for other machines'
+# bridges (`tui remote add`). They belong in the config dir, which programs and agents of a
+# session cannot reach; a token file in a working folder (the home folder, say) could be read by
+# every program run there. `token_files` is the one list of every token file tui knows of, for
+# whatever must keep them out of a session's reach.
+
+TOKENS = "tokens"
+"""The folder of the config dir where token files go by default (0700, each file 0600)."""
+TOKEN_FILES_RECORD = "token-files"
+"""A file of the state dir: the token files tui was given or wrote outside `tokens_dir`, one
+absolute path a line."""
+REMOTES_FILE = "remotes.toml"
+"""A file of the state dir: other machines' bridges, each with the path of its token file."""
+
+
+def tokens_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """``tokens/`` in the config dir (see `config_dir`): where token files go. Nothing is made."""
+    return config_dir(override) / TOKENS
+
+
+def default_token_file(name: str, override: str | os.PathLike[str] | None = None) -> Path:
+    """The token file called `name` in `tokens_dir` (e.g. ``web-owner``, ``lab``)."""
+    return tokens_dir(override) / name
+
+
+def make_private_dir(path: Path) -> None:
+    """Make `path` and every missing folder above it with mode 0700 (only the owner may enter)."""
+    missing: list[Path] = []
+    at = path
+    while not at.exists() and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
+
+
+def remember_token_file(path: str | os.PathLike[str], state: str | os.PathLike[str] | None = None) -> None:
+    """Add `path` to the token files tui knows of (`token_files`); one inside `tokens_dir` needs no
+    record."""
+    where = Path(path).expanduser().resolve()
+    if where.is_relative_to(tokens_dir()):
+        return
+    record = state_dir(state) / TOKEN_FILES_RECORD
+    try:
+        known = record.read_text().splitlines()
+    except FileNotFoundError:
+        known = []
+    if str(where) in known:
+        return
+    with record.open("a") as f:
+        f.write(f"{where}\n")
+    record.chmod(0o600)
+
+
+def token_files(state: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Every token file tui knows of, each once (absolute paths; one may not exist yet): the
+    files of `tokens_dir`, those `tui web --token-file` and `tui share --token-file` were given
+    (recorded by `remember_token_file`) and each remote's (``remotes.toml`` in the state dir)."""
+    found: list[Path] = []
+    folder = tokens_dir()
+    if folder.is_dir():
+        found += sorted(p for p in folder.iterdir() if p.is_file())
+    root = state_dir(state)
+    with contextlib.suppress(OSError):
+        found += [Path(line) for line in (root / TOKEN_FILES_RECORD).read_text().splitlines() if line.strip()]
+    try:
+        remotes = tomllib.loads((root / REMOTES_FILE).read_text()).get("remotes", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        remotes = {}
+    for entry in remotes.values() if isinstance(remotes, dict) else ():
+        if isinstance(entry, dict) and isinstance(entry.get("token_file"), str) and entry["token_file"]:
+            found.append(Path(entry["token_file"]).expanduser())
+    unique: dict[Path, None] = {}
+    for p in found:
+        unique.setdefault(p if p.is_absolute() else p.resolve(), None)
+    return list(unique)
 
 
 class _Settings(BaseModel):

@@ -27,9 +27,22 @@ def _state(args: argparse.Namespace) -> StatePaths:
 # --- tui web -------------------------------------------------------------------------------------
 def run_web(args: argparse.Namespace) -> int:
     """``tui web``: serve this machine's sessions until stopped."""
+    from tui.config import default_token_file, remember_token_file
     from tui.web.server import serve
 
-    return serve(_state(args), host=args.host, port=args.port, token_file=args.token_file)
+    state = _state(args)
+    if args.token_file:
+        remember_token_file(args.token_file, state.root)
+    suggested = _home(default_token_file("web-owner"))
+    return serve(
+        state, host=args.host, port=args.port, token_file=args.token_file, suggested_token_file=suggested
+    )
+
+
+def _home(path: Path) -> str:
+    """`path` with the home folder written ``~``, as a user types it."""
+    home = Path.home()
+    return f"~/{path.relative_to(home)}" if path.is_relative_to(home) and path != home else str(path)
 
 
 # --- tui remote ----------------------------------------------------------------------------------
@@ -147,7 +160,10 @@ def run_share(args: argparse.Namespace) -> int:
         limits.append(f"{person.turns} turns")
     print(f"shared session {short_id(sid)} with {person.name} ({', '.join(limits)})")
     if args.token_file:
+        from tui.config import remember_token_file
+
         write_token_file(Path(args.token_file), token)
+        remember_token_file(args.token_file, _state(args).root)
         print(f"token written to {args.token_file} (mode 0600); give it to {person.name} privately")
     else:
         print(f"token (shown once, give it to {person.name} privately): {token}")

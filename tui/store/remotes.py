@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.config import REMOTES_FILE
 from tui.errors import NotFound, TuiError, UsageError
 from tui.store._atomic import write_atomic
 from tui.store.paths import StatePaths
@@ -34,7 +35,7 @@ class Remote:
 
 
 def _path(state: StatePaths) -> Path:
-    return state.root / "remotes.toml"
+    return state.root / REMOTES_FILE  # read by `tui.config.token_files` too
 
 
 def list_remotes(state: StatePaths) -> list[Remote]:

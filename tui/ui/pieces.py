@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tui.protocol import By, TurnRecord
 from tui.protocol.state import who
+from tui.terminal import visible
 
 __all__ = [
     "duration_text",
@@ -76,8 +77,14 @@ def tool_title(
     ``Edit notes.txt · edit · completed``.
 
     Arguments are never cut in the middle: those that do not fit are left out and counted
-    (``…, +2 more``).
+    (``…, +2 more``). Control characters are shown (`tui.terminal.visible`).
     """
+    return visible(_tool_title(name, args, status, title=title, kind=kind))
+
+
+def _tool_title(
+    name: str, args: dict[str, Any], status: str | None, *, title: str | None = None, kind: str | None = None
+) -> str:
     state = status or "running"
     if title:
         return " · ".join(x for x in (_first_line(title, 90), kind, state) if x)
@@ -160,8 +167,9 @@ def _colour_traceback(text: Text, source: str) -> None:
 
 def verbatim_text(source: str) -> Text:
     """Program output as a terminal shows it: no markup, every space and line kept; the lines of
-    a Python traceback coloured as Python shows them (the rest untouched)."""
-    body = source.rstrip("\n")
+    a Python traceback coloured as Python shows them (the rest untouched). Escape sequences and
+    other control characters are shown (``␛[31m``), never obeyed (`tui.terminal.visible`)."""
+    body = visible(source.rstrip("\n"))  # control characters shown, never sent to the terminal
     text = Text(body, no_wrap=False, end="")
     if _TRACEBACK in body or '  File "' in body:
         _colour_traceback(text, body)

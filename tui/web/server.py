@@ -161,9 +161,11 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 7433,
     token_file: str | None = None,
+    suggested_token_file: str = "FILE",
     out: TextIO = sys.stdout,
 ) -> int:
-    """Run ``tui web`` until it is stopped (Ctrl+C, SIGTERM).
+    """Run ``tui web`` until it is stopped (Ctrl+C, SIGTERM). `suggested_token_file`: where the
+    refusal of a non-loopback address without a token says to put one (the config dir's).
 
     Raises:
         UsageError: a non-loopback address without a token set up, or an address in use.
@@ -172,7 +174,8 @@ def serve(
     if not is_loopback(host) and token_file is None and (not _read_digest(web) or _only_printed(web)):
         raise UsageError(
             f"`tui web --host {host}` serves other machines, so it needs a token first: "
-            f"`tui web --host {host} --token-file ~/.tui-web-token` makes one and writes it there"
+            f"`tui web --host {host} --token-file {suggested_token_file}` makes one and writes it there "
+            "(a folder no program of a session can read)"
         )
     owner = setup_owner_token(web, token_file)
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET

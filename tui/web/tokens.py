@@ -29,7 +29,10 @@ def matches(token: str, stored_digest: str) -> bool:
 
 
 def write_token_file(path: Path, token: str) -> None:
-    """Write a token to `path` with mode 0600 (its folder made when missing)."""
+    """Write a token to `path` with mode 0600; its folder, and each above it, made 0700 when
+    missing."""
     path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    missing = [p for p in [path.parent, *path.parent.parents] if not p.exists()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
     write_atomic(path, token + "\n", mode=0o600)

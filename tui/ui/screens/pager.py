@@ -18,6 +18,7 @@ from textual.widgets import Footer, Log, Static
 
 from tui.errors import TuiError
 from tui.link.base import AttachLink
+from tui.terminal import visible
 
 __all__ = ["OutputPager"]
 
@@ -78,7 +79,7 @@ class OutputPager(Screen[None]):
         try:
             async for piece in self.link.turn_output(self.turn_id, call_id=self.call_id):
                 # Whole lines at once (a blank one too): the log measures them in a thread.
-                text = rest + piece
+                text = rest + visible(piece)
                 cut = text.rfind("\n") + 1
                 if cut:
                     view.write_lines([text[:cut]], scroll_end=False)
@@ -87,7 +88,7 @@ class OutputPager(Screen[None]):
                 view.write_lines([rest], scroll_end=False)
         except TuiError as exc:
             self.done = True
-            header.update(f"{self.title} · could not be read: {exc}")
+            header.update(visible(f"{self.title} · could not be read: {exc}"))
             return
         self.line_count = view.line_count
         self.done = True

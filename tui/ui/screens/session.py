@@ -61,6 +61,7 @@ from tui.protocol import (
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, who
+from tui.terminal import visible, visible_data
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.pieces import duration_text
@@ -236,8 +237,10 @@ class SessionScreen(Screen[None]):
         timeout: float | None = None,
         markup: bool = False,
     ) -> None:
-        """A toast; its text is never read as Rich markup (it holds prompts, answers, reasons)."""
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A toast; its text is never read as Rich markup (it holds prompts, answers, reasons), and
+        its control characters are shown, never sent to the terminal."""
+        shown, title = visible(message), visible(title)
+        super().notify(shown, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # --- getters -------------------------------------------------------------------------------
     @property
@@ -307,15 +310,16 @@ class SessionScreen(Screen[None]):
         if transcript is None:
             return
         try:
-            info: Info | None = await self.link.info()
+            info: Info | None = visible_data(await self.link.info())
         except TuiError:
             info = None
         try:
-            self.principal = await self.link.whoami()
+            self.principal = visible_data(await self.link.whoami())
         except TuiError:
             self.principal = self.link.principal
         self.post_message(Attached(transcript, info))
-        async for item in Follower(self.link, transcript.cursor, sleep=self._backoff):
+        async for got in Follower(self.link, transcript.cursor, sleep=self._backoff):
+            item = visible_data(got)  # what the session holds is shown, never acts on the terminal
             if self._batch is None:
                 self._batch = [item]
             else:
@@ -353,17 +357,18 @@ class SessionScreen(Screen[None]):
         delay = self.link.backoff.first
         while True:
             try:
-                return await self.link.transcript(limit=PAGE)
+                return visible_data(await self.link.transcript(limit=PAGE))
             except (WorkerUnavailable, Unreachable) as exc:
                 located = await self.link.locate()
                 if located.status == "gone":
-                    self.post_message(LinkStateChanged(Gone(located.reason or str(exc), located.exit_code)))
+                    why = visible(located.reason or str(exc))
+                    self.post_message(LinkStateChanged(Gone(why, located.exit_code)))
                     return None
-                self.post_message(LinkStateChanged(Reconnecting(1, delay, str(exc))))
+                self.post_message(LinkStateChanged(Reconnecting(1, delay, visible(str(exc)))))
                 await self._backoff(delay)
                 delay = min(delay * self.link.backoff.factor, self.link.backoff.cap)
             except TuiError as exc:
-                self.post_message(LinkStateChanged(Gone(str(exc), exc.exit_code)))
+                self.post_message(LinkStateChanged(Gone(visible(str(exc)), exc.exit_code)))
                 return None
 
     async def on_attached(self, message: Attached) -> None:
@@ -407,7 +412,7 @@ class SessionScreen(Screen[None]):
             self.submit(prompt)
 
     def _hello(self) -> str:
-        where = f" in {self.folder}" if self.folder else ""
+        where = f" in {visible(self.folder)}" if self.folder else ""
         what = (
             "each prompt is a Python program; ask(...) asks you a question"
             if self.transcript.verbatim
@@ -474,7 +479,7 @@ class SessionScreen(Screen[None]):
         around: str | None = None,
     ) -> Transcript:
         """A page of the session's turns, for the transcript's paging and jumps."""
-        return await self.link.transcript(limit, before=before, after=after, around=around)
+        return visible_data(await self.link.transcript(limit, before=before, after=after, around=around))
 
     # --- events --------------------------------------------------------------------------------
     async def on_link_events(self, message: LinkEvents) -> None:
@@ -907,7 +912,7 @@ class SessionScreen(Screen[None]):
     @work(group="requests", exit_on_error=False)
     async def _stats(self) -> None:
         try:
-            stats = await self.link.stats()
+            stats = visible_data(await self.link.stats())
         except TuiError as exc:
             self._failed("stats", exc)
             return
@@ -1117,7 +1122,7 @@ class SessionScreen(Screen[None]):
         bar = self.search_bar
         bar.show_count("searching…")
         try:
-            result = await self.link.search(text)
+            result = visible_data(await self.link.search(text))
         except TuiError as exc:
             bar.show_count("")
             self._failed("search", exc)

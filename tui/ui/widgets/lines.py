@@ -23,6 +23,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from tui.terminal import visible
 from tui.ui.pieces import traceback_spans, verbatim_text
 
 if TYPE_CHECKING:
@@ -315,7 +316,7 @@ class OutputBlock(Block):
         """Add output; only its last `tail` lines are kept past the head."""
         if not text:
             return
-        lines = text.split("\n")
+        lines = visible(text).split("\n")  # a program's escapes are shown, never sent on
         first, more = self.partial + lines[0], self._partial_more
         self.partial, self._partial_more = "", 0
         if len(lines) == 1:

@@ -15,6 +15,7 @@ from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
 from tui.protocol import AgentCommand
+from tui.terminal import visible
 from tui.ui.slash import COMMANDS, complete, complete_path
 
 __all__ = ["PLACEHOLDER", "PromptArea", "PromptBox"]
@@ -208,8 +209,9 @@ class PromptBox(Vertical):
             word = text.rsplit(None, 1)[-1] if text.strip() else ""
             if word.startswith("@") and not text.endswith((" ", "\n")):
                 for found in complete_path(word, self.root):
-                    self._words.append(found)
-                    options.append(Option(Text(found)))
+                    shown = visible(found)  # a file's name is whatever a program made it
+                    self._words.append(shown)
+                    options.append(Option(Text(shown)))
         completions = self.query_one(OptionList)
         completions.set_options(options)
         if options:
