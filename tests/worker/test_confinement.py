@@ -271,8 +271,9 @@ def test_an_acp_agent_reaches_nothing_of_tui_through_the_worker_nor_by_itself(
     assert after.pop("link-to-config") == f"-> {home.config}"
     assert after == before
     # the first screen says what the agent can and cannot reach
-    assert any("tui's sessions, config, sockets and token files (hidden)" in n for n in ran["notes"]), ran[
-        "notes"
-    ]
+    assert any(
+        "tui's sessions, config, sockets and the token files tui knows of are hidden" in n
+        for n in ran["notes"]
+    ), ran["notes"]
     refusals = [n for n in ran["notes"] if n.startswith("refused the agent's")]
     assert len(refusals) >= 7, refusals

@@ -133,11 +133,12 @@ def reach(confined: bool, writable: bool) -> str:
     """What the first screen says the agent can reach."""
     if confined:
         return (
-            "This agent runs as you, with your files, your credentials and the network. Kept from it: "
-            "tui's sessions, config, sockets and token files (hidden), tui's installation and this "
-            "folder's .git (read-only, as are the files it asks tui to write there); it runs with no "
-            "capabilities, sees no other process, and cannot unmount, trace or load bpf. So it cannot "
-            "read other sessions, answer its own questions or make the next tui command run its code."
+            "This agent runs as you, with your files, your credentials and the network. Kept from it, "
+            "and from the files it asks tui to read or write: tui's sessions, config, sockets and the "
+            "token files tui knows of are hidden; tui's installation and this folder's .git are "
+            "read-only. It runs with no capabilities, sees no other process and cannot mount, trace "
+            "or use bpf: it cannot read or drive other sessions, nor make the next tui or git command "
+            "run its code."
         )
     why = "[sandbox] tui_paths_writable is on" if writable else "bubblewrap is not installed"
     return (
