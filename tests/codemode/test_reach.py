@@ -1,7 +1,8 @@
-"""A program never reaches tui itself: its files, its installation, its sockets, the host's git hooks.
+"""A program never reaches tui itself: its files, its installation, its sockets, the working
+folder's ``.git``; and never the kernel's mount, keyring, bpf or perf calls, nor the host's /dev/shm.
 
-Each probe runs under every mechanism this host offers. Where the Landlock fallback cannot hide a
-folder inside the working folder, the session refuses to start and says what to do instead.
+Each probe runs under every mechanism this host offers (the Landlock fallback mounts in a namespace
+of its own what it cannot keep out otherwise).
 """
 
 from __future__ import annotations
