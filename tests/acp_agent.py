@@ -353,6 +353,10 @@ class CodingAgent:
         direct("rename .venv", lambda: os.rename(f"{home}/.venv", f"{home}/.venv-old"))
         direct("read journal", lambda: Path(journal).read_text())
         direct("read token", lambda: Path(token).read_text())
+        # a sysctl (kernel.core_pattern runs a command as root on a crash), opened, never written
+        direct(
+            "open a sysctl to write", lambda: os.close(os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY))
+        )
         results["CapEff"] = capabilities()
         return results
 

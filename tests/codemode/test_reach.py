@@ -352,3 +352,14 @@ async def test_dev_shm_is_the_sandboxs_own_and_bounded(workdir: Path, mechanism:
         )
         refused(grown, "OSError")
         assert "No space left" in grown.error.message  # type: ignore[union-attr]
+
+
+async def test_no_sysctl_can_be_written(workdir: Path, mechanism: str) -> None:
+    # root in the sandbox is the host's root to the kernel's sysctl check, capabilities or not:
+    # kernel.core_pattern would run a command on the host at the next crash
+    async with PythonSession(workdir, Limits(observe_seconds=5.0), mechanism=mechanism) as session:  # type: ignore[arg-type]
+        # opened for writing, never written
+        opened = await session.execute(
+            source="import os\nos.close(os.open('/proc/sys/kernel/core_pattern', os.O_WRONLY))"
+        )
+        refused(opened, "OSError", "PermissionError", "FileNotFoundError")

@@ -20,15 +20,14 @@ hidden too.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import fcntl
 import functools
 import os
 import platform
 import site
 import struct
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,18 +336,19 @@ def seccomp_bytes(refused: Iterable[str]) -> bytes:
 
 
 @functools.cache
+def _seccomp_memfd(refused: tuple[str, ...]) -> int:
+    """A sealed memory file holding the packed filter: no one, the agent included, can change it."""
+    fd = os.memfd_create("tui-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.write(fd, seccomp_bytes(refused))
+    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
+
+
 def _seccomp_file(refused: tuple[str, ...]) -> str:
-    """A file (0600, removed at exit) holding the packed filter, for bubblewrap to read."""
-    fd, name = tempfile.mkstemp(prefix="tui-seccomp-", suffix=".bpf")
-    with os.fdopen(fd, "wb") as out:
-        out.write(seccomp_bytes(refused))
-    atexit.register(_remove, name)
-    return name
-
-
-def _remove(name: str) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(name)
+    """Where bubblewrap's shell opens the filter: this process's sealed memory file, by its
+    ``/proc`` path (the agent, in a pid namespace of its own, cannot see this process)."""
+    return f"/proc/{os.getpid()}/fd/{_seccomp_memfd(refused)}"
 
 
 def mount_plan(protected: Protected, workdir: Path, readable: Sequence[Path] = ()) -> list[tuple[str, str]]:
@@ -389,6 +389,13 @@ def interpreter_roots() -> list[str]:
     roots = {sys.prefix, sys.base_prefix, str(Path(os.path.realpath(sys.executable)).parent.parent)}
     system = ("/usr", "/bin", "/lib", "/lib64", "/sbin")
     return sorted(r for r in roots if not any(r == s or r.startswith(s + "/") for s in system))
+
+
+_KERNEL_READ_ONLY = ["--ro-bind-try", "/proc/sys", "/proc/sys"]
+_KERNEL_READ_ONLY += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+"""Read-only over a fresh ``/proc``: root (uid 0, even in a user namespace mapping it to the host's
+root) may write a sysctl root owns without any capability (``kernel.core_pattern`` would run a
+command on the host); ``/sys`` likewise for an agent (cgroups)."""
 
 
 def bwrap_command(
@@ -432,7 +439,7 @@ def bwrap_command(
     argv += system_binds(network)
     # The private /tmp comes before the interpreter's binds: a later mount hides an earlier one,
     # and the interpreter (a venv, a checkout) may itself live under /tmp.
-    argv += ["--proc", "/proc", "--tmpfs", "/proc/1", "--dev", "/dev"]
+    argv += ["--proc", "/proc", "--tmpfs", "/proc/1", *_KERNEL_READ_ONLY, "--dev", "/dev"]
     argv += ["--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     argv += ["--size", str(tmp_bytes), "--tmpfs", "/tmp"]
     for root in [*interpreter_roots(), *read]:
@@ -494,7 +501,7 @@ def agent_command(command: Sequence[str], *, bwrap: str, workdir: Path, protecte
     workdir = Path(os.path.realpath(workdir))
     argv = [bwrap, "--dev-bind", "/", "/", "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
-    argv += ["--seccomp", "9"]
+    argv += [*_KERNEL_READ_ONLY, "--ro-bind-try", "/sys", "/sys", "--seccomp", "9"]
     # the folders above a protected path first: a later mount beneath one stays in sight
     for path in protected.ancestors(Path("/")):
         argv += ["--bind", str(path), str(path)]
