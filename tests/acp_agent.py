@@ -317,6 +317,7 @@ class CodingAgent:
         )
         await via_client("fs write .git/commondir", f"{home}/.git/commondir", "/tmp\n")
         await via_client("fs write config.toml", f"{config}/config.toml", 'default_agent = "evil"\n')
+        await via_client("fs write the tui command", f"{home}/.local/bin/tui", "#!/bin/sh\n")
         await via_client("fs read journal", journal)
         await via_client("fs read token", token)
         # a folder of the working folder swapped for a symlink into tui's config dir
@@ -351,6 +352,8 @@ class CodingAgent:
         direct("rename ~/.config", lambda: os.rename(f"{home}/.config", f"{home}/.config-old"))
         direct("rename ~/.local/state", lambda: os.rename(f"{home}/.local/state", f"{home}/.local/state-old"))
         direct("rename .venv", lambda: os.rename(f"{home}/.venv", f"{home}/.venv-old"))
+        direct("write the tui command", lambda: write(f"{home}/.local/bin/tui", "#!/bin/sh\n"))
+        direct("replace the tui command", lambda: os.rename(f"{home}/.local/bin/tui", f"{home}/tui-old"))
         direct("read journal", lambda: Path(journal).read_text())
         direct("read token", lambda: Path(token).read_text())
         # a sysctl (kernel.core_pattern runs a command as root on a crash), opened, never written

@@ -84,6 +84,11 @@ def make_home(root: Path, *, with_config: bool) -> Home:
     (site / "tui-dev.pth").write_text("\n".join([str(Path(tui.__file__).parents[1]), *here]) + "\n")
     state = home / ".local" / "state" / "tui"
     config = home / ".config" / "tui"
+    # the `tui` command the user runs, as `pip install --user` leaves it
+    command = home / ".local" / "bin" / "tui"
+    command.parent.mkdir(parents=True)
+    command.write_text(f'#!/bin/sh\nexec {venv}/bin/python -m tui "$@"\n')
+    command.chmod(0o755)
     token = home / ".tui-token"
     token.write_text(TOKEN + "\n")
     token.chmod(0o600)
@@ -120,7 +125,7 @@ def drive(home: Home, user: str, **spec: Any) -> dict[str, Any]:
     if user != "root":
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(home.root)], check=True)
     env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{home.root}/.local/bin:/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home.root),
         "TUI_STATE_DIR": str(home.state),
         "TUI_CONFIG_DIR": str(home.config),
@@ -172,6 +177,8 @@ attempt("rename .venv/lib", lambda: os.rename(H + "/.venv/lib", H + "/.venv/lib-
 attempt("read journal", lambda: read(JOURNAL))
 attempt("read token", lambda: read(TOKEN))
 attempt("replace token", lambda: os.rename(TOKEN, H + "/token-old"))
+attempt("write the tui command", lambda: write(H + "/.local/bin/tui", "#!/bin/sh\\ntouch /tmp/pwned\\n"))
+attempt("replace the tui command", lambda: os.rename(H + "/.local/bin/tui", H + "/.local/bin/tui-old"))
 attempt("bpf", lambda: call({{"x86_64": 321, "aarch64": 280}}[os.uname().machine]))
 attempt("perf_event_open", lambda: call({{"x86_64": 298, "aarch64": 241}}[os.uname().machine]))
 attempt("fill /dev/shm", lambda: write("/dev/shm/left-behind", "x" * 1_000_000))
@@ -191,6 +198,8 @@ WRITES = [
     "rename .venv",
     "rename .venv/lib",
     "replace token",
+    "write the tui command",
+    "replace the tui command",
     "bpf",
     "perf_event_open",
 ]

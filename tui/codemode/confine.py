@@ -25,6 +25,7 @@ import fcntl
 import functools
 import os
 import platform
+import shutil
 import site
 import struct
 import sys
@@ -216,7 +217,9 @@ def tui_installation() -> list[Path]:
     """The folders a ``.pth`` or a changed module would run from at the next ``tui`` command.
 
     The interpreter's prefixes (a venv included), its site-packages (the user's too), the ``tui``
-    package's folder and, for an editable install, the checkout holding it.
+    package's folder and, for an editable install, the checkout holding it; and the ``tui`` command
+    found on PATH (``pip install --user``'s script), or, when that is a symlink (``pipx``), the
+    folder holding it, since a symlink can be replaced whatever its target is.
     """
     found = [Path(sys.prefix), Path(sys.exec_prefix), Path(sys.base_prefix), PACKAGE]
     found += [Path(p) for p in site.getsitepackages()]
@@ -224,6 +227,10 @@ def tui_installation() -> list[Path]:
     checkout = PACKAGE.parent
     if (checkout / "pyproject.toml").is_file() and PACKAGE.name == "tui":
         found.append(checkout)
+    command = shutil.which("tui")
+    if command is not None:
+        entry = Path(os.path.abspath(command))
+        found.append(entry.parent if entry.is_symlink() else entry)
     return found
 
 
