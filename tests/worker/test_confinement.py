@@ -286,3 +286,32 @@ def test_an_acp_agent_reaches_nothing_of_tui_through_the_worker_nor_by_itself(
     ), ran["notes"]
     refusals = [n for n in ran["notes"] if n.startswith("refused the agent's")]
     assert len(refusals) >= 7, refusals
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_check_cannot_lead_a_write_into_tui(tmp_path: Path) -> None:
+    # unit: the agent's write is checked, then (as a racing agent would) a folder on its way is
+    # replaced by a symlink into tui's config dir before the file is opened
+    from tui.codemode.confine import protected_paths
+    from tui.config import AgentProfile
+    from tui.worker.agents.acp import AcpAgent
+
+    work = tmp_path / "home"
+    config = work / ".config" / "tui"
+    (work / "sub").mkdir(parents=True)
+    protected = protected_paths(work, tui_folders=[config])
+    agent = AcpAgent("tester", AgentProfile(command=["true"]), work, tmp_path, "sid", protected=protected)
+    notes: list[str] = []
+    agent.note = notes.append  # type: ignore[method-assign]
+    target = agent.inside("sub/config.toml", "write")
+    (work / "sub").rmdir()
+    (work / "sub").symlink_to(config)
+    with pytest.raises(OSError):
+        agent._open_beneath(target, write=True)
+    assert not (config / "config.toml").exists()
+    # checked again, the same path is refused and said
+    with pytest.raises(Exception, match="Invalid params"):
+        agent.inside("sub/config.toml", "write")
+    assert notes and "tui's own" in notes[-1]
+    # the working folder itself is not a file
+    with pytest.raises(Exception, match=r"not found|Resource"):
+        agent.read(".", None, None)

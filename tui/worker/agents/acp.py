@@ -629,6 +629,8 @@ class AcpAgent(Agent):
         """
         root = self.workdir.resolve()
         parts = target.relative_to(root).parts
+        if not parts:
+            raise IsADirectoryError(21, "the working folder itself is not a file")
         folder = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for part in parts[:-1]:
