@@ -352,6 +352,13 @@ class CodingAgent:
         direct("rename ~/.config", lambda: os.rename(f"{home}/.config", f"{home}/.config-old"))
         direct("rename ~/.local/state", lambda: os.rename(f"{home}/.local/state", f"{home}/.local/state-old"))
         direct("rename .venv", lambda: os.rename(f"{home}/.venv", f"{home}/.venv-old"))
+
+        def write_and_remove(path: str) -> None:
+            Path(path).write_text("probe")
+            Path(path).unlink()
+
+        # root's own: /etc/ld.so.preload would load its code into the next tui (a probe file, removed)
+        direct("write into /etc", lambda: write_and_remove(f"/etc/tui-probe-{os.getpid()}"))
         direct("write the tui command", lambda: write(f"{home}/.local/bin/tui", "#!/bin/sh\n"))
         direct("replace the tui command", lambda: os.rename(f"{home}/.local/bin/tui", f"{home}/tui-old"))
         direct("read journal", lambda: Path(journal).read_text())

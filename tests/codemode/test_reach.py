@@ -304,7 +304,20 @@ def test_an_agent_runs_without_capabilities_in_its_own_pid_namespace_under_secco
     with open(argv[3], "rb") as filter_file:
         assert filter_file.read() == seccomp_bytes(AGENT_REFUSED)
     joined = " ".join(argv)
-    for part in ("--cap-drop ALL", "--unshare-pid", "--proc /proc", "--dev /dev", "--seccomp 9"):
+    parts = (
+        "--cap-drop ALL",
+        "--unshare-pid",
+        "--proc /proc",
+        "--dev /dev",
+        "--seccomp 9",
+        "--ro-bind /etc /etc",
+    )
+    for part in (
+        *parts,
+        "--ro-bind-try /proc/sys /proc/sys",
+        "--ro-bind-try /sys /sys",
+        f"--bind {work} {work}",
+    ):
         assert part in joined
     assert f"--bind {tmp_path / 'config'} {tmp_path / 'config'}" in joined
     assert argv[-2:] == ["--", "agent"]

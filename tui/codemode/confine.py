@@ -480,6 +480,12 @@ def bwrap_command(
     return [*argv, "--", *command]
 
 
+def _agent_system() -> list[Path]:
+    """The system folders an agent gets read-only (those that are folders, not symlinks)."""
+    names = (*SYSTEM, "etc", "boot")
+    return [p for p in (Path("/") / n for n in names) if p.is_dir() and not p.is_symlink()]
+
+
 def agent_command(command: Sequence[str], *, bwrap: str, workdir: Path, protected: Protected) -> list[str]:
     """The bubblewrap command line that runs a coding agent with tui's own paths kept from it.
 
@@ -509,12 +515,20 @@ def agent_command(command: Sequence[str], *, bwrap: str, workdir: Path, protecte
     argv = [bwrap, "--dev-bind", "/", "/", "--die-with-parent", "--unshare-pid", "--cap-drop", "ALL"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     argv += [*_KERNEL_READ_ONLY, "--ro-bind-try", "/sys", "/sys", "--seccomp", "9"]
+    # the system read-only, as it is for any user but root: root without capabilities could still
+    # write /etc/ld.so.preload or /usr/bin, which the next tui would run
+    system = _agent_system()
+    for path in system:
+        argv += ["--ro-bind", str(path), str(path)]
     # the folders above a protected path first: a later mount beneath one stays in sight
     for path in protected.ancestors(Path("/")):
-        argv += ["--bind", str(path), str(path)]
+        if not any(inside(path, s) for s in system):
+            argv += ["--bind", str(path), str(path)]
     around = protected.around()
     for path in around:
-        argv += ["--size", "4096", "--tmpfs", str(path), "--bind", str(workdir), str(workdir)]
+        argv += ["--size", "4096", "--tmpfs", str(path)]
+    # the working folder writable (even inside a system folder), and a mount point: not renamable
+    argv += ["--bind", str(workdir), str(workdir)]
     for path in protected.read_only:
         argv += ["--ro-bind", str(path), str(path)]
     for path in protected.hidden:
