@@ -65,8 +65,6 @@ ETC_FILES = (
 ETC_NETWORK = ("resolv.conf", "gai.conf", "services", "protocols")
 """Read as well when the confined process has the network."""
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-GIT_PROTECTED = (".git",)
-"""Run or read by git on the host without asking: hooks, ``config`` (``core.fsmonitor``), ``commondir``."""
 SHM_BYTES = 64 * 1024**2
 """The size of a confined process's own ``/dev/shm``: what it leaves there goes with it."""
 
@@ -245,7 +243,8 @@ def _existing(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
 
 
 def git_dirs(workdir: Path) -> list[Path]:
-    """The working folder's ``.git`` and, when it is a file (a worktree), the folders it names."""
+    """The working folder's ``.git`` and, when it is a file (a worktree), the folders it names: git
+    on the host runs what their hooks and config (``core.fsmonitor``) and ``commondir`` name."""
     dot_git = workdir / ".git"
     found = [dot_git]
     with contextlib.suppress(OSError, UnicodeDecodeError):
