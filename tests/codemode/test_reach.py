@@ -376,3 +376,34 @@ async def test_no_sysctl_can_be_written(workdir: Path, mechanism: str) -> None:
             source="import os\nos.close(os.open('/proc/sys/kernel/core_pattern', os.O_WRONLY))"
         )
         refused(opened, "OSError", "PermissionError", "FileNotFoundError")
+
+
+async def test_a_working_folder_inside_the_state_dir_keeps_its_git_read_only(
+    workdir: Path, mechanism: str
+) -> None:
+    # tui's state dir holds a token file tui knows of (hidden already with the folder) and the
+    # session's working folder, whose .git stays read-only and cannot be renamed
+    state = make_state_dir(workdir.parent / "state")
+    (state / "owner.token").write_text("secret")
+    inner = state / "work"
+    (inner / ".git" / "hooks").mkdir(parents=True)
+    (inner / ".venv" / "lib").mkdir(parents=True)
+    protected = protected_paths(inner, tui_folders=[state], hidden=[state / "owner.token"])
+    assert protected.hidden == (state,) and inner / ".git" in protected.read_only
+    limits = Limits(observe_seconds=5.0)
+    session = PythonSession(
+        inner,
+        limits,
+        mechanism=mechanism,
+        tui_folders=[state],
+        hidden=[state / "owner.token"],
+        read_only=[inner / ".venv" / "lib"],
+    )  # type: ignore[arg-type]
+    async with session:
+        hook = await session.execute(source="open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\n')")
+        refused(hook, "OSError", "PermissionError")
+        renamed = await session.execute(source="import os\nos.rename('.venv', 'venv-old')")
+        refused(renamed, "OSError", "PermissionError")
+        token = await session.execute(source=f"open({str(state / 'owner.token')!r}).read()")
+        refused(token, "OSError", "PermissionError", "FileNotFoundError")
+    assert not (inner / ".git" / "hooks" / "pre-commit").exists() and (inner / ".venv").is_dir()

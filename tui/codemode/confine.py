@@ -201,7 +201,9 @@ class Protected:
                 if parent == writable or not inside(parent, writable):
                     break
                 found.setdefault(parent, None)
-        guarded = (*self.hidden, *self.read_only)
+        # a hidden folder holding the working folder shows that folder again: not guarded there
+        around = self.around()
+        guarded = [g for g in (*self.hidden, *self.read_only) if g not in around]
         kept = [p for p in found if not any(inside(p, g) for g in guarded)]
         return sorted(kept, key=lambda p: (len(p.parts), str(p)))
 
@@ -296,9 +298,16 @@ def protected_paths(
     kept = list(read_only) + git_dirs(workdir)
     if not tui_paths_writable:
         kept += tui_installation()
-    hide = _existing([*folders, *hidden])
-    # a hidden folder is empty inside: nothing beneath it needs binding read-only
-    shown = [p for p in _existing(kept) if not any(inside(p, h) for h in hide)]
+    found = _existing([*folders, *hidden])
+
+    def covered(path: Path) -> bool:
+        # a hidden folder is empty inside: nothing beneath it needs a mount (nor could have one), but
+        # for the working folder a hidden folder holds, which is shown again with what is in it
+        shown_again = inside(path, workdir)
+        return any(inside(path, h) and path != h and not (shown_again and inside(workdir, h)) for h in found)
+
+    hide = [p for p in found if not covered(p)]
+    shown = [p for p in _existing(kept) if not covered(p)]
     return Protected(
         hidden=tuple(hide), read_only=tuple(shown), tui_paths_writable=tui_paths_writable, workdir=workdir
     )
@@ -521,13 +530,15 @@ def agent_command(command: Sequence[str], *, bwrap: str, workdir: Path, protecte
         argv += ["--ro-bind", str(path), str(path)]
     # the folders above a protected path first: a later mount beneath one stays in sight
     for path in protected.ancestors(Path("/")):
-        if not any(inside(path, s) for s in system):
+        if not any(inside(path, s) for s in system) and not inside(path, workdir):
             argv += ["--bind", str(path), str(path)]
     around = protected.around()
     for path in around:
         argv += ["--size", "4096", "--tmpfs", str(path)]
     # the working folder writable (even inside a system folder), and a mount point: not renamable
     argv += ["--bind", str(workdir), str(workdir)]
+    for path in protected.ancestors(workdir):
+        argv += ["--bind", str(path), str(path)]
     for path in protected.read_only:
         argv += ["--ro-bind", str(path), str(path)]
     for path in protected.hidden:
