@@ -11,7 +11,11 @@ It does what real coding agents do, chosen by words in the prompt:
   whether it was refused;
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
-- ``recall``: says the prompts this ACP session has seen (kept across ``session/load``).
+- ``recall``: says the prompts this ACP session has seen (kept across ``session/load``);
+- ``attack {json}``: tries, as an attacker would, each write and read of tui's own files named in
+  the JSON, both through the client (``fs/write_text_file``, ``fs/read_text_file``) and from its
+  own process (renames, ``umount``, ``/proc/<worker pid>/root``, bpf, its capabilities), and
+  says what happened to each as ``attack results: {json}``.
 
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -64,7 +69,14 @@ def agent_pids(session_id: str) -> list[int]:
     return found
 
 
-def configure(config_dir: Path, agent_state: Path, *, load: bool = True, stubborn: bool = False) -> None:
+def configure(
+    config_dir: Path,
+    agent_state: Path,
+    *,
+    load: bool = True,
+    stubborn: bool = False,
+    python: str = sys.executable,
+) -> None:
     """Write config.toml in `config_dir` with this agent as `[agents.tester]` (without
     ``session/load``; ignoring SIGTERM and the end of stdin, with a child process)."""
     env = {"TEST_AGENT_STATE": str(agent_state)}
@@ -74,7 +86,7 @@ def configure(config_dir: Path, agent_state: Path, *, load: bool = True, stubbor
         env["TEST_AGENT_STUBBORN"] = "1"
     lines = [
         "[agents.tester]",
-        f"command = {json.dumps([sys.executable, str(Path(__file__).resolve())])}",
+        f"command = {json.dumps([python, str(Path(__file__).resolve())])}",
         "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }",
     ]
     (config_dir / "config.toml").write_text("\n".join(lines) + "\n")
@@ -171,6 +183,11 @@ class CodingAgent:
             except OSError as exc:
                 found = type(exc).__name__
             await self.say(session_id, acp.update_agent_message_text(f"journal: {found}\n"))
+        if text.startswith("attack "):
+            results = await self.attack(session_id, json.loads(text.removeprefix("attack ")))
+            await self.say(
+                session_id, acp.update_agent_message_text(f"attack results: {json.dumps(results)}\n")
+            )
         if "recall" in text:
             seen = self._history(session_id)
             await self.say(
@@ -262,6 +279,102 @@ class CodingAgent:
         except acp.RequestError:
             said += "; the write was refused"
         await self.say(session_id, acp.update_agent_message_text(said + "\n"))
+
+    async def attack(self, session_id: str, t: dict[str, str]) -> dict[str, str]:
+        """Each attack's name and what came of it: ``done``/the content when it worked, else the error."""
+        results: dict[str, str] = {}
+        home, site, config, journal, token = t["home"], t["site"], t["config"], t["journal"], t["token"]
+
+        async def via_client(name: str, path: str, content: str | None = None) -> None:
+            try:
+                if content is None:
+                    read = await self.conn.read_text_file(session_id=session_id, path=path)
+                    results[name] = "read: " + read.content
+                else:
+                    await self.conn.write_text_file(session_id=session_id, path=path, content=content)
+                    results[name] = "done"
+            except acp.RequestError as exc:
+                results[name] = f"refused: {exc}"
+
+        def direct(name: str, action: Any) -> None:
+            try:
+                value = action()
+                results[name] = "done" if value is None else f"read: {value}"
+            except OSError as exc:
+                results[name] = f"{type(exc).__name__}: {exc.strerror}"
+
+        def write(path: str, text: str) -> None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text)
+
+        evil = "import os; open('/tmp/tui-pwned', 'w').write('pwned')\n"
+        await via_client("fs write .pth", f"{site}/evil.pth", evil)
+        await via_client(
+            "fs write .git/hooks", f"{home}/.git/hooks/pre-commit", "#!/bin/sh\ntouch /tmp/tui-pwned\n"
+        )
+        await via_client(
+            "fs write .git/config", f"{home}/.git/config", "[core]\n\tfsmonitor = touch /tmp/tui-pwned\n"
+        )
+        await via_client("fs write .git/commondir", f"{home}/.git/commondir", "/tmp\n")
+        await via_client("fs write config.toml", f"{config}/config.toml", 'default_agent = "evil"\n')
+        await via_client("fs write the tui command", f"{home}/.local/bin/tui", "#!/bin/sh\n")
+        await via_client("fs read journal", journal)
+        await via_client("fs read token", token)
+        # a folder of the working folder swapped for a symlink into tui's config dir
+        with contextlib.suppress(OSError):
+            os.symlink(config, f"{home}/link-to-config")
+        await via_client("fs write through a symlink", f"{home}/link-to-config/config.toml", "x = 1\n")
+        await via_client("fs write through ..", f"{home}/.git/../.git/hooks/post-checkout", "#!/bin/sh\n")
+
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def umount() -> None:
+            if libc.umount2(t["state"].encode(), 2) != 0:  # MNT_DETACH
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+        def bpf() -> None:
+            if libc.syscall(321, 0, 0, 0) != 0:  # bpf(BPF_MAP_CREATE, NULL, 0) on x86_64
+                raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+
+        direct("umount the state dir", umount)
+        direct("bpf", bpf)
+        direct(
+            "read /proc/<worker>/root journal",
+            lambda: Path(f"/proc/{t['worker_pid']}/root{journal}").read_text(),
+        )
+        direct(
+            "list /proc/<worker>/root state", lambda: os.listdir(f"/proc/{t['worker_pid']}/root{t['state']}")
+        )
+        direct("write .pth", lambda: write(f"{site}/evil.pth", evil))
+        direct("write .git/hooks", lambda: write(f"{home}/.git/hooks/pre-commit", "#!/bin/sh\n"))
+        direct("write .git/commondir", lambda: write(f"{home}/.git/commondir", "/tmp\n"))
+        direct("write config.toml", lambda: write(f"{config}/config.toml", 'default_agent = "evil"\n'))
+        direct("rename ~/.config", lambda: os.rename(f"{home}/.config", f"{home}/.config-old"))
+        direct("rename ~/.local/state", lambda: os.rename(f"{home}/.local/state", f"{home}/.local/state-old"))
+        direct("rename .venv", lambda: os.rename(f"{home}/.venv", f"{home}/.venv-old"))
+
+        def write_and_remove(path: str) -> None:
+            Path(path).write_text("probe")
+            Path(path).unlink()
+
+        # root's own: /etc/ld.so.preload would load its code into the next tui (a probe file, removed)
+        direct("write into /etc", lambda: write_and_remove(f"/etc/tui-probe-{os.getpid()}"))
+        direct("write the tui command", lambda: write(f"{home}/.local/bin/tui", "#!/bin/sh\n"))
+        direct("replace the tui command", lambda: os.rename(f"{home}/.local/bin/tui", f"{home}/tui-old"))
+        direct("read journal", lambda: Path(journal).read_text())
+        direct("read token", lambda: Path(token).read_text())
+        # a sysctl (kernel.core_pattern runs a command as root on a crash), opened, never written
+        direct(
+            "open a sysctl to write", lambda: os.close(os.open("/proc/sys/kernel/core_pattern", os.O_WRONLY))
+        )
+        results["CapEff"] = capabilities()
+        return results
+
+
+def capabilities() -> str:
+    """This process's effective capabilities (hex), as ``/proc/self/status`` says."""
+    status = Path("/proc/self/status").read_text()
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff"))
 
 
 def main() -> None:

@@ -216,7 +216,7 @@ class SandboxSettings(_Settings):
     hidden: list[Path] = []
     """More folders or files programs must not see (``~`` is expanded), besides tui's own."""
     read_only: list[Path] = []
-    """More folders or files programs must not change, besides tui's installation and ``.git/hooks``."""
+    """More folders or files programs must not change, besides tui's installation and ``.git``."""
     write_limit: int | None = Field(default=None, gt=0)
     """Bytes one program may write in total; unset: Code Mode's default (``Limits.write_bytes``, 4 GiB)."""
     tui_paths_writable: bool = False

@@ -1,11 +1,13 @@
-"""A program never reaches tui itself: its files, its installation, its sockets, the host's git hooks.
+"""A program never reaches tui itself: its files, its installation, its sockets, the working
+folder's ``.git``; and never the kernel's mount, keyring, bpf or perf calls, nor the host's /dev/shm.
 
-Each probe runs under every mechanism this host offers. Where the Landlock fallback cannot hide a
-folder inside the working folder, the session refuses to start and says what to do instead.
+Each probe runs under every mechanism this host offers (the Landlock fallback mounts in a namespace
+of its own what it cannot keep out otherwise).
 """
 
 from __future__ import annotations
 
+import os
 import site
 import socket
 import sys
@@ -15,8 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from tui.codemode import Limits, PythonSession, SandboxError
-from tui.codemode.confine import bwrap_command, protected_paths
+from tui.codemode import Limits, PythonSession
+from tui.codemode.confine import (
+    AGENT_REFUSED,
+    PROGRAM_REFUSED,
+    SHM_BYTES,
+    agent_command,
+    bwrap_command,
+    protected_paths,
+    seccomp_bytes,
+)
 
 
 def refused(result: object, *types: str) -> None:
@@ -65,11 +75,6 @@ def make_state_dir(root: Path) -> Path:
 async def test_a_state_dir_inside_the_working_folder_is_hidden(workdir: Path, mechanism: str) -> None:
     state = make_state_dir(workdir / ".local" / "state" / "tui")
     session = PythonSession(workdir, Limits(observe_seconds=5.0), mechanism=mechanism, hidden=[state])  # type: ignore[arg-type]
-    if mechanism == "landlock":
-        with pytest.raises(SandboxError, match="install bubblewrap"):
-            await session.start()
-        await session.close()
-        return
     async with session:
         source = (
             "import os\n"
@@ -127,11 +132,6 @@ async def test_tui_installed_in_the_working_folder_is_read_only(
     # the interpreter running tui is a venv in the project the session works in
     with monkeypatch.context() as patch:
         patch.setattr(site, "getsitepackages", lambda: [str(site_packages)])
-        if mechanism == "landlock":
-            with pytest.raises(SandboxError, match="install bubblewrap"):
-                await session.start()
-            await session.close()
-            return
         await session.start()
     try:
         planted = site_packages / "evil.pth"
@@ -153,8 +153,6 @@ def git_workdir(workdir: Path) -> Path:
 async def test_git_hooks_and_config_of_the_working_folder_are_read_only(
     git_workdir: Path, mechanism: str
 ) -> None:
-    if mechanism == "landlock":
-        pytest.skip("Landlock cannot keep a folder inside the working folder read-only (documented)")
     async with PythonSession(git_workdir, Limits(observe_seconds=5.0), mechanism=mechanism) as session:  # type: ignore[arg-type]
         hook = await session.execute(source="open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\nevil\\n')")
         refused(hook, "OSError", "PermissionError")
@@ -254,18 +252,78 @@ async def test_a_programs_total_writes_are_bounded(workdir: Path, mechanism: str
 def test_protected_paths_are_mounted_after_the_working_folders_bind(tmp_path: Path) -> None:
     work = tmp_path / "work"
     (work / ".git" / "hooks").mkdir(parents=True)
-    state = work / "state"
-    state.mkdir()
-    protected = protected_paths(work, hidden=[state, tmp_path / "missing"], read_only=[work / "ro"])
-    assert protected.hidden == (state,)  # a missing folder cannot be mounted on: left out
-    assert work / ".git" / "hooks" in protected.read_only
+    state = work / ".local" / "state" / "tui"
+    protected = protected_paths(
+        work, tui_folders=[state], hidden=[tmp_path / "missing"], read_only=[work / "ro"]
+    )
+    assert state.is_dir()  # tui's folder, made so that it can be hidden
+    assert protected.hidden == (state,)  # a missing path of the user's cannot be mounted on: left out
+    assert work / ".git" in protected.read_only  # the whole of it
+    assert protected.ancestors(work) == [work / ".local", work / ".local" / "state"]
     argv = bwrap_command(["true"], bwrap="bwrap", workdir=work, protected=protected)
     bind = argv.index("--bind")
-    assert argv.index(str(state)) > bind
-    assert argv.index(str(work / ".git" / "hooks")) > bind
+    assert argv[bind + 1] == str(work)
+    # the ancestors are bound onto themselves (not renamable), before what they hold is hidden
+    ancestor = argv.index(str(work / ".local" / "state"))
+    assert argv[ancestor - 1] == "--bind" and bind < ancestor < argv.index(str(state))
+    assert argv.index(str(work / ".git")) > bind
+    assert argv[argv.index("/dev/shm") - 3 : argv.index("/dev/shm")] == ["--size", str(SHM_BYTES), "--tmpfs"]
     assert "--share-net" not in argv
     with_net = bwrap_command(["true"], bwrap="bwrap", workdir=work, protected=protected, network=True)
     assert "--share-net" in with_net and with_net[-2:] == ["--", "true"]
+
+
+def test_the_rule_for_one_path_is_the_rule_of_the_mounts(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    state = tmp_path / "state"
+    (state / "sessions").mkdir(parents=True)
+    token = work / ".tui-token"
+    token.write_text("t")
+    (work / "link").symlink_to(state)
+    protected = protected_paths(work, tui_folders=[state], hidden=[token])
+    assert protected.refuses(work / "notes.txt", write=True) is None
+    assert protected.refuses(work / ".git" / "config", write=False) is None
+    assert "read-only" in str(protected.refuses(work / ".git" / "hooks" / "x", write=True))
+    assert "tui's own" in str(protected.refuses(work / "link" / "sessions", write=False))
+    assert "tui's own" in str(protected.refuses(work / "sub" / ".." / ".tui-token", write=False))
+    # a working folder inside a hidden folder is reachable, the rest of that folder is not
+    inner = state / "work"
+    inner.mkdir()
+    around = protected_paths(inner, tui_folders=[state])
+    assert around.refuses(inner / "x", write=True) is None
+    assert around.refuses(state / "sessions", write=False) is not None
+
+
+def test_an_agent_runs_without_capabilities_in_its_own_pid_namespace_under_seccomp(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    protected = protected_paths(work, tui_folders=[tmp_path / "config" / "tui"])
+    argv = agent_command(["agent"], bwrap="bwrap", workdir=work, protected=protected)
+    assert argv[:3] == ["/bin/sh", "-c", 'exec 9<"$0" && exec "$@"']
+    with open(argv[3], "rb") as filter_file:
+        assert filter_file.read() == seccomp_bytes(AGENT_REFUSED)
+    joined = " ".join(argv)
+    parts = (
+        "--cap-drop ALL",
+        "--unshare-pid",
+        "--proc /proc",
+        "--dev /dev",
+        "--seccomp 9",
+        "--ro-bind /etc /etc",
+    )
+    for part in (
+        *parts,
+        "--ro-bind-try /proc/sys /proc/sys",
+        "--ro-bind-try /sys /sys",
+        f"--bind {work} {work}",
+    ):
+        assert part in joined
+    assert f"--bind {tmp_path / 'config'} {tmp_path / 'config'}" in joined
+    assert argv[-2:] == ["--", "agent"]
+    for name in ("mount", "umount2", "ptrace", "keyctl", "add_key", "request_key", "bpf", "perf_event_open"):
+        assert name in AGENT_REFUSED and name in PROGRAM_REFUSED
+    assert "socket" not in AGENT_REFUSED and "socket" in PROGRAM_REFUSED
 
 
 def test_tui_paths_writable_leaves_the_installation_alone(tmp_path: Path) -> None:
@@ -274,3 +332,78 @@ def test_tui_paths_writable_leaves_the_installation_alone(tmp_path: Path) -> Non
     opened = protected_paths(tmp_path, tui_paths_writable=True)
     assert Path(sys.prefix).resolve() not in opened.read_only
     assert opened.tui_paths_writable
+
+
+BPF_AND_PERF = """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+numbers = {'x86_64': (321, 298), 'aarch64': (280, 241)}[os.uname().machine]
+codes = []
+for nr in numbers:
+    libc.syscall(nr, 0, 0, 0, 0, 0)
+    codes.append(errno.errorcode[ctypes.get_errno()])
+codes
+"""
+
+
+async def test_bpf_and_perf_events_are_refused(workdir: Path, mechanism: str) -> None:
+    async with PythonSession(workdir, Limits(observe_seconds=5.0), mechanism=mechanism) as session:  # type: ignore[arg-type]
+        result = await session.execute(source=BPF_AND_PERF)
+        assert result.value == ["EPERM", "EPERM"]
+
+
+async def test_dev_shm_is_the_sandboxs_own_and_bounded(workdir: Path, mechanism: str) -> None:
+    name = f"tui-left-behind-{workdir.parent.name}"
+    async with PythonSession(workdir, Limits(observe_seconds=10.0), mechanism=mechanism) as session:  # type: ignore[arg-type]
+        kept = await session.execute(source=f"open('/dev/shm/{name}', 'wb').write(b'x' * 1000)")
+        assert kept.value == 1000
+        assert name not in os.listdir("/dev/shm")
+        grown = await session.execute(
+            source=f"with open('/dev/shm/{name}-big', 'wb') as f:\n"
+            "    for _ in range(100):\n"
+            "        f.write(b'x' * 1024 * 1024)"
+        )
+        refused(grown, "OSError")
+        assert "No space left" in grown.error.message  # type: ignore[union-attr]
+
+
+async def test_no_sysctl_can_be_written(workdir: Path, mechanism: str) -> None:
+    # root in the sandbox is the host's root to the kernel's sysctl check, capabilities or not:
+    # kernel.core_pattern would run a command on the host at the next crash
+    async with PythonSession(workdir, Limits(observe_seconds=5.0), mechanism=mechanism) as session:  # type: ignore[arg-type]
+        # opened for writing, never written
+        opened = await session.execute(
+            source="import os\nos.close(os.open('/proc/sys/kernel/core_pattern', os.O_WRONLY))"
+        )
+        refused(opened, "OSError", "PermissionError", "FileNotFoundError")
+
+
+async def test_a_working_folder_inside_the_state_dir_keeps_its_git_read_only(
+    workdir: Path, mechanism: str
+) -> None:
+    # tui's state dir holds a token file tui knows of (hidden already with the folder) and the
+    # session's working folder, whose .git stays read-only and cannot be renamed
+    state = make_state_dir(workdir.parent / "state")
+    (state / "owner.token").write_text("secret")
+    inner = state / "work"
+    (inner / ".git" / "hooks").mkdir(parents=True)
+    (inner / ".venv" / "lib").mkdir(parents=True)
+    protected = protected_paths(inner, tui_folders=[state], hidden=[state / "owner.token"])
+    assert protected.hidden == (state,) and inner / ".git" in protected.read_only
+    limits = Limits(observe_seconds=5.0)
+    session = PythonSession(
+        inner,
+        limits,
+        mechanism=mechanism,
+        tui_folders=[state],
+        hidden=[state / "owner.token"],
+        read_only=[inner / ".venv" / "lib"],
+    )  # type: ignore[arg-type]
+    async with session:
+        hook = await session.execute(source="open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\\n')")
+        refused(hook, "OSError", "PermissionError")
+        renamed = await session.execute(source="import os\nos.rename('.venv', 'venv-old')")
+        refused(renamed, "OSError", "PermissionError")
+        token = await session.execute(source=f"open({str(state / 'owner.token')!r}).read()")
+        refused(token, "OSError", "PermissionError", "FileNotFoundError")
+    assert not (inner / ".git" / "hooks" / "pre-commit").exists() and (inner / ".venv").is_dir()

@@ -267,4 +267,6 @@ async def test_the_agent_cannot_reach_tui_s_own_files_and_the_first_screen_says_
     assert ended["outcome"] == "completed", ended["error"]
     assert "journal: FileNotFoundError" in ended["reply"], ended["reply"]
     notes = [str(e["text"]) for e in events(worker, "note")]
-    assert any("tui's own folders (sessions, config, sockets) are hidden from it" in n for n in notes), notes
+    assert any(
+        "tui's sessions, config, sockets and the token files tui knows of are hidden" in n for n in notes
+    ), notes

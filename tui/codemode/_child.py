@@ -235,7 +235,7 @@ class Runner:
         if confine:
             confine_self(confine)
         if self.config.get("seccomp"):
-            install_filter()
+            install_filter(self.config["seccomp"])
         read_end, write_end = os.pipe()
         os.dup2(write_end, 1)
         os.dup2(write_end, 2)
@@ -602,8 +602,12 @@ def cpu_time() -> float:
 
 # confinement without bubblewrap: namespaces, capabilities, Landlock --------------------------
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 FS_EXECUTE = 1 << 0
 FS_WRITE_FILE = 1 << 1
 FS_READ_FILE = 1 << 2
@@ -626,10 +630,11 @@ def confine_self(confine: dict[str, Any]) -> None:
     """Reach the required level without bubblewrap; raise when it cannot be reached."""
     c = libc()
     uid, gid = os.getuid(), os.getgid()
+    mounts = confine.get("mounts", [])
     if uid == 0:
-        if c.unshare(CLONE_NEWNET) != 0:
-            fail("unshare(CLONE_NEWNET)")
-    elif c.unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0:
+        if c.unshare(CLONE_NEWNET | CLONE_NEWNS) != 0:
+            fail("unshare(CLONE_NEWNET | CLONE_NEWNS)")
+    elif c.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS) == 0:
         # a user namespace of our own: RLIMIT_NPROC is counted in it, and the network is ours
         with open("/proc/self/setgroups", "w") as f:
             f.write("deny")
@@ -637,8 +642,57 @@ def confine_self(confine: dict[str, Any]) -> None:
             f.write(f"{uid} {uid} 1")
         with open("/proc/self/gid_map", "w") as f:
             f.write(f"{gid} {gid} 1")
+    elif mounts:
+        fail("unshare(CLONE_NEWUSER) (tui's paths inside the working folder need a mount namespace)")
+    else:
+        # no namespace of our own: no private /dev/shm either, so none is writable
+        drop_capabilities(c)
+        landlock(c, confine["read"], confine["write"], confine["devices"])
+        return
+    make_mounts(c, mounts, confine.get("shm"))
     drop_capabilities(c)
-    landlock(c, confine["read"], confine["write"], confine["devices"])
+    landlock(c, confine["read"], [*confine["write"], "/dev/shm"], confine["devices"])
+
+
+def _mount(c: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
+    def b(text: str | None) -> bytes | None:
+        return None if text is None else text.encode()
+
+    if c.mount(b(source), b(target), b(fstype), ctypes.c_ulong(flags), b(data)) != 0:
+        fail(f"mount {target}")
+
+
+def _locked_flags(path: str) -> int:
+    """The flags of the mount holding `path` that a remount in a user namespace must keep."""
+    st = os.statvfs(path).f_flag
+    flags = 0
+    for st_flag, ms_flag in ((2, MS_NOSUID), (4, MS_NODEV), (8, MS_NOEXEC), (1024, MS_NOATIME)):
+        if st & st_flag:
+            flags |= ms_flag
+    if st & 2048:
+        flags |= MS_NODIRATIME
+    if st & 4096:
+        flags |= MS_RELATIME
+    return flags
+
+
+def make_mounts(c: Any, mounts: list[list[str]], shm: int | None) -> None:
+    """In our own mount namespace: ancestors bound onto themselves (not renamable), read-only
+    binds, hidden folders under an empty read-only tmpfs, and a private ``/dev/shm``."""
+    _mount(c, None, "/", None, MS_REC | MS_PRIVATE, None)
+    for kind, path in mounts:
+        if kind == "bind":
+            _mount(c, path, path, None, MS_BIND | MS_REC, None)
+        elif kind == "ro":
+            _mount(c, path, path, None, MS_BIND | MS_REC, None)
+            _mount(c, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(path), None)
+        elif os.path.isdir(path):
+            _mount(c, "tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4096,mode=0755")
+        else:
+            _mount(c, "/dev/null", path, None, MS_BIND, None)
+            _mount(c, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _locked_flags(path), None)
+    if shm and os.path.isdir("/dev/shm"):
+        _mount(c, "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm},mode=1777")
 
 
 def drop_capabilities(c: Any) -> None:
@@ -717,75 +771,12 @@ def landlock(c: Any, read: list[str], write: list[str], devices: list[str]) -> N
     os.close(fd)
 
 
-# seccomp: refuse sockets, keyrings and tracing ------------------------------------------------
-
-_ARCHES = {
-    # machine: (AUDIT_ARCH, {name: number})
-    "x86_64": (
-        0xC000003E,
-        {
-            "socket": 41,
-            "connect": 42,
-            "ptrace": 101,
-            "add_key": 248,
-            "request_key": 249,
-            "keyctl": 250,
-            "process_vm_readv": 310,
-            "process_vm_writev": 311,
-            "io_uring_setup": 425,
-            "io_uring_enter": 426,
-            "io_uring_register": 427,
-            "pidfd_getfd": 438,
-            "process_madvise": 440,
-        },
-    ),
-    "aarch64": (
-        0xC00000B7,
-        {
-            "socket": 198,
-            "connect": 203,
-            "ptrace": 117,
-            "add_key": 217,
-            "request_key": 218,
-            "keyctl": 219,
-            "process_vm_readv": 270,
-            "process_vm_writev": 271,
-            "io_uring_setup": 425,
-            "io_uring_enter": 426,
-            "io_uring_register": 427,
-            "pidfd_getfd": 438,
-            "process_madvise": 440,
-        },
-    ),
-}
+# seccomp: the filter tui.codemode.confine built ---------------------------------------------
 
 
-def install_filter() -> None:
-    """Load a seccomp filter that makes the refused system calls fail with EPERM.
-
-    Refused: ``socket`` (every family: only ``socketpair`` makes sockets, so nothing is reachable by
-    address), ``connect``, the kernel keyring (``keyctl``, ``add_key``, ``request_key``), and
-    reaching into another process (``ptrace``, ``process_vm_readv``/``writev``, ``pidfd_getfd``,
-    ``process_madvise``), and ``io_uring``, which would bypass all of it.
-    """
-    arch = _ARCHES.get(platform.machine())
-    if arch is None:
-        raise OSError(f"no seccomp filter for {platform.machine()}")
-    audit, numbers = arch
-    refused = sorted(numbers.values())
-    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
-    program = [
-        (ld_abs, 0, 0, 4),  # arch
-        (jeq, 1, 0, audit),
-        (ret, 0, 0, deny),
-        (ld_abs, 0, 0, 0),  # syscall number
-        (jge, 0, 1, 0x40000000),  # x32 calls on x86_64
-        (ret, 0, 0, deny),
-    ]
-    # each match jumps over the checks after it and the allow, onto the deny
-    program += [(jeq, len(refused) - i, 0, nr) for i, nr in enumerate(refused)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+def install_filter(program: list[list[int]]) -> None:
+    """Load the seccomp filter (``tui.codemode.confine.seccomp_filter``): the refused system calls
+    fail with EPERM."""
 
     class Filter(ctypes.Structure):
         _fields_ = [

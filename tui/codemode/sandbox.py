@@ -6,8 +6,9 @@ environment; tui's own files are out of its reach (`tui.codemode.confine`). bubb
 of it with namespaces (``--unshare-all``), a read-only view of the system, mounts over tui's
 folders, ``--clearenv`` and ``--cap-drop ALL`` (without it a program run as root could remount
 ``/`` read-write). Inside, the runner adds a seccomp filter that refuses sockets (``socketpair``
-aside), so a network attempt fails at once with a clear PermissionError, the kernel keyring and
-tracing other processes; and resource limits.
+aside), so a network attempt fails at once with a clear PermissionError, mounts, the kernel
+keyring, eBPF, perf events and tracing other processes (`tui.codemode.confine.PROGRAM_REFUSED`);
+and resource limits.
 
 Processes are bounded by a pids cgroup when one can be made (as root); otherwise, for a user
 other than root, by RLIMIT_NPROC, which the kernel counts per user namespace.
@@ -32,12 +33,14 @@ from typing import Any, Literal
 
 from tui.codemode.confine import (
     ETC_FILES,
-    GIT_PROTECTED,
+    PROGRAM_REFUSED,
+    SHM_BYTES,
     SYSTEM,
     Protected,
     bwrap_command,
-    inside,
     interpreter_roots,
+    mount_plan,
+    seccomp_filter,
 )
 from tui.codemode.errors import SandboxError
 
@@ -180,14 +183,14 @@ def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected:
     nproc = cgroup is None and os.geteuid() != 0
     description = (
         f"{version}: own user, mount, pid, network and IPC namespaces, no capabilities; "
-        f"system read-only, only {workdir} and a private /tmp writable; {_tui_out_of_reach(protected)}; "
-        f"no network; empty environment; seccomp refuses sockets, keyrings and tracing; "
-        f"{_processes(cgroup, nproc)}"
+        f"system read-only, only {workdir}, a private /tmp and /dev/shm writable; "
+        f"{_tui_out_of_reach(protected)}; no network; empty environment; seccomp refuses sockets, "
+        f"mounts, keyrings, bpf, perf events and tracing; {_processes(cgroup, nproc)}"
     )
     return SandboxPlan(
         argv=_in_cgroup(argv, cgroup),
         description=description,
-        config={"seccomp": True, "nproc": nproc},
+        config={"seccomp": seccomp_filter(PROGRAM_REFUSED), "nproc": nproc},
         # bwrap's own init stays visible inside (/proc/1/environ): give it nothing to leak
         env={"PATH": "/usr/bin:/bin"},
         cwd=str(workdir),
@@ -195,7 +198,7 @@ def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected:
 
 
 def _tui_out_of_reach(protected: Protected) -> str:
-    said = "tui's files hidden"
+    said = "tui's files hidden, .git read-only"
     if protected.tui_paths_writable:
         return said + ", tui's installation WRITABLE ([sandbox] tui_paths_writable)"
     return said + " and its installation read-only"
@@ -205,50 +208,49 @@ def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None, protected
     read = [str(Path("/") / name) for name in SYSTEM]
     read += [str(Path("/etc") / name) for name in ETC_FILES]
     read += [*interpreter_roots(), str(CHILD_SCRIPT.parent)]
-    _refuse_what_landlock_cannot_hide(workdir, protected, [Path(r) for r in read])
+    mounts = mount_plan(protected, workdir, [Path(r) for r in read])
+    if mounts and os.geteuid() != 0 and not _user_namespaces():
+        raise SandboxError(_cannot_protect(Path(mounts[0][1]), workdir))
     tmpdir = Path(tempfile.mkdtemp(prefix="tui-codemode-tmp-"))
     confine = {
         "read": read,
         "write": [str(workdir), str(tmpdir)],
         "devices": ["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"],
+        "mounts": mounts,
+        "shm": SHM_BYTES,
     }
     nproc = cgroup is None and os.geteuid() != 0
     signals = "signals to other processes refused" if abi >= 6 else "signals not scoped (Landlock ABI < 6)"
-    hooks = [p for p in protected.read_only if inside(p, workdir)]
-    names = ", ".join(p.name for p in hooks)
-    git = f"; {names} of .git writable (Landlock cannot protect them)" if hooks else ""
     description = (
-        f"Landlock ABI {abi}: only {workdir} and {tmpdir} writable, only the system and the interpreter "
-        f"readable; tui's files unreadable{git}; own network namespace and seccomp refusing every "
-        f"socket: no network; seccomp refuses keyrings and tracing; no capabilities; {signals}; "
+        f"Landlock ABI {abi}: only {workdir}, {tmpdir} and a private /dev/shm writable, only the system "
+        f"and the interpreter readable; {_tui_out_of_reach(protected)} (mounts in a namespace of its "
+        f"own); own network namespace and seccomp refusing every socket: no network; seccomp refuses "
+        f"mounts, keyrings, bpf, perf events and tracing; no capabilities; {signals}; "
         f"empty environment; {_processes(cgroup, nproc)}"
     )
     argv = [sys.executable, "-I", "-B", "-X", "utf8", str(CHILD_SCRIPT)]
     return SandboxPlan(
         argv=_in_cgroup(argv, cgroup),
         description=description,
-        config={"seccomp": True, "nproc": nproc, "confine": confine},
+        config={"seccomp": seccomp_filter(PROGRAM_REFUSED), "nproc": nproc, "confine": confine},
         env=_program_env(workdir, str(tmpdir)),
         cwd=str(workdir),
         tmpdir=tmpdir,
     )
 
 
-def _refuse_what_landlock_cannot_hide(workdir: Path, protected: Protected, readable: list[Path]) -> None:
-    """Landlock only adds rights: a folder inside the writable working folder cannot be taken out."""
-    git = {workdir / name for name in GIT_PROTECTED}
-    for path in protected.hidden:
-        if inside(path, workdir) or any(inside(path, root) for root in readable):
-            raise SandboxError(_cannot_protect(path, workdir, "hide"))
-    for path in protected.read_only:
-        if path not in git and inside(path, workdir):
-            raise SandboxError(_cannot_protect(path, workdir, "keep read-only"))
+def _user_namespaces() -> bool:
+    """Whether this user may make a user namespace (and so mount in one of its own)."""
+    try:
+        return Path("/proc/sys/user/max_user_namespaces").read_text().strip() != "0"
+    except OSError:
+        return True
 
 
-def _cannot_protect(path: Path, workdir: Path, what: str) -> str:
+def _cannot_protect(path: Path, workdir: Path) -> str:
     return (
         f"{path} (tui's own files, or a path of [sandbox] in config.toml) lies inside {workdir}, and "
-        f"without bubblewrap the sandbox cannot {what} a folder inside the working folder; install "
+        "without bubblewrap or user namespaces the sandbox cannot hide it or keep it read-only; install "
         "bubblewrap (apt install bubblewrap), or move it out of the working folder "
         "($TUI_STATE_DIR, $TUI_CONFIG_DIR, or tui installed elsewhere), or start the session in "
         "another folder"

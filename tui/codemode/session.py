@@ -135,6 +135,7 @@ class PythonSession:
         hidden: Sequence[str | os.PathLike[str]] = (),
         read_only: Sequence[str | os.PathLike[str]] = (),
         tui_paths_writable: bool = False,
+        tui_folders: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         """Prepare a session; nothing starts until `start` (or ``async with``).
 
@@ -144,11 +145,12 @@ class PythonSession:
             bwrap: the bubblewrap executable; None looks for it on PATH.
             mechanism: ``auto`` uses bubblewrap when installed, else Landlock with seccomp and
                 namespaces; ``bubblewrap`` or ``landlock`` insists on one.
-            hidden: folders programs must not see: tui's state dir, config dir and socket
-                folder, and the user's own (see `tui.codemode.confine.protected_paths`).
+            hidden: paths programs must not see: tui's token files and the user's own (see
+                `tui.codemode.confine.protected_paths`).
             read_only: folders programs must not change, besides tui's installation and the
-                working folder's ``.git/hooks`` and ``.git/config``, which always are.
+                working folder's whole ``.git``, which always are.
             tui_paths_writable: leave tui's installation writable (to develop tui inside a session).
+            tui_folders: tui's state dir, config dir and socket folders: made when missing, hidden.
         """
         self.workdir = Path(workdir).resolve()
         self.limits = limits or Limits()
@@ -158,6 +160,7 @@ class PythonSession:
         self._hidden = list(hidden)
         self._read_only = list(read_only)
         self._tui_paths_writable = tui_paths_writable
+        self._tui_folders = list(tui_folders)
         self.protected = Protected()
         """What programs cannot see or change, computed when the session starts."""
         self._plan: SandboxPlan | None = None
@@ -216,6 +219,7 @@ class PythonSession:
                 hidden=self._hidden,
                 read_only=self._read_only,
                 tui_paths_writable=self._tui_paths_writable,
+                tui_folders=self._tui_folders,
             )
             self._plan = plan_sandbox(
                 self.workdir,

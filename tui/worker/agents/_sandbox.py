@@ -31,9 +31,10 @@ from tui.config import SandboxSettings, config_dir
 from tui.errors import TuiError
 from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
+from tui.store.remotes import known_token_files
 from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO
 
-__all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of"]
+__all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
 
 log = logging.getLogger("tui.worker.sandbox")
 
@@ -88,9 +89,15 @@ async def ask_person(
 
 
 def tui_folders_of(context: AgentContext) -> list[Path]:
-    """tui's own folders a session's programs must not see: the state dir the session lives in,
-    the config dir and the socket folders."""
+    """tui's own folders a session's programs and agent must not see: the state dir the session
+    lives in, the config dir and the socket folders."""
     return [context.session_folder.parent.parent, config_dir(), *socket_fallback_dirs()]
+
+
+def tui_token_files(folders: list[Path]) -> list[Path]:
+    """The token files tui knows of (its remotes', ``tui web``'s), from whichever of `folders` is
+    a state dir."""
+    return [path for folder in folders for path in known_token_files(folder)]
 
 
 class Sandbox:
@@ -120,7 +127,8 @@ class Sandbox:
         else:
             self.limits = Limits(observe_seconds=observe_seconds, write_bytes=settings.write_limit)
         folders = tui_folders if tui_folders is not None else [config_dir(), *socket_fallback_dirs()]
-        self._hidden = [*folders, *settings.hidden]
+        self._tui_folders = folders
+        self._hidden = [*tui_token_files(folders), *settings.hidden]
         self._read_only = list(settings.read_only)
         self._tui_paths_writable = settings.tui_paths_writable
         self.notes: tuple[str, ...] = ()
@@ -146,6 +154,7 @@ class Sandbox:
             hidden=self._hidden,
             read_only=self._read_only,
             tui_paths_writable=self._tui_paths_writable,
+            tui_folders=self._tui_folders,
         )
         await session.__aenter__()
         log.info("code mode ready: %s", getattr(session, "sandbox", "sandboxed"))

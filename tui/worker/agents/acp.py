@@ -32,12 +32,12 @@ import acp
 from acp import schema
 
 from tui import __version__
-from tui.codemode.confine import agent_command, protected_paths
+from tui.codemode.confine import Protected, agent_command, protected_paths
 from tui.config import AgentProfile
 from tui.protocol import AgentCommand, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
-from tui.worker.agents._sandbox import tui_folders_of
+from tui.worker.agents._sandbox import tui_folders_of, tui_token_files
 
 __all__ = ["AcpAgent", "spawn_agent"]
 
@@ -102,19 +102,30 @@ def _group_of_session(pgid: int, session_id: str) -> bool:
     return False
 
 
-def confinement(context: AgentContext) -> Callable[[Sequence[str]], list[str]] | None:
-    """How an agent's command is confined: tui's state dir, config dir and socket folders hidden,
-    its installation read-only, everything else as the user has it (the agent needs its
-    credentials and the network). None without bubblewrap, or when config.toml's ``[sandbox]
-    tui_paths_writable`` asks to develop tui from inside."""
+def protected_of(context: AgentContext) -> Protected:
+    """What the agent may not reach, by the rule programs follow (`protected_paths`): tui's state
+    dir, config dir, socket folders and token files hidden, its installation and the working
+    folder's ``.git`` read-only."""
     settings = context.config.sandbox
+    folders = tui_folders_of(context)
+    return protected_paths(
+        context.working_directory,
+        hidden=[*tui_token_files(folders), *settings.hidden],
+        read_only=settings.read_only,
+        tui_paths_writable=settings.tui_paths_writable,
+        tui_folders=folders,
+    )
+
+
+def confinement(context: AgentContext, protected: Protected) -> Callable[[Sequence[str]], list[str]] | None:
+    """How an agent's command is confined (`agent_command`): `protected` kept from it, no
+    capabilities, its own pid namespace, a seccomp filter; everything else as the user has it (the
+    agent needs its credentials and the network). None without bubblewrap, or when config.toml's
+    ``[sandbox] tui_paths_writable`` asks to develop tui from inside."""
     bwrap = shutil.which("bwrap")
-    if bwrap is None or settings.tui_paths_writable:
+    if bwrap is None or context.config.sandbox.tui_paths_writable:
         return None
     workdir = context.working_directory
-    protected = protected_paths(
-        workdir, hidden=[*tui_folders_of(context), *settings.hidden], read_only=settings.read_only
-    )
     return lambda command: agent_command(command, bwrap=bwrap, workdir=workdir, protected=protected)
 
 
@@ -122,14 +133,18 @@ def reach(confined: bool, writable: bool) -> str:
     """What the first screen says the agent can reach."""
     if confined:
         return (
-            "This agent runs as you, with your files and the network, so it can use its own "
-            "credentials and tools; tui's own folders (sessions, config, sockets) are hidden from it "
-            "and tui's installation is read-only, so it cannot drive this or other sessions."
+            "This agent runs as you, with your files, your credentials and the network. Kept from it, "
+            "and from the files it asks tui to read or write: tui's sessions, config, sockets and the "
+            "token files tui knows of are hidden; tui's installation and this folder's .git are "
+            "read-only. It runs with no capabilities, sees no other process and cannot mount, trace "
+            "or use bpf: it cannot read or drive other sessions, nor make the next tui or git command "
+            "run its code."
         )
     why = "[sandbox] tui_paths_writable is on" if writable else "bubblewrap is not installed"
     return (
         f"This agent runs as you and reaches everything you reach, tui's own folders included "
-        f"({why}): run only an agent you would run in your own shell."
+        f"({why}); only the files it asks tui to read or write keep to tui's rule. Run only an agent "
+        f"you would run in your own shell."
     )
 
 
@@ -225,12 +240,15 @@ class AcpAgent(Agent):
         session_id: str,
         *,
         wrap: Callable[[Sequence[str]], list[str]] | None = None,
+        protected: Protected | None = None,
     ) -> None:
         # The session names its [agents] entry, and /info and worker_started say that name.
         self.name = agent  # type: ignore[misc]
         self.profile = profile
         self.wrap = wrap
         """What confines the agent's command (tui's own paths kept from it); None: nothing."""
+        self.protected = protected or Protected(workdir=workdir.resolve())
+        """What the files served to the agent keep to (the same rule as its process)."""
         self.workdir = workdir
         self.state_file = folder / STATE_FILE
         self.session_id = session_id
@@ -246,13 +264,15 @@ class AcpAgent(Agent):
     @classmethod
     def from_context(cls, context: AgentContext) -> AcpAgent:
         name = context.record.agent
+        protected = protected_of(context)
         agent = cls(
             name,
             context.config.agents[name],
             context.working_directory,
             context.session_folder,
             context.session_id,
-            wrap=confinement(context),
+            wrap=confinement(context, protected),
+            protected=protected,
         )
         agent.notes = (reach(agent.wrap is not None, context.config.sandbox.tui_paths_writable),)
         return agent
@@ -593,12 +613,56 @@ class AcpAgent(Agent):
             raise acp.RequestError.invalid_params(
                 {"path": path, "reason": f"outside the session's working directory {root}"}
             )
+        why = self.protected.refuses(target, write=doing == "write")
+        if why is not None:
+            self._note(f"refused the agent's {doing} of {path}: {why}")
+            raise acp.RequestError.invalid_params({"path": path, "reason": why})
         return target
+
+    def _open_beneath(self, target: Path, write: bool) -> int:
+        """Open `target` (checked by `inside`) walking down from the working folder without following
+        a symlink, then check again what was opened: a folder swapped for a symlink meanwhile
+        cannot lead the write elsewhere.
+
+        Raises:
+            OSError: a symlink on the way, or what was opened is out of reach.
+        """
+        root = self.workdir.resolve()
+        parts = target.relative_to(root).parts
+        if not parts:
+            raise IsADirectoryError(21, "the working folder itself is not a file")
+        folder = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts[:-1]:
+                if write:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, dir_fd=folder)
+                flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+                inner = os.open(part, flags, dir_fd=folder)
+                os.close(folder)
+                folder = inner
+            self._check_opened(folder, root, write)
+            flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
+            opened = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
+        finally:
+            os.close(folder)
+        try:
+            self._check_opened(opened, root, write)
+        except OSError:
+            os.close(opened)
+            raise
+        return opened
+
+    def _check_opened(self, fd: int, root: Path, write: bool) -> None:
+        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        if not real.is_relative_to(root) or self.protected.refuses(real, write=write) is not None:
+            raise PermissionError(13, f"{real} is out of the agent's reach")
 
     def read(self, path: str, line: int | None, limit: int | None) -> str:
         target = self.inside(path, "read")
         try:
-            text = target.read_text(encoding="utf-8")
+            with open(self._open_beneath(target, write=False), encoding="utf-8") as file:
+                text = file.read()
         except (OSError, UnicodeDecodeError) as exc:
             raise acp.RequestError.resource_not_found(path) from exc
         if line is None and limit is None:
@@ -610,8 +674,9 @@ class AcpAgent(Agent):
     def write(self, path: str, content: str) -> None:
         target = self.inside(path, "write")
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content, encoding="utf-8")
+            with open(self._open_beneath(target, write=True), "w", encoding="utf-8") as file:
+                file.truncate()
+                file.write(content)
         except OSError as exc:
             raise acp.RequestError.internal_error({"path": path, "reason": exc.strerror or str(exc)}) from exc
 
