@@ -6,7 +6,6 @@ user's choosing with mode 0600.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -23,10 +22,8 @@ __all__ = [
     "Remote",
     "add_remote",
     "get_remote",
-    "known_token_files",
     "list_remotes",
     "read_token_file",
-    "remember_token_file",
     "remove_remote",
 ]
 
@@ -126,34 +123,3 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     if not token:
         raise UsageError(f"the token file {p} is empty; ask for a new token")
     return token
-
-
-TOKEN_FILES = "web/token_files"
-"""In the state dir: the token files ``tui web --token-file`` was given, one path a line."""
-
-
-def remember_token_file(state_root: Path, path: Path) -> None:
-    """Note a token file ``tui web`` used, so that programs and agents are kept from it."""
-    listed = state_root / TOKEN_FILES
-    try:
-        known = listed.read_text().splitlines()
-    except OSError:
-        known = []
-    if str(path) not in known:
-        write_atomic(listed, "\n".join([*known, str(path)]) + "\n")
-
-
-def known_token_files(state_root: Path) -> list[Path]:
-    """The token files tui knows of in a state dir: its remotes' and those ``tui web`` was given."""
-    found: list[Path] = []
-    try:
-        data = tomllib.loads((state_root / "remotes.toml").read_text())
-        for entry in data.get("remotes", {}).values():
-            if isinstance(entry, dict) and isinstance(entry.get("token_file"), str) and entry["token_file"]:
-                found.append(Path(entry["token_file"]).expanduser())
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
-    with contextlib.suppress(OSError):
-        lines = (state_root / TOKEN_FILES).read_text().splitlines()
-        found += [Path(line).expanduser() for line in lines if line]
-    return found

@@ -19,7 +19,6 @@ import uvicorn
 from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
-from tui.store.remotes import remember_token_file
 from tui.web.app import WebBridge, create_app
 from tui.web.limits import GuardedH11, connection_limit
 from tui.web.paths import WebPaths
@@ -65,7 +64,6 @@ def setup_owner_token(web: WebPaths, token_file: str | None) -> OwnerToken:
     stored = _read_digest(web)
     if token_file is not None:
         path = Path(token_file).expanduser().absolute()
-        remember_token_file(web.root.parent, path)
         if path.exists():
             token = read_token_file(path)
             check_owner_token(path, token)

@@ -27,11 +27,10 @@ from tui.codemode import (
     Tool,
     ToolError,
 )
-from tui.config import SandboxSettings, config_dir
+from tui.config import SandboxSettings, config_dir, token_files
 from tui.errors import TuiError
 from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
-from tui.store.remotes import known_token_files
 from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO
 
 __all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
@@ -97,7 +96,8 @@ def tui_folders_of(context: AgentContext) -> list[Path]:
 def tui_token_files(folders: list[Path]) -> list[Path]:
     """The token files tui knows of (its remotes', ``tui web``'s), from whichever of `folders` is
     a state dir."""
-    return [path for folder in folders for path in known_token_files(folder)]
+    states: list[Path | None] = [folder for folder in folders if (folder / "sessions").is_dir()]
+    return [path for state in states or [None] for path in token_files(state)]
 
 
 class Sandbox:
