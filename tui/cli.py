@@ -7,7 +7,10 @@ and the piped surface do not pay for Textual's import.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
+import shlex
 import sys
 from collections.abc import Callable
 
@@ -23,6 +26,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "send": ("ID PROMPT", "a turn without the app (--new, --wait)", "sessions"),
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
+    "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "stop": ("ID | --all", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
@@ -172,6 +176,9 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("dismiss", _command("sessions", "run_dismiss"))
     p.add_argument("id")
 
+    p = add("interrupt", _command("sessions", "run_interrupt"))
+    p.add_argument("id", help="session id or unique prefix")
+
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every session with a live worker")
@@ -237,12 +244,45 @@ def parse(argv: list[str]) -> argparse.Namespace:
     first = words[0] if words else None
     if first in _SUBCOMMANDS:
         return build_subparsers().parse_args(argv)
+    if first is not None and (meant := misspelt(first)) is not None:
+        fixed = shlex.join(["tui", *argv[:i], meant, *argv[i + 1 :]])
+        print(
+            f"tui: {first!r} is not a command; did you mean `{fixed}`? "
+            f"(`tui -- {shlex.quote(first)}` sends it as a prompt)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     if "--" in argv:
         cut = argv.index("--")
         ns = build_parser().parse_args(argv[:cut])
         ns.prompt = " ".join(argv[cut + 1 :]) or None
         return ns
     return build_parser().parse_args(argv)
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance: insertions, deletions, substitutions and swaps of two neighbours each count 1."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb)))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def misspelt(word: str) -> str | None:
+    """The command `word` is a misspelling of (cli.md: a bare word within edit distance 2 of a
+    command's name), the nearest by difflib's likeness; None when it is no command's misspelling."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z_-]*", word) or word in _SUBCOMMANDS:
+        return None
+    near = [name for name in _SUBCOMMANDS if _distance(word.lower(), name) <= 2]
+    if not near:
+        return None
+    like = difflib.get_close_matches(word.lower(), near, n=1, cutoff=0.0)
+    return like[0] if like else near[0]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -178,3 +178,52 @@ def test_stop_all_stops_every_live_session_and_keeps_them(state_dir: Path) -> No
     assert "2 sessions stopped" in out.stderr
     assert [row["live"] for row in sessions()] == [False, False]
     assert tui("stop").returncode == 2
+
+
+def test_a_misspelt_command_is_refused_and_starts_nothing(state_dir: Path) -> None:
+    """`tui sesions`, `tui attahc ID`: exit 2 naming the command meant; no session, no worker."""
+    for argv, meant in (
+        (["sesions"], "tui sessions"),
+        (["attahc", "3f2a"], "tui attach 3f2a"),
+        (["intrerupt", "3f2a"], "tui interrupt 3f2a"),
+        (["stpo", "--all"], "tui stop --all"),
+    ):
+        out = tui(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert f"did you mean `{meant}`?" in out.stderr, out.stderr
+        assert f"`tui -- {argv[0]}` sends it as a prompt" in out.stderr
+        assert "Traceback" not in out.stderr
+    assert sessions(all_=True) == []
+    assert not StatePaths(state_dir).sessions.exists() or not any(StatePaths(state_dir).sessions.iterdir())
+
+
+def test_a_word_that_is_no_commands_misspelling_is_still_a_prompt() -> None:
+    from tui.cli import misspelt, parse
+
+    assert misspelt("sesions") == "sessions" and misspelt("trancsript") == "transcript"
+    assert misspelt("x") is None and misspelt("help") is None and misspelt("print(6*7)") is None
+    assert parse(["--", "sesions"]).prompt == "sesions"
+    assert parse(["x"]).prompt == "x"
+
+
+def test_interrupt_ends_the_running_turn_and_starts_no_worker(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid, SLOW, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiting.stdout is not None
+    assert waiting.stdout.readline() == "started\n"
+    out = tui("interrupt", sid[:8])
+    assert out.returncode == 0, out.stderr
+    assert f"interrupted the running turn of session {sid[:8]}" in out.stderr
+    _, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 1 and "interrupted" in err, err
+    again = tui("interrupt", sid[:8])
+    assert again.returncode == 0 and "has no running turn" in again.stderr
+    assert tui("stop", sid[:8]).returncode == 0
+    stopped = tui("interrupt", sid[:8])
+    assert stopped.returncode == 0 and "no live worker" in stopped.stderr
+    assert [row["live"] for row in sessions()] == [False]

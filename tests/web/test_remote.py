@@ -326,3 +326,29 @@ def test_a_transcript_exports_the_same_remote_and_local_with_or_without_a_worker
     stopped = lab.there("transcript", sid[:8])
     assert (stopped.code, stopped.out) == (0, text), "a stopped session exports the same"
     assert lab.there("transcript", "ffffffff").code == 1
+
+
+def test_interrupt_through_the_remote_ends_the_running_turn(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    c = lab.web.client()
+    s = f"/api/sessions/{sid}"
+    cursor = c.get(f"{s}/transcript", params={"limit": 0}).json()["cursor"]
+    sent = c.post(f"{s}/turn", json={"prompt": "import time; time.sleep(60)", "request_id": "slow"})
+    assert sent.status_code == 202, sent.text
+    _until_event(c, s, cursor, "turn_started")
+    out = lab.there("interrupt", sid[:8])
+    assert out.code == 0, out.err
+    assert f"interrupted the running turn of session {sid[:8]}" in out.err
+    assert f"`tui --remote lab attach {sid[:8]}`" in out.err
+    _until_event(c, s, cursor, "turn_ended")
+    again = lab.there("interrupt", sid[:8])
+    assert again.code == 0 and "has no running turn" in again.err
+
+
+def _until_event(c: httpx.Client, s: str, cursor: int, kind: str) -> None:
+    with c.stream("GET", f"{s}/events", params={"cursor": cursor}, timeout=TIMEOUT) as r:
+        for line in r.iter_lines():
+            if line == f"event: {kind}":
+                return
+    raise AssertionError(f"the stream ended before {kind}")

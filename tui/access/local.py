@@ -138,6 +138,20 @@ class LocalAccess(SessionAccess):
             f"`{self.command('stop', short_id(session_id))}` tries again"
         )
 
+    async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
+        paths = self.state.session(session_id)
+        get_session(self.state, session_id)
+        car = read_sidecar(paths.sidecar) if is_live(paths.lock) else None
+        if car is None:
+            return False
+        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        try:
+            return await client.interrupt(client_id)
+        finally:
+            await client.close()
+
     async def archive(self, session_id: str) -> None:
         await asyncio.to_thread(archive_session, self.state, session_id)
 

@@ -33,6 +33,7 @@ __all__ = [
     "run_archive",
     "run_delete",
     "run_dismiss",
+    "run_interrupt",
     "run_send",
     "run_sessions",
     "run_stop",
@@ -308,6 +309,28 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 # --- the session ---------------------------------------------------------------------------------
+def run_interrupt(args: argparse.Namespace) -> int:
+    """``tui interrupt ID``: end the running turn ``interrupted``; no worker is started."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        attach = access.command("attach", short)
+        if not (await access.show(sid)).live:
+            _say(f"session {short} has no live worker, so no turn is running; `{attach}` resumes it")
+        elif await access.interrupt(sid, client_id=local_client_id("interrupt")):
+            _say(
+                f"interrupted the running turn of session {short}; prompts queued behind it wait "
+                f"until /resume in `{attach}` runs them"
+            )
+        else:
+            _say(f"session {short} has no running turn; nothing was interrupted")
+        return 0
+
+    return _run(body)
+
+
 def run_stop(args: argparse.Namespace) -> int:
     """``tui stop ID``: stop the worker; the session stays."""
     access = open_access(args)
