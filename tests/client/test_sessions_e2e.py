@@ -180,6 +180,16 @@ def test_stop_all_stops_every_live_session_and_keeps_them(state_dir: Path) -> No
     assert tui("stop").returncode == 2
 
 
+def test_stop_all_stops_an_archived_sessions_live_worker(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    assert tui("archive", sid[:8]).returncode == 0
+    assert [row["live"] for row in sessions(all_=True)] == [True]
+    out = tui("stop", "--all")
+    assert out.returncode == 0, out.stderr
+    assert f"stopped session {sid[:8]}" in out.stderr and "1 session stopped" in out.stderr
+    assert [row["live"] for row in sessions(all_=True)] == [False]
+
+
 def test_a_misspelt_command_is_refused_and_starts_nothing(state_dir: Path) -> None:
     """`tui sesions`, `tui attahc ID`: exit 2 naming the command meant; no session, no worker."""
     for argv, meant in (

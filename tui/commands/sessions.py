@@ -339,11 +339,13 @@ def run_stop(args: argparse.Namespace) -> int:
         raise UsageError("tui stop ID stops one session; tui stop --all stops every live one")
 
     async def stop_all() -> int:
-        live = [row for row in await access.list_sessions() if row.live]
+        # Archived sessions too: archiving hides a session, it does not stop its worker.
+        live = [row for row in await access.list_sessions(include_archived=True) if row.live]
         for row in live:
             await access.stop(row.id)
             _say(f"stopped session {short_id(row.id)}")
-        _say(f"{len(live)} sessions stopped; what they held in memory is gone, their transcripts stay")
+        count = "1 session" if len(live) == 1 else f"{len(live)} sessions"
+        _say(f"{count} stopped; what they held in memory is gone, their transcripts stay")
         return 0
 
     if args.all:
