@@ -134,6 +134,36 @@ def test_ctrl_c_interrupts_the_running_turn_and_exits_1(state_dir: Path) -> None
     assert "never" not in out
 
 
+def test_a_session_stopped_under_the_script_exits_4_and_says_what_was_not_run(state_dir: Path) -> None:
+    """`tui stop ID` while a piped run waits on its turn: the worker went away for good (exit 4)."""
+    sid = new_session(state_dir)
+    proc = _popen("attach", sid[:8], script=SLOW + "\nprint('never')\n")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    assert tui("stop", sid[:8]).returncode == 0
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "the worker stopped" in err
+    assert f"`tui attach {sid[:8]} --from-line 2 < SCRIPT`" in err
+    assert "never" not in out
+
+
+def test_send_wait_on_a_session_stopped_under_it_exits_4(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid[:8], SLOW, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    assert tui("stop", sid[:8]).returncode == 0
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "the worker stopped" in err
+
+
 def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> None:
     sid = new_session(state_dir)
     proc = _popen("attach", sid, "--keep-going", script=SLOW + "\nprint('next')\n")

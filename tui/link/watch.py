@@ -352,6 +352,18 @@ class SessionWatch:
                 self.own_turns.add(accepted.turn_id)
             return rid
 
+    async def _follow_a_stopping_worker(self) -> None:
+        """A turn ended interrupted: when its worker is stopping (``tui stop``, an idle timeout),
+        the session is what ended, not only the turn: follow it until it is gone.
+
+        Raises:
+            WorkerGoneError: it was stopped (exit 4), unless a new worker came up meanwhile.
+        """
+        if (await self.link.locate()).status == "live":
+            return
+        while not isinstance(await self.step(), Live):
+            pass
+
     async def wait_turn(self, request_id: str, policy: QuestionPolicy | None = None) -> TurnResult:
         """Wait for the turn `request_id` started to end, answering its questions by `policy`."""
         handled: dict[str, float] = {}
@@ -359,6 +371,8 @@ class SessionWatch:
             turn_id = self.by_request.get(request_id)
             ended = self.session.turns.get(turn_id) if turn_id is not None else None
             if turn_id is not None and ended is not None:
+                if ended.outcome == "interrupted":
+                    await self._follow_a_stopping_worker()
                 return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
             if self.session.queue_held and any(i.request_id == request_id for i in self.session.queue):
                 # It would wait until someone resumes the queue: say so rather than wait for ever.
