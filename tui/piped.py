@@ -377,6 +377,8 @@ async def _run_async(
         timeout=getattr(args, "question_timeout", None),
         default=getattr(args, "default_answer", None),
     )
+    if getattr(args, "answers", None):
+        policy.source = f"--answers {args.answers}"
     if policy.default is not None and policy.timeout is None:
         policy.timeout = 0.0
     loop = asyncio.get_running_loop()

@@ -114,6 +114,27 @@ def test_questions_are_answered_from_a_file_a_default_or_left_with_exit_3(state_
     assert tui("send", sid, "print(y)", "--wait").stdout == "['a', 'c']\n"
 
 
+def test_an_answers_map_without_the_question_says_which_and_how_to_add_it(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    other = state_dir / "other.toml"
+    other.write_text('"Something else?" = 1\n')
+    left = tui("attach", sid[:8], "--answers", str(other), input=ASK + "\n")
+    assert left.returncode == 3, left.stderr
+    assert f"--answers {other} has no key matching 'Proceed?'" in left.stderr
+    assert 'add "Proceed?" with an option\'s number or label' in left.stderr
+    assert f"tui answer {sid[:8]} --option 1" in left.stderr
+    assert tui("dismiss", sid[:8]).returncode == 0
+    short = state_dir / "short.json"
+    short.write_text("[]")
+    left = tui("attach", sid[:8], "--answers", str(short), input=ASK + "\n")
+    assert left.returncode == 3 and "holds 0 answers and this is question 1" in left.stderr
+    assert tui("dismiss", sid[:8]).returncode == 0
+    glob = state_dir / "glob.toml"
+    glob.write_text('"Proceed*" = "no"\n')
+    out = tui("attach", sid[:8], "--answers", str(glob), input=ASK + "\n")
+    assert (out.returncode, out.stdout) == (0, "got no\n"), out.stderr
+
+
 def test_timeout_bounds_the_run_and_leaves_the_turn_running(state_dir: Path) -> None:
     sid = new_session(state_dir)
     out = tui("attach", sid, "--timeout", "3", input=SLOW + "\n")

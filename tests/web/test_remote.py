@@ -352,3 +352,21 @@ def _until_event(c: httpx.Client, s: str, cursor: int, kind: str) -> None:
             if line == f"event: {kind}":
                 return
     raise AssertionError(f"the stream ended before {kind}")
+
+
+def test_a_viewers_send_while_a_question_waits_is_refused_and_offers_no_answer(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    c = lab.web.client()
+    s = f"/api/sessions/{sid}"
+    cursor = c.get(f"{s}/transcript", params={"limit": 0}).json()["cursor"]
+    ask = "x = ask('Proceed?', options=['yes', 'no'])"
+    assert c.post(f"{s}/turn", json={"prompt": ask, "request_id": "q"}).status_code == 202
+    _until_event(c, s, cursor, "question_asked")
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    refused = lab.there("send", sid[:8], "print(1)", remote="viewer")
+    assert refused.code == 6, refused.err
+    assert "a viewer may follow and read this session" in refused.err
+    assert "tui --remote viewer answer" not in refused.err
+    owner = lab.there("send", sid[:8], "print(1)")
+    assert owner.code == 3 and f"tui --remote lab answer {sid[:8]} --option 1" in owner.err

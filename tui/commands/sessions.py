@@ -209,6 +209,8 @@ async def send(
             printer = ReplyWriter(lambda: watch.own_turns if watch else set(), out)
             watch.on_event = printer
             if watch.question is not None:
+                # A token that may not send learns that first, not how to answer a question it cannot.
+                (await link.whoami()).check("write", sid)
                 raise Unanswered(describe_question(link, watch.question), watch.question)
             info = await link.info()
             if args.wait and info.prompt_syntax == "python" and (why := syntax_error(prompt)) is not None:
