@@ -28,7 +28,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
-    "stop": ("ID | --all", "stop its worker; `tui attach` resumes it", "sessions"),
+    "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
     "delete": ("ID [--force]", "remove a session", "sessions"),
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
@@ -182,6 +182,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every session with a live worker")
+    p.add_argument("--idle", metavar="DURATION", help="every worker idle for DURATION or more (e.g. 30m, 2h)")
 
     p = add("archive", _command("sessions", "run_archive"))
     p.add_argument("id")

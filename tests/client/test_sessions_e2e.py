@@ -237,3 +237,25 @@ def test_interrupt_ends_the_running_turn_and_starts_no_worker(state_dir: Path) -
     stopped = tui("interrupt", sid[:8])
     assert stopped.returncode == 0 and "no live worker" in stopped.stderr
     assert [row["live"] for row in sessions()] == [False]
+
+
+def test_stop_idle_stops_the_workers_idle_that_long_and_sessions_shows_what_they_cost(
+    state_dir: Path,
+) -> None:
+    idle, busy = new_session(state_dir), new_session(state_dir)
+    none = tui("stop", "--idle", "1h")
+    assert none.returncode == 0 and "0 sessions stopped" in none.stderr, none.stderr
+    wait_until(lambda: all(row["idle_seconds"] >= 1 for row in sessions()), "both workers idle for 1 s")
+    assert tui("send", busy[:8], SLOW).returncode == 0
+    wait_until(lambda: next(r for r in sessions() if r["id"] == busy)["state"] == "working", "the slow turn")
+    table = tui("sessions").stdout.splitlines()
+    assert table[0].split() == ["ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER"]
+    row = next(line.split() for line in table if line.startswith(idle[:8]))
+    assert re.fullmatch(r"\d+M", row[4]) and re.fullmatch(r"\d+[smh]", row[5]), row
+    out = tui("stop", "--idle", "1s")
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"stopped session {idle[:8]} \(idle \d+s, \d+M freed\)", out.stderr), out.stderr
+    assert "1 session stopped" in out.stderr and busy[:8] not in out.stderr
+    assert {row["id"]: row["live"] for row in sessions()} == {idle: False, busy: True}
+    bad = tui("stop", "--idle", "soon")
+    assert bad.returncode == 2 and "'soon' is not a duration; write e.g. 30m" in bad.stderr

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from client.helpers import kill_worker, new_session, tui
+from client.helpers import kill_worker, new_session, sessions, tui
 
 ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
@@ -38,6 +38,16 @@ def test_a_new_session_runs_each_line_with_continuations_and_slash_commands(stat
     for n in (1, 2, 3, 4):
         assert f"turn {n} completed" in out.stderr
     assert "stats: " in out.stderr and "queue: 0 waiting" in out.stderr
+
+
+def test_empty_stdin_makes_no_session(state_dir: Path) -> None:
+    for script in ("", "\n  \n"):
+        out = tui(input=script)
+        assert out.returncode == 0, out.stderr
+        assert "stdin was empty, so no session was made" in out.stderr
+    assert sessions(all_=True) == []
+    blank_first = tui(input="\n\nprint('after blanks')\n")
+    assert (blank_first.returncode, blank_first.stdout) == (0, "after blanks\n"), blank_first.stderr
 
 
 def test_the_first_failed_turn_stops_the_script_unless_keep_going(state_dir: Path) -> None:

@@ -30,6 +30,34 @@ from tui.store.export import Format, export
 __all__ = ["LocalAccess"]
 
 
+def tree_memory(pid: int) -> int | None:
+    """Resident memory (bytes) of process `pid` and its descendants, from ``/proc``; None when
+    ``/proc`` does not say (another system, or the process is gone)."""
+    parents: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                # pid (comm) state ppid …: comm may hold spaces and parentheses.
+                with (
+                    contextlib.suppress(OSError, ValueError, IndexError),
+                    open(f"/proc/{entry.name}/stat", "rb") as f,
+                ):
+                    parents[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    tree, todo = {pid}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    total, found = 0, False
+    for member in tree:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{member}/statm", "rb") as f:
+            total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            found = True
+    return total if found else None
+
+
 class LocalAccess(SessionAccess):
     """The sessions of one state dir.
 
@@ -46,21 +74,28 @@ class LocalAccess(SessionAccess):
         paths = self.state.session(record.id)
         live = is_live(paths.lock)
         state: str = "archived" if record.status == "archived" else "stopped"
-        if live and record.status != "archived":
-            state = "idle"
-            car = read_sidecar(paths.sidecar)
-            if car is not None:
-                # httpx is imported only when a live worker is asked, so listing stopped
-                # sessions does not pay for it.
-                from tui.link.client import BridgeClient
+        memory: int | None = None
+        idle: tuple[float | None, float | None] = (None, None)
+        car = read_sidecar(paths.sidecar) if live else None
+        if car is not None:
+            memory = await asyncio.to_thread(tree_memory, car.pid)
+            # httpx is imported only when a live worker is asked, so listing stopped
+            # sessions does not pay for it.
+            from tui.link.client import BridgeClient
 
-                client = BridgeClient(socket_path=car.socket, timeout=2.0)
-                try:
-                    state = (await client.transcript(limit=0)).state
-                except TuiError:
-                    pass
-                finally:
-                    await client.close()
+            client = BridgeClient(socket_path=car.socket, timeout=2.0)
+            try:
+                now = await client.transcript(limit=0)
+                info = await client.info()
+                idle = (info.idle_seconds, info.idle_timeout)
+                if record.status != "archived":
+                    state = now.state
+            except TuiError:
+                pass
+            finally:
+                await client.close()
+        elif live and record.status != "archived":
+            state = "idle"
         try:
             updated = datetime.fromtimestamp(paths.journal.stat().st_mtime, UTC)
         except OSError:
@@ -76,6 +111,9 @@ class LocalAccess(SessionAccess):
             agent=record.agent,
             model=record.model,
             archived=record.status == "archived",
+            memory=memory,
+            idle_seconds=idle[0],
+            idle_timeout=idle[1],
         )
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
