@@ -7,8 +7,10 @@ and the piped surface do not pay for Textual's import.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import os
 import re
 import shlex
 import sys
@@ -78,15 +80,16 @@ def _command(module: str, name: str) -> str:
     return f"{module}:{name}"
 
 
-def _global_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+def _global_options(parser: argparse.ArgumentParser, *, nested: bool = False, remote: bool = True) -> None:
     # A subcommand's copy must not overwrite a value given before the subcommand's name.
     default = argparse.SUPPRESS if nested else None
     parser.add_argument(
         "--state-dir", metavar="DIR", default=default, help="where sessions live (env TUI_STATE_DIR)"
     )
-    parser.add_argument(
-        "--remote", metavar="NAME", default=default, help="run the command on another machine's sessions"
-    )
+    if remote:
+        parser.add_argument(
+            "--remote", metavar="NAME", default=default, help="run the command on another machine's sessions"
+        )
 
 
 def _piped_options(parser: argparse.ArgumentParser) -> None:
@@ -136,10 +139,10 @@ def build_subparsers() -> argparse.ArgumentParser:
     _global_options(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, target: str) -> argparse.ArgumentParser:
+    def add(name: str, target: str, *, remote: bool = True) -> argparse.ArgumentParser:
         help_ = _COMMANDS[name][1]
         p = sub.add_parser(name, help=help_, description=help_)
-        _global_options(p, nested=True)
+        _global_options(p, nested=True, remote=remote)
         p.set_defaults(run=target)
         return p
 
@@ -197,12 +200,18 @@ def build_subparsers() -> argparse.ArgumentParser:
         "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
     )
 
-    p = add("web", _command("web", "run_web"))
-    p.add_argument("--host", default="127.0.0.1", metavar="ADDR")
+    p = add("web", _command("web", "run_web"), remote=False)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address to listen on (default 127.0.0.1, this machine only; "
+        "another address needs --token-file)",
+    )
     p.add_argument("--port", type=int, default=7433, metavar="P", help="0 picks a free one, printed")
     p.add_argument("--token-file", metavar="F", help="where the owner token is written (0600)")
 
-    p = add("remote", _command("web", "run_remote"))
+    p = add("remote", _command("web", "run_remote"), remote=False)
     rsub = p.add_subparsers(dest="action", required=True)
     r = rsub.add_parser("add", help="add a remote (checks it first)")
     r.add_argument("name")
@@ -290,10 +299,24 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
     module_name, func_name = args.run.split(":")
+    if module_name == "web" and func_name in ("run_web", "run_remote") and getattr(args, "remote", None):
+        print(
+            f"tui: --remote goes with session commands; `tui {args.command}` works on this machine",
+            file=sys.stderr,
+        )
+        return 2
     try:
         module = importlib.import_module(f"tui.commands.{module_name}")
         command: Command = getattr(module, func_name)
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # `tui sessions | head`: the reader has what it wanted. Python's docs' way: what is left
+        # to write goes to /dev/null, so the flush at exit does not fail again.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except UsageError as exc:
         print(f"tui: {exc}", file=sys.stderr)
         return exc.exit_code

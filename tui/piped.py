@@ -154,6 +154,8 @@ class _Inputs:
         if first is None and self.ended:
             return None
         begin = first if first is not None else after + 1
+        if self.ended and begin == self.lines:
+            return begin, f"line {begin} of the script was not run"
         if self.ended:
             return begin, f"lines {begin}-{self.lines} of the script ({self.lines - begin + 1}) were not run"
         return begin, f"the script from line {begin} on was not run"

@@ -259,3 +259,22 @@ def test_stop_idle_stops_the_workers_idle_that_long_and_sessions_shows_what_they
     assert {row["id"]: row["live"] for row in sessions()} == {idle: False, busy: True}
     bad = tui("stop", "--idle", "soon")
     assert bad.returncode == 2 and "'soon' is not a duration; write e.g. 30m" in bad.stderr
+
+
+def test_a_listing_read_only_in_part_ends_quietly(state_dir: Path) -> None:
+    """`tui sessions | head -1`: no BrokenPipeError traceback, exit 0."""
+    state = StatePaths(state_dir)
+    for n in range(1500):
+        sid = f"{n:016x}"
+        (state.sessions / sid).mkdir(parents=True)
+        save_session(state, SessionRecord(id=sid, created_at="2026-01-01T00:00:00Z", working_directory="/"))
+    for args in (["sessions"], ["sessions", "--json"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err

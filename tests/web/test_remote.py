@@ -297,8 +297,12 @@ def test_share_list_and_revoke_from_another_machine(lab: Lab) -> None:
     assert f"tui remote add NAME {lab.web.url} --token-file F" in made.out
     guest = token_file.read_text().strip()
     assert lab.web.client(guest).get(f"/api/sessions/{sid}").status_code == 200
+    assert f"it lasts until revoked: `tui --remote lab share revoke {sid[:8]} --participant ana`" in made.out
     listed = lab.there("share", "list", sid[:8])
-    assert "ana\tviewer\tactive" in listed.out
+    header, row = listed.out.splitlines()
+    assert header.split() == ["NAME", "KIND", "STATE", "EXPIRES", "TURNS", "LAST", "SEEN"]
+    assert row.split()[:5] == ["ana", "viewer", "active", "never", "0"]
+    assert header.index("KIND") == row.index("viewer") and "\t" not in listed.out
     assert listed.out == lab.here("share", "list", sid[:8]).out
     lab.add_guest("guest", guest)
     assert lab.there("share", sid[:8], "--name", "eve", "--kind", "viewer", remote="guest").code == 6
