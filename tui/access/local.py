@@ -30,9 +30,8 @@ from tui.store.export import Format, export
 __all__ = ["LocalAccess"]
 
 
-def tree_memory(pid: int) -> int | None:
-    """Resident memory (bytes) of process `pid` and its descendants, from ``/proc``; None when
-    ``/proc`` does not say (another system, or the process is gone)."""
+def process_parents() -> dict[int, int]:
+    """Every process's parent, from ``/proc`` (empty where there is none)."""
     parents: dict[int, int] = {}
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
@@ -43,6 +42,15 @@ def tree_memory(pid: int) -> int | None:
                     open(f"/proc/{entry.name}/stat", "rb") as f,
                 ):
                     parents[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    return parents
+
+
+def tree_memory(pid: int, parents: dict[int, int] | None = None) -> int | None:
+    """Resident memory (bytes) of process `pid` and its descendants (`parents`: `process_parents`,
+    read now when not given), from ``/proc``; None when ``/proc`` does not say (another system,
+    or the process is gone)."""
+    if parents is None:
+        parents = process_parents()
     tree, todo = {pid}, [pid]
     while todo:
         parent = todo.pop()
@@ -70,7 +78,7 @@ class LocalAccess(SessionAccess):
     def __init__(self, state: StatePaths) -> None:
         self.state = state
 
-    async def _state_of(self, record: SessionRecord) -> SessionSummary:
+    async def _state_of(self, record: SessionRecord, parents: dict[int, int] | None = None) -> SessionSummary:
         paths = self.state.session(record.id)
         live = is_live(paths.lock)
         state: str = "archived" if record.status == "archived" else "stopped"
@@ -78,7 +86,7 @@ class LocalAccess(SessionAccess):
         idle: tuple[float | None, float | None] = (None, None)
         car = read_sidecar(paths.sidecar) if live else None
         if car is not None:
-            memory = await asyncio.to_thread(tree_memory, car.pid)
+            memory = await asyncio.to_thread(tree_memory, car.pid, parents)
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
             from tui.link.client import BridgeClient
@@ -118,7 +126,9 @@ class LocalAccess(SessionAccess):
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
         records = await asyncio.to_thread(list_sessions, self.state, include_archived=include_archived)
-        return list(await asyncio.gather(*(self._state_of(r) for r in records)))
+        # /proc is read once for the whole listing, not once a live worker.
+        parents = await asyncio.to_thread(process_parents)
+        return list(await asyncio.gather(*(self._state_of(r, parents) for r in records)))
 
     async def resolve(self, prefix: str) -> str:
         return resolve_id(self.state, prefix)
