@@ -7,7 +7,12 @@ and the piped surface do not pay for Textual's import.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import importlib
+import os
+import re
+import shlex
 import sys
 from collections.abc import Callable
 
@@ -23,8 +28,9 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "send": ("ID PROMPT", "a turn without the app (--new, --wait)", "sessions"),
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
+    "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
-    "stop": ("ID | --all", "stop its worker; `tui attach` resumes it", "sessions"),
+    "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
     "delete": ("ID [--force]", "remove a session", "sessions"),
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
@@ -74,15 +80,16 @@ def _command(module: str, name: str) -> str:
     return f"{module}:{name}"
 
 
-def _global_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+def _global_options(parser: argparse.ArgumentParser, *, nested: bool = False, remote: bool = True) -> None:
     # A subcommand's copy must not overwrite a value given before the subcommand's name.
     default = argparse.SUPPRESS if nested else None
     parser.add_argument(
         "--state-dir", metavar="DIR", default=default, help="where sessions live (env TUI_STATE_DIR)"
     )
-    parser.add_argument(
-        "--remote", metavar="NAME", default=default, help="run the command on another machine's sessions"
-    )
+    if remote:
+        parser.add_argument(
+            "--remote", metavar="NAME", default=default, help="run the command on another machine's sessions"
+        )
 
 
 def _piped_options(parser: argparse.ArgumentParser) -> None:
@@ -132,10 +139,10 @@ def build_subparsers() -> argparse.ArgumentParser:
     _global_options(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, target: str) -> argparse.ArgumentParser:
+    def add(name: str, target: str, *, remote: bool = True) -> argparse.ArgumentParser:
         help_ = _COMMANDS[name][1]
         p = sub.add_parser(name, help=help_, description=help_)
-        _global_options(p, nested=True)
+        _global_options(p, nested=True, remote=remote)
         p.set_defaults(run=target)
         return p
 
@@ -172,9 +179,13 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("dismiss", _command("sessions", "run_dismiss"))
     p.add_argument("id")
 
+    p = add("interrupt", _command("sessions", "run_interrupt"))
+    p.add_argument("id", help="session id or unique prefix")
+
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every session with a live worker")
+    p.add_argument("--idle", metavar="DURATION", help="every worker idle for DURATION or more (e.g. 30m, 2h)")
 
     p = add("archive", _command("sessions", "run_archive"))
     p.add_argument("id")
@@ -189,12 +200,18 @@ def build_subparsers() -> argparse.ArgumentParser:
         "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
     )
 
-    p = add("web", _command("web", "run_web"))
-    p.add_argument("--host", default="127.0.0.1", metavar="ADDR")
+    p = add("web", _command("web", "run_web"), remote=False)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address to listen on (default 127.0.0.1, this machine only; "
+        "another address needs --token-file)",
+    )
     p.add_argument("--port", type=int, default=7433, metavar="P", help="0 picks a free one, printed")
     p.add_argument("--token-file", metavar="F", help="where the owner token is written (0600)")
 
-    p = add("remote", _command("web", "run_remote"))
+    p = add("remote", _command("web", "run_remote"), remote=False)
     rsub = p.add_subparsers(dest="action", required=True)
     r = rsub.add_parser("add", help="add a remote (checks it first)")
     r.add_argument("name")
@@ -237,12 +254,45 @@ def parse(argv: list[str]) -> argparse.Namespace:
     first = words[0] if words else None
     if first in _SUBCOMMANDS:
         return build_subparsers().parse_args(argv)
+    if first is not None and (meant := misspelt(first)) is not None:
+        fixed = shlex.join(["tui", *argv[:i], meant, *argv[i + 1 :]])
+        print(
+            f"tui: {first!r} is not a command; did you mean `{fixed}`? "
+            f"(`tui -- {shlex.quote(first)}` sends it as a prompt)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     if "--" in argv:
         cut = argv.index("--")
         ns = build_parser().parse_args(argv[:cut])
         ns.prompt = " ".join(argv[cut + 1 :]) or None
         return ns
     return build_parser().parse_args(argv)
+
+
+def _distance(a: str, b: str) -> int:
+    """Edit distance: insertions, deletions, substitutions and swaps of two neighbours each count 1."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb)))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def misspelt(word: str) -> str | None:
+    """The command `word` is a misspelling of (cli.md: a bare word within edit distance 2 of a
+    command's name), the nearest by difflib's likeness; None when it is no command's misspelling."""
+    if not re.fullmatch(r"[A-Za-z][A-Za-z_-]*", word) or word in _SUBCOMMANDS:
+        return None
+    near = [name for name in _SUBCOMMANDS if _distance(word.lower(), name) <= 2]
+    if not near:
+        return None
+    like = difflib.get_close_matches(word.lower(), near, n=1, cutoff=0.0)
+    return like[0] if like else near[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,10 +302,25 @@ def main(argv: list[str] | None = None) -> int:
     from tui.terminal import guard_stdio
 
     guard_stdio()  # what programs and agents wrote is shown, never acts on a terminal; pipes keep bytes
+
+    if module_name == "web" and func_name in ("run_web", "run_remote") and getattr(args, "remote", None):
+        print(
+            f"tui: --remote goes with session commands; `tui {args.command}` works on this machine",
+            file=sys.stderr,
+        )
+        return 2
     try:
         module = importlib.import_module(f"tui.commands.{module_name}")
         command: Command = getattr(module, func_name)
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # `tui sessions | head`: the reader has what it wanted. Python's docs' way: what is left
+        # to write goes to /dev/null, so the flush at exit does not fail again.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except UsageError as exc:
         print(f"tui: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -25,11 +25,13 @@ __all__ = [
     "Config",
     "ModelProfile",
     "SandboxSettings",
+    "WorkerSettings",
     "config_dir",
     "config_path",
     "default_token_file",
     "load_config",
     "make_private_dir",
+    "parse_duration",
     "remember_token_file",
     "save_setting",
     "state_dir",
@@ -228,6 +230,60 @@ class SandboxSettings(_Settings):
         return [path.expanduser() for path in paths]
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str | float, *, off: bool = False) -> float:
+    """Seconds of a duration: ``30m``, ``2h``, ``1h30m``, ``90s`` or plain seconds.
+
+    Args:
+        text: the duration, or a number of seconds.
+        off: ``off``, ``never`` and 0 are allowed and mean 0 (never).
+
+    Raises:
+        ValueError: not a duration, saying what to write.
+    """
+    if isinstance(text, int | float) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        t = str(text).strip().lower()
+        if off and t in ("off", "never", "0"):
+            return 0.0
+        try:
+            seconds = float(t)
+        except ValueError:
+            parts = _DURATION.findall(t)
+            if not parts or _DURATION.sub("", t).strip():
+                raise ValueError(f"{text!r} is not a duration; write e.g. 30m, 2h or 1h30m") from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds < 0 or (seconds == 0 and not off):
+        raise ValueError(f"{text!r} must be longer than nothing; write e.g. 30m or 2h")
+    return seconds
+
+
+class WorkerSettings(_Settings):
+    """The ``[workers]`` table: when an idle worker lets go of its session (docs/cli.md, "Idle workers").
+
+    A worker is idle with no turn running, no question, no queue and nobody attached. Each value
+    is a duration (``30m``, ``2h``) or ``off``.
+    """
+
+    idle_timeout: float = 1800.0
+    """Sessions that come back whole on the next attach (model sessions; ACP agents that load
+    their session): their worker leaves after this long idle. 30 minutes by default."""
+    python_idle_timeout: float = 0.0
+    """Sessions whose worker holds what a restart loses (a python session's variables; an ACP
+    agent that cannot load its session): off (never) by default."""
+
+    @field_validator("idle_timeout", "python_idle_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float:
+        if not isinstance(value, str | int | float):
+            raise ValueError("write a duration such as 30m or 2h, or off")
+        return parse_duration(value, off=True)
+
+
 class Config(_Settings):
     """The user's settings; every field has a default, so an empty file is a whole configuration."""
 
@@ -238,6 +294,7 @@ class Config(_Settings):
     models: dict[str, ModelProfile] = {}
     agents: dict[str, AgentProfile] = {}
     sandbox: SandboxSettings = SandboxSettings()
+    workers: WorkerSettings = WorkerSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)

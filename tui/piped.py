@@ -24,10 +24,10 @@ import signal
 import sys
 import threading
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 from tui.access.base import SessionAccess
 from tui.errors import TuiError, UsageError
@@ -75,6 +75,34 @@ def load_answers(path: str) -> list[AnswerSpec] | dict[str, AnswerSpec]:
                 raise UsageError(f"--answers {path}: {value!r} is not a label, a number or free text")
         return data
     raise UsageError(f"--answers {path} must hold a list of answers or a map from question to answer")
+
+
+class _Replayed:
+    """A stream whose first lines were read already: those lines, then the rest of it (what
+    `_Inputs` reads of a stream: its lines)."""
+
+    def __init__(self, head: list[str], rest: IO[str]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def readline(self) -> str:
+        return self._head.pop(0) if self._head else self._rest.readline()
+
+    def __iter__(self) -> Iterator[str]:
+        while self._head:
+            yield self._head.pop(0)
+        yield from self._rest
+
+
+def with_input(stream: IO[str]) -> IO[str] | None:
+    """`stream` once it has shown something to run (a line with more than blanks), or None when it
+    ended first: ``tui < /dev/null`` makes no session."""
+    head: list[str] = []
+    for line in stream:
+        head.append(line)
+        if line.strip():
+            return cast(IO[str], _Replayed(head, stream))
+    return None
 
 
 class _Inputs:
@@ -126,6 +154,8 @@ class _Inputs:
         if first is None and self.ended:
             return None
         begin = first if first is not None else after + 1
+        if self.ended and begin == self.lines:
+            return begin, f"line {begin} of the script was not run"
         if self.ended:
             return begin, f"lines {begin}-{self.lines} of the script ({self.lines - begin + 1}) were not run"
         return begin, f"the script from line {begin} on was not run"
@@ -377,6 +407,8 @@ async def _run_async(
         timeout=getattr(args, "question_timeout", None),
         default=getattr(args, "default_answer", None),
     )
+    if getattr(args, "answers", None):
+        policy.source = f"--answers {args.answers}"
     if policy.default is not None and policy.timeout is None:
         policy.timeout = 0.0
     loop = asyncio.get_running_loop()

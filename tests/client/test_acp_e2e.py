@@ -71,3 +71,19 @@ def test_a_missing_command_is_refused_in_one_line_and_leaves_nothing(tmp_path: P
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and "'no-such-acp-agent'" in lines[0] and "[agents.ghost]" in lines[0]
     assert sessions() == []
+
+
+def test_an_agent_that_loads_its_session_lets_an_idle_worker_go_one_that_cannot_does_not(
+    tester: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "config" / "config.toml"
+    config.write_text(config.read_text() + '\n[workers]\nidle_timeout = "1h"\n')
+    loads, _, err, code = _new("hello")
+    assert code == 0, err
+    configure(tmp_path / "config", tmp_path / "agent-state", load=False)
+    config.write_text(config.read_text() + '\n[workers]\nidle_timeout = "1h"\n')
+    cannot, _, err, code = _new("hello")
+    assert code == 0, err
+    rows = {row["id"]: row for row in sessions()}
+    assert rows[loads]["idle_timeout"] == 3600, "session/load: the next worker loads it back"
+    assert rows[cannot]["idle_timeout"] is None, "no session/load: its worker is kept"

@@ -178,3 +178,103 @@ def test_stop_all_stops_every_live_session_and_keeps_them(state_dir: Path) -> No
     assert "2 sessions stopped" in out.stderr
     assert [row["live"] for row in sessions()] == [False, False]
     assert tui("stop").returncode == 2
+
+
+def test_stop_all_stops_an_archived_sessions_live_worker(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    assert tui("archive", sid[:8]).returncode == 0
+    assert [row["live"] for row in sessions(all_=True)] == [True]
+    out = tui("stop", "--all")
+    assert out.returncode == 0, out.stderr
+    assert f"stopped session {sid[:8]}" in out.stderr and "1 session stopped" in out.stderr
+    assert [row["live"] for row in sessions(all_=True)] == [False]
+
+
+def test_a_misspelt_command_is_refused_and_starts_nothing(state_dir: Path) -> None:
+    """`tui sesions`, `tui attahc ID`: exit 2 naming the command meant; no session, no worker."""
+    for argv, meant in (
+        (["sesions"], "tui sessions"),
+        (["attahc", "3f2a"], "tui attach 3f2a"),
+        (["intrerupt", "3f2a"], "tui interrupt 3f2a"),
+        (["stpo", "--all"], "tui stop --all"),
+    ):
+        out = tui(*argv)
+        assert out.returncode == 2, (argv, out.stderr)
+        assert f"did you mean `{meant}`?" in out.stderr, out.stderr
+        assert f"`tui -- {argv[0]}` sends it as a prompt" in out.stderr
+        assert "Traceback" not in out.stderr
+    assert sessions(all_=True) == []
+    assert not StatePaths(state_dir).sessions.exists() or not any(StatePaths(state_dir).sessions.iterdir())
+
+
+def test_a_word_that_is_no_commands_misspelling_is_still_a_prompt() -> None:
+    from tui.cli import misspelt, parse
+
+    assert misspelt("sesions") == "sessions" and misspelt("trancsript") == "transcript"
+    assert misspelt("x") is None and misspelt("help") is None and misspelt("print(6*7)") is None
+    assert parse(["--", "sesions"]).prompt == "sesions"
+    assert parse(["x"]).prompt == "x"
+
+
+def test_interrupt_ends_the_running_turn_and_starts_no_worker(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid, SLOW, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiting.stdout is not None
+    assert waiting.stdout.readline() == "started\n"
+    out = tui("interrupt", sid[:8])
+    assert out.returncode == 0, out.stderr
+    assert f"interrupted the running turn of session {sid[:8]}" in out.stderr
+    _, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 1 and "interrupted" in err, err
+    again = tui("interrupt", sid[:8])
+    assert again.returncode == 0 and "has no running turn" in again.stderr
+    assert tui("stop", sid[:8]).returncode == 0
+    stopped = tui("interrupt", sid[:8])
+    assert stopped.returncode == 0 and "no live worker" in stopped.stderr
+    assert [row["live"] for row in sessions()] == [False]
+
+
+def test_stop_idle_stops_the_workers_idle_that_long_and_sessions_shows_what_they_cost(
+    state_dir: Path,
+) -> None:
+    idle, busy = new_session(state_dir), new_session(state_dir)
+    none = tui("stop", "--idle", "1h")
+    assert none.returncode == 0 and "0 sessions stopped" in none.stderr, none.stderr
+    wait_until(lambda: all(row["idle_seconds"] >= 1 for row in sessions()), "both workers idle for 1 s")
+    assert tui("send", busy[:8], SLOW).returncode == 0
+    wait_until(lambda: next(r for r in sessions() if r["id"] == busy)["state"] == "working", "the slow turn")
+    table = tui("sessions").stdout.splitlines()
+    assert table[0].split() == ["ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER"]
+    row = next(line.split() for line in table if line.startswith(idle[:8]))
+    assert re.fullmatch(r"\d+M", row[4]) and re.fullmatch(r"\d+[smh]", row[5]), row
+    out = tui("stop", "--idle", "1s")
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"stopped session {idle[:8]} \(idle \d+s, \d+M freed\)", out.stderr), out.stderr
+    assert "1 session stopped" in out.stderr and busy[:8] not in out.stderr
+    assert {row["id"]: row["live"] for row in sessions()} == {idle: False, busy: True}
+    bad = tui("stop", "--idle", "soon")
+    assert bad.returncode == 2 and "'soon' is not a duration; write e.g. 30m" in bad.stderr
+
+
+def test_a_listing_read_only_in_part_ends_quietly(state_dir: Path) -> None:
+    """`tui sessions | head -1`: no BrokenPipeError traceback, exit 0."""
+    state = StatePaths(state_dir)
+    for n in range(1500):
+        sid = f"{n:016x}"
+        (state.sessions / sid).mkdir(parents=True)
+        save_session(state, SessionRecord(id=sid, created_at="2026-01-01T00:00:00Z", working_directory="/"))
+    for args in (["sessions"], ["sessions", "--json"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+        assert "Traceback" not in err and "BrokenPipeError" not in err, err

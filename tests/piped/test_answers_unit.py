@@ -67,3 +67,31 @@ def test_answer_files_in_json_and_toml(tmp_path: Path) -> None:
 def test_a_line_ending_in_a_backslash_continues() -> None:
     assert [i.text for i in split(["a\\\n", "b\n", "c\n"], "lines")] == ["a\nb", "c"]
     assert [i.text for i in split(["x\\\n"], "lines")] == ["x"]
+
+
+def test_a_viewer_is_told_who_answers_not_a_command_it_cannot_run() -> None:
+    from types import SimpleNamespace
+    from typing import cast
+
+    from tui.link.base import AttachLink
+    from tui.link.watch import describe_question
+    from tui.protocol.principal import Principal
+
+    sid = "3f2a1b2c00000000"
+
+    def link(kind: str) -> AttachLink:
+        principal = Principal(kind=kind, session_id=None if kind == "owner" else sid)  # type: ignore[arg-type]
+        words = ("tui", "--remote", "lab")
+        return cast(
+            AttachLink,
+            SimpleNamespace(session_id=sid, principal=principal, command=lambda *w: " ".join((*words, *w))),
+        )
+
+    q = _q("yes", "no", text="Proceed?")
+    viewer = describe_question(link("viewer"), q)
+    assert "tui --remote lab answer" not in viewer and "dismiss with" not in viewer
+    assert "a viewer cannot answer or dismiss it" in viewer
+    assert "`tui --remote lab attach 3f2a1b2c` follows the session meanwhile" in viewer
+    assert "  1. yes" in viewer
+    for kind in ("owner", "collaborator"):
+        assert "tui --remote lab answer 3f2a1b2c --option 2" in describe_question(link(kind), q)

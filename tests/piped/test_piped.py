@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from client.helpers import kill_worker, new_session, tui
+from client.helpers import kill_worker, new_session, sessions, tui
 
 ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
@@ -38,6 +38,16 @@ def test_a_new_session_runs_each_line_with_continuations_and_slash_commands(stat
     for n in (1, 2, 3, 4):
         assert f"turn {n} completed" in out.stderr
     assert "stats: " in out.stderr and "queue: 0 waiting" in out.stderr
+
+
+def test_empty_stdin_makes_no_session(state_dir: Path) -> None:
+    for script in ("", "\n  \n"):
+        out = tui(input=script)
+        assert out.returncode == 0, out.stderr
+        assert "stdin was empty, so no session was made" in out.stderr
+    assert sessions(all_=True) == []
+    blank_first = tui(input="\n\nprint('after blanks')\n")
+    assert (blank_first.returncode, blank_first.stdout) == (0, "after blanks\n"), blank_first.stderr
 
 
 def test_the_first_failed_turn_stops_the_script_unless_keep_going(state_dir: Path) -> None:
@@ -114,6 +124,27 @@ def test_questions_are_answered_from_a_file_a_default_or_left_with_exit_3(state_
     assert tui("send", sid, "print(y)", "--wait").stdout == "['a', 'c']\n"
 
 
+def test_an_answers_map_without_the_question_says_which_and_how_to_add_it(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    other = state_dir / "other.toml"
+    other.write_text('"Something else?" = 1\n')
+    left = tui("attach", sid[:8], "--answers", str(other), input=ASK + "\n")
+    assert left.returncode == 3, left.stderr
+    assert f"--answers {other} has no key matching 'Proceed?'" in left.stderr
+    assert 'add "Proceed?" with an option\'s number or label' in left.stderr
+    assert f"tui answer {sid[:8]} --option 1" in left.stderr
+    assert tui("dismiss", sid[:8]).returncode == 0
+    short = state_dir / "short.json"
+    short.write_text("[]")
+    left = tui("attach", sid[:8], "--answers", str(short), input=ASK + "\n")
+    assert left.returncode == 3 and "holds 0 answers and this is question 1" in left.stderr
+    assert tui("dismiss", sid[:8]).returncode == 0
+    glob = state_dir / "glob.toml"
+    glob.write_text('"Proceed*" = "no"\n')
+    out = tui("attach", sid[:8], "--answers", str(glob), input=ASK + "\n")
+    assert (out.returncode, out.stdout) == (0, "got no\n"), out.stderr
+
+
 def test_timeout_bounds_the_run_and_leaves_the_turn_running(state_dir: Path) -> None:
     sid = new_session(state_dir)
     out = tui("attach", sid, "--timeout", "3", input=SLOW + "\n")
@@ -132,6 +163,36 @@ def test_ctrl_c_interrupts_the_running_turn_and_exits_1(state_dir: Path) -> None
     assert proc.returncode == 1, err
     assert "turn 2 was interrupted" in err
     assert "never" not in out
+
+
+def test_a_session_stopped_under_the_script_exits_4_and_says_what_was_not_run(state_dir: Path) -> None:
+    """`tui stop ID` while a piped run waits on its turn: the worker went away for good (exit 4)."""
+    sid = new_session(state_dir)
+    proc = _popen("attach", sid[:8], script=SLOW + "\nprint('never')\n")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    assert tui("stop", sid[:8]).returncode == 0
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "the worker stopped" in err
+    assert f"`tui attach {sid[:8]} --from-line 2 < SCRIPT`" in err
+    assert "never" not in out
+
+
+def test_send_wait_on_a_session_stopped_under_it_exits_4(state_dir: Path) -> None:
+    sid = new_session(state_dir)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", sid[:8], SLOW, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "started\n"
+    assert tui("stop", sid[:8]).returncode == 0
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 4, err
+    assert "the worker stopped" in err
 
 
 def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> None:
@@ -196,10 +257,7 @@ def test_a_question_in_a_script_says_what_was_left_and_the_rest_resumes(state_di
     asked = tui("attach", sid[:8], input=script)
     assert asked.returncode == 3, asked.stderr
     assert "Proceed?" in asked.stderr
-    assert (
-        f"lines 3-3 of the script (1) were not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT`"
-        in asked.stderr
-    )
+    assert f"line 3 of the script was not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT`" in asked.stderr
     assert tui("answer", sid[:8], "--option", "1").returncode == 0
     resumed = tui("attach", sid[:8], "--from-line", "3", input=script)
     assert (resumed.returncode, resumed.stdout) == (0, "after yes\n"), resumed.stderr

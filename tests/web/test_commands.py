@@ -65,8 +65,8 @@ def test_share_prints_the_guests_line_and_the_token_works(web: Web, tmp_path: Pa
 
     listed = tui(web.state, "share", "list", sid[:8])
     assert listed.returncode == 0
-    assert "ana\tcollaborator\tactive" in listed.stdout
-    assert "turns 0/3" in listed.stdout
+    row = listed.stdout.splitlines()[1].split()
+    assert row[:3] == ["ana", "collaborator", "active"] and "0/3" in row, listed.stdout
 
     revoked = tui(web.state, "share", "revoke", sid[:8], "--participant", "ana")
     assert revoked.returncode == 0
@@ -83,6 +83,32 @@ def test_share_without_a_token_file_shows_the_token_once(web: Web) -> None:
     line = next(x for x in out.stdout.splitlines() if x.startswith("token (shown once"))
     token = line.rsplit(" ", 1)[1]
     assert web.client(token).get(f"/api/sessions/{sid}").status_code == 200
+
+
+def test_a_share_without_ttl_says_how_it_ends(web: Web) -> None:
+    sid = web.session()
+    out = tui(web.state, "share", sid[:8], "--name", "bo b", "--kind", "viewer")
+    assert out.returncode == 0, out.stderr
+    assert "expires never" in out.stdout
+    assert f"it lasts until revoked: `tui share revoke {sid[:8]} --participant 'bo b'` ends it" in out.stdout
+    timed = tui(web.state, "share", sid[:8], "--name", "cy", "--kind", "viewer", "--ttl", "2h")
+    assert "lasts until revoked" not in timed.stdout
+
+
+def test_remote_is_refused_where_it_means_nothing(tmp_path: Path) -> None:
+    for args in (["web", "--remote", "lab"], ["remote", "list", "--remote", "lab"]):
+        out = tui(tmp_path, *args)
+        assert out.returncode == 2 and "unrecognized arguments: --remote" in out.stderr, out.stderr
+    before = tui(tmp_path, "--remote", "lab", "remote", "list")
+    assert before.returncode == 2 and "`tui remote` works on this machine" in before.stderr
+
+
+def test_web_help_says_what_each_option_is(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["web", "--help"])
+    text = capsys.readouterr().out
+    assert "--host ADDR" in text and "the address to listen on" in text
+    assert "--remote" not in text
 
 
 def test_share_refuses_what_makes_no_sense(web: Web) -> None:
@@ -108,7 +134,10 @@ def test_remote_add_checks_the_server_and_keeps_no_token(web: Web, tmp_path: Pat
     assert web.url in toml and str(token_file) in toml
     assert web.token not in toml
     listed = tui(client_state, "remote", "list")
-    assert f"lab\t{web.url}\t{token_file}" in listed.stdout
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["NAME", "URL", "TOKEN", "FILE"]
+    assert row.split() == ["lab", web.url, str(token_file)]
+    assert header.index("URL") == row.index(web.url) and "\t" not in listed.stdout
     assert tui(client_state, "remote", "remove", "lab").returncode == 0
     assert "lab" not in tui(client_state, "remote", "list").stdout
 

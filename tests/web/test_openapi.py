@@ -4,6 +4,7 @@ gets a 500."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,6 +49,19 @@ def test_the_document_is_served(shared_web: Web) -> None:
     assert reply.status_code == 200
     assert reply.json() == document()
     assert shared_web.client(token=None).get("/api/openapi.json").status_code == 401
+
+
+def test_every_path_template_declares_each_of_its_parameters_once() -> None:
+    for path, ops in document()["paths"].items():
+        templated = re.findall(r"\{(\w+)\}", path)
+        for method, op in ops.items():
+            declared = [p["name"] for p in op["parameters"] if p["in"] == "path"]
+            assert sorted(declared) == sorted(templated), (method, path, declared)
+            for p in op["parameters"]:
+                if p["in"] == "path":
+                    assert p["required"] is True and p["description"], (method, path, p)
+            names = [(p["name"], p["in"]) for p in op["parameters"]]
+            assert len(names) == len(set(names)), (method, path)
 
 
 def test_the_documents_bodies_are_the_models_the_routes_take() -> None:

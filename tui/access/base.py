@@ -58,6 +58,14 @@ class SessionAccess(ABC):
         """Stop the worker; the session stays. False when none was running."""
 
     @abstractmethod
+    async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
+        """End the running turn ``interrupted`` (``POST /interrupt``) without starting a worker.
+
+        Returns:
+            False when no worker is live or no turn was running.
+        """
+
+    @abstractmethod
     async def archive(self, session_id: str) -> None:
         """Hide the session from lists."""
 

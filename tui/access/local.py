@@ -30,6 +30,42 @@ from tui.store.export import Format, export
 __all__ = ["LocalAccess"]
 
 
+def process_parents() -> dict[int, int]:
+    """Every process's parent, from ``/proc`` (empty where there is none)."""
+    parents: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                # pid (comm) state ppid …: comm may hold spaces and parentheses.
+                with (
+                    contextlib.suppress(OSError, ValueError, IndexError),
+                    open(f"/proc/{entry.name}/stat", "rb") as f,
+                ):
+                    parents[int(entry.name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+    return parents
+
+
+def tree_memory(pid: int, parents: dict[int, int] | None = None) -> int | None:
+    """Resident memory (bytes) of process `pid` and its descendants (`parents`: `process_parents`,
+    read now when not given), from ``/proc``; None when ``/proc`` does not say (another system,
+    or the process is gone)."""
+    if parents is None:
+        parents = process_parents()
+    tree, todo = {pid}, [pid]
+    while todo:
+        parent = todo.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in tree:
+                tree.add(child)
+                todo.append(child)
+    total, found = 0, False
+    for member in tree:
+        with contextlib.suppress(OSError, ValueError, IndexError), open(f"/proc/{member}/statm", "rb") as f:
+            total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            found = True
+    return total if found else None
+
+
 class LocalAccess(SessionAccess):
     """The sessions of one state dir.
 
@@ -42,25 +78,32 @@ class LocalAccess(SessionAccess):
     def __init__(self, state: StatePaths) -> None:
         self.state = state
 
-    async def _state_of(self, record: SessionRecord) -> SessionSummary:
+    async def _state_of(self, record: SessionRecord, parents: dict[int, int] | None = None) -> SessionSummary:
         paths = self.state.session(record.id)
         live = is_live(paths.lock)
         state: str = "archived" if record.status == "archived" else "stopped"
-        if live and record.status != "archived":
-            state = "idle"
-            car = read_sidecar(paths.sidecar)
-            if car is not None:
-                # httpx is imported only when a live worker is asked, so listing stopped
-                # sessions does not pay for it.
-                from tui.link.client import BridgeClient
+        memory: int | None = None
+        idle: tuple[float | None, float | None] = (None, None)
+        car = read_sidecar(paths.sidecar) if live else None
+        if car is not None:
+            memory = await asyncio.to_thread(tree_memory, car.pid, parents)
+            # httpx is imported only when a live worker is asked, so listing stopped
+            # sessions does not pay for it.
+            from tui.link.client import BridgeClient
 
-                client = BridgeClient(socket_path=car.socket, timeout=2.0)
-                try:
-                    state = (await client.transcript(limit=0)).state
-                except TuiError:
-                    pass
-                finally:
-                    await client.close()
+            client = BridgeClient(socket_path=car.socket, timeout=2.0)
+            try:
+                now = await client.transcript(limit=0)
+                info = await client.info()
+                idle = (info.idle_seconds, info.idle_timeout)
+                if record.status != "archived":
+                    state = now.state
+            except TuiError:
+                pass
+            finally:
+                await client.close()
+        elif live and record.status != "archived":
+            state = "idle"
         try:
             updated = datetime.fromtimestamp(paths.journal.stat().st_mtime, UTC)
         except OSError:
@@ -76,11 +119,16 @@ class LocalAccess(SessionAccess):
             agent=record.agent,
             model=record.model,
             archived=record.status == "archived",
+            memory=memory,
+            idle_seconds=idle[0],
+            idle_timeout=idle[1],
         )
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
         records = await asyncio.to_thread(list_sessions, self.state, include_archived=include_archived)
-        return list(await asyncio.gather(*(self._state_of(r) for r in records)))
+        # /proc is read once for the whole listing, not once a live worker.
+        parents = await asyncio.to_thread(process_parents)
+        return list(await asyncio.gather(*(self._state_of(r, parents) for r in records)))
 
     async def resolve(self, prefix: str) -> str:
         return resolve_id(self.state, prefix)
@@ -137,6 +185,20 @@ class LocalAccess(SessionAccess):
             f"the worker of session {short_id(session_id)} did not stop; "
             f"`{self.command('stop', short_id(session_id))}` tries again"
         )
+
+    async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
+        paths = self.state.session(session_id)
+        get_session(self.state, session_id)
+        car = read_sidecar(paths.sidecar) if is_live(paths.lock) else None
+        if car is None:
+            return False
+        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        try:
+            return await client.interrupt(client_id)
+        finally:
+            await client.close()
 
     async def archive(self, session_id: str) -> None:
         await asyncio.to_thread(archive_session, self.state, session_id)

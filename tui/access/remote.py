@@ -12,12 +12,14 @@ import asyncio
 import os
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
 from tui.protocol.ids import short_id
-from tui.protocol.routes import WEB
+from tui.protocol.messages import Interrupted, InterruptRequest
+from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
     Created,
     CreateRequest,
@@ -116,6 +118,15 @@ class RemoteAccess(SessionAccess):
     async def stop(self, session_id: str) -> bool:
         stopped: Stopped = await self.web.call(WEB["stop"], seconds=40.0, id=session_id)
         return stopped.stopped
+
+    async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
+        if not (await self.show(session_id)).live:
+            return False
+        route = BRIDGE["interrupt"]
+        forwarded = replace(route, path=SESSION_PREFIX + route.path)
+        body = InterruptRequest(client_id=client_id)
+        done: Interrupted = await self.web.call(forwarded, body, id=session_id)
+        return done.interrupted
 
     async def archive(self, session_id: str) -> None:
         await self.web.call(WEB["archive"], id=session_id)

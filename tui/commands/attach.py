@@ -26,7 +26,16 @@ def run_new(args: argparse.Namespace) -> int:
         from tui import piped
         from tui.commands.sessions import open_access
 
-        return piped.run(open_access(args), args, first_prompt=getattr(args, "prompt", None))
+        first = getattr(args, "prompt", None)
+        stdin = sys.stdin if first is not None else piped.with_input(sys.stdin)
+        if stdin is None:
+            print(
+                "tui: stdin was empty, so no session was made; `tui < script.py` runs a script "
+                "in a new session, `tui 'PROMPT'` starts one with a first turn",
+                file=sys.stderr,
+            )
+            return 0
+        return piped.run(open_access(args), args, first_prompt=first, stdin=stdin)
     return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "run_archive",
     "run_delete",
     "run_dismiss",
+    "run_interrupt",
     "run_send",
     "run_sessions",
     "run_stop",
@@ -68,11 +69,29 @@ def _say(text: str, err: IO[str] | None = None) -> None:
 # --- sessions ------------------------------------------------------------------------------------
 def _age(summary: SessionSummary) -> str:
     then = summary.updated_at or summary.created_at
-    seconds = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    return _span((datetime.now(UTC) - then).total_seconds())
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def _memory(summary: SessionSummary) -> str:
+    if summary.memory is None:
+        return "-"
+    return f"{summary.memory / 2**20:.0f}M"
+
+
+def _idle(summary: SessionSummary) -> str:
+    """How long a live worker has been idle, and after how long it lets go (``4m/30m``)."""
+    if summary.idle_seconds is None:
+        return "-"
+    limit = f"/{_span(summary.idle_timeout)}" if summary.idle_timeout else ""
+    return _span(summary.idle_seconds) + limit
 
 
 def _folder(path: str) -> str:
@@ -96,14 +115,15 @@ def run_sessions(args: argparse.Namespace) -> int:
         hint = "" if args.all else f" (`{access.command('sessions', '--all')}` shows archived ones)"
         _say(f"no sessions yet{hint}; `{access.command('send', '--new', 'PROMPT')}` starts one")
         return 0
-    table = [("ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
+    table = [("ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER")]
     for r in rows:
         live = "yes" if r.live else "no"
         title = _clip(r.title or "(untitled)", 40)
-        table.append((short_id(r.id), title, r.state, live, _age(r), _folder(r.folder)))
-    widths = [max(len(row[i]) for row in table) for i in range(5)]
+        table.append((short_id(r.id), title, r.state, live, _memory(r), _idle(r), _age(r), _folder(r.folder)))
+    last = len(table[0]) - 1
+    widths = [max(len(row[i]) for row in table) for i in range(last)]
     for row in table:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:5])) + "  " + row[5])
+        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:last])) + "  " + row[last])
     return 0
 
 
@@ -208,6 +228,8 @@ async def send(
             printer = ReplyWriter(lambda: watch.own_turns if watch else set(), out)
             watch.on_event = printer
             if watch.question is not None:
+                # A token that may not send learns that first, not how to answer a question it cannot.
+                (await link.whoami()).check("write", sid)
                 raise Unanswered(describe_question(link, watch.question), watch.question)
             info = await link.info()
             if args.wait and info.prompt_syntax == "python" and (why := syntax_error(prompt)) is not None:
@@ -308,22 +330,60 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 # --- the session ---------------------------------------------------------------------------------
+def run_interrupt(args: argparse.Namespace) -> int:
+    """``tui interrupt ID``: end the running turn ``interrupted``; no worker is started."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        attach = access.command("attach", short)
+        if not (await access.show(sid)).live:
+            _say(f"session {short} has no live worker, so no turn is running; `{attach}` resumes it")
+        elif await access.interrupt(sid, client_id=local_client_id("interrupt")):
+            _say(
+                f"interrupted the running turn of session {short}; prompts queued behind it wait "
+                f"until /resume in `{attach}` runs them"
+            )
+        else:
+            _say(f"session {short} has no running turn; nothing was interrupted")
+        return 0
+
+    return _run(body)
+
+
 def run_stop(args: argparse.Namespace) -> int:
     """``tui stop ID``: stop the worker; the session stays."""
     access = open_access(args)
 
-    if bool(args.id) == bool(args.all):
-        raise UsageError("tui stop ID stops one session; tui stop --all stops every live one")
+    if (args.id is not None) + bool(args.all) + (args.idle is not None) != 1:
+        raise UsageError(
+            "tui stop ID stops one session; tui stop --all stops every live one; "
+            "tui stop --idle 30m those idle for 30 minutes or more"
+        )
+    idle: float | None = None
+    if args.idle is not None:
+        from tui.config import parse_duration
+
+        try:
+            idle = parse_duration(args.idle)
+        except ValueError as exc:
+            raise UsageError(f"--idle {exc}") from exc
 
     async def stop_all() -> int:
-        live = [row for row in await access.list_sessions() if row.live]
+        # Archived sessions too: archiving hides a session, it does not stop its worker.
+        live = [row for row in await access.list_sessions(include_archived=True) if row.live]
+        if idle is not None:
+            live = [row for row in live if row.idle_seconds is not None and row.idle_seconds >= idle]
         for row in live:
             await access.stop(row.id)
-            _say(f"stopped session {short_id(row.id)}")
-        _say(f"{len(live)} sessions stopped; what they held in memory is gone, their transcripts stay")
+            why = f"idle {_span(row.idle_seconds or 0)}, " if idle is not None else ""
+            _say(f"stopped session {short_id(row.id)} ({why}{_memory(row)} freed)")
+        count = "1 session" if len(live) == 1 else f"{len(live)} sessions"
+        _say(f"{count} stopped; what they held in memory is gone, their transcripts stay")
         return 0
 
-    if args.all:
+    if args.all or idle is not None:
         return _run(stop_all)
 
     async def body() -> int:

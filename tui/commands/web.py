@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -70,8 +72,8 @@ def run_remote(args: argparse.Namespace) -> int:
         remotes = list_remotes(state)
         if not remotes:
             print("no remotes yet; `tui remote add NAME URL --token-file F` adds one")
-        for r in remotes:
-            print(f"{r.name}\t{r.url}\t{r.token_file}")
+        else:
+            _table([("NAME", "URL", "TOKEN FILE"), *((r.name, r.url, r.token_file) for r in remotes)])
         return 0
     remove_remote(state, args.name)
     print(f"removed remote {args.name}")
@@ -134,12 +136,12 @@ def run_share(args: argparse.Namespace) -> int:
                 f"session {short_id(sid)} is not shared; "
                 f"`{say} share {short_id(sid)} --name N --kind viewer` shares it"
             )
-        for p in people:
-            turns = f"{p.turns_used}/{p.turns}" if p.turns is not None else str(p.turns_used)
-            print(
-                f"{p.name}\t{p.kind}\t{p.state}\texpires {_when(p.expires_at)}\t"
-                f"turns {turns}\tlast seen {_when(p.last_seen)}"
-            )
+        else:
+            rows: list[tuple[str, ...]] = [("NAME", "KIND", "STATE", "EXPIRES", "TURNS", "LAST SEEN")]
+            for p in people:
+                turns = f"{p.turns_used}/{p.turns}" if p.turns is not None else str(p.turns_used)
+                rows.append((p.name, p.kind, p.state, _when(p.expires_at), turns, _when(p.last_seen)))
+            _table(rows)
         return 0
     if action == "revoke":
         done = shares.revoke(sid, args.participant)
@@ -159,6 +161,9 @@ def run_share(args: argparse.Namespace) -> int:
     if person.turns is not None:
         limits.append(f"{person.turns} turns")
     print(f"shared session {short_id(sid)} with {person.name} ({', '.join(limits)})")
+    if person.expires_at is None:
+        revoke = f"{say} share revoke {short_id(sid)} --participant {shlex.quote(person.name)}"
+        print(f"it lasts until revoked: `{revoke}` ends it (or share with --ttl 2h)")
     if args.token_file:
         from tui.config import remember_token_file
 
@@ -260,6 +265,13 @@ class _RemoteShares(_Shares):
         share = ShareRequest.model_validate({"name": name, "kind": kind, "ttl": ttl, "turns": turns})
         made: Shared = self._ask(WEB["share"], share, id=sid)
         return made.participant, made.token, self.access.web.url
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
+    """Rows as aligned columns, the first row a header; the last column is not padded."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])), row[-1]]))
 
 
 def _when(at: datetime | str | None) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
+import json
 import shlex
 import time
 import uuid
@@ -119,14 +121,24 @@ def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[st
 
 
 def describe_question(link: AttachLink, question: PendingQuestion) -> str:
-    """The question, its options numbered, and the exact commands that answer it (for stderr)."""
+    """The question, its options numbered, and the exact commands that answer it (for stderr).
+
+    A viewer (`link.principal`, as `AttachLink.whoami` last said) is told who can answer instead.
+    """
     short = short_id(link.session_id)
     lines = [f"session {short} asks: {question.text}"]
     width = max((len(o.label) for o in question.options), default=0)
+    viewer = not link.principal.may("write", link.session_id)
     for i, option in enumerate(question.options, 1):
         about = f" - {option.description}" if option.description else ""
-        command = link.command("answer", short, "--option", str(i))
-        lines.append(f"  {i}. {(option.label + about).ljust(width)}   {command}")
+        command = "" if viewer else "   " + link.command("answer", short, "--option", str(i))
+        lines.append(f"  {i}. {(option.label + about).ljust(width)}{command}".rstrip())
+    if viewer:
+        lines.append(
+            "a viewer cannot answer or dismiss it: the session's owner or a collaborator does; "
+            f"`{link.command('attach', short)}` follows the session meanwhile"
+        )
+        return "\n".join(lines)
     if question.options and question.multiple:
         lines.append("several options: repeat --option, e.g. --option 1 --option 2")
     if question.freeform:
@@ -150,15 +162,38 @@ class QuestionPolicy:
     timeout: float | None = None
     default: str | None = None
     asked: int = 0
+    source: str = "the --answers file"
+    """Where `answers` came from, as the user named it."""
 
     def prepared(self, question: PendingQuestion) -> AnswerSpec | None:
-        """The prepared answer for the next question asked, if any."""
+        """The prepared answer for the next question asked, if any: a map's key equal to the
+        question's text, else the first key that matches it as a glob (``Proceed*``)."""
         self.asked += 1
         if isinstance(self.answers, list):
             return self.answers[self.asked - 1] if self.asked <= len(self.answers) else None
         if isinstance(self.answers, dict):
-            return self.answers.get(question.text)
+            if question.text in self.answers:
+                return self.answers[question.text]
+            for key, answer in self.answers.items():
+                if fnmatch.fnmatchcase(question.text, key):
+                    return answer
         return None
+
+    def missing(self, question: PendingQuestion) -> str | None:
+        """Why the answers file did not answer `question`, and how to make it; None without a file."""
+        if self.answers is None:
+            return None
+        if isinstance(self.answers, list):
+            have = f"holds {len(self.answers)} answer{'s' * (len(self.answers) != 1)}"
+            return (
+                f"{self.source} {have} and this is question {self.asked}: add an answer to its list "
+                "(an option's number or label, or free text), or give --default-answer A"
+            )
+        return (
+            f"{self.source} has no key matching {question.text!r}: add {json.dumps(question.text)} "
+            'with an option\'s number or label, or free text (a glob such as "Proceed*" matches too), '
+            "or give --default-answer A"
+        )
 
 
 @dataclass
@@ -288,16 +323,22 @@ class SessionWatch:
                 await self._answer(q, selected, free)
                 return
             if policy is None or policy.timeout is None:
-                raise Unanswered(describe_question(self.link, q), q)
+                raise await self._unanswered(q, policy)
             handled[q.question_id] = time.monotonic() + policy.timeout
         deadline = handled[q.question_id]
         if time.monotonic() >= deadline:
             assert policy is not None
             if policy.default is None:
-                raise Unanswered(describe_question(self.link, q), q)
+                raise await self._unanswered(q, policy)
             handled[q.question_id] = float("inf")
             selected, free = resolve_answer(q, policy.default)
             await self._answer(q, selected, free)
+
+    async def _unanswered(self, q: PendingQuestion, policy: QuestionPolicy | None) -> Unanswered:
+        with contextlib.suppress(TuiError):
+            await self.link.whoami()  # a viewer is told who can answer instead
+        why = policy.missing(q) if policy is not None else None
+        return Unanswered(describe_question(self.link, q) + (f"\n{why}" if why else ""), q)
 
     async def _answer(self, q: PendingQuestion, selected: list[str], free: str | None) -> None:
         # Conflict: someone else answered first; the resolution is on its way.
@@ -352,6 +393,18 @@ class SessionWatch:
                 self.own_turns.add(accepted.turn_id)
             return rid
 
+    async def _follow_a_stopping_worker(self) -> None:
+        """A turn ended interrupted: when its worker is stopping (``tui stop``, an idle timeout),
+        the session is what ended, not only the turn: follow it until it is gone.
+
+        Raises:
+            WorkerGoneError: it was stopped (exit 4), unless a new worker came up meanwhile.
+        """
+        if (await self.link.locate()).status == "live":
+            return
+        while not isinstance(await self.step(), Live):
+            pass
+
     async def wait_turn(self, request_id: str, policy: QuestionPolicy | None = None) -> TurnResult:
         """Wait for the turn `request_id` started to end, answering its questions by `policy`."""
         handled: dict[str, float] = {}
@@ -359,6 +412,8 @@ class SessionWatch:
             turn_id = self.by_request.get(request_id)
             ended = self.session.turns.get(turn_id) if turn_id is not None else None
             if turn_id is not None and ended is not None:
+                if ended.outcome == "interrupted":
+                    await self._follow_a_stopping_worker()
                 return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
             if self.session.queue_held and any(i.request_id == request_id for i in self.session.queue):
                 # It would wait until someone resumes the queue: say so rather than wait for ever.

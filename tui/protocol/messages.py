@@ -81,6 +81,10 @@ class Info(_Wire):
     """How many turns the session had when this worker started (0: it started a new session):
     what earlier workers held in memory, a python session's variables, is gone."""
     features: list[str] = list(FEATURES)
+    idle_seconds: float | None = None
+    """How long the worker has been idle: no turn, question or queue, nobody attached (0: busy)."""
+    idle_timeout: float | None = None
+    """After how many idle seconds the worker lets go of the session; None: never."""
 
 
 class ImageRef(_Wire):

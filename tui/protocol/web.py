@@ -87,6 +87,12 @@ class SessionSummary(_Answer):
     agent: str = "python"
     model: str | None = None
     archived: bool = False
+    memory: int | None = None
+    """A live worker's resident memory in bytes, its own and its children's (sandbox, agent)."""
+    idle_seconds: float | None = None
+    """How long a live worker has been idle (no turn, question or queue, nobody attached)."""
+    idle_timeout: float | None = None
+    """After how many idle seconds the live worker lets go of the session; None: never."""
 
 
 class WebInfo(_Answer):

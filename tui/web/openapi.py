@@ -8,6 +8,7 @@ request body's model, its success status with the answer's schema, and the permi
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any
 
@@ -26,19 +27,26 @@ def operations() -> list[RouteSpec]:
     return [*WEB.values(), *forwarded()]
 
 
+_PATH_PARAMETERS = {
+    "id": "a session id or unique prefix",
+    "queue_id": "a queued prompt's id (`queue_changed`)",
+    "turn_id": "a turn's id (`turn_started`, `/transcript`)",
+}
+"""What each path parameter of the route table is."""
+
+
 def _parameters(spec: RouteSpec) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = []
-    for name in ("id", "queue_id"):
-        if "{" + name + "}" in spec.path:
-            params.append(
-                {
-                    "name": name,
-                    "in": "path",
-                    "required": True,
-                    "schema": {"type": "string"},
-                    "description": "a session id or unique prefix" if name == "id" else "",
-                }
-            )
+    for name in re.findall(r"\{(\w+)\}", spec.path):
+        params.append(
+            {
+                "name": name,
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": _PATH_PARAMETERS.get(name, ""),
+            }
+        )
     for p in spec.query:
         params.append(
             {

@@ -217,6 +217,13 @@ class Agent(ABC):
     on_note: Callable[[str], None] | None = None
     """Set by the worker: called by `note`."""
 
+    @property
+    def keeps_state(self) -> bool:
+        """Whether a new worker picks up where this one left off, nothing lost (a model's message
+        log; an ACP agent that loads its session): then an idle worker may let go of the session
+        sooner (``[workers] idle_timeout``). Default: False, what it holds dies with the worker."""
+        return False
+
     @classmethod
     @abstractmethod
     def from_context(cls, context: AgentContext) -> Agent:

@@ -229,6 +229,9 @@ class SessionWorker:
         """Set once the worker let go of its session (journal closed, lock released)."""
         self.on_leaving: Callable[[], None] | None = None
         """Called once leaving begins (the process marks its sidecar)."""
+        self.idle_timeout: Callable[[], float] = lambda: 0.0
+        """Seconds idle (`idle_for`) after which the worker lets go of the session; 0: never
+        (set by the process from config.toml's ``[workers]``, `tui.worker.process.idle_policy`)."""
         self.context: tuple[int, int] = (0, 0)
         self.activity = ""
         """What the running turn waits for (`TurnIO.activity`), shown in `status`."""
@@ -348,7 +351,8 @@ class SessionWorker:
             self.checkpoint()
         if self.disk_full is not None and not (self._resuming or self._held or self._unsaved):
             self._space_back()
-        if not isinstance(stamped, Status) and not self._quiet:
+        # Nothing follows `worker_leaving`: it is how a later reader knows the worker was stopped.
+        if not isinstance(stamped, Status | WorkerLeaving) and not self._quiet:
             self._maybe_status()
         return typed
 
@@ -850,6 +854,8 @@ class SessionWorker:
             models=list(self.agent.models),
             resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),
+            idle_seconds=round(self.idle_for(), 1),
+            idle_timeout=self.idle_timeout() or None,
         )
 
     def set_model(self, model: str) -> None:

@@ -18,14 +18,14 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
 
 from tui import __version__
-from tui.config import Config, load_config
+from tui.config import Config, WorkerSettings, load_config
 from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, TurnRecord
 from tui.store import (
@@ -40,7 +40,7 @@ from tui.store import (
     write_sidecar,
 )
 from tui.store.checkpoint import read_checkpoint
-from tui.worker.agent import AgentContext
+from tui.worker.agent import Agent, AgentContext
 from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
 from tui.worker.core import SessionWorker
@@ -106,19 +106,49 @@ class _Server(uvicorn.Server):
         self.ready.set()
 
 
-async def _leave_when_idle(worker: SessionWorker, idle_seconds: float) -> None:
+def idle_policy(agent: Agent, settings: WorkerSettings, explicit: float | None) -> Callable[[], float]:
+    """Seconds of idleness after which the worker lets go of its session (0: never), asked anew
+    each time (an ACP agent says whether it loads its session only once it started).
+
+    `explicit` (``--idle-timeout``, ``TUI_IDLE_TIMEOUT``) holds for every session; otherwise a
+    session that comes back whole (`Agent.keeps_state`) gets ``[workers] idle_timeout`` and one
+    whose worker holds what a restart loses gets ``python_idle_timeout``.
+    """
+
+    def timeout() -> float:
+        if explicit is not None:
+            return explicit
+        return settings.idle_timeout if agent.keeps_state else settings.python_idle_timeout
+
+    return timeout
+
+
+def _said(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"
+
+
+async def _leave_when_idle(worker: SessionWorker) -> None:
     while not worker.leaving:
-        await asyncio.sleep(min(5.0, idle_seconds / 4))
-        if worker.idle_for() >= idle_seconds:
-            await worker.leave(f"idle for {idle_seconds:g} s")
+        limit = worker.idle_timeout()
+        await asyncio.sleep(min(5.0, limit / 4) if limit > 0 else 5.0)
+        limit = worker.idle_timeout()
+        if limit > 0 and worker.idle_for() >= limit:
+            await worker.leave(f"idle for {_said(limit)}")
             return
 
 
-async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float) -> int:
+async def _serve(
+    paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float | None
+) -> int:
     checkpoint = read_checkpoint(paths.checkpoint)
     journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
-    agent = make_agent(agent_context(paths, record))
+    context = agent_context(paths, record)
+    agent = make_agent(context)
     worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
+    worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
     worker.load(checkpoint)
     worker.begin()
     sock_path = paths.socket
@@ -169,7 +199,7 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
         loop.add_signal_handler(sig, on_signal, sig)
 
     warm = asyncio.create_task(agent.start())
-    idle = asyncio.create_task(_leave_when_idle(worker, idle_timeout)) if idle_timeout > 0 else None
+    idle = asyncio.create_task(_leave_when_idle(worker))
     worker.kick_queue()
     await worker.left.wait()
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a
@@ -181,8 +211,7 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
     warm.cancel()
-    if idle is not None:
-        idle.cancel()
+    idle.cancel()
     log.info("worker %d left session %s", os.getpid(), record.id)
     return 0
 
@@ -213,9 +242,9 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-timeout",
         type=float,
         metavar="S",
-        default=float(os.environ.get("TUI_IDLE_TIMEOUT") or 0),
-        help="leave after S seconds with nothing running and no one attached "
-        "(env TUI_IDLE_TIMEOUT; 0, the default: never)",
+        default=float(os.environ["TUI_IDLE_TIMEOUT"]) if os.environ.get("TUI_IDLE_TIMEOUT") else None,
+        help="leave after S seconds with nothing running and no one attached, whatever the "
+        "session (env TUI_IDLE_TIMEOUT; 0: never); by default config.toml's [workers] settings",
     )
     parser.add_argument("session_id")
     args = parser.parse_args(argv)

@@ -261,6 +261,12 @@ class AcpAgent(Agent):
         self._asking = asyncio.Lock()
         """One permission question at a time: a second request waits for the first's answer."""
 
+    @property
+    def keeps_state(self) -> bool:
+        # Known once the agent said what it can do: a next worker loads its session again.
+        running = self._process
+        return running is not None and bool(running.capabilities.load_session)
+
     @classmethod
     def from_context(cls, context: AgentContext) -> AcpAgent:
         name = context.record.agent

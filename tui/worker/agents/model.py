@@ -362,6 +362,10 @@ class ModelAgent(Agent):
     name: ClassVar[str] = "model"
     reply_format: ClassVar[Literal["verbatim", "markdown"]] = "markdown"
 
+    @property
+    def keeps_state(self) -> bool:
+        return True  # its messages are in its log (`MessageLog`), read again by the next worker
+
     def __init__(
         self,
         *,
