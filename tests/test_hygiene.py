@@ -198,8 +198,22 @@ def imports_of(module: str) -> tuple[Import, ...]:
                 inner_lazy = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
                 visit(child, inner_lazy, typing_only)
 
-    visit(ast.parse(path.read_text(), str(path)), False, False)
+    visit(_parse(path), False, False)
     return tuple(found)
+
+
+def _parse(path: Path) -> ast.Module:
+    """`ast.parse`, tried again when Python 3.11's AST builder, whose depth counter all threads
+    share, saw another thread build a tree at the same time (CPython gh-106905: a SystemError
+    "AST constructor recursion depth mismatch"; a thread of an earlier test formatting a traceback
+    is enough)."""
+    for _ in range(4):
+        try:
+            return ast.parse(path.read_text(), str(path))
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc):
+                raise
+    return ast.parse(path.read_text(), str(path))
 
 
 def all_imports() -> Iterator[Import]:
