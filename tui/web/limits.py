@@ -16,15 +16,13 @@ Each kind of refusal is logged once a minute with how many there were, never a t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import resource
 import time
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
 from tui.errors import InvalidRequest, RequestTimeout, ServerBusy, TuiError
+from tui.serve import JsonH11, raw_refusal
 
 __all__ = ["HEAD_TIMEOUT", "GuardedH11", "connection_limit"]
 
@@ -64,20 +62,10 @@ TALLY = _Tally()
 
 
 def _raw(error: TuiError) -> bytes:
-    """A whole HTTP response carrying `error`'s refusal, for a connection no app will answer."""
-    body = json.dumps(error.to_wire()).encode()
-    head = (
-        f"HTTP/1.1 {error.status} {error.title}\r\n"
-        "content-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n"
-        "connection: close\r\n"
-    )
-    if error.status == 503:
-        head += "retry-after: 1\r\n"
-    return head.encode() + b"\r\n" + body
+    return raw_refusal(error)
 
 
-class GuardedH11(H11Protocol):
+class GuardedH11(JsonH11):
     """uvicorn's h11 protocol with a deadline on request heads and a bound on connections."""
 
     max_connections = 4096
@@ -123,7 +111,5 @@ class GuardedH11(H11Protocol):
         self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
-        error = InvalidRequest(f"not an HTTP request this server can read ({msg.rstrip('.')})")
-        TALLY.refused(error.code, str(error))
-        self.transport.write(_raw(error))
-        self.transport.close()
+        TALLY.refused(InvalidRequest.code, f"not an HTTP request this server can read ({msg.rstrip('.')})")
+        super().send_400_response(msg)

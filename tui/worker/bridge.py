@@ -41,7 +41,7 @@ from tui.protocol import (
     Unqueued,
 )
 from tui.protocol.routes import BRIDGE
-from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes
+from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes, seq_header
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
 from tui.worker.hub import BEHIND, CLOSED
@@ -97,11 +97,9 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def events(request: Request) -> Response:
         cursor = int_param(request, "cursor", 0)
-        last_id = request.headers.get("last-event-id")
-        if last_id is not None and last_id.strip():
-            if not (last_id.strip().isascii() and last_id.strip().isdigit()):
-                raise InvalidRequest(f"Last-Event-ID: {last_id!r} is not a seq", field="Last-Event-ID")
-            cursor = int(last_id)
+        last_id = seq_header(request)
+        if last_id is not None:
+            cursor = last_id
         last = worker.journal.last_seq
         if cursor > last:
             raise BadCursor(

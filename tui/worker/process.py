@@ -28,6 +28,7 @@ from tui import __version__
 from tui.config import Config, load_config
 from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, TurnRecord
+from tui.serve import JsonH11
 from tui.store import (
     Journal,
     OwnerLock,
@@ -129,7 +130,7 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=1,
-        http="h11",
+        http=JsonH11,
     )
     server = _Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
