@@ -115,6 +115,21 @@ async def _leave_when_idle(worker: SessionWorker, idle_seconds: float) -> None:
             return
 
 
+GONE_CHECK = 5.0
+"""Seconds between looks at whether the session's folder still exists."""
+
+
+async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
+    """Leave once the session's record is gone (its folder or the whole state dir was deleted):
+    no client can find this worker any more, and it would run on for nobody."""
+    while not worker.leaving:
+        await asyncio.sleep(GONE_CHECK)
+        if not paths.record.exists():
+            log.warning("the session's folder %s is gone; leaving", paths.root)
+            await worker.leave("its session folder was deleted")
+            return
+
+
 async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float) -> int:
     checkpoint = read_checkpoint(paths.checkpoint)
     journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
@@ -171,6 +186,7 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
 
     warm = asyncio.create_task(agent.start())
     idle = asyncio.create_task(_leave_when_idle(worker, idle_timeout)) if idle_timeout > 0 else None
+    gone = asyncio.create_task(_leave_when_gone(worker, paths))
     worker.kick_queue()
     await worker.left.wait()
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a
@@ -182,6 +198,7 @@ async def _serve(paths: SessionPaths, record: SessionRecord, lock: OwnerLock, id
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
     warm.cancel()
+    gone.cancel()
     if idle is not None:
         idle.cancel()
     log.info("worker %d left session %s", os.getpid(), record.id)
