@@ -224,6 +224,9 @@ async def _stream(
     sub = worker.hub.subscribe(client_id, who)
     worker.presence_changed()
     sent = cursor
+    if worker.disk_full is not None:
+        # A stream opened while the disk is full hears it as the ones open when it filled did.
+        sub.notice(b": disk_full %s\n\n" % worker.disk_full.detail.encode(errors="replace"))
     try:
         while True:
             # From the journal: at the start, and whenever this follower fell behind.

@@ -221,6 +221,8 @@ def _logging(path: Path) -> None:
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("TUI_LOG_LEVEL", "INFO").upper())
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # A full disk under the log must not cost a traceback on stderr (the same disk) per line.
+    logging.raiseExceptions = False
 
 
 def main(argv: list[str] | None = None) -> int:
