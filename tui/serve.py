@@ -206,6 +206,11 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
             ) from None
         size += len(chunk)
         if size > limit:
+            if declared is None:
+                # No length was declared (a chunked body): nothing says how much more will come,
+                # so it is cut here, at the limit, rather than read on for `DRAIN_WAIT` seconds.
+                over = True
+                break
             over = True
         if not over:
             chunks.append(chunk)
