@@ -19,7 +19,7 @@ import asyncio
 import logging
 import resource
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from tui.errors import InvalidRequest, RequestTimeout, ServerBusy, TuiError
 from tui.serve import JsonH11, raw_refusal
@@ -66,36 +66,97 @@ def _raw(error: TuiError) -> bytes:
 
 
 class GuardedH11(JsonH11):
-    """uvicorn's h11 protocol with a deadline on request heads and a bound on connections."""
+    """uvicorn's h11 protocol with a deadline on request heads and bounds on connections, in all
+    and per client address.
+
+    At either bound a new connection first displaces the oldest connection (of that address, or
+    of any at the total bound) that has not sent a whole request head yet: such a connection
+    costs a file descriptor and serves no one, while the new one may be the owner's. Only when
+    every connection has served a request is the new one refused 503 ``server_busy``. So a
+    client that opens idle connections as fast as they are cut cannot lock the owner out, even
+    from the same address, and one address never holds more than `per_client` connections.
+    """
 
     max_connections = 4096
     """Set by the server (`connection_limit`)."""
+    _by_peer: ClassVar[dict[str, set[GuardedH11]]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._peer = ""
+        self._served = False
+        """A whole request head arrived on this connection (it is someone's, in use)."""
+        self._since = 0.0
+
+    @classmethod
+    def per_client(cls) -> int:
+        """Connections one client address may hold: a quarter of all, at least 16."""
+        return max(16, cls.max_connections // 4)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            error = ServerBusy(
-                f"this web bridge has {self.max_connections} connections open; try again in a second"
+        self._peer = self.client[0] if self.client else ""
+        self._since = time.monotonic()
+        mine = self._by_peer.setdefault(self._peer, set())
+        mine.add(self)
+        if len(mine) > self.per_client() and not self._displace(mine):
+            self._refuse(
+                ServerBusy(
+                    f"this address has {self.per_client()} connections open to this web bridge, "
+                    "each in use; close some, or try again in a second"
+                )
             )
-            TALLY.refused(error.code, str(error))
-            transport.write(_raw(error))
-            transport.close()
+            return
+        if len(self.connections) > self.max_connections and not self._displace(self.connections):
+            self._refuse(
+                ServerBusy(
+                    f"this web bridge has {self.max_connections} connections open; try again in a second"
+                )
+            )
             return
         self._arm()
+
+    def _displace(self, among: set[Any]) -> bool:
+        """Close the oldest of `among` (not this one) that has not sent a whole head; False if none."""
+        idle = [
+            c
+            for c in among
+            if c is not self and isinstance(c, GuardedH11) and not c._served and not c.transport.is_closing()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._since)
+        oldest._refuse(ServerBusy("this connection sent no request and was closed for a new one"))
+        oldest._forget()
+        return True
+
+    def _refuse(self, error: TuiError) -> None:
+        TALLY.refused(error.code, str(error))
+        self.transport.write(_raw(error))
+        self.transport.close()
+        self._forget()
+
+    def _forget(self) -> None:
+        mine = self._by_peer.get(self._peer)
+        if mine is not None:
+            mine.discard(self)
+            if not mine:
+                del self._by_peer[self._peer]
+        self.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
         if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()
         super().data_received(data)
+        if self.cycle is not None:
+            self._served = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        self._forget()
         super().connection_lost(exc)
 
     def _arm(self) -> None:
