@@ -211,16 +211,16 @@ async def _lean_follow(
     request: bytes,
     delays: list[float],
     opened: Callable[[], None],
-) -> bool:
+) -> str:
     """One follower as cheap as a client can be (HTTP/1.0, no chunking; frames cut by hand), so
     that what is measured is the server's fan-out, not the client's parsing. True once
-    ``turn_ended`` arrived."""
+    ``turn_ended`` arrived: "ended", else what happened instead."""
     reader, writer = await open_conn()
     try:
         writer.write(request)
         head = await reader.readuntil(b"\r\n\r\n")
         if b" 200 " not in head.split(b"\r\n", 1)[0]:
-            return False
+            return "refused " + head.split(b"\r\n", 1)[0].decode(errors="replace")
         opened()
         rest = b""
         while chunk := await reader.read(1 << 16):
@@ -233,8 +233,10 @@ async def _lean_follow(
                     if at:
                         delays.append((now - datetime.fromisoformat(at.group(1).decode())).total_seconds())
                 elif b"\nevent: turn_ended\n" in frame:
-                    return True
-        return False
+                    return "ended"
+        return "closed before turn_ended"
+    except OSError as exc:
+        return f"failed ({type(exc).__name__})"
     finally:
         writer.close()
 
@@ -302,7 +304,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
     return {
         "followers": count,
         "via": via,
-        "heard turn_ended": sum(ended),
+        **{f"streams {k}": v for k, v in collections.Counter(ended).items()},
         "text arrivals": len(flat),
         "append→arrival p50 s": at(0.5),
         "append→arrival p95 s": at(0.95),

@@ -44,7 +44,7 @@ from tui.protocol.routes import BRIDGE
 from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes, seq_header
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
-from tui.worker.hub import BEHIND, CLOSED
+from tui.worker.hub import BEHIND, CLOSED, sse_frame
 
 __all__ = ["MAX_BODY", "build_app"]
 
@@ -86,7 +86,7 @@ def _present(request: Request) -> Presence:
 
 
 def _sse(line: JournalLine) -> bytes:
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (line.seq, line.type.encode(), line.raw)
+    return sse_frame(line)
 
 
 def build_app(worker: SessionWorker) -> Starlette:
@@ -252,11 +252,12 @@ async def _stream(
                 if got is BEHIND:
                     break
                 assert isinstance(got, list)
-                fresh = [line for line in got if line.seq > sent]
+                # The usual case (nothing seen twice) takes the batch as it is, with no copy.
+                fresh = got if got and got[0].seq > sent else [frame for frame in got if frame.seq > sent]
                 if fresh and fresh[0].seq != sent + 1:
                     break
                 if fresh:
-                    yield b"".join(_sse(line) for line in fresh)
+                    yield fresh[0].data if len(fresh) == 1 else b"".join(frame.data for frame in fresh)
                     sent = fresh[-1].seq
     finally:
         worker.hub.unsubscribe(sub)
