@@ -1,8 +1,13 @@
-"""Faults under load: a kill -9 storm while turns are sent, 200 followers through `tui web`, and a
-full disk that fills and empties again (on a 2 MiB tmpfs, when this machine lets us mount one).
+"""Faults under load: a kill -9 storm while turns are sent, 200 followers through `tui web`, a
+full disk that fills and empties again (on a 2 MiB tmpfs, when this machine lets us mount one), a
+disk that fills in the middle of a `tui send --wait` turn (8 MiB tmpfs, 300 KiB left: each
+route's answer time, the worker's CPU and memory while full, the recovery), and 500 followers of
+one turn straight on the worker's socket and through `tui web` (append→arrival p50/p95, and the
+CPU each process spent).
 
-Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N]`` (``-P``: bench/tui.py
-must not hide the package); it makes its own state
+Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N] [--fan-out N]
+[--only NAME]`` (``-P``: bench/tui.py must not hide the package; raise ``ulimit -n`` for the
+fan-out); it makes its own state
 dirs, listens on loopback only, and stops everything it started. It prints events lost and
 repeated (a follower's events against the journal) and requests refused by code. The figures go
 into the "Faults" section of docs/performance.md.
@@ -288,8 +293,13 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(all_open.wait(), 120)
             load = os.getloadavg()[0]
+            pids = {"worker": car.pid, **({"tui web": proc.pid} if proc is not None else {})}
+            ticks = {name: _cpu_ticks(pid) for name, pid in pids.items()}
             await client.post(f"{base}/turn", json={"prompt": program})
             ended = await asyncio.gather(*tasks)
+            spent = {
+                name: (_cpu_ticks(pid) - ticks[name]) / os.sysconf("SC_CLK_TCK") for name, pid in pids.items()
+            }
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
@@ -310,6 +320,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         "append→arrival p95 s": at(0.95),
         "append→arrival max s": at(1.0),
         "load average (1 min) at start": round(load, 2),
+        **{f"{name} CPU s for the turn": round(v, 2) for name, v in spent.items()},
     }
 
 
