@@ -250,7 +250,9 @@ class StreamResponse(Response):
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lock = anyio.Lock()
+        # asyncio's lock, not anyio's: taken once per chunk per stream, and anyio's checks for
+        # cancellation on every uncontended acquire (a tenth of the bridge's time with 300 streams).
+        lock = asyncio.Lock()
         last = time.monotonic()
         at_boundary = True
 
