@@ -34,6 +34,7 @@ from tui.protocol.routes import RouteSpec
 
 __all__ = [
     "MAX_BODY",
+    "MAX_HEAD",
     "Handler",
     "JsonH11",
     "decode",
@@ -98,8 +99,22 @@ def _encode(value: Any) -> bytes:
     return pydantic_core.to_json(value)
 
 
+MAX_HEAD = 64 * 1024
+"""The most bytes of header names and values a request may carry; more gets 413."""
+
+
+def _check_head(request: Request) -> None:
+    size = sum(len(name) + len(value) for name, value in request.scope["headers"])
+    if size > MAX_HEAD:
+        raise TooLarge(
+            f"the request's headers are {size:,} bytes; at most {MAX_HEAD // 1024} KiB are read: send fewer",
+            limit=MAX_HEAD,
+        )
+
+
 def _endpoint(spec: RouteSpec, handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
+        _check_head(request)
         value = await handler(request)
         if isinstance(value, Response):
             return value

@@ -25,6 +25,7 @@ def test_malformed_requests_get_json_refusals(web: Web) -> None:
     _refused(owner.delete(f"/api/sessions/{sid}/queue/%E2%98%83%00"), 404, "not_found")
     _refused(owner.delete(f"/api/sessions/{sid}/queue/{'q' * 10_000}"), 404, "not_found")
     _refused(owner.get("/api/sessions/"), 404, "not_found")
+    _refused(owner.get("/api/sessions", headers={"X-Note": "n" * 100_000}), 413, "too_large")
     _refused(owner.post(f"/api/sessions/{sid}/turn", content=b"\r"), 400, "invalid_request")
     _refused(owner.post(f"/api/sessions/{sid}/interrupt", content=b" "), 400, "invalid_request")
     assert web.proc.poll() is None

@@ -95,3 +95,9 @@ def test_tui_send_of_a_prompt_past_the_limit_is_one_line(state_dir: Path) -> Non
     assert out.returncode == 1, out.stderr[-2000:]
     assert "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1].endswith("send a turn that reads the file"), out.stderr
+
+
+async def test_headers_past_the_limit_are_a_json_413(worker: Worker) -> None:
+    head = b"GET /info HTTP/1.1\r\nHost: w\r\nX-Note: " + b"n" * 100_000 + b"\r\nConnection: close\r\n\r\n"
+    wire = _refused(_raw(worker.sidecar.socket, head), 413, "too_large")
+    assert "64 KiB" in str(wire["detail"])
