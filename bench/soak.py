@@ -1,8 +1,13 @@
-"""Faults under load: a kill -9 storm while turns are sent, 200 followers through `tui web`, and a
-full disk that fills and empties again (on a 2 MiB tmpfs, when this machine lets us mount one).
+"""Faults under load: a kill -9 storm while turns are sent, 200 followers through `tui web`, a
+full disk that fills and empties again (on a 2 MiB tmpfs, when this machine lets us mount one), a
+disk that fills in the middle of a `tui send --wait` turn (8 MiB tmpfs, 300 KiB left: each
+route's answer time, the worker's CPU and memory while full, the recovery), and 500 followers of
+one turn straight on the worker's socket and through `tui web` (append→arrival p50/p95, and the
+CPU each process spent).
 
-Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N]`` (``-P``: bench/tui.py
-must not hide the package); it makes its own state
+Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N] [--fan-out N]
+[--only NAME]`` (``-P``: bench/tui.py must not hide the package; raise ``ulimit -n`` for the
+fan-out); it makes its own state
 dirs, listens on loopback only, and stops everything it started. It prints events lost and
 repeated (a follower's events against the journal) and requests refused by code. The figures go
 into the "Faults" section of docs/performance.md.
@@ -16,6 +21,7 @@ import collections
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -23,6 +29,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -200,6 +208,222 @@ async def followers_through_web(root: Path, count: int) -> dict[str, float | int
     }
 
 
+_AT = re.compile(rb'"at":"([^"]+)"')
+
+
+async def _lean_follow(
+    open_conn: Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]],
+    request: bytes,
+    delays: list[float],
+    opened: Callable[[], None],
+) -> str:
+    """One follower as cheap as a client can be (HTTP/1.0, no chunking; frames cut by hand), so
+    that what is measured is the server's fan-out, not the client's parsing. True once
+    ``turn_ended`` arrived: "ended", else what happened instead."""
+    reader, writer = await open_conn()
+    try:
+        writer.write(request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b" 200 " not in head.split(b"\r\n", 1)[0]:
+            return "refused " + head.split(b"\r\n", 1)[0].decode(errors="replace")
+        opened()
+        rest = b""
+        while chunk := await reader.read(1 << 16):
+            now = datetime.now(UTC)
+            frames = (rest + chunk).split(b"\n\n")
+            rest = frames.pop()
+            for frame in frames:
+                if b"\nevent: text\n" in frame:
+                    at = _AT.search(frame)
+                    if at:
+                        delays.append((now - datetime.fromisoformat(at.group(1).decode())).total_seconds())
+                elif b"\nevent: turn_ended\n" in frame:
+                    return "ended"
+        return "closed before turn_ended"
+    except OSError as exc:
+        return f"failed ({type(exc).__name__})"
+    finally:
+        writer.close()
+
+
+async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | str]:
+    """`count` followers of one session, straight on the worker's socket or through `tui web`;
+    a turn printing 40 lines 0.1 s apart; each text event's delay from its append (its ``at``) to
+    its arrival at each follower."""
+    proc, url, token = start_web(root) if via == "web" else (None, "", "")
+    state = StatePaths(root)
+    sid = create_session(state, working_directory=root).id
+    car = start_worker(state, sid, timeout=30.0)
+    program = "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
+    delays: list[float] = []
+    try:
+        if via == "web":
+            host, port = url.removeprefix("http://").rsplit(":", 1)
+            base = f"/api/sessions/{sid}"
+
+            def open_conn() -> Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+                return asyncio.open_connection(host, int(port), limit=1 << 20)
+
+            client = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            auth = f"Authorization: Bearer {token}\r\nHost: {host}:{port}\r\n"
+        else:
+            base = ""
+
+            def open_conn() -> Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+                return asyncio.open_unix_connection(car.socket, limit=1 << 20)
+
+            transport = httpx.AsyncHTTPTransport(uds=car.socket)
+            client = httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60)
+            auth = "Host: w\r\n"
+        async with client:
+            cursor = (await client.get(f"{base}/transcript", params={"limit": 0})).json()["cursor"]
+            request = f"GET {base}/events?cursor={cursor} HTTP/1.0\r\n{auth}\r\n".encode()
+            n_open = 0
+            all_open = asyncio.Event()
+
+            def opened() -> None:
+                nonlocal n_open
+                n_open += 1
+                if n_open == count:
+                    all_open.set()
+
+            tasks = [
+                asyncio.create_task(_lean_follow(open_conn, request, delays, opened)) for _ in range(count)
+            ]
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(all_open.wait(), 120)
+            load = os.getloadavg()[0]
+            pids = {"worker": car.pid, **({"tui web": proc.pid} if proc is not None else {})}
+            ticks = {name: _cpu_ticks(pid) for name, pid in pids.items()}
+            await client.post(f"{base}/turn", json={"prompt": program})
+            ended = await asyncio.gather(*tasks)
+            spent = {
+                name: (_cpu_ticks(pid) - ticks[name]) / os.sysconf("SC_CLK_TCK") for name, pid in pids.items()
+            }
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(10)
+        stop_all(state, sid)
+    flat = sorted(delays)
+
+    def at(q: float) -> float:
+        return round(flat[min(len(flat) - 1, int(len(flat) * q))], 3) if flat else -1.0
+
+    return {
+        "followers": count,
+        "via": via,
+        **{f"streams {k}": v for k, v in collections.Counter(ended).items()},
+        "text arrivals": len(flat),
+        "append→arrival p50 s": at(0.5),
+        "append→arrival p95 s": at(0.95),
+        "append→arrival max s": at(1.0),
+        "load average (1 min) at start": round(load, 2),
+        **{f"{name} CPU s for the turn": round(v, 2) for name, v in spent.items()},
+    }
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+async def disk_full_mid_turn(free_kib: int = 300) -> dict[str, int | float | str]:
+    """An 8 MiB tmpfs left with `free_kib` KiB; `tui send --wait` of a turn printing 100 KB lines;
+    while the disk stays full, each route's answer time, the worker's CPU and memory; then space
+    comes back and the held turn is written."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return {"skipped": "mounting a tmpfs needs root"}
+    with tempfile.TemporaryDirectory(prefix="tui-soak-full-", dir="/tmp") as d:
+        mount = ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", d]
+        made = await asyncio.to_thread(subprocess.run, mount, capture_output=True)
+        if made.returncode != 0:
+            return {"skipped": made.stderr.decode().strip()}
+        root = Path(d)
+        state = StatePaths(root)
+        sid = create_session(state, working_directory=root).id
+        paths = state.session(sid)
+        figures: dict[str, int | float | str] = {}
+        try:
+            car = start_worker(state, sid, timeout=30.0)
+            filler = root / "filler"
+            free = shutil.disk_usage(root).free - free_kib * 1024
+            with filler.open("wb") as f:
+                while free > 0:
+                    free -= f.write(b"\0" * min(free, 1 << 20))
+            rss_before = _rss_kib(car.pid)
+            program = "for i in range(100000):\n    print('x' * 100000)\n"
+            t = time.monotonic()
+            send = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "tui",
+                "send",
+                "--wait",
+                sid,
+                program,
+                env={**os.environ, "TUI_STATE_DIR": d},
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            try:
+                _, err = await asyncio.wait_for(send.communicate(), 120)
+                figures["send --wait exit"] = send.returncode if send.returncode is not None else -1
+                figures["send --wait said"] = err.decode().strip().splitlines()[-1][:100] if err else ""
+            except TimeoutError:
+                send.kill()
+                figures["send --wait exit"] = "hung (killed after 120 s)"
+            figures["send --wait s"] = round(time.monotonic() - t, 2)
+            transport = httpx.AsyncHTTPTransport(uds=car.socket)
+            worst: dict[str, float] = collections.defaultdict(float)
+            ticks = _cpu_ticks(car.pid)
+            window = time.monotonic()
+            async with httpx.AsyncClient(transport=transport, base_url="http://w", timeout=60.0) as c:
+                for _ in range(10):
+                    for name, call in (
+                        ("GET /info", lambda: c.get("/info")),
+                        ("GET /transcript", lambda: c.get("/transcript", params={"limit": 20})),
+                        ("POST /turn", lambda: c.post("/turn", json={"prompt": "print(1)"})),
+                        ("POST /interrupt", lambda: c.post("/interrupt", json={})),
+                    ):
+                        t = time.monotonic()
+                        try:
+                            r = await call()
+                            worst[f"{name} {r.status_code} max s"] = max(
+                                worst[f"{name} {r.status_code} max s"], time.monotonic() - t
+                            )
+                        except httpx.TimeoutException:
+                            worst[f"{name} timed out"] += 1
+                    await asyncio.sleep(1.0)
+                cpu = (_cpu_ticks(car.pid) - ticks) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - window)
+                figures.update({k: round(v, 3) for k, v in worst.items()})
+                figures["worker CPU % while full"] = round(cpu * 100, 1)
+                figures["worker RSS KiB before → while full"] = f"{rss_before} → {_rss_kib(car.pid)}"
+                filler.unlink()
+                t = time.monotonic()
+                while b'"turn_ended"' not in paths.journal.read_bytes().rsplit(b'"turn_started"', 1)[-1]:
+                    if time.monotonic() - t > 60:
+                        break
+                    await asyncio.sleep(0.05)
+                figures["held turn written after space back s"] = round(time.monotonic() - t, 2)
+                r = await c.post("/turn", json={"prompt": "print('after')"})
+                figures["next turn answered"] = r.status_code
+            seqs = journal_seqs(state, sid)
+            figures["journal whole"] = str(seqs == list(range(1, len(seqs) + 1)))
+        finally:
+            stop_all(state, sid)
+            await asyncio.to_thread(subprocess.run, ["umount", "-l", d], check=False)
+    return figures
+
+
 async def disk_full_cycle(cycles: int) -> dict[str, int | str]:
     """Fill a 2 MiB tmpfs under a live worker, send turns, free it, send again: `cycles` times."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
@@ -248,16 +472,21 @@ async def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--followers", type=int, default=200)
     parser.add_argument("--disk-cycles", type=int, default=3)
+    parser.add_argument("--fan-out", type=int, default=500, help="followers of the fan-out case")
+    parser.add_argument("--only", help="run only the cases whose name contains this")
     args = parser.parse_args()
-    async with asyncio.timeout(DEADLINE):
-        for name, run in (
-            ("kill -9 storm", lambda d: kill_storm(d, args.kills)),
-            (
-                f"{args.followers} followers through tui web",
-                lambda d: followers_through_web(d, args.followers),
-            ),
-            ("disk full", lambda d: disk_full_cycle(args.disk_cycles)),
-        ):
+    cases: list[tuple[str, Callable[[Path], Awaitable[Mapping[str, object]]]]] = [
+        ("kill -9 storm", lambda d: kill_storm(d, args.kills)),
+        (f"{args.followers} followers through tui web", lambda d: followers_through_web(d, args.followers)),
+        ("disk full", lambda d: disk_full_cycle(args.disk_cycles)),
+        ("disk full mid-turn", lambda d: disk_full_mid_turn()),
+        (f"{args.fan_out} followers fan-out, worker socket", lambda d: fan_out(d, args.fan_out, "worker")),
+        (f"{args.fan_out} followers fan-out, through tui web", lambda d: fan_out(d, args.fan_out, "web")),
+    ]
+    async with asyncio.timeout(DEADLINE * 3):
+        for name, run in cases:
+            if args.only and args.only not in name:
+                continue
             with tempfile.TemporaryDirectory(prefix="tui-soak-", dir="/tmp") as d:
                 os.environ["TUI_STATE_DIR"] = d
                 figures = await run(Path(d))

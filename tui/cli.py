@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 
 from tui import __version__
-from tui.errors import TuiError, UsageError
+from tui.errors import TuiError, UsageError, os_error
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -327,5 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     except TuiError as exc:
         print(f"tui: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # one not mapped where it happened: still one line, naming the path
+        error = os_error(exc, exc.filename or "a file", "use")
+        print(f"tui: {error}", file=sys.stderr)
+        return error.exit_code
     except KeyboardInterrupt:
         return 130

@@ -88,6 +88,7 @@ __all__ = [
     "WorkerStarting",
     "WorkerUnavailable",
     "error_from_wire",
+    "os_error",
 ]
 
 _BY_CODE: dict[str, type[TuiError]] = {}
@@ -288,6 +289,31 @@ class DiskFull(TuiError):
     code = "disk_full"
     status = 507
     title = "Disk full"
+
+
+def os_error(exc: OSError, path: object, doing: str = "write") -> TuiError:
+    """An OS error on a file of tui's as one sentence naming the path and what to do.
+
+    A full disk is `DiskFull` (with ``path``); a read-only file system, a missing permission or
+    a folder that vanished say so; anything else names the OS's words.
+    """
+    import errno
+
+    where = str(path)
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"disk full: cannot {doing} {where}; free some space and try again", path=where)
+    if exc.errno == errno.EROFS:
+        hint = "remount it read-write, or point TUI_STATE_DIR (--state-dir) at a writable folder"
+        return TuiError(f"cannot {doing} {where}: the file system is read-only; {hint}")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return TuiError(f"cannot {doing} {where}: permission denied; check the owner and mode of that folder")
+    if exc.errno == errno.ENOENT:
+        return TuiError(
+            f"cannot {doing} {where}: it (or a folder above it) does not exist any more; "
+            "was the state dir deleted? `tui sessions` lists what is left"
+        )
+    return TuiError(f"cannot {doing} {where}: {reason}")
 
 
 class UnreadableEvent(TuiError):

@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from tui.errors import (
     InvalidRequest,
@@ -33,15 +34,19 @@ from tui.protocol.routes import RouteSpec
 
 __all__ = [
     "MAX_BODY",
+    "MAX_HEAD",
     "Handler",
+    "JsonH11",
     "decode",
     "flag",
     "handlers",
     "int_param",
     "parse_body",
+    "raw_refusal",
     "read_body",
     "refusal",
     "routes",
+    "seq_header",
 ]
 
 MAX_BODY = 4 * 1024 * 1024
@@ -63,14 +68,53 @@ def refusal(error: TuiError) -> JSONResponse:
     return JSONResponse(error.to_wire(), status_code=error.status)
 
 
+def raw_refusal(error: TuiError) -> bytes:
+    """A whole HTTP response carrying `error`'s refusal, for a connection no app will answer."""
+    body = json.dumps(error.to_wire()).encode()
+    head = (
+        f"HTTP/1.1 {error.status} {error.title}\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n"
+    )
+    if error.status == 503:
+        head += "retry-after: 1\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+class JsonH11(H11Protocol):
+    """uvicorn's h11 protocol whose answer to a request h11 cannot parse (a header name or value
+    HTTP does not allow, a head past h11's size limit) is a JSON 400 ``invalid_request``, as every
+    other refusal, instead of uvicorn's plain text."""
+
+    def send_400_response(self, msg: str) -> None:
+        error = InvalidRequest(f"not an HTTP request this server can read ({msg.rstrip('.')})")
+        self.transport.write(raw_refusal(error))
+        self.transport.close()
+
+
 def _encode(value: Any) -> bytes:
     if isinstance(value, BaseModel):
         return value.model_dump_json().encode()
     return pydantic_core.to_json(value)
 
 
+MAX_HEAD = 64 * 1024
+"""The most bytes of header names and values a request may carry; more gets 413."""
+
+
+def _check_head(request: Request) -> None:
+    size = sum(len(name) + len(value) for name, value in request.scope["headers"])
+    if size > MAX_HEAD:
+        raise TooLarge(
+            f"the request's headers are {size:,} bytes; at most {MAX_HEAD // 1024} KiB are read: send fewer",
+            limit=MAX_HEAD,
+        )
+
+
 def _endpoint(spec: RouteSpec, handler: Handler) -> Handler:
     async def endpoint(request: Request) -> Response:
+        _check_head(request)
         value = await handler(request)
         if isinstance(value, Response):
             return value
@@ -177,6 +221,11 @@ async def read_body(request: Request, limit: int = MAX_BODY) -> bytes:
             ) from None
         size += len(chunk)
         if size > limit:
+            if declared is None:
+                # No length was declared (a chunked body): nothing says how much more will come,
+                # so it is cut here, at the limit, rather than read on for `DRAIN_WAIT` seconds.
+                over = True
+                break
             over = True
         if not over:
             chunks.append(chunk)
@@ -220,13 +269,38 @@ def int_param(request: Request, name: str, default: int, *, low: int = 0, high: 
     if text is None or text == "":
         return default
     try:
+        if len(text) > _MAX_DIGITS:
+            raise ValueError(text)
         value = int(text)
     except ValueError:
-        raise InvalidRequest(f"{name}: {text!r} is not a whole number", field=name) from None
+        raise InvalidRequest(f"{name}: {text[:40]!r} is not a whole number", field=name) from None
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise InvalidRequest(f"{name}: must be {bound}, not {value}", field=name)
     return value
+
+
+_MAX_DIGITS = 30
+"""A number longer than this is refused before `int` reads it (Python refuses past 4,300 digits)."""
+
+
+def seq_header(request: Request, name: str = "last-event-id") -> int | None:
+    """A seq in a request header (``Last-Event-ID``): None when absent or blank.
+
+    Raises:
+        InvalidRequest: not an ASCII whole number of at most 30 digits (400, naming the header).
+    """
+    text = (request.headers.get(name) or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS):
+        shown = text if len(text) <= 40 else f"{text[:40]}… ({len(text)} characters)"
+        raise InvalidRequest(f"{_title(name)}: {shown!r} is not a seq", field=_title(name))
+    return int(text)
+
+
+def _title(header: str) -> str:
+    return "-".join("ID" if part == "id" else part.capitalize() for part in header.split("-"))
 
 
 def flag(value: str | None) -> bool:

@@ -20,11 +20,12 @@ def test_malformed_requests_get_json_refusals(web: Web) -> None:
     viewer = web.client(web.share(sid, "viewer"))
     owner = web.client()
     events = f"/api/sessions/{sid}/events"
-    for last_id in ("☃".encode(), b"1_0", "²".encode()):
+    for last_id in ("☃".encode(), b"1_0", "²".encode(), b"9" * 4301, b"1" * 5000):
         _refused(viewer.get(events, headers={"Last-Event-ID": last_id}), 400, "invalid_request")
     _refused(owner.delete(f"/api/sessions/{sid}/queue/%E2%98%83%00"), 404, "not_found")
     _refused(owner.delete(f"/api/sessions/{sid}/queue/{'q' * 10_000}"), 404, "not_found")
     _refused(owner.get("/api/sessions/"), 404, "not_found")
+    _refused(owner.get("/api/sessions", headers={"X-Note": "n" * 100_000}), 413, "too_large")
     _refused(owner.post(f"/api/sessions/{sid}/turn", content=b"\r"), 400, "invalid_request")
     _refused(owner.post(f"/api/sessions/{sid}/interrupt", content=b" "), 400, "invalid_request")
     assert web.proc.poll() is None

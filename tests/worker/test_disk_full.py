@@ -186,10 +186,23 @@ async def test_a_turn_record_that_cannot_be_written_is_no_hang(
 @pytest.fixture
 def small_disk() -> Iterator[Path]:
     """A 2 MiB tmpfs (root only): a real full disk."""
+    with _tmpfs("2m") as d:
+        yield d
+
+
+@pytest.fixture
+def disk_8m() -> Iterator[Path]:
+    """An 8 MiB tmpfs (root only): room for what a full disk held back once space is back."""
+    with _tmpfs("8m") as d:
+        yield d
+
+
+@contextlib.contextmanager
+def _tmpfs(size: str) -> Iterator[Path]:
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root")
     with tempfile.TemporaryDirectory(prefix="tui-disk-", dir="/tmp") as d:
-        made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", d], capture_output=True)
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", d], capture_output=True)
         if made.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
         try:
@@ -232,3 +245,129 @@ async def test_a_real_full_disk_cycle(
     assert any(e["type"] == "turn_ended" for e in lines(worker))
     await worker.leave("test over")
     worker.journal.close()
+
+
+@register("loud")
+class LoudAgent(Agent):
+    """Says `pieces` pieces of `size` characters, one per loop turn, until interrupted."""
+
+    name: ClassVar[str] = "loud"
+    pieces: ClassVar[int] = 200
+    size: ClassVar[int] = 100_000
+
+    def __init__(self, context: AgentContext) -> None:
+        self.model = "m"
+        self.stop = False
+
+    @classmethod
+    def from_context(cls, context: AgentContext) -> LoudAgent:
+        return cls(context)
+
+    async def run_turn(self, turn: TurnIO) -> TurnOutcome:
+        for i in range(type(self).pieces):
+            turn.text(str(i % 10) * type(self).size)
+            await asyncio.sleep(0)
+        return TurnOutcome("completed")
+
+    def interrupt(self) -> None:
+        self.stop = True
+
+
+def _retry_timers(worker: SessionWorker) -> int:
+    loop = asyncio.get_running_loop()
+    scheduled = loop._scheduled  # type: ignore[attr-defined]
+    return sum(1 for h in scheduled if not h.cancelled() and h._callback == worker._try_resume)
+
+
+async def test_a_full_disk_keeps_one_retry_and_bounded_output_and_says_what_it_dropped(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tui.worker import core
+
+    worker = worker_here(state_dir, tmp_path, "loud")
+    disk = Disk(worker.journal, monkeypatch)
+    started = worker.submit(TurnRequest(prompt="one"))
+    disk.full = True
+    await _turn_end(worker)
+    assert worker.disk_full is not None
+    for _ in range(5):
+        # Each try that fails leaves one timer for the next, not one more each time.
+        worker._try_resume()
+        assert _retry_timers(worker) == 1
+    assert worker._held_chars <= core.HELD_OUTPUT
+    held = sum(len(getattr(e, "text", "")) for e in worker._held)
+    assert held <= core.HELD_OUTPUT + 1000, "output held past the bound"
+    disk.full = False
+    worker._try_resume()
+    assert not worker._held and worker.disk_full is None
+    assert_whole(worker)
+    events = lines(worker)
+    dropped = [e for e in events if e["type"] == "note" and "were not kept" in e["text"]]
+    assert len(dropped) == 1, [e["type"] for e in events]
+    ended = [e for e in events if e["type"] == "turn_ended" and e["turn_id"] == started.turn_id]
+    assert len(ended) == 1
+    kept = "".join(e["text"] for e in events if e["type"] == "text" and e["turn_id"] == started.turn_id)
+    assert ended[0]["reply"] == kept, "the reply and its text pieces disagree"
+    await worker.leave("test over")
+
+
+LOUD_PROGRAM = "import time\nfor i in range(100000):\n    print(str(i % 10) * 100000)\n    time.sleep(0.01)\n"
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """Fill `disk` until `leave` bytes are free; the filler file, to delete when space is to come back."""
+    filler = disk / "filler"
+    free = shutil.disk_usage(disk).free - leave
+    with filler.open("wb") as f:
+        while free > 0:
+            free -= f.write(b"\0" * min(free, 1 << 20))
+    return filler
+
+
+async def test_send_wait_on_a_disk_that_fills_mid_turn_ends_with_disk_full_and_the_worker_answers(
+    disk_8m: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    small_disk = disk_8m
+    from client.helpers import tui
+    from helpers import stop_workers, wait_until
+
+    from tui.store import read_sidecar
+
+    monkeypatch.setenv("TUI_STATE_DIR", str(small_disk))
+    made = await asyncio.to_thread(tui, "send", "--new", "--wait", "print(1)", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    paths = StatePaths(small_disk).session(sid)
+    try:
+        filler = _fill(small_disk, 300 * 1024)
+        out = await asyncio.to_thread(tui, "send", "--wait", sid[:8], LOUD_PROGRAM)
+        assert out.returncode == 1, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+        line = out.stderr.strip().splitlines()[-1]
+        assert "disk full" in line and str(paths.journal) in line, line
+        car = read_sidecar(paths.sidecar)
+        assert car is not None
+        async with httpx.AsyncClient(
+            transport=httpx.AsyncHTTPTransport(uds=car.socket), base_url="http://w", timeout=TIMEOUT
+        ) as client:
+            # The state where no write is needed, a refusal where one is: answered, not hung.
+            assert (await client.get("/info")).status_code == 200
+            assert (await client.get("/transcript", params={"limit": 5})).status_code == 200
+            refused = await client.post("/turn", json={"prompt": "print(2)"})
+            assert refused.status_code == 507 and refused.json()["error"] == "disk_full"
+            assert (await client.post("/interrupt", json={})).status_code == 200
+            filler.unlink()
+
+            def ended() -> bool:
+                data = paths.journal.read_bytes()
+                return b'"type":"turn_ended"' in data.rsplit(b'"type":"turn_started"', 1)[-1]
+
+            await asyncio.to_thread(wait_until, ended, "the held turn to be written once space is back")
+        data = paths.journal.read_bytes()
+        assert data.endswith(b"\n")
+        seqs = [json.loads(raw)["seq"] for raw in data.splitlines()]
+        assert seqs == list(range(1, len(seqs) + 1)), "a seq was lost, repeated or torn"
+        again = await asyncio.to_thread(tui, "send", "--wait", sid[:8], "print(7)")
+        assert again.returncode == 0 and again.stdout.strip() == "7", again.stderr[-2000:]
+    finally:
+        stop_workers(small_disk, sid)

@@ -44,3 +44,16 @@ async def test_closing_ends_every_stream_and_every_later_one() -> None:
     assert await before.next(1.0) is CLOSED
     assert await after.next(1.0) is CLOSED
     assert hub.attached == ["a", "b"]
+
+
+async def test_an_event_is_encoded_once_for_every_follower() -> None:
+    hub = Hub()
+    subs = [hub.subscribe(f"f{i}") for i in range(3)]
+    hub.publish(_line(1))
+    frames = []
+    for sub in subs:
+        got = await sub.next(1.0)
+        assert isinstance(got, list)
+        frames.append(got[0])
+    assert frames[0].data == b"id: 1\nevent: text\ndata: xxxxxxxxxx\n\n"
+    assert all(frame.data is frames[0].data for frame in frames), "one SSE message, shared"

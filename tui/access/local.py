@@ -161,6 +161,7 @@ class LocalAccess(SessionAccess):
         if not is_live(paths.lock):
             return False
         car = read_sidecar(paths.sidecar)
+        asked = False
         if car is not None:
             from tui.link.client import BridgeClient  # httpx only when a worker is asked
 
@@ -169,11 +170,12 @@ class LocalAccess(SessionAccess):
             )
             try:
                 await client.leave()
+                asked = True
             except WorkerUnavailable:
-                pass
+                pass  # its socket is gone or it does not answer: SIGTERM (below) at once
             finally:
                 await client.close()
-        if await wait_for_release(paths.lock, 10.0):
+        if (asked or car is None) and await wait_for_release(paths.lock, 10.0):
             return True
         # The worker did not leave when asked: end its process the way `kill` would.
         if car is not None:

@@ -37,6 +37,9 @@ class Live:
 
     version: str = ""
     epoch: int = 0
+    disk_full: str = ""
+    """The worker's sentence while its disk is full (it cannot write its journal: nothing it does
+    from now on reaches anyone until space is back); empty otherwise."""
 
 
 @dataclass(frozen=True)

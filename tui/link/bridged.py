@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from tui.errors import InvalidRequest
+from tui.errors import InvalidRequest, TooLarge
 from tui.link.base import AttachLink, Live
 from tui.protocol import (
+    MAX_PROMPT,
     AnswerRequest,
     DismissRequest,
     Event,
@@ -94,6 +95,12 @@ class BridgedLink(AttachLink):
         delivery: Literal["now", "queue"] = "now",
         images: list[ImageRef] | None = None,
     ) -> TurnAccepted:
+        if len(prompt) > MAX_PROMPT:
+            raise TooLarge(
+                f"the prompt is {len(prompt):,} characters and a turn takes at most {MAX_PROMPT:,}: "
+                "send it in parts, or save it to a file and send a turn that reads the file",
+                limit=MAX_PROMPT,
+            )
         request = TurnRequest(
             prompt=prompt,
             client_id=self.client_id,

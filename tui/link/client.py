@@ -280,6 +280,9 @@ class BridgeClient:
                     complete = messages.feed(chunk)
                     if messages.retry is not None:
                         self.retry_hint = messages.retry / 1000.0
+                    if messages.disk_full is not None:
+                        yield Live(disk_full=messages.disk_full)
+                        messages.disk_full = None
                     for data, sse_id in complete:
                         try:
                             event = decode_event(data)
@@ -306,6 +309,8 @@ class _SseReader:
         self._id: bytes | None = None
         self.retry: int | None = None
         """The last ``retry:`` the stream sent, in milliseconds."""
+        self.disk_full: str | None = None
+        """The worker's ``: disk_full SENTENCE`` comment ("" after ``: disk_ok``; None: neither yet)."""
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, str | None]]:
         """The messages `chunk` completes: each message's data and its id."""
@@ -334,7 +339,13 @@ class _SseReader:
         for line in block.split(b"\n"):
             name, colon, value = line.partition(b":")
             if not name:
-                continue  # a comment, or a blank line before the message
+                # A comment, or a blank line before the message; the worker's disk notices are comments.
+                if value.startswith(b" disk_full"):
+                    said = value[len(b" disk_full") :].strip().decode(errors="replace")
+                    self.disk_full = said or "disk full"
+                elif value.startswith(b" disk_ok"):
+                    self.disk_full = ""
+                continue
             if colon and value[:1] == b" ":
                 value = value[1:]
             if name == b"data":

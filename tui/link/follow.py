@@ -81,12 +81,17 @@ class Follower:
         if self._iter is not None and hasattr(self._iter, "aclose"):
             await self._iter.aclose()
 
-    def _live(self, version: str, epoch: int) -> Live | None:
-        """The `Live` to yield, or None when the consumer already knows this worker is live."""
-        if isinstance(self.state, Live) and (not epoch or epoch == self.epoch):
+    def _live(self, version: str, epoch: int, disk_full: str | None = None) -> Live | None:
+        """The `Live` to yield, or None when the consumer already knows this worker is live (and
+        whether its disk is full: `disk_full` None keeps what is known)."""
+        known = self.state.disk_full if isinstance(self.state, Live) else ""
+        disk = known if disk_full is None else disk_full
+        if isinstance(self.state, Live) and (not epoch or epoch == self.epoch) and disk == known:
             return None
         self.epoch = max(self.epoch, epoch)
-        self.state = Live(version, self.epoch)
+        if not version and isinstance(self.state, Live):
+            version = self.state.version
+        self.state = Live(version, self.epoch, disk)
         return self.state
 
     async def _locate(self) -> Located:
@@ -115,7 +120,9 @@ class Follower:
                         if isinstance(item, Live):
                             # The stream is open: a worker is live, whatever it sends next.
                             no_worker_since = None
-                            live = self._live(item.version or located.version, item.epoch or located.epoch)
+                            live = self._live(
+                                item.version or located.version, item.epoch or located.epoch, item.disk_full
+                            )
                             if live is not None:
                                 yield live
                             continue

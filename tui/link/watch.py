@@ -22,7 +22,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.errors import Busy, Conflict, InvalidRequest, Refused, TuiError, WorkerGone, WorkerUnavailable
+from tui.errors import (
+    Busy,
+    Conflict,
+    DiskFull,
+    InvalidRequest,
+    Refused,
+    TuiError,
+    WorkerGone,
+    WorkerUnavailable,
+)
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower, backoff_delay
 from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
@@ -214,6 +223,8 @@ class SessionWatch:
     gone: Gone | None = None
     own_requests: set[str] = field(default_factory=set)
     own_turns: set[str] = field(default_factory=set)
+    disk_full: str = ""
+    """The worker's sentence while its disk is full (`Live.disk_full`)."""
 
     def __post_init__(self) -> None:
         self.session = SessionState.from_transcript(self.transcript, keep_turns=None)
@@ -270,6 +281,8 @@ class SessionWatch:
         if isinstance(item, (Live, Reconnecting, Gone)):
             if isinstance(item, Gone):
                 self.gone = item
+            if isinstance(item, Live):
+                self.disk_full = item.disk_full
             if self.on_state is not None:
                 self.on_state(item)
             return
@@ -415,6 +428,11 @@ class SessionWatch:
                 if ended.outcome == "interrupted":
                     await self._follow_a_stopping_worker()
                 return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
+            if self.disk_full:
+                # Nothing the turn does now reaches the journal, so nothing reaches this wait:
+                # say so and end, rather than wait for space no one may free (the worker goes
+                # on by itself once there is some).
+                raise DiskFull(self.disk_full)
             if self.session.queue_held and any(i.request_id == request_id for i in self.session.queue):
                 # It would wait until someone resumes the queue: say so rather than wait for ever.
                 return TurnResult("", "interrupted", "", "the queue is held after an interrupt", held=True)

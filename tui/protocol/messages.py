@@ -10,6 +10,7 @@ from tui.protocol.events import AgentCommand, By, Diff, PlanEntry, Presence, Que
 
 __all__ = [
     "FEATURES",
+    "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
     "DismissRequest",
@@ -92,8 +93,12 @@ class ImageRef(_Wire):
     name: str
 
 
+MAX_PROMPT = 1_000_000
+"""The most characters a turn's prompt may have."""
+
+
 class TurnRequest(_Body):
-    prompt: str = Field(max_length=1_000_000)
+    prompt: str = Field(max_length=MAX_PROMPT)
     client_id: str | None = None
     request_id: str | None = Field(default=None, max_length=200)
     images: list[ImageRef] = []

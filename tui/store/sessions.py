@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning
+from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning, os_error
 from tui.protocol.ids import short_id
 from tui.store._atomic import write_atomic
 from tui.store.lock import is_live
@@ -77,17 +77,20 @@ def create_session(
     Returns:
         The new record.
     """
-    state.sessions.mkdir(mode=0o700, parents=True, exist_ok=True)
-    while True:
-        sid = new_session_id()
-        paths = state.session(sid)
-        try:
-            paths.root.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        break
-    paths.turns.mkdir(mode=0o700)
-    paths.images.mkdir(mode=0o700)
+    try:
+        state.sessions.mkdir(mode=0o700, parents=True, exist_ok=True)
+        while True:
+            sid = new_session_id()
+            paths = state.session(sid)
+            try:
+                paths.root.mkdir(mode=0o700)
+            except FileExistsError:
+                continue
+            break
+        paths.turns.mkdir(mode=0o700)
+        paths.images.mkdir(mode=0o700)
+    except OSError as exc:
+        raise os_error(exc, exc.filename or state.sessions) from exc
     record = SessionRecord(
         id=sid,
         title=title,
@@ -142,6 +145,11 @@ def resolve_id(state: StatePaths, prefix: str) -> str:
     if is_session_id(text) and state.session(text).record.exists():
         return text
     matches = sorted(sid for sid in _session_ids(state) if text and sid.startswith(text))
+    if not matches and not state.sessions.is_dir():
+        raise NotFound(
+            f"no session matches {prefix!r}: the state dir {state.root} has no sessions (was it deleted?); "
+            "`tui send --new PROMPT` starts one there"
+        )
     if not matches:
         raise NotFound(f"no session matches {prefix!r}; `tui sessions --all` lists them")
     if len(matches) > 1:

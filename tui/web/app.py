@@ -51,7 +51,18 @@ from tui.protocol.web import (
     WebInfo,
     WorkerView,
 )
-from tui.serve import Handler, decode, flag, handlers, int_param, parse_body, read_body, refusal, routes
+from tui.serve import (
+    Handler,
+    decode,
+    flag,
+    handlers,
+    int_param,
+    parse_body,
+    read_body,
+    refusal,
+    routes,
+    seq_header,
+)
 from tui.store import StatePaths
 from tui.store.export import FORMATS
 from tui.store.export import export as export_journal
@@ -459,9 +470,7 @@ def create_app(bridge: WebBridge) -> Starlette:
             if len(mine) >= STREAM_CAP:
                 raise CapReached(f"this token already has {STREAM_CAP} open streams; close one first")
         _check_headers(request)
-        last_id = request.headers.get("last-event-id", "").strip()
-        if last_id and not (last_id.isascii() and last_id.isdigit()):
-            raise InvalidRequest(f"Last-Event-ID: {last_id[:40]!r} is not a seq", field="Last-Event-ID")
+        seq_header(request)
         socket = s.socket(sid)
         handle = OpenStream(principal.token_digest, sid, principal.participant_id)
         bridge.streams.add(handle)

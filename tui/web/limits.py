@@ -16,15 +16,13 @@ Each kind of refusal is logged once a minute with how many there were, never a t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import resource
 import time
-from typing import Any
-
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from typing import Any, ClassVar
 
 from tui.errors import InvalidRequest, RequestTimeout, ServerBusy, TuiError
+from tui.serve import JsonH11, raw_refusal
 
 __all__ = ["HEAD_TIMEOUT", "GuardedH11", "connection_limit"]
 
@@ -64,50 +62,101 @@ TALLY = _Tally()
 
 
 def _raw(error: TuiError) -> bytes:
-    """A whole HTTP response carrying `error`'s refusal, for a connection no app will answer."""
-    body = json.dumps(error.to_wire()).encode()
-    head = (
-        f"HTTP/1.1 {error.status} {error.title}\r\n"
-        "content-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n"
-        "connection: close\r\n"
-    )
-    if error.status == 503:
-        head += "retry-after: 1\r\n"
-    return head.encode() + b"\r\n" + body
+    return raw_refusal(error)
 
 
-class GuardedH11(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on request heads and a bound on connections."""
+class GuardedH11(JsonH11):
+    """uvicorn's h11 protocol with a deadline on request heads and bounds on connections, in all
+    and per client address.
+
+    At either bound a new connection first displaces the oldest connection (of that address, or
+    of any at the total bound) that has not sent a whole request head yet: such a connection
+    costs a file descriptor and serves no one, while the new one may be the owner's. Only when
+    every connection has served a request is the new one refused 503 ``server_busy``. So a
+    client that opens idle connections as fast as they are cut cannot lock the owner out, even
+    from the same address, and one address never holds more than `per_client` connections.
+    """
 
     max_connections = 4096
     """Set by the server (`connection_limit`)."""
+    _by_peer: ClassVar[dict[str, set[GuardedH11]]] = {}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._peer = ""
+        self._served = False
+        """A whole request head arrived on this connection (it is someone's, in use)."""
+        self._since = 0.0
+
+    @classmethod
+    def per_client(cls) -> int:
+        """Connections one client address may hold: a quarter of all, at least 16."""
+        return max(16, cls.max_connections // 4)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            error = ServerBusy(
-                f"this web bridge has {self.max_connections} connections open; try again in a second"
+        self._peer = self.client[0] if self.client else ""
+        self._since = time.monotonic()
+        mine = self._by_peer.setdefault(self._peer, set())
+        mine.add(self)
+        if len(mine) > self.per_client() and not self._displace(mine):
+            self._refuse(
+                ServerBusy(
+                    f"this address has {self.per_client()} connections open to this web bridge, "
+                    "each in use; close some, or try again in a second"
+                )
             )
-            TALLY.refused(error.code, str(error))
-            transport.write(_raw(error))
-            transport.close()
+            return
+        if len(self.connections) > self.max_connections and not self._displace(self.connections):
+            self._refuse(
+                ServerBusy(
+                    f"this web bridge has {self.max_connections} connections open; try again in a second"
+                )
+            )
             return
         self._arm()
+
+    def _displace(self, among: set[Any]) -> bool:
+        """Close the oldest of `among` (not this one) that has not sent a whole head; False if none."""
+        idle = [
+            c
+            for c in among
+            if c is not self and isinstance(c, GuardedH11) and not c._served and not c.transport.is_closing()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c._since)
+        oldest._refuse(ServerBusy("this connection sent no request and was closed for a new one"))
+        oldest._forget()
+        return True
+
+    def _refuse(self, error: TuiError) -> None:
+        TALLY.refused(error.code, str(error))
+        self.transport.write(_raw(error))
+        self.transport.close()
+        self._forget()
+
+    def _forget(self) -> None:
+        mine = self._by_peer.get(self._peer)
+        if mine is not None:
+            mine.discard(self)
+            if not mine:
+                del self._by_peer[self._peer]
+        self.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
         if self._head_timer is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()
         super().data_received(data)
+        if self.cycle is not None:
+            self._served = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
+        self._forget()
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -123,7 +172,5 @@ class GuardedH11(H11Protocol):
         self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
-        error = InvalidRequest(f"not an HTTP request this server can read ({msg.rstrip('.')})")
-        TALLY.refused(error.code, str(error))
-        self.transport.write(_raw(error))
-        self.transport.close()
+        TALLY.refused(InvalidRequest.code, f"not an HTTP request this server can read ({msg.rstrip('.')})")
+        super().send_400_response(msg)

@@ -41,10 +41,10 @@ from tui.protocol import (
     Unqueued,
 )
 from tui.protocol.routes import BRIDGE
-from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes
+from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes, seq_header
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
-from tui.worker.hub import BEHIND, CLOSED
+from tui.worker.hub import BEHIND, CLOSED, sse_frame
 
 __all__ = ["MAX_BODY", "build_app"]
 
@@ -86,7 +86,7 @@ def _present(request: Request) -> Presence:
 
 
 def _sse(line: JournalLine) -> bytes:
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (line.seq, line.type.encode(), line.raw)
+    return sse_frame(line)
 
 
 def build_app(worker: SessionWorker) -> Starlette:
@@ -97,11 +97,9 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def events(request: Request) -> Response:
         cursor = int_param(request, "cursor", 0)
-        last_id = request.headers.get("last-event-id")
-        if last_id is not None and last_id.strip():
-            if not (last_id.strip().isascii() and last_id.strip().isdigit()):
-                raise InvalidRequest(f"Last-Event-ID: {last_id!r} is not a seq", field="Last-Event-ID")
-            cursor = int(last_id)
+        last_id = seq_header(request)
+        if last_id is not None:
+            cursor = last_id
         last = worker.journal.last_seq
         if cursor > last:
             raise BadCursor(
@@ -226,6 +224,9 @@ async def _stream(
     sub = worker.hub.subscribe(client_id, who)
     worker.presence_changed()
     sent = cursor
+    if worker.disk_full is not None:
+        # A stream opened while the disk is full hears it as the ones open when it filled did.
+        sub.notice(b": disk_full %s\n\n" % worker.disk_full.detail.encode(errors="replace"))
     try:
         while True:
             # From the journal: at the start, and whenever this follower fell behind.
@@ -251,11 +252,12 @@ async def _stream(
                 if got is BEHIND:
                     break
                 assert isinstance(got, list)
-                fresh = [line for line in got if line.seq > sent]
+                # The usual case (nothing seen twice) takes the batch as it is, with no copy.
+                fresh = got if got and got[0].seq > sent else [frame for frame in got if frame.seq > sent]
                 if fresh and fresh[0].seq != sent + 1:
                     break
                 if fresh:
-                    yield b"".join(_sse(line) for line in fresh)
+                    yield fresh[0].data if len(fresh) == 1 else b"".join(frame.data for frame in fresh)
                     sent = fresh[-1].seq
     finally:
         worker.hub.unsubscribe(sub)

@@ -86,6 +86,9 @@ INTERRUPT_GRACE = 3.0
 """Seconds an interrupted turn gets to end by itself before its task is cancelled."""
 DISK_RETRY = 1.0
 """Seconds between tries to write what a full disk held back."""
+HELD_OUTPUT = 1024 * 1024
+"""Characters of a turn's output (text, thinking, tool output) a full disk holds in memory; past
+this, output is dropped (counted, and said in a note where it was) until space is back."""
 CHECKPOINT_EVERY = 2000
 """Events between two checkpoints of the state (one is also written when the worker leaves)."""
 
@@ -250,6 +253,12 @@ class SessionWorker:
         """Why the last write failed, until a write succeeds again."""
         self._held: list[EventBase] = []
         """A running turn's events a full disk held back, in order; written before anything else."""
+        self._held_chars = 0
+        """Characters of output in `_held` (bounded by `HELD_OUTPUT`)."""
+        self._dropped: Note | None = None
+        """The note in `_held` that stands where output was dropped (its text is written last)."""
+        self._dropped_count = [0, 0]
+        """Pieces of output dropped while the disk was full, and their characters."""
         self._unsaved: dict[str, TurnRecord] = {}
         """Ended turns whose record a full disk kept from being written."""
         self._retry: asyncio.TimerHandle | None = None
@@ -368,6 +377,18 @@ class SessionWorker:
                 return
             except DiskFull:
                 pass
+        if isinstance(event, (TextChunk, Thinking, ToolOutput)):
+            size = len(event.text)
+            if self._held_chars + size > HELD_OUTPUT:
+                # Memory stays bounded however long the turn goes on talking: drop, and count.
+                if self._dropped is None:
+                    self._dropped = Note(text="", source="tui")
+                    self._held.append(self._dropped)
+                    self._dropped_count = [0, 0]
+                self._dropped_count[0] += 1
+                self._dropped_count[1] += size
+                return
+            self._held_chars += size
         self._held.append(event)
 
     def resume(self) -> None:
@@ -392,7 +413,11 @@ class SessionWorker:
                         self.emit(event)
                     finally:
                         self._held = held
-                self._held.pop(0)
+                done = self._held.pop(0)
+                if isinstance(done, (TextChunk, Thinking, ToolOutput)):
+                    self._held_chars -= len(done.text)
+                elif done is self._dropped:
+                    self._dropped = None
                 if self._unsaved:
                     raise self.disk_full or DiskFull("disk full: a turn record could not be written")
         finally:
@@ -416,6 +441,13 @@ class SessionWorker:
 
     def _still_due(self, event: EventBase) -> EventBase | None:
         """A held event as it is written now: a turn's ending takes the reply as it stands then."""
+        if event is self._dropped:
+            pieces, chars = self._dropped_count
+            return Note(
+                text=f"the disk was full: {pieces} piece(s) of output ({chars:,} characters) "
+                "were not kept here",
+                source="tui",
+            )
         if isinstance(event, TurnEnded):
             current = self.state.current
             if current is None or current.turn_id != event.turn_id:
@@ -440,12 +472,15 @@ class SessionWorker:
                 self._retry = asyncio.get_running_loop().call_later(DISK_RETRY, self._try_resume)
 
     def _try_resume(self) -> None:
-        self._retry = None
+        if self._retry is not None:
+            self._retry.cancel()  # (a no-op when it is the timer running this)
+            self._retry = None
         if self.leaving or not (self._held or self._unsaved):
             return
         with contextlib.suppress(DiskFull):
             self.resume()
-        if self._held or self._unsaved:
+        # One timer at a time: a failed resume may have set one already (`_disk_full`).
+        if (self._held or self._unsaved) and self._retry is None:
             self._retry = asyncio.get_running_loop().call_later(DISK_RETRY, self._try_resume)
 
     def _maybe_status(self) -> None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Final
+from typing import Final, NamedTuple
 
 from tui.protocol import Presence
 from tui.protocol.ids import client_label
 from tui.store import JournalLine
 
-__all__ = ["BEHIND", "CLOSED", "Hub", "Subscription"]
+__all__ = ["BEHIND", "CLOSED", "Frame", "Hub", "Subscription", "sse_frame"]
 
 log = logging.getLogger("tui.worker.hub")
 
@@ -36,6 +36,18 @@ CLOSED: Final = _Signal("CLOSED")
 """The worker is leaving: end the stream."""
 
 
+def sse_frame(line: JournalLine) -> bytes:
+    """The SSE message of one event: ``id``, ``event`` and its stored JSON as ``data``."""
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (line.seq, line.type.encode(), line.raw)
+
+
+class Frame(NamedTuple):
+    """One event as every stream sends it: made once per event, shared by all followers."""
+
+    seq: int
+    data: bytes
+
+
 class Subscription:
     """One follower's queue of live events."""
 
@@ -49,7 +61,7 @@ class Subscription:
         self.limit_bytes = limit_bytes
         self.size = 0
         """Bytes of the queued events."""
-        self.items: deque[JournalLine] = deque()
+        self.items: deque[Frame] = deque()
         self.notices: list[bytes] = []
         """Lines for the stream that are not events (SSE comments: ``: disk_full …``)."""
         self.behind = False
@@ -58,20 +70,20 @@ class Subscription:
         """How many times this follower fell behind (for logs and tests)."""
         self._wake = asyncio.Event()
 
-    def push(self, line: JournalLine) -> None:
+    def push(self, frame: Frame) -> None:
         if self.closed:
             return
         if self.behind:
             pass
-        elif len(self.items) >= self.limit or self.size + len(line.raw) > self.limit_bytes:
+        elif len(self.items) >= self.limit or self.size + len(frame.data) > self.limit_bytes:
             self.items.clear()
             self.size = 0
             self.behind = True
             self.dropped += 1
             log.info("follower %s fell behind; its stream reads the journal instead", self.client_id or "?")
         else:
-            self.items.append(line)
-            self.size += len(line.raw)
+            self.items.append(frame)
+            self.size += len(frame.data)
         self._wake.set()
 
     def notice(self, text: bytes) -> None:
@@ -83,7 +95,7 @@ class Subscription:
         self.closed = True
         self._wake.set()
 
-    async def next(self, idle: float) -> list[JournalLine] | _Signal | bytes | None:
+    async def next(self, idle: float) -> list[Frame] | _Signal | bytes | None:
         """Every queued event, or a signal, or a notice, or None when `idle` seconds passed with nothing."""
         if self.notices:
             return self.notices.pop(0)
@@ -131,9 +143,13 @@ class Hub:
         self._subs.discard(sub)
 
     def publish(self, line: JournalLine) -> None:
-        """Hand an appended event to every follower (never waits)."""
+        """Hand an appended event to every follower (never waits): its SSE message is made once,
+        here, and the same bytes go to every stream."""
+        if not self._subs:
+            return
+        frame = Frame(line.seq, sse_frame(line))
         for sub in self._subs:
-            sub.push(line)
+            sub.push(frame)
 
     def notice(self, text: bytes) -> None:
         """Send every open stream a line that is not an event (an SSE comment)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tui.errors import WorkerStarting, WorkerUnavailable
+from tui.errors import WorkerStarting, WorkerUnavailable, os_error
 from tui.protocol.ids import short_id
 from tui.store import StatePaths, WorkerSidecar, read_sidecar
 from tui.store import is_live as _lock_is_live
@@ -67,6 +68,24 @@ def _answers_info(sock_path: str, timeout: float) -> bool:
     return head.startswith(b"HTTP/1.1 200")
 
 
+def _runs(pid: int) -> bool:
+    """Whether process `pid` exists (a zombie counts: it is reaped by whoever started it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def start_worker(
     state_dir: StatePaths | str | os.PathLike[str],
     session_id: str,
@@ -113,8 +132,12 @@ def start_worker(
         else:
             return _wait_for_bridge(paths.sidecar, paths.lock, paths.log, None, deadline, session_id)
 
-    paths.log.parent.mkdir(parents=True, exist_ok=True)
-    with open(paths.log, "ab") as log:
+    try:
+        paths.log.parent.mkdir(parents=True, exist_ok=True)
+        log = open(paths.log, "ab")  # noqa: SIM115 - closed below, once the worker has it
+    except OSError as exc:
+        raise os_error(exc, exc.filename or paths.log) from exc
+    with log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.worker", "--state-dir", str(state.root), session_id],
             stdin=subprocess.DEVNULL,
@@ -157,7 +180,23 @@ def _wait_for_bridge(
                 f"no worker is running for session {short_id(session_id)}; "
                 f"`tui attach {short_id(session_id)}` starts one"
             )
+        serving = ours and car is not None and _runs(car.pid)
+        if serving and car is not None and not _is_socket(car.socket):
+            # The worker writes its sidecar only once its bridge listens: it runs, and the
+            # socket file was deleted under it. Waiting would not bring it back.
+            raise WorkerUnavailable(
+                f"the worker of session {short_id(session_id)} (pid {car.pid}) runs but its socket "
+                f"{car.socket} is gone (deleted?); `tui stop {short_id(session_id)}` ends it, "
+                f"then `tui attach {short_id(session_id)}` starts a new one"
+            )
         if time.monotonic() > deadline:
+            if serving and car is not None:
+                sid = short_id(session_id)
+                raise WorkerUnavailable(
+                    f"the worker of session {sid} (pid {car.pid}) runs but did not answer on {car.socket} "
+                    f"within the wait (stopped, or stuck?); `tui stop {sid}` ends it, "
+                    f"then `tui attach {sid}` starts a new one"
+                )
             if (proc is not None and proc.poll() is None) or (proc is None and _lock_is_live(lock)):
                 raise WorkerStarting(
                     f"the worker of session {short_id(session_id)} is still starting; "

@@ -28,6 +28,7 @@ from tui import __version__
 from tui.config import Config, WorkerSettings, load_config
 from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, TurnRecord
+from tui.serve import JsonH11
 from tui.store import (
     Journal,
     OwnerLock,
@@ -140,6 +141,21 @@ async def _leave_when_idle(worker: SessionWorker) -> None:
             return
 
 
+GONE_CHECK = 5.0
+"""Seconds between looks at whether the session's folder still exists."""
+
+
+async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
+    """Leave once the session's record is gone (its folder or the whole state dir was deleted):
+    no client can find this worker any more, and it would run on for nobody."""
+    while not worker.leaving:
+        await asyncio.sleep(GONE_CHECK)
+        if not paths.record.exists():
+            log.warning("the session's folder %s is gone; leaving", paths.root)
+            await worker.leave("its session folder was deleted")
+            return
+
+
 async def _serve(
     paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float | None
 ) -> int:
@@ -159,7 +175,7 @@ async def _serve(
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=1,
-        http="h11",
+        http=JsonH11,
     )
     server = _Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -200,6 +216,7 @@ async def _serve(
 
     warm = asyncio.create_task(agent.start())
     idle = asyncio.create_task(_leave_when_idle(worker))
+    gone = asyncio.create_task(_leave_when_gone(worker, paths))
     worker.kick_queue()
     await worker.left.wait()
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a
@@ -211,6 +228,7 @@ async def _serve(
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
     warm.cancel()
+    gone.cancel()
     idle.cancel()
     log.info("worker %d left session %s", os.getpid(), record.id)
     return 0
@@ -232,6 +250,8 @@ def _logging(path: Path) -> None:
     root.handlers[:] = [handler]
     root.setLevel(os.environ.get("TUI_LOG_LEVEL", "INFO").upper())
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
+    # A full disk under the log must not cost a traceback on stderr (the same disk) per line.
+    logging.raiseExceptions = False
 
 
 def main(argv: list[str] | None = None) -> int:
