@@ -587,7 +587,7 @@ class TestKeys:
 
     async def test_ctrl_c_twice_on_an_idle_prompt_detaches(self, until: Until) -> None:
         link = MockLink()
-        app = TuiApp(link)
+        app = TuiApp(link, clock=lambda: 1000.0)  # the two presses are close however busy the machine
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press("ctrl+c")
