@@ -145,7 +145,8 @@ async def app_until_done(
             seen, since = now, time.monotonic()
         elif time.monotonic() - since > stall:
             raise AssertionError(f"no progress for {stall:.0f} s waiting for {what} (stuck at {now!r})")
-        await pilot.pause(min(delay, 0.01))
+        # not `pilot.pause`: it gives up when the screen is busy for 30 s, which a long batch may be
+        await asyncio.sleep(delay)
 
 
 # --- event streams --------------------------------------------------------------------------------

@@ -727,6 +727,7 @@ class TestLink:
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
+            link.no_worker_timeout = 600.0  # back when the test says, however busy the machine
             link.located = Located("starting")
             link.drop("the worker restarted")
             await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
@@ -755,6 +756,7 @@ class TestLink:
             link.start_turn("slow()")
             await until(pilot, lambda: app.session.busy)
             link.backoff = type(link.backoff)(first=600.0, factor=1.0, jitter=0.0, cap=600.0)
+            link.no_worker_timeout = 600.0  # back when the test says, however busy the machine
             link.located = Located("starting")
             link.drop("the worker stopped answering")
             await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
