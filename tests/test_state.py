@@ -266,6 +266,7 @@ def transcript(events: list[Event]) -> Transcript:
         cursor=state.last_seq,
         attached=list(state.attached),
         turns_started=state.turns_started,
+        notes=list(state.notes),
     )
 
 

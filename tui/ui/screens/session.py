@@ -60,7 +60,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, who
+from tui.protocol.state import SessionState, note_line, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.pieces import duration_text
@@ -380,8 +380,13 @@ class SessionScreen(Screen[None]):
                 self.prompt.remember(record.prompt)
         if transcript.turns:
             self._last_turn_id = transcript.turns[-1].turn_id
+        for line in transcript.notes:  # said since the last turn ended
+            await self.transcript.add_line(line)
         if state.current is not None:
             record = state.current.record()
+            for before in record.lines:
+                if before.kind == "before":
+                    await self.transcript.add_line(before.text)
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
             live.add_text(record.reply)
         self._show_queue()
@@ -616,7 +621,7 @@ class SessionScreen(Screen[None]):
             self.status.change(model=state.model)
             await transcript.add_line(f"model: {event.model}")
         elif isinstance(event, Note):
-            await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
+            await transcript.add_line(note_line(event))
         elif isinstance(event, WorkerStarted):
             self.status.change(version=event.version, model=state.model or self.status.status.model)
         elif isinstance(event, WorkerLeaving):
@@ -1221,9 +1226,10 @@ _BEHIND = (
     QueueChanged,
     QuestionAsked,
     QuestionResolved,
+    Note,
 )
 """Events inside a turn that starts and ends within what arrived at once: applied to the state
-only, then shown once (notes and other lines still show in their place)."""
+only, then shown once (its notes in their place in it; other lines still show where they came)."""
 
 
 def _whole_turns(items: Sequence[object]) -> set[str]:
