@@ -316,6 +316,7 @@ class ReplySegment(Vertical):
     DEFAULT_CSS = """
     ReplySegment { height: auto; }
     ReplySegment > Markdown { padding: 0 2 0 2; margin: 0; }
+    ReplySegment MarkdownFence > Label { padding: 1 0; }
     """
 
     def __init__(self) -> None:
