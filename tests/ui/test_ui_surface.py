@@ -88,14 +88,16 @@ class TestSearchInFoldedLines:
     async def test_a_match_in_folded_lines_says_which_line_it_is(self, until: Until) -> None:
         long = "".join(f"line {i}{' zebra' if i == 500 else ''}\n" for i in range(1, 1001))
         records = history(2)
-        records[0] = records[0].model_copy(update={"reply": long})
+        records[0] = records[0].model_copy(update={"reply": long, "prompt": "print('zebra')"})
         link = MockLink(history=records, reply_format="verbatim")
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, app.session.attached.is_set)
-            await pilot.press("ctrl+f", *"zebra", "enter")
+            await pilot.press("ctrl+f", *"zebra", "enter")  # the prompt, shown
             await until(pilot, lambda: app.session.transcript.selected == "h0")
-            await until(pilot, lambda: "line 500 of the reply, in the folded lines" in search_count(app))
+            await until(pilot, lambda: "1 of 2 · prompt" in search_count(app))
+            await pilot.press("enter")  # the reply, folded
+            await until(pilot, lambda: "2 of 2 · reply line 500 (folded)" in search_count(app))
 
     async def test_a_match_in_a_calls_output_opens_the_calls(self, until: Until) -> None:
         records = history(2)

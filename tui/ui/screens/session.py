@@ -1166,7 +1166,7 @@ class SessionScreen(Screen[None]):
         """A match in the lines a long output folds away is not on the screen: the count says
         which line it is, so the reader knows where (the fold line says how to open it all)."""
         text = self.search_bar.searched.lower()
-        if not text or not view.is_attached or _draws(view, text):
+        if not text or hit.where == "prompt" or not view.is_attached or _draws(view, text):
             return
         record = view.record
         source = record.reply if hit.where == "reply" else "\n".join(t.output for t in record.tools)
@@ -1174,8 +1174,7 @@ class SessionScreen(Screen[None]):
         if at < 0:
             return
         line = source.count("\n", 0, at) + 1
-        name = "reply" if hit.where == "reply" else "tool output"
-        self.search_bar.show_count(f"{count} · line {line:,} of the {name}, in the folded lines")
+        self.search_bar.show_count(f"{count} line {line:,} (folded)")  # "1 of 2 · reply line 501 (folded)"
 
     # --- who this client is --------------------------------------------------------------------
     def permitted(self, action: Permission, what: str) -> bool:
@@ -1264,9 +1263,10 @@ only, then shown once (its notes in their place in it; other lines still show wh
 
 
 def _draws(view: TurnView, text: str) -> bool:
-    """Whether `view` draws `text` (lower case) on one of its lines at its width."""
+    """Whether `view` draws `text` (lower case) on one of its lines at its width, below its
+    prompt (a hit in the reply or a call is not the one a prompt shows)."""
     width = view.content_size.width
-    return any(text in strip.text.lower() for block in view.blocks for strip in block.lines(view, width))
+    return any(text in strip.text.lower() for block in view.blocks[1:] for strip in block.lines(view, width))
 
 
 def _whole_turns(items: Sequence[object]) -> set[str]:
