@@ -115,10 +115,38 @@ async def app_until(
     pilot: Pilot[Any],
     condition: Callable[[], object],
     what: str = "the app's state",
-    timeout: float = 10.0,  # noqa: ASYNC109
+    timeout: float = TIMEOUT,  # noqa: ASYNC109
 ) -> None:
     """`eventually` in a Textual test: the pilot pauses between two looks, so the app runs meanwhile."""
     await eventually(condition, what, timeout, pause=lambda _: pilot.pause(0.01))
+
+
+async def app_until_done(
+    pilot: Pilot[Any],
+    condition: Callable[[], object],
+    progress: Callable[[], object],
+    what: str = "the app's work",
+    stall: float = TIMEOUT,
+) -> None:
+    """Wait for `condition` while the app works on it, however long the work takes on a busy machine:
+    fail only when `progress()` (a measure of the work done, such as events applied) stays the same
+    for `stall` seconds, a guard against a hang rather than a bound on speed.
+
+    Raises:
+        AssertionError: no progress within `stall` seconds while `condition` did not hold.
+    """
+    seen = progress()
+    since = time.monotonic()
+    for delay in _delays():
+        if condition():
+            return
+        now = progress()
+        if now != seen:
+            seen, since = now, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise AssertionError(f"no progress for {stall:.0f} s waiting for {what} (stuck at {now!r})")
+        # not `pilot.pause`: it gives up when the screen is busy for 30 s, which a long batch may be
+        await asyncio.sleep(delay)
 
 
 # --- event streams --------------------------------------------------------------------------------

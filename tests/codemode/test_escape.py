@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -166,11 +165,9 @@ async def test_a_fork_bomb_is_contained(workdir: Path, mechanism: str) -> None:
             "        os._exit(0)\n"
             "    children += 1\n"
         )
-        started = time.monotonic()
         result = await session.execute(source=source)
         assert result.status == "error", result
         assert result.error is not None and result.error.type == "BlockingIOError"
-        assert time.monotonic() - started < 20
         count = await session.execute(source="children")
         assert 0 < count.value < 32
     assert host_forks()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_textual_snapshot
-from helpers import app_until
+from helpers import TIMEOUT, app_until
 from syrupy.location import PyTestLocation
 from textual.pilot import Pilot
 
@@ -40,9 +40,9 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture
 def until() -> Until:
-    """Wait (pausing the pilot) until `condition()` is true, at most 10 s."""
+    """Wait (pausing the pilot) until `condition()` is true; the limit only guards against a hang."""
 
-    async def wait(pilot: Pilot[object], condition: Callable[[], object], limit: float = 10.0) -> None:
+    async def wait(pilot: Pilot[object], condition: Callable[[], object], limit: float = TIMEOUT) -> None:
         await app_until(pilot, condition, timeout=limit)
 
     return wait

@@ -455,7 +455,7 @@ class TestQueue:
 
 
 class TestQuestions:
-    async def test_a_number_answers_with_that_option(self, until: Until) -> None:
+    async def test_a_number_picks_an_option_and_enter_answers_with_it(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
@@ -464,7 +464,11 @@ class TestQuestions:
             qid = link.ask("Which color?", ["red", "green", "blue"])
             await until(pilot, lambda: app.session.query(QuestionPanel))
             assert not app.session.prompt_box.display
-            await pilot.press("2")
+            await pilot.press("2")  # picked, not sent: the hint says Enter answers
+            await pilot.pause()
+            assert not routes(link, "answer")
+            assert "Enter answers" in str(app.session.query_one("#question-hint", Static).render())
+            await pilot.press("enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0] == {"question_id": qid, "selected": ["green"], "freeform": None}
             await until(pilot, lambda: not app.session.query(QuestionPanel))
@@ -587,7 +591,7 @@ class TestKeys:
 
     async def test_ctrl_c_twice_on_an_idle_prompt_detaches(self, until: Until) -> None:
         link = MockLink()
-        app = TuiApp(link)
+        app = TuiApp(link, clock=lambda: 1000.0)  # the two presses are close however busy the machine
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press("ctrl+c")
@@ -727,6 +731,7 @@ class TestLink:
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
+            link.no_worker_timeout = 600.0  # back when the test says, however busy the machine
             link.located = Located("starting")
             link.drop("the worker restarted")
             await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
@@ -755,6 +760,7 @@ class TestLink:
             link.start_turn("slow()")
             await until(pilot, lambda: app.session.busy)
             link.backoff = type(link.backoff)(first=600.0, factor=1.0, jitter=0.0, cap=600.0)
+            link.no_worker_timeout = 600.0  # back when the test says, however busy the machine
             link.located = Located("starting")
             link.drop("the worker stopped answering")
             await until(pilot, lambda: isinstance(app.session.link_state, Reconnecting))
@@ -830,7 +836,7 @@ class TestAway:
             assert "1 turn ended (1 failed)" in away
             assert "a question is waiting" in away
             assert again.session.query_one("#away").display
-            await pilot.press("1")  # answer the waiting question
+            await pilot.press("1", "enter")  # answer the waiting question
             await until(pilot, lambda: routes(link, "answer"))
             assert not again.session.query_one("#away").display
 

@@ -61,7 +61,7 @@ class TestOnARealWorker:
             app.session.submit(PROGRAM)
             await until(pilot, lambda: app.session.query(QuestionPanel), 30)
             assert "counting" in app.session.turn.reply  # type: ignore[union-attr]
-            await pilot.press("2")  # the second option: prod
+            await pilot.press("2", "enter")  # the second option: prod
             await until(pilot, lambda: ended(app) and not app.session.busy, 30)
             turn = ended(app)[-1].record
             assert turn.outcome == "completed"
@@ -110,7 +110,7 @@ class TestOnARealWorker:
             first.session.submit(PROGRAM)
             await until(two, lambda: second.session.query(QuestionPanel), 30)
             await until(one, lambda: first.session.query(QuestionPanel), 30)
-            await two.press("1")  # the second app answers: staging
+            await two.press("1", "enter")  # the second app answers: staging
             await until(one, lambda: ended(first) and not first.session.busy, 30)
             await until(two, lambda: ended(second) and not second.session.busy, 30)
             assert not first.session.query(QuestionPanel)

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from helpers import eventually, stop_workers
+from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
 from textual.widgets import Static
 
@@ -187,7 +187,12 @@ class TestQuickTurns:
                 link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
                 link.end_turn()
             transcript = app.session.transcript
-            await until(pilot, lambda: app.session.cursor >= len(link.journal) and not app.session.busy)
+            await app_until_done(  # however long the batch takes: bounded by the events applied
+                pilot,
+                lambda: app.session.cursor >= len(link.journal) and not app.session.busy,
+                lambda: (app.session.cursor, transcript.mounted_turns, len(transcript.items)),
+                "the 500 turns to be applied",
+            )
             await pilot.press(*"next")
             assert transcript.live is None
             assert 0 < transcript.mounted_turns <= WINDOW

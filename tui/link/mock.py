@@ -346,6 +346,7 @@ class MockLink(AttachLink):
             has_newer=newer,
             attached=list(self.present),
             turns_started=self.session.turns_started,
+            notes=list(self.session.notes) if before is None and not newer else [],
         )
 
     async def info(self) -> Info:

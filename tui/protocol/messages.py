@@ -31,6 +31,7 @@ __all__ = [
     "ToolRecord",
     "Transcript",
     "TurnAccepted",
+    "TurnLine",
     "TurnRecord",
     "TurnRequest",
     "Unqueued",
@@ -182,6 +183,22 @@ class ToolRecord(_Wire):
     locations: list[str] = []
     diffs: list[Diff] = []
     """The edits the call made, in order."""
+    at_reply: int = 0
+    """How many characters of the turn's reply had come when the call started (where it goes)."""
+
+
+class TurnLine(_Wire):
+    """A line of a turn, in the order and place it came: a question answered, or a note."""
+
+    kind: Literal["answered", "note", "before"]
+    """``answered``: a question answered (its line is also in `TurnRecord.answered`); ``note``: a
+    note said during the turn; ``before``: a note said between the turn before and this one."""
+    text: str
+    """The line as it is shown (``answered by root: Allow``, ``note from claude: …``)."""
+    tools: int = 0
+    """How many of the turn's tool calls had started when it came."""
+    at_reply: int = 0
+    """How many characters of the reply had come when it came."""
 
 
 class TurnRecord(_Wire):
@@ -210,6 +227,8 @@ class TurnRecord(_Wire):
     """A model's reasoning during the turn, when it showed any."""
     plan: list[PlanEntry] = []
     """The agent's plan as it last stood in this turn."""
+    lines: list[TurnLine] = []
+    """Its answered questions and notes, in the order they came (with the notes said before it)."""
 
 
 class PendingQuestion(Question):
@@ -234,6 +253,8 @@ class Transcript(_Wire):
     """Who has an event stream open when the transcript is read."""
     turns_started: int = 0
     """How many turns the session started so far (the next one is ``#turns_started + 1``)."""
+    notes: list[str] = []
+    """Notes said since the last turn ended, while no turn ran (the next turn's ``before`` lines)."""
 
 
 class SearchHit(_Wire):

@@ -30,6 +30,7 @@ from tui.protocol.events import (
     By,
     Event,
     ModelChanged,
+    Note,
     Plan,
     PlanEntry,
     Presence,
@@ -48,7 +49,14 @@ from tui.protocol.events import (
     WorkerStarted,
 )
 from tui.protocol.ids import client_label
-from tui.protocol.messages import PendingQuestion, ToolRecord, Transcript, TurnAccepted, TurnRecord
+from tui.protocol.messages import (
+    PendingQuestion,
+    ToolRecord,
+    Transcript,
+    TurnAccepted,
+    TurnLine,
+    TurnRecord,
+)
 
 __all__ = [
     "RESTARTED",
@@ -57,7 +65,10 @@ __all__ = [
     "RunningTurn",
     "SessionState",
     "State",
+    "Step",
     "apply",
+    "note_line",
+    "steps",
     "who",
 ]
 
@@ -74,7 +85,11 @@ State = Literal["idle", "working", "asking"]
 # Events that only matter inside the turn that is running when they are read.
 _TURN_DETAIL = frozenset({"text", "thinking", "plan", "tool_started", "tool_output", "tool_ended"})
 # Known events that change nothing here.
-_NO_STATE = frozenset({"note", "worker_leaving"})
+_NO_STATE = frozenset({"worker_leaving"})
+KEEP_NOTES = 20
+"""The most notes kept between two turns (a note said again while kept is not kept twice)."""
+RUNNING = "running"
+"""A tool call's status until it ends."""
 _KNOWN = frozenset(
     {
         *_TURN_DETAIL,
@@ -98,7 +113,7 @@ def tool_record(event: ToolStarted) -> ToolRecord:
         call_id=event.call_id,
         name=event.name,
         args=event.args,
-        status="still_working",
+        status=RUNNING,
         title=event.title,
         kind=event.kind,
         locations=list(event.locations),
@@ -114,6 +129,49 @@ def who(by: By, client_id: str | None = None) -> str:
         name = by.name or "owner"
     label = client_label(client_id)
     return name if label in (None, "terminal") else f"{name} ({label})"
+
+
+def note_line(event: Note) -> str:
+    """A note as the transcript shows it: ``note from claude: …``."""
+    return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+Step = tuple[Literal["text"], str] | tuple[Literal["tool"], ToolRecord] | tuple[Literal["line"], str]
+
+
+def steps(record: TurnRecord) -> list[Step]:
+    """A turn's reply, tool calls and lines (answered questions, notes) in the order they came,
+    as far as the record says (a record written before it kept places: its tools, its answered
+    lines, then its reply). Notes said before the turn (``before`` lines) are not among them."""
+    out: list[Step] = []
+    reply, tools = record.reply, record.tools
+    done = 0  # characters of the reply placed
+    used = 0  # tools placed
+
+    def text_to(at: int) -> None:
+        nonlocal done
+        at = max(done, min(at, len(reply)))
+        if at > done:
+            out.append(("text", reply[done:at]))
+            done = at
+
+    def tools_to(count: int) -> None:
+        nonlocal used
+        while used < min(count, len(tools)):
+            text_to(tools[used].at_reply)
+            out.append(("tool", tools[used]))
+            used += 1
+
+    lines = [line for line in record.lines if line.kind != "before"]
+    for line in lines:
+        tools_to(line.tools)
+        text_to(line.at_reply)
+        out.append(("line", line.text))
+    tools_to(len(tools))
+    if not any(line.kind == "answered" for line in lines):
+        out += [("line", text) for text in record.answered]
+    text_to(len(reply))
+    return out
 
 
 def _joined(chunks: list[str]) -> str:
@@ -139,6 +197,10 @@ class RunningTurn(BaseModel):
     output: dict[str, list[str]] = {}
     """Each call's output chunks."""
     answered: list[str] = []
+    lines: list[TurnLine] = []
+    """Its answered questions and notes (and those said before it), in order."""
+    replied: int = 0
+    """Characters of the reply so far (where a call or a line comes)."""
 
     @field_serializer("chunks", "thinking")
     def _compact(self, chunks: list[str]) -> list[str]:
@@ -149,9 +211,10 @@ class RunningTurn(BaseModel):
         return {call_id: [_joined(chunks)] for call_id, chunks in output.items()}
 
     @classmethod
-    def begin(cls, event: TurnStarted, number: int = 0) -> RunningTurn:
-        """The turn `event` started, the `number`th of its session."""
+    def begin(cls, event: TurnStarted, number: int = 0, before: list[str] | None = None) -> RunningTurn:
+        """The turn `event` started, the `number`th of its session, after the notes `before`."""
         return cls(
+            lines=[TurnLine(kind="before", text=text) for text in before or []],
             head=TurnRecord(
                 turn_id=event.turn_id,
                 prompt=event.prompt,
@@ -162,14 +225,14 @@ class RunningTurn(BaseModel):
                 origin=event.origin,
                 started_seq=event.seq,
                 started_at=event.at.isoformat(),
-            )
+            ),
         )
 
     @classmethod
     def resume(cls, record: TurnRecord) -> RunningTurn:
         """The turn a transcript says is running (`record`: its record so far)."""
         head = record.model_copy(
-            update={"reply": "", "tools": [], "answered": [], "thinking": "", "plan": []}
+            update={"reply": "", "tools": [], "answered": [], "thinking": "", "plan": [], "lines": []}
         )
         return cls(
             head=head,
@@ -179,11 +242,17 @@ class RunningTurn(BaseModel):
             tools={t.call_id: t.model_copy(update={"output": ""}) for t in record.tools},
             output={t.call_id: [t.output] for t in record.tools if t.output},
             answered=list(record.answered),
+            lines=list(record.lines),
+            replied=len(record.reply),
         )
 
     @property
     def turn_id(self) -> str:
         return self.head.turn_id
+
+    def add_line(self, kind: Literal["answered", "note"], text: str) -> None:
+        """A line said now, placed after the calls started and the reply so far."""
+        self.lines.append(TurnLine(kind=kind, text=text, tools=len(self.tools), at_reply=self.replied))
 
     @property
     def reply(self) -> str:
@@ -208,8 +277,16 @@ class RunningTurn(BaseModel):
             error: why it failed, if it did.
             reply: the whole reply as the ending says it; empty: the chunks so far.
         """
+        # A call the ended turn never closed (its worker stopped, or the agent did not say) ended with it.
+        closed = RUNNING if outcome is None else "ended" if outcome == "completed" else "interrupted"
         tools = [
-            t.model_copy(update={"output": _joined(self.output.get(t.call_id, [])), "diffs": list(t.diffs)})
+            t.model_copy(
+                update={
+                    "output": _joined(self.output.get(t.call_id, [])),
+                    "diffs": list(t.diffs),
+                    "status": closed if t.status == RUNNING else t.status,
+                }
+            )
             for t in self.tools.values()
         ]
         return self.head.model_copy(
@@ -221,6 +298,7 @@ class RunningTurn(BaseModel):
                 "outcome": outcome,
                 "error": error,
                 "answered": list(self.answered),
+                "lines": list(self.lines),
                 "thinking": _joined(self.thinking),
                 "plan": list(self.plan),
             }
@@ -274,6 +352,8 @@ class SessionState(BaseModel):
     """The agent's own slash commands."""
     mode: str | None = None
     """The agent's mode, when it has modes."""
+    notes: list[str] = []
+    """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -285,6 +365,7 @@ class SessionState(BaseModel):
             queue=list(transcript.queue),
             queue_held=transcript.queue_held,
             attached=list(transcript.attached),
+            notes=list(transcript.notes),
         )
         for record in transcript.turns:
             state._keep(record)
@@ -337,6 +418,7 @@ class SessionState(BaseModel):
             case TextChunk():
                 if current is not None and current.turn_id == event.turn_id:
                     current.chunks.append(event.text)
+                    current.replied += len(event.text)
             case ToolOutput():
                 if current is not None and current.turn_id == event.turn_id:
                     if event.text:
@@ -349,7 +431,8 @@ class SessionState(BaseModel):
                     current.thinking.append(event.text)
             case ToolStarted():
                 if current is not None and current.turn_id == event.turn_id:
-                    current.tools[event.call_id] = tool_record(event)
+                    started = current.tools[event.call_id] = tool_record(event)
+                    started.at_reply = current.replied
             case ToolEnded():
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)
@@ -361,9 +444,11 @@ class SessionState(BaseModel):
             case TurnStarted():
                 if current is not None and current.turn_id != event.turn_id:
                     self._end_here(SUPERSEDED, event.seq, event.at.isoformat())
+                before: list[str] = []
                 if current is None or current.turn_id != event.turn_id:
                     self.turns_started += 1
-                self.current = RunningTurn.begin(event, self.turns_started)
+                    before, self.notes = self.notes, []
+                self.current = RunningTurn.begin(event, self.turns_started, before)
                 self.question = None
                 rid = event.request_id
                 if rid:
@@ -376,7 +461,9 @@ class SessionState(BaseModel):
             case QuestionResolved():
                 if self.question is not None and self.question.question_id == event.question_id:
                     if current is not None:
-                        current.answered.append(_answered_line(event))
+                        line = _answered_line(event)
+                        current.answered.append(line)
+                        current.add_line("answered", line)
                     self.question = None
             case TurnEnded():
                 self.tokens_in += event.usage.get("input", 0)
@@ -434,6 +521,12 @@ class SessionState(BaseModel):
             case AgentInfo():
                 self.commands = list(event.commands)
                 self.mode = event.mode
+            case Note():
+                line = note_line(event)
+                if current is not None:
+                    current.add_line("note", line)
+                elif line not in self.notes:
+                    self.notes = [*self.notes, line][-KEEP_NOTES:]
             case _:
                 pass
         return self

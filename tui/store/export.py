@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from tui.protocol import Note, TurnRecord, WorkerStarted
-from tui.protocol.state import SessionState, who
+from tui.protocol import Note, ToolRecord, TurnRecord, WorkerStarted
+from tui.protocol.state import SessionState, steps, who
 from tui.store.journal import Journal
 
 __all__ = ["FORMATS", "Format", "export"]
@@ -41,11 +41,13 @@ def _text(record: TurnRecord, number: int) -> str:
         f"{MARK} " + record.prompt.replace("\n", "\n  "),
         f"  · turn {number} · {who(record.by)} · {_when(record.started_at)}",
     ]
-    for tool in record.tools:
-        lines.append(f"  ▸ {tool.title or tool.name} · {tool.status}")
-    lines += [f"  {line}" for line in record.answered]
-    if record.reply:
-        lines.append(record.reply.rstrip("\n"))
+    for kind, value in steps(record):  # in the order they came
+        if isinstance(value, ToolRecord):
+            lines.append(f"  ▸ {value.title or value.name} · {value.status}")
+        elif kind == "line":
+            lines.append(f"  {value}")
+        elif value.rstrip("\n"):
+            lines.append(value.rstrip("\n"))
     if record.outcome in ("failed", "interrupted"):
         lines.append(f"✗ {_why(record)}")
     elif record.outcome is None:
@@ -60,13 +62,14 @@ def _markdown(record: TurnRecord, number: int, program: bool) -> str:
         if program
         else f"> {record.prompt.replace(chr(10), chr(10) + '> ')}\n"
     )
-    for tool in record.tools:
-        parts.append(f"- `{tool.title or tool.name}` · {tool.status}\n")
-    parts += [f"- {line}\n" for line in record.answered]
-    if record.reply:
-        parts.append(
-            f"```\n{record.reply.rstrip(chr(10))}\n```\n" if program else record.reply.rstrip("\n") + "\n"
-        )
+    for kind, value in steps(record):  # in the order they came
+        if isinstance(value, ToolRecord):
+            parts.append(f"- `{value.title or value.name}` · {value.status}\n")
+        elif kind == "line":
+            parts.append(f"- {value}\n")
+        elif value.rstrip("\n"):
+            text = value.rstrip("\n")
+            parts.append(f"```\n{text}\n```\n" if program else text + "\n")
     if record.outcome in ("failed", "interrupted"):
         parts.append(f"\n**{_why(record)}**\n")
     elif record.outcome is None:
@@ -98,7 +101,7 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
             state.apply(event)
             if isinstance(event, WorkerStarted):
                 program = event.prompt_syntax == "python"
-            elif isinstance(event, Note):
+            elif isinstance(event, Note) and state.current is None:  # between turns (else in its turn)
                 yield f"· {event.text}\n\n" if fmt == "text" else f"*{event.text}*\n\n"
             ended = state.ended_by(event)
             if ended is not None and ended.turn_id not in shown:

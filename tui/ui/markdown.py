@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from rich.console import ConsoleRenderable
+    from rich.markdown import Markdown
 
 __all__ = ["parser", "reply_markdown"]
 
@@ -39,11 +40,28 @@ def parser() -> MarkdownIt:
     return _parser_class()("gfm-like")
 
 
+@cache
+def _markdown_class() -> type[Markdown]:
+    from rich.markdown import CodeBlock, Markdown
+    from rich.syntax import Syntax
+
+    class FlushCode(CodeBlock):
+        """A code block (a ``!`` line's output, say) starting in the column the text does: Rich's
+        pads it one column in."""
+
+        def __rich_console__(self, console: Any, options: Any) -> Any:
+            code = str(self.text).rstrip()
+            yield Syntax(code, self.lexer_name, theme=self.theme, word_wrap=True, padding=(1, 0))
+
+    class ReplyMarkdown(Markdown):
+        elements = {**Markdown.elements, "fence": FlushCode, "code_block": FlushCode}
+
+    return ReplyMarkdown
+
+
 def reply_markdown(source: str) -> ConsoleRenderable:
     """A reply rendered once with Rich (cheap to keep, cached by Textual per width)."""
-    from rich.markdown import Markdown
-
-    markdown = Markdown("", code_theme="ansi_dark", hyperlinks=False)
+    markdown = _markdown_class()("", code_theme="ansi_dark", hyperlinks=False)
     markdown.markup = source
     markdown.parsed = parser().parse(source)
     return markdown

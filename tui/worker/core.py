@@ -961,6 +961,7 @@ class SessionWorker:
             has_newer=newer,
             attached=self.hub.present,
             turns_started=self.state.turns_started,
+            notes=list(self.state.notes) if before is None and not newer else [],
         )
 
     async def search(self, text: str, limit: int = 200) -> SearchResult:

@@ -24,7 +24,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TextArea
+from textual.widgets import Static, TextArea
 from textual.worker import Worker, WorkerState
 
 from tui.errors import Busy, Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
@@ -60,13 +60,14 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, who
+from tui.protocol.state import SessionState, note_line, who
 from tui.terminal import visible, visible_data
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.pieces import duration_text
 from tui.ui.screens.pager import OutputPager
 from tui.ui.seen import Seen, SeenStore
+from tui.ui.widgets.footer import FittingFooter
 from tui.ui.widgets.prompt import PLACEHOLDER, PromptArea, PromptBox
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.search import SearchBar
@@ -226,7 +227,7 @@ class SessionScreen(Screen[None]):
         yield Static(id="viewing", markup=False)
         yield PromptBox(id="prompt-box", paths=self.link.paths_complete)
         yield StatusRows(id="status", clock=self.clock)
-        yield Footer()
+        yield FittingFooter()
 
     def notify(
         self,
@@ -385,8 +386,13 @@ class SessionScreen(Screen[None]):
                 self.prompt.remember(record.prompt)
         if transcript.turns:
             self._last_turn_id = transcript.turns[-1].turn_id
+        for line in transcript.notes:  # said since the last turn ended
+            await self.transcript.add_line(line)
         if state.current is not None:
             record = state.current.record()
+            for before in record.lines:
+                if before.kind == "before":
+                    await self.transcript.add_line(before.text)
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
             live.add_text(record.reply)
         self._show_queue()
@@ -621,7 +627,7 @@ class SessionScreen(Screen[None]):
             self.status.change(model=state.model)
             await transcript.add_line(f"model: {event.model}")
         elif isinstance(event, Note):
-            await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
+            await transcript.add_line(note_line(event))
         elif isinstance(event, WorkerStarted):
             self.status.change(version=event.version, model=state.model or self.status.status.model)
         elif isinstance(event, WorkerLeaving):
@@ -899,15 +905,23 @@ class SessionScreen(Screen[None]):
             self.notify("The queue is not held.", title="Queue")
 
     def copy_last_reply(self) -> None:
-        """Copy the last ended turn's reply to the clipboard (OSC 52: it works over SSH and tmux)."""
-        last = next(reversed(self.session_state.turns.values()), None)
-        if last is None or not last.reply:
-            why = "No turn has ended yet." if last is None else "The last turn has no reply."
-            self.notify(why, title="Nothing to copy", severity="warning")
+        """Copy the last reply there is (of the ended turns kept here) to the clipboard (OSC 52:
+        it works over SSH and tmux); the note says which turn's it is when a later one had none."""
+        newest = list(reversed(self.session_state.turns.values()))
+        kept = [i.record for i in reversed(self.transcript.items) if i.record is not None]
+        if not newest and not kept:
+            self.notify("No turn has ended yet.", title="Nothing to copy", severity="warning")
+            return
+        last = next((r for r in [*newest, *kept] if r.reply), None)
+        if last is None:
+            self.notify("No ended turn here has a reply.", title="Nothing to copy", severity="warning")
             return
         self.app.copy_to_clipboard(last.reply)
         lines = len(last.reply.splitlines())
-        self.notify(f"copied {lines} line{'s' if lines != 1 else ''}", title="The last reply")
+        latest = (newest or kept)[0]
+        which = "The last reply" if last.turn_id == latest.turn_id else f"The reply of turn {last.number}"
+        later = "" if last.turn_id == latest.turn_id else " (the turns after it have none)"
+        self.notify(f"copied {lines} line{'s' if lines != 1 else ''}{later}", title=which)
 
     @work(group="requests", exit_on_error=False)
     async def _stats(self) -> None:
@@ -1142,9 +1156,30 @@ class SessionScreen(Screen[None]):
     async def _go_to_hit(self) -> None:
         hit: SearchHit = self._hits[self._hit]
         more = "+" if self._total > len(self._hits) else ""
-        self.search_bar.show_count(f"{self._hit + 1} of {self._total}{more} · {hit.where}")
+        count = f"{self._hit + 1} of {self._total}{more} · {hit.where}"
+        self.search_bar.show_count(count)
         if not await self.transcript.go_to(hit.turn_id):
             self.search_bar.show_count(f"{self._hit + 1} of {self._total}{more} · not loaded")
+            return
+        view = self.transcript.selected_view
+        if view is not None and hit.where == "tool" and not view.expanded:
+            view.expanded = True  # the match is in a call: its output shows
+        if view is not None:
+            self.call_after_refresh(self._say_if_folded, view, hit, count)
+
+    def _say_if_folded(self, view: TurnView, hit: SearchHit, count: str) -> None:
+        """A match in the lines a long output folds away is not on the screen: the count says
+        which line it is, so the reader knows where (the fold line says how to open it all)."""
+        text = self.search_bar.searched.lower()
+        if not text or hit.where == "prompt" or not view.is_attached or _draws(view, text):
+            return
+        record = view.record
+        source = record.reply if hit.where == "reply" else "\n".join(t.output for t in record.tools)
+        at = source.lower().find(text)
+        if at < 0:
+            return
+        line = source.count("\n", 0, at) + 1
+        self.search_bar.show_count(f"{count} line {line:,} (folded)")  # "1 of 2 · reply line 501 (folded)"
 
     # --- who this client is --------------------------------------------------------------------
     def permitted(self, action: Permission, what: str) -> bool:
@@ -1226,9 +1261,17 @@ _BEHIND = (
     QueueChanged,
     QuestionAsked,
     QuestionResolved,
+    Note,
 )
 """Events inside a turn that starts and ends within what arrived at once: applied to the state
-only, then shown once (notes and other lines still show in their place)."""
+only, then shown once (its notes in their place in it; other lines still show where they came)."""
+
+
+def _draws(view: TurnView, text: str) -> bool:
+    """Whether `view` draws `text` (lower case) on one of its lines at its width, below its
+    prompt (a hit in the reply or a call is not the one a prompt shows)."""
+    width = view.content_size.width
+    return any(text in strip.text.lower() for block in view.blocks[1:] for strip in block.lines(view, width))
 
 
 def _whole_turns(items: Sequence[object]) -> set[str]:

@@ -1,6 +1,6 @@
 """The pending question, in the prompt's place: options by arrows or number (one line each, a
-mark for each option picked when several may be), a freeform line when the question allows one,
-Esc dismisses. A viewer reads it and is told who may answer."""
+mark for each option picked when several may be), Enter answers, a freeform line when the
+question allows one, Esc dismisses. A viewer reads it and is told who may answer."""
 
 from __future__ import annotations
 
@@ -166,8 +166,10 @@ class QuestionPanel(Vertical):
                 event.prevent_default()
                 if q.multiple:
                     self.toggle(number - 1)
-                else:
-                    self.post_message(self.Answered(q.question_id, [q.options[number - 1].label], None))
+                else:  # picked, not sent: Enter answers (a permission is never given by a stray digit)
+                    choices = self.query_one("#choices", OptionList)
+                    choices.highlighted = number - 1
+                    choices.focus()
         elif event.key == "space" and q.multiple and q.options:
             event.stop()
             event.prevent_default()

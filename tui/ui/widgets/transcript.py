@@ -29,7 +29,7 @@ from textual.widgets import Static
 
 from tui.errors import TuiError
 from tui.protocol import Transcript, TurnRecord
-from tui.ui.widgets.turn import LiveTurn, Part, TurnView
+from tui.ui.widgets.turn import LiveTurn, Part, TurnView, kept_lines
 
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "TranscriptView"]
 
@@ -55,6 +55,15 @@ class Item:
     record: TurnRecord | None = None
     parts: list[Part] | None = None
     line: str = ""
+
+
+def page_items(records: list[TurnRecord]) -> list[Item]:
+    """The items of a page of turns: each turn after the notes said before it."""
+    items: list[Item] = []
+    for record in records:
+        items += [Item(line=line.text) for line in record.lines if line.kind == "before"]
+        items.append(Item(record=record))
+    return items
 
 
 class NoteLine(Static):
@@ -218,7 +227,7 @@ class TranscriptView(VerticalScroll):
         """
         async with self._window:
             self._epoch += 1
-            self.items = [Item(record=r) for r in records]
+            self.items = page_items(records)
             self.has_more, self.has_newer = has_more, has_newer
             self._lo = max(0, len(self.items) - FIRST)
             self._hi = len(self.items)
@@ -332,9 +341,10 @@ class TranscriptView(VerticalScroll):
                 self._show_edges()
                 return  # the reader went elsewhere meanwhile: this page no longer joins on
             self.has_more = page.has_more
-            self.items[:0] = [Item(record=r) for r in page.turns]
-            self._lo += len(page.turns)
-            self._hi += len(page.turns)
+            older = page_items(page.turns)
+            self.items[:0] = older
+            self._lo += len(older)
+            self._hi += len(older)
             drop = min(len(self.items) - KEEP, len(self.items) - self._hi)
             if drop > 0:  # the newest kept records, far below the view: fetched again when needed
                 del self.items[-drop:]
@@ -362,7 +372,7 @@ class TranscriptView(VerticalScroll):
                 self._show_edges()
                 return
             self.has_newer = page.has_newer
-            self.items.extend(Item(record=r) for r in page.turns)
+            self.items.extend(page_items(page.turns))
             drop = min(len(self.items) - KEEP, self._lo)
             if drop > 0:  # the oldest kept records, far above the view
                 del self.items[:drop]
@@ -492,7 +502,7 @@ class TranscriptView(VerticalScroll):
                 return False
             async with self._window:
                 self._epoch += 1
-                self.items = [Item(record=r) for r in page.turns]
+                self.items = page_items(page.turns)
                 self.has_more, self.has_newer = page.has_more, page.has_newer
                 self._lo = self._hi = 0
             ids = [i.record.turn_id if i.record is not None else None for i in self.items]
@@ -604,9 +614,15 @@ class TranscriptView(VerticalScroll):
             return
         await live.finish()
         self.live = None
-        shown = {p.tool.call_id for p in live.parts if p.tool is not None}
-        # attached in the middle of the turn: the calls made before are only in the record
-        parts = live.parts if all(t.call_id in shown for t in record.tools) else None
+        tools = {t.call_id: t for t in record.tools}
+        lines = sum(1 for p in live.parts if p.kind == "line" and p.text in kept_lines(record))
+        said = sum(1 for line in record.lines if line.kind != "before")
+        # attached in the middle of the turn: the calls and lines that came before are only in the record
+        whole = {p.tool.call_id for p in live.parts if p.tool is not None} >= tools.keys() and lines >= said
+        parts = live.parts if whole else None
+        for part in parts or []:
+            if part.tool is not None:  # as the record ended it (a call never closed ended with the turn)
+                part.tool = tools.get(part.tool.call_id, part.tool)
         with self.app.batch_update():
             await live.remove()
             await self._append(Item(record=record, parts=parts))

@@ -32,7 +32,7 @@ from textual.timer import Timer
 from textual.widgets import Collapsible, Static
 
 from tui.protocol import By, Diff, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
-from tui.protocol.state import tool_record
+from tui.protocol.state import Step, steps, tool_record
 from tui.ui.markdown import parser
 from tui.ui.pieces import outcome_text, prompt_block, tool_title
 from tui.ui.widgets.diff import DiffView, diff_text
@@ -99,8 +99,10 @@ class Part:
 
 
 def parts_of(record: TurnRecord) -> list[Part]:
-    """A record's parts when the order is not known: its tools (each question's answer under
-    the tool that asked it), then its reply."""
+    """A record's parts in the order they came, as far as it says (`steps`); a record that kept
+    no places has its tools (each question's answer under the tool that asked it), then its reply."""
+    if record.lines or any(tool.at_reply for tool in record.tools):
+        return [_part(step) for step in steps(record)]
     parts: list[Part] = []
     answered = iter(record.answered)
     for tool in record.tools:
@@ -112,6 +114,18 @@ def parts_of(record: TurnRecord) -> list[Part]:
     if record.reply:
         parts.append(Part("text", record.reply))
     return parts
+
+
+def _part(step: Step) -> Part:
+    if step[0] == "tool":
+        return Part("tool", tool=step[1])
+    return Part(step[0], step[1])
+
+
+def kept_lines(record: TurnRecord) -> set[str]:
+    """The lines an ended turn shows where they came: its answered questions and notes (not the
+    other lines its live view showed, such as a model change, which the record does not keep)."""
+    return {*record.answered, *(line.text for line in record.lines if line.kind != "before")}
 
 
 class TurnView(LinesView):
@@ -184,11 +198,12 @@ class TurnView(LinesView):
         if record.plan:
             blocks.append(RichBlock(lambda _: plan_text(record.plan), indent=2))
         shown: set[str] = set()
+        kept = kept_lines(record)
         for part in self.parts:
             if part.kind == "tool" and part.tool is not None:
                 blocks.extend(self._tool_blocks(part.tool))
             elif part.kind == "line":
-                if part.text in record.answered and part.text not in shown:
+                if part.text in kept and (part.text not in shown or part.text not in record.answered):
                     shown.add(part.text)
                     blocks.append(_line(part.text, "turn--who"))
             elif part.text:
@@ -301,6 +316,7 @@ class ReplySegment(Vertical):
     DEFAULT_CSS = """
     ReplySegment { height: auto; }
     ReplySegment > Markdown { padding: 0 2 0 2; margin: 0; }
+    ReplySegment MarkdownFence > Label { padding: 1 0; }
     """
 
     def __init__(self) -> None:
