@@ -9,6 +9,11 @@ It does what real coding agents do, chosen by words in the prompt:
   which option was chosen, or that it was cancelled;
 - ``read``: reads ``notes.txt`` through the client, then tries ``../outside.txt`` and says
   whether it was refused;
+- ``rename``: a tool call first titled "Preparing file…" with no input and a line of output, then
+  updated (as Claude Code does) to "Write out.txt" with its path and content, its output replaced
+  by the diff of the file it writes;
+- ``create``: as Gemini CLI does, reads ``new.txt`` (missing) before writing it, and gives up
+  when that read is an error;
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
 - ``recall``: says the prompts this ACP session has seen (kept across ``session/load``).
@@ -161,6 +166,10 @@ class CodingAgent:
             await self.permission(session_id)
         if "read" in text:
             await self.read(session_id)
+        if "rename" in text:
+            await self.rename(session_id)
+        if "create" in text:
+            await self.create(session_id)
         if "probe" in text:
             # What the agent itself reaches of tui's own files: its session's journal.
             journal = (
@@ -242,6 +251,68 @@ class CodingAgent:
                 status="completed" if chosen.startswith("allow") else "failed",
                 content=[acp.tool_content(acp.text_block("2 passed"))],
             ),
+        )
+
+    async def rename(self, session_id: str) -> None:
+        target = Path.cwd() / "out.txt"
+        await self.say(
+            session_id,
+            schema.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id="write-1",
+                title="Preparing file…",
+                kind="edit",
+                status="pending",
+                raw_input={},
+                content=[acp.tool_content(acp.text_block("thinking about the file"))],
+            ),
+        )
+        body = "written by the agent\n"
+        await self.say(
+            session_id,
+            schema.ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id="write-1",
+                title="Write out.txt",
+                status="in_progress",
+                raw_input={"file_path": str(target), "content": body},
+                locations=[schema.ToolCallLocation(path=str(target))],
+            ),
+        )
+        await self.conn.write_text_file(session_id=session_id, path=str(target), content=body)
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "write-1", status="completed", content=[acp.tool_diff_content(str(target), body, None)]
+            ),
+        )
+
+    async def create(self, session_id: str) -> None:
+        target = Path.cwd() / "new.txt"
+        await self.say(
+            session_id, acp.start_edit_tool_call("create-1", "Write new.txt", path=str(target), content=None)
+        )
+        try:
+            old = await self.conn.read_text_file(session_id=session_id, path=str(target))
+        except acp.RequestError as exc:
+            await self.say(
+                session_id, acp.update_tool_call("create-1", status="failed", raw_output={"error": str(exc)})
+            )
+            await self.say(
+                session_id, acp.update_agent_message_text(f"Error checking existing file: {exc}\n")
+            )
+            return
+        await self.conn.write_text_file(session_id=session_id, path=str(target), content="brand new\n")
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "create-1",
+                status="completed",
+                content=[acp.tool_diff_content(str(target), "brand new\n", old.content or None)],
+            ),
+        )
+        await self.say(
+            session_id, acp.update_agent_message_text(f"created new.txt (it held {old.content!r})\n")
         )
 
     async def read(self, session_id: str) -> None:

@@ -71,3 +71,11 @@ def test_a_missing_command_is_refused_in_one_line_and_leaves_nothing(tmp_path: P
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and "'no-such-acp-agent'" in lines[0] and "[agents.ghost]" in lines[0]
     assert sessions() == []
+
+
+def test_the_transcript_names_a_tool_call_as_the_agent_last_titled_it(tester: Path) -> None:
+    sid, _, err, code = _new("rename the file")
+    assert code == 0, err
+    text = tui("transcript", sid)
+    assert text.returncode == 0, text.stderr
+    assert "▸ Write out.txt · completed" in text.stdout and "Preparing" not in text.stdout

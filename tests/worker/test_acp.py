@@ -149,6 +149,39 @@ async def test_files_are_served_only_inside_the_working_directory(
     assert "refused the agent's write of /tmp/../etc/escaped.txt" in notes
 
 
+async def test_a_tool_call_takes_the_title_input_and_content_of_its_updates(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    worker = acp_worker()
+    follower = worker.follow()
+    ended = await worker.turn("rename")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert (workdir / "out.txt").read_text() == "written by the agent\n"
+    assert events(worker, "tool_started")[0]["title"] == "Preparing file…"
+    diff = {"path": "out.txt", "old": None, "new": "written by the agent\n"}
+    # live: the update follows the start on the stream
+    updated = await follower.until(lambda e: e.type == "tool_updated" and "title" in e.data)
+    assert updated.data["title"] == "Write out.txt"
+    # the record, as the transcript and a later attach read it
+    tool = (await worker.client().get("/transcript")).json()["turns"][-1]["tools"][0]
+    assert tool["title"] == "Write out.txt" and tool["kind"] == "edit"
+    assert tool["args"] == {"file_path": str(workdir / "out.txt"), "content": "written by the agent\n"}
+    assert tool["locations"] == ["out.txt"]
+    # the final content (a diff) replaced the line it first showed
+    assert tool["output"] == "" and tool["diffs"] == [diff] and tool["status"] == "completed"
+
+
+async def test_a_missing_file_reads_as_empty_so_an_agent_can_create_it(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("create")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert "created new.txt (it held '')" in ended["reply"]
+    assert (workdir / "new.txt").read_text() == "brand new\n"
+    assert events(worker, "tool_ended")[0]["status"] == "completed"
+
+
 async def test_a_symlink_out_of_the_folder_is_refused(
     acp_worker: Callable[[], Worker], workdir: Path
 ) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "ToolEnded",
     "ToolOutput",
     "ToolStarted",
+    "ToolUpdated",
     "TurnEnded",
     "TurnStarted",
     "UnknownEvent",
@@ -160,6 +161,22 @@ class ToolOutput(EventBase):
     call_id: str
     text: str = ""
     diff: Diff | None = None
+
+
+class ToolUpdated(EventBase):
+    """A running tool call the agent described again: each field given replaces the one before
+    (None: unchanged). An agent first says "Preparing file…" with no input, then the real title
+    and arguments; `output` and `diffs`, when given, replace what the call showed so far."""
+
+    type: Literal["tool_updated"] = "tool_updated"
+    turn_id: str
+    call_id: str
+    title: str | None = None
+    kind: str | None = None
+    args: dict[str, Any] | None = None
+    locations: list[str] | None = None
+    output: str | None = None
+    diffs: list[Diff] | None = None
 
 
 class Thinking(EventBase):
@@ -298,6 +315,7 @@ KnownEvent = Annotated[
     | TurnStarted
     | TextChunk
     | ToolStarted
+    | ToolUpdated
     | ToolOutput
     | Thinking
     | Plan
@@ -357,6 +375,7 @@ _KNOWN_TYPES = {
     "turn_started",
     "text",
     "tool_started",
+    "tool_updated",
     "tool_output",
     "thinking",
     "plan",

@@ -43,6 +43,7 @@ from tui.protocol.events import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     TurnEnded,
     TurnStarted,
     WorkerStarted,
@@ -72,7 +73,9 @@ SUPERSEDED = "another turn started before this one ended"
 State = Literal["idle", "working", "asking"]
 
 # Events that only matter inside the turn that is running when they are read.
-_TURN_DETAIL = frozenset({"text", "thinking", "plan", "tool_started", "tool_output", "tool_ended"})
+_TURN_DETAIL = frozenset(
+    {"text", "thinking", "plan", "tool_started", "tool_updated", "tool_output", "tool_ended"}
+)
 # Known events that change nothing here.
 _NO_STATE = frozenset({"note", "worker_leaving"})
 _KNOWN = frozenset(
@@ -103,6 +106,19 @@ def tool_record(event: ToolStarted) -> ToolRecord:
         kind=event.kind,
         locations=list(event.locations),
     )
+
+
+def update_tool(tool: ToolRecord, event: ToolUpdated) -> list[str] | None:
+    """Apply what `event` says again of the call `tool` records (in place): each field it gives
+    replaces the one before. Returns the call's output as it now stands when the event replaces
+    it (None: the output is unchanged)."""
+    for name in ("title", "kind", "args", "locations"):
+        value = getattr(event, name)
+        if value is not None:
+            setattr(tool, name, list(value) if name == "locations" else value)
+    if event.diffs is not None:
+        tool.diffs = list(event.diffs)
+    return None if event.output is None else [event.output] if event.output else []
 
 
 def who(by: By, client_id: str | None = None) -> str:
@@ -350,6 +366,13 @@ class SessionState(BaseModel):
             case ToolStarted():
                 if current is not None and current.turn_id == event.turn_id:
                     current.tools[event.call_id] = tool_record(event)
+            case ToolUpdated():
+                if current is not None and current.turn_id == event.turn_id:
+                    tool = current.tools.get(event.call_id)
+                    if tool is not None:
+                        output = update_tool(tool, event)
+                        if output is not None:
+                            current.output[event.call_id] = output
             case ToolEnded():
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)

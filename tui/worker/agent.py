@@ -151,6 +151,20 @@ class TurnIO(Protocol):
     def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
         """Stream a tool call's output, or a change it made to a file (a `tool_output` event)."""
 
+    def tool_updated(
+        self,
+        call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        args: dict[str, Any] | None = None,
+        locations: Sequence[str] | None = None,
+        output: str | None = None,
+        diffs: Sequence[Diff] | None = None,
+    ) -> None:
+        """Say a running call again (a `tool_updated` event): each field given replaces the one
+        before, None leaves it; `output` and `diffs` replace what the call showed so far."""
+
     def tool_ended(
         self,
         call_id: str,

@@ -60,6 +60,7 @@ from tui.protocol import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     Transcript,
     TurnAccepted,
     TurnEnded,
@@ -168,6 +169,30 @@ class _Turn:
     def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
         if text or diff is not None:
             self._worker.emit_turn(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
+
+    def tool_updated(
+        self,
+        call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        args: dict[str, Any] | None = None,
+        locations: Sequence[str] | None = None,
+        output: str | None = None,
+        diffs: Sequence[Diff] | None = None,
+    ) -> None:
+        self._worker.emit_turn(
+            ToolUpdated(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                title=title,
+                kind=kind,
+                args=args,
+                locations=None if locations is None else list(locations),
+                output=output,
+                diffs=None if diffs is None else list(diffs),
+            )
+        )
 
     def tool_ended(
         self,

@@ -50,6 +50,7 @@ from tui.protocol import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     Transcript,
     TurnEnded,
     TurnRecord,
@@ -593,6 +594,9 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, ToolStarted):
             if live is not None and live.record.turn_id == event.turn_id:
                 await live.tool_started(event)
+        elif isinstance(event, ToolUpdated):
+            if live is not None:
+                live.tool_updated(event)
         elif isinstance(event, ToolOutput):
             if live is not None:
                 live.tool_output(event)
@@ -1213,6 +1217,7 @@ _BEHIND = (
     TextChunk,
     Thinking,
     ToolStarted,
+    ToolUpdated,
     ToolOutput,
     ToolEnded,
     Plan,

@@ -18,6 +18,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import mimetypes
@@ -133,6 +134,20 @@ def reach(confined: bool, writable: bool) -> str:
     )
 
 
+@dataclasses.dataclass
+class _Call:
+    """A running tool call as the agent last described it."""
+
+    ours: str
+    """Its call id in the journal."""
+    title: str | None
+    kind: str | None
+    args: dict[str, Any]
+    locations: list[str]
+    shown: list[str] = dataclasses.field(default_factory=list)
+    """Its content items (as JSON) already shown, in order."""
+
+
 class AgentGone(Exception):
     """The agent process exited or broke the protocol; the message quotes its last stderr lines."""
 
@@ -238,8 +253,8 @@ class AcpAgent(Agent):
         self._starting: asyncio.Task[_Process] | None = None
         self._turn: TurnIO | None = None
         self._loading = False
-        self._calls: dict[str, tuple[str, set[str]]] = {}
-        """The running turn's tool calls: ACP's id → ours, and the contents already shown."""
+        self._calls: dict[str, _Call] = {}
+        """The running turn's tool calls by ACP's id: ours, and what was shown of each."""
         self._asking = asyncio.Lock()
         """One permission question at a time: a second request waits for the first's answer."""
 
@@ -454,9 +469,9 @@ class AcpAgent(Agent):
 
     def _end_calls(self, status: Literal["completed", "terminated", "error"], error: str | None) -> None:
         turn = self._turn
-        for ours, _ in self._calls.values():
+        for call in self._calls.values():
             if turn is not None:
-                turn.tool_ended(ours, status, error=error)
+                turn.tool_ended(call.ours, status, error=error)
         self._calls = {}
 
     def interrupt(self) -> None:
@@ -511,36 +526,82 @@ class AcpAgent(Agent):
             self._tool(turn, update)
 
     def _tool(self, turn: TurnIO, update: schema.ToolCallStart | schema.ToolCallProgress) -> None:
-        known = self._calls.get(update.tool_call_id)
-        if known is None:
-            args = update.raw_input if isinstance(update.raw_input, dict) else {}
-            locations = [
-                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "")
-                for loc in update.locations or []
+        """A ``tool_call`` or ``tool_call_update``: each field it gives replaces the one before
+        (an agent first says "Preparing file…" with no input, then the real title and path)."""
+        args = (
+            None
+            if update.raw_input is None
+            else update.raw_input
+            if isinstance(update.raw_input, dict)
+            else {"input": update.raw_input}
+        )
+        locations = (
+            None
+            if update.locations is None
+            else [
+                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "") for loc in update.locations
             ]
+        )
+        call = self._calls.get(update.tool_call_id)
+        if call is None:
             ours = turn.tool_started(
-                update.kind or "tool", args, title=update.title, kind=update.kind, locations=locations
+                update.kind or "tool",
+                args or {},
+                title=update.title,
+                kind=update.kind,
+                locations=locations or [],
             )
-            known = (ours, set())
-            self._calls[update.tool_call_id] = known
-        ours, shown = known
-        for content in update.content or []:
-            key = content.model_dump_json()
-            if key in shown:
-                continue  # an update repeats the call's whole content
-            shown.add(key)
-            if isinstance(content, schema.FileEditToolCallContent):
-                path = self._shown_path(content.path)
-                turn.tool_output(ours, "", Diff(path=path, old=content.old_text, new=content.new_text))
-            elif isinstance(content, schema.ContentToolCallContent):
-                text = _text_of(content.content)
-                turn.tool_output(ours, text if text.endswith("\n") else text + "\n")
+            call = self._calls[update.tool_call_id] = _Call(
+                ours, update.title, update.kind, args or {}, locations or []
+            )
+        else:
+            changed: dict[str, Any] = {}
+            for name, value in (
+                ("title", update.title),
+                ("kind", update.kind),
+                ("args", args),
+                ("locations", locations),
+            ):
+                if value is not None and value != getattr(call, name):
+                    setattr(call, name, value)
+                    changed[name] = value
+            if changed:
+                turn.tool_updated(call.ours, **changed)
+        if update.content is not None:
+            self._tool_content(turn, call, update.content)
         if update.status in _KIND_STATUS:
             del self._calls[update.tool_call_id]
             status = _KIND_STATUS[update.status]
             turn.tool_ended(
-                ours, status, value=update.raw_output, error="failed" if status == "error" else None
+                call.ours, status, value=update.raw_output, error="failed" if status == "error" else None
             )
+
+    def _tool_content(self, turn: TurnIO, call: _Call, content: Sequence[Any]) -> None:
+        """The call's content as the agent now says it: what extends what was shown streams as
+        output; anything else replaces the call's output and diffs."""
+        keys = [c.model_dump_json() for c in content]
+        if keys[: len(call.shown)] == call.shown:
+            for item in content[len(call.shown) :]:
+                text, diff = self._content_of(item)
+                turn.tool_output(call.ours, text, diff)
+        else:
+            pieces = [self._content_of(item) for item in content]
+            turn.tool_updated(
+                call.ours,
+                output="".join(text for text, _ in pieces),
+                diffs=[diff for _, diff in pieces if diff is not None],
+            )
+        call.shown = keys
+
+    def _content_of(self, content: Any) -> tuple[str, Diff | None]:
+        """One item of a tool call's content: its text, or the diff of a file it edits."""
+        if isinstance(content, schema.FileEditToolCallContent):
+            path = self._shown_path(content.path)
+            return "", Diff(path=path, old=content.old_text, new=content.new_text)
+        if isinstance(content, schema.ContentToolCallContent):
+            text = _text_of(content.content)
+            return (text if text.endswith("\n") else text + "\n"), None
+        return "", None
 
     def _shown_path(self, path: str) -> str:
         """`path` relative to the working directory when it is inside it (as people read it)."""
@@ -560,7 +621,8 @@ class AcpAgent(Agent):
                 return cancelled
             labels = _unique([o.name for o in options])
             by_label = dict(zip(labels, options, strict=True))
-            what = tool_call.title or (self._calls.get(tool_call.tool_call_id, ("", set()))[0]) or "this"
+            known = self._calls.get(tool_call.tool_call_id)
+            what = tool_call.title or (known.title if known is not None else None) or "this"
             try:
                 answer = await turn.ask(
                     f"Allow {what}?",
@@ -599,6 +661,10 @@ class AcpAgent(Agent):
         target = self.inside(path, "read")
         try:
             text = target.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            # As Zed answers (a missing file opens as a new, empty buffer): agents read a path
+            # before writing it, and some (Gemini CLI) fail the write on an error here.
+            text = ""
         except (OSError, UnicodeDecodeError) as exc:
             raise acp.RequestError.resource_not_found(path) from exc
         if line is None and limit is None:
