@@ -16,7 +16,11 @@ It does what real coding agents do, chosen by words in the prompt:
   when that read is an error;
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
-- ``recall``: says the prompts this ACP session has seen (kept across ``session/load``).
+- ``recall``: says the prompts this ACP session has seen (kept across ``session/load``);
+- ``usage``: reports the context it uses and what the session cost (``usage_update``).
+
+A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``),
+which ``session/set_mode`` and ``session/set_config_option`` change.
 
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
@@ -90,6 +94,8 @@ class CodingAgent:
         self.conn: Any = None
         self.cancelled: dict[str, asyncio.Event] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.mode = "ask"
+        self.model = "fast"
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -128,11 +134,57 @@ class CodingAgent:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    def _modes(self) -> schema.SessionModeState:
+        return schema.SessionModeState(
+            current_mode_id=self.mode,
+            available_modes=[
+                schema.SessionMode(id="ask", name="Ask", description="asks before each change"),
+                schema.SessionMode(id="code", name="Code", description="changes files without asking"),
+            ],
+        )
+
+    def _options(self) -> list[Any]:
+        return [
+            schema.SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                current_value=self.model,
+                options=[
+                    schema.SessionConfigSelectOption(value="fast", name="Fast One"),
+                    schema.SessionConfigSelectOption(value="smart", name="Smart One"),
+                ],
+            )
+        ]
+
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
         session_id = f"acp-{uuid.uuid4().hex[:8]}"
         print(f"new session {session_id} in {cwd}", file=sys.stderr, flush=True)
         self._later(session_id)
-        return schema.NewSessionResponse(session_id=session_id)
+        return schema.NewSessionResponse(
+            session_id=session_id, modes=self._modes(), config_options=self._options()
+        )
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        if mode_id not in ("ask", "code"):
+            raise acp.RequestError.invalid_params({"mode_id": mode_id})
+        self.mode = mode_id
+        await self.say(
+            session_id,
+            schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
+        )
+        return schema.SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        if config_id != "model" or value not in ("fast", "smart"):
+            raise acp.RequestError.invalid_params({"config_id": config_id, "value": value})
+        self.model = str(value)
+        return schema.SetSessionConfigOptionResponse(config_options=self._options())
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
         if os.environ.get("TEST_AGENT_NO_LOAD") == "1":
@@ -142,7 +194,7 @@ class CodingAgent:
             await self.say(session_id, acp.update_user_message_text(prompt))
             await self.say(session_id, acp.update_agent_message_text(f"(replayed reply to {prompt})"))
         self._later(session_id)
-        return schema.LoadSessionResponse()
+        return schema.LoadSessionResponse(modes=self._modes(), config_options=self._options())
 
     async def say(self, session_id: str, update: Any) -> None:
         await self.conn.session_update(session_id=session_id, update=update)
@@ -180,6 +232,20 @@ class CodingAgent:
             except OSError as exc:
                 found = type(exc).__name__
             await self.say(session_id, acp.update_agent_message_text(f"journal: {found}\n"))
+        if "usage" in text:
+            await self.say(
+                session_id,
+                schema.UsageUpdate(
+                    session_update="usage_update",
+                    used=12_345,
+                    size=200_000,
+                    cost=schema.Cost(amount=0.42, currency="USD"),
+                ),
+            )
+        if "which" in text:
+            await self.say(
+                session_id, acp.update_agent_message_text(f"mode {self.mode}, model {self.model}\n")
+            )
         if "recall" in text:
             seen = self._history(session_id)
             await self.say(

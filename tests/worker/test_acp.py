@@ -301,3 +301,23 @@ async def test_the_agent_cannot_reach_tui_s_own_files_and_the_first_screen_says_
     assert "journal: FileNotFoundError" in ended["reply"], ended["reply"]
     notes = [str(e["text"]) for e in events(worker, "note")]
     assert any("tui's own folders (sessions, config, sockets) are hidden from it" in n for n in notes), notes
+
+
+async def test_the_agents_modes_settings_and_usage_reach_info_and_status(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("usage")
+    assert ended["outcome"] == "completed", ended["error"]
+    info = (await worker.client().get("/info")).json()
+    assert info["mode"] == "ask" and [m["value"] for m in info["modes"]] == ["ask", "code"]
+    (model,) = info["settings"]
+    assert model["category"] == "model" and model["current"] == "fast"
+    assert [(c["value"], c["name"]) for c in model["choices"]] == [
+        ("fast", "Fast One"),
+        ("smart", "Smart One"),
+    ]
+    assert events(worker, "agent_info")[-1]["settings"] == info["settings"]
+    status = [e for e in events(worker, "status") if e.get("cost")]
+    assert status and status[0]["cost"] == "$0.42"
+    assert (status[0]["context_used"], status[0]["context_limit"]) == (12_345, 200_000)

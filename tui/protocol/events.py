@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "AgentChoice",
     "AgentCommand",
     "AgentInfo",
+    "AgentSetting",
     "By",
     "Diff",
     "Event",
@@ -211,12 +213,41 @@ class AgentCommand(BaseModel):
     description: str = ""
 
 
+class AgentChoice(BaseModel):
+    """One value an agent offers: a mode, or a value of one of its settings."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    value: str
+    """What the agent is told when it is chosen (ACP's id or value)."""
+    name: str = ""
+    """What people read; the value when empty."""
+    description: str = ""
+
+
+class AgentSetting(BaseModel):
+    """One of an agent's own settings for the session (an ACP config option): its model, mode,
+    reasoning effort …, with the value it has now and the values it takes."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    id: str
+    name: str = ""
+    category: str | None = None
+    """``model``, ``mode``, ``thought_level`` … as the agent says; None: another kind."""
+    current: str = ""
+    choices: list[AgentChoice] = []
+
+
 class AgentInfo(EventBase):
-    """The agent's own slash commands and mode, whenever they change (outside turns too)."""
+    """The agent's own slash commands, mode and settings, whenever they change (outside turns too)."""
 
     type: Literal["agent_info"] = "agent_info"
     commands: list[AgentCommand] = []
     mode: str | None = None
+    """The current mode's value (one of `modes`)."""
+    modes: list[AgentChoice] = []
+    """The modes the agent offers (ACP's session modes)."""
+    settings: list[AgentSetting] = []
+    """The agent's settings (ACP's config options): its model among them, when it says one."""
 
 
 class ToolEnded(EventBase):
@@ -283,6 +314,8 @@ class Status(EventBase):
     children: dict[str, int] = {}
     activity: str = ""
     """What the running turn waits for, in a few words (``retrying in 4 s``); empty when nothing."""
+    cost: str = ""
+    """What the session has cost so far, as the agent reports it (``$0.42``); empty when unknown."""
     attached: list[Presence] = []
     """Who has an event stream open now (each name once); a `status` is also emitted when it changes."""
 

@@ -25,8 +25,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from tui.protocol.events import (
+    AgentChoice,
     AgentCommand,
     AgentInfo,
+    AgentSetting,
     By,
     Event,
     ModelChanged,
@@ -58,6 +60,8 @@ __all__ = [
     "RunningTurn",
     "SessionState",
     "State",
+    "agent_mode",
+    "agent_model",
     "apply",
     "who",
 ]
@@ -119,6 +123,26 @@ def update_tool(tool: ToolRecord, event: ToolUpdated) -> list[str] | None:
     if event.diffs is not None:
         tool.diffs = list(event.diffs)
     return None if event.output is None else [event.output] if event.output else []
+
+
+def _named(choices: list[AgentChoice], value: str | None) -> str | None:
+    if value is None:
+        return None
+    return next((c.name or c.value for c in choices if c.value == value), value)
+
+
+def agent_model(settings: list[AgentSetting]) -> str | None:
+    """The model an agent says it uses now (its setting of category ``model``), by name."""
+    model = next((s for s in settings if s.category == "model"), None)
+    return _named(model.choices, model.current) if model is not None else None
+
+
+def agent_mode(mode: str | None, modes: list[AgentChoice], settings: list[AgentSetting]) -> str | None:
+    """The mode an agent is in now, by name: its session mode, else its setting of category ``mode``."""
+    if mode is not None:
+        return _named(modes, mode)
+    setting = next((s for s in settings if s.category == "mode"), None)
+    return _named(setting.choices, setting.current) if setting is not None else None
 
 
 def who(by: By, client_id: str | None = None) -> str:
@@ -290,6 +314,12 @@ class SessionState(BaseModel):
     """The agent's own slash commands."""
     mode: str | None = None
     """The agent's mode, when it has modes."""
+    modes: list[AgentChoice] = []
+    """The modes the agent offers."""
+    settings: list[AgentSetting] = []
+    """The agent's own settings (its model among them, when it says one)."""
+    cost: str = ""
+    """What the session cost so far, as the agent reported it."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -439,6 +469,7 @@ class SessionState(BaseModel):
                 self.context_limit = event.context_limit
                 self.children = dict(event.children)
                 self.activity = event.activity
+                self.cost = event.cost
                 self.attached = list(event.attached)
                 # Totals a worker reports win over the sum of turn usages; a status without any keeps it.
                 if event.tokens_in or event.tokens_out:
@@ -457,6 +488,8 @@ class SessionState(BaseModel):
             case AgentInfo():
                 self.commands = list(event.commands)
                 self.mode = event.mode
+                self.modes = list(event.modes)
+                self.settings = list(event.settings)
             case _:
                 pass
         return self

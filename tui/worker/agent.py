@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentCommand, Diff, Option, PlanEntry, TurnRecord
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry, TurnRecord
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
@@ -177,8 +177,9 @@ class TurnIO(Protocol):
     def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
         """Add tokens this turn spent: into `turn_ended.usage`, then the session's tokens in `status`."""
 
-    def context(self, used: int, limit: int) -> None:
-        """Say how much of the model's context window the conversation fills (the status row)."""
+    def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
+        """Say how much of the model's context window the conversation fills (the status row),
+        and what the session has cost so far when the agent says (``$0.42``)."""
 
     def activity(self, text: str) -> None:
         """Say in the status row what the turn waits for (``retrying in 4 s``); ``""`` clears it.
@@ -224,6 +225,10 @@ class Agent(ABC):
     commands: Sequence[AgentCommand] = ()
     models: Sequence[str] = ()
     mode: str | None = None
+    modes: Sequence[AgentChoice] = ()
+    """The modes it offers (one of them is `mode`)."""
+    settings: Sequence[AgentSetting] = ()
+    """Its own settings for the session (an ACP agent's config options: its model among them)."""
     notes: Sequence[str] = ()
     """What the people attached must be told when the worker starts (a ``note`` event each)."""
     on_info: Callable[[], None] | None = None
@@ -261,7 +266,8 @@ class Agent(ABC):
         )
 
     def info_changed(self) -> None:
-        """Say `commands` or `mode` changed (also outside turns): the worker writes `agent_info`."""
+        """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker
+        writes `agent_info`."""
         if self.on_info is not None:
             self.on_info()
 

@@ -34,8 +34,10 @@ from tui.errors import (
 )
 from tui.protocol import (
     FEATURES,
+    AgentChoice,
     AgentCommand,
     AgentInfo,
+    AgentSetting,
     AnswerRequest,
     By,
     Diff,
@@ -210,8 +212,10 @@ class _Turn:
             if tokens:
                 self.spent[kind] = self.spent.get(kind, 0) + tokens
 
-    def context(self, used: int, limit: int) -> None:
+    def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
         self._worker.context = (used, limit)
+        if cost is not None:
+            self._worker.cost = cost
         self._worker.status_changed()
 
     def activity(self, text: str) -> None:
@@ -255,6 +259,8 @@ class SessionWorker:
         self.on_leaving: Callable[[], None] | None = None
         """Called once leaving begins (the process marks its sidecar)."""
         self.context: tuple[int, int] = (0, 0)
+        self.cost = ""
+        """What the session cost so far, as the agent last said (a `status` carries it)."""
         self.activity = ""
         """What the running turn waits for (`TurnIO.activity`), shown in `status`."""
         """The model's context window: tokens used, its size (the agent says, `TurnIO.context`)."""
@@ -263,7 +269,9 @@ class SessionWorker:
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
         self._last_status: tuple[object, ...] | None = None
-        self._agent_info: tuple[tuple[AgentCommand, ...], str | None] = ((), None)
+        self._agent_info: tuple[
+            tuple[AgentCommand, ...], str | None, tuple[AgentChoice, ...], tuple[AgentSetting, ...]
+        ] = ((), None, (), ())
         agent.on_info = self._agent_info_changed
         agent.on_note = self._agent_note
         self._leave_task: asyncio.Task[None] | None = None
@@ -474,7 +482,15 @@ class SessionWorker:
         # The session's tokens are those of its ended turns (each turn_ended's usage), so that a
         # client that attached from /transcript and one that read every event agree.
         tokens = (self.state.tokens_in, self.state.tokens_out)
-        now = (self.state.state, self.state.model, tuple(present), self.context, tokens, self.activity)
+        now = (
+            self.state.state,
+            self.state.model,
+            tuple(present),
+            self.context,
+            tokens,
+            self.activity,
+            self.cost,
+        )
         if now != self._last_status and not self._held:
             self._last_status = now
             try:
@@ -487,6 +503,7 @@ class SessionWorker:
                         tokens_in=tokens[0],
                         tokens_out=tokens[1],
                         activity=self.activity,
+                        cost=self.cost,
                         attached=present,
                     )
                 )
@@ -500,10 +517,13 @@ class SessionWorker:
             self._maybe_status()
 
     def _agent_info_changed(self) -> None:
-        now = (tuple(self.agent.commands), self.agent.mode)
+        agent = self.agent
+        now = (tuple(agent.commands), agent.mode, tuple(agent.modes), tuple(agent.settings))
         if now != self._agent_info and not self.leaving:
             self._agent_info = now
-            self.emit(AgentInfo(commands=list(now[0]), mode=now[1]))
+            self.emit(
+                AgentInfo(commands=list(now[0]), mode=now[1], modes=list(now[2]), settings=list(now[3]))
+            )
 
     def _agent_note(self, text: str) -> None:
         if self.leaving:
@@ -872,6 +892,9 @@ class SessionWorker:
             reply_format=self.agent.reply_format,
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
+            mode=self.agent.mode,
+            modes=list(self.agent.modes),
+            settings=list(self.agent.settings),
             models=list(self.agent.models),
             resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),

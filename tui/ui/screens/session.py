@@ -61,7 +61,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, who
+from tui.protocol.state import SessionState, agent_mode, agent_model, who
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.pieces import duration_text
@@ -386,9 +386,14 @@ class SessionScreen(Screen[None]):
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
             live.add_text(record.reply)
         self._show_queue()
+        if info is not None:
+            state.mode, state.modes, state.settings = info.mode, list(info.modes), list(info.settings)
         self.status.change(
             state=state.state,
             model=state.model or (info.model if info else None),
+            agent=info.agent if info else state.agent,
+            agent_model=agent_model(state.settings),
+            mode=agent_mode(state.mode, state.modes, state.settings),
             queued=len(self.queue),
             version=info.version if info else "",
             busy_since=self._started_clock(self.turn),
@@ -538,6 +543,7 @@ class SessionScreen(Screen[None]):
             "attached": tuple(state.attached),
             "tokens": (state.tokens_in, state.tokens_out),
             "activity": state.activity,
+            "cost": state.cost,
         }
         if state.state != "idle" and self.status.status.busy_since is None:
             fields["busy_since"] = self.clock()
@@ -605,6 +611,10 @@ class SessionScreen(Screen[None]):
                 await live.plan(event.entries)
         elif isinstance(event, AgentInfo):
             self.prompt_box.agent_commands = list(state.commands)
+            self.status.change(
+                agent_model=agent_model(state.settings),
+                mode=agent_mode(state.mode, state.modes, state.settings),
+            )
         elif isinstance(event, ToolEnded):
             if live is not None:
                 live.tool_ended(event)
@@ -622,7 +632,9 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, Note):
             await transcript.add_line(f"note{f' from {event.source}' if event.source else ''}: {event.text}")
         elif isinstance(event, WorkerStarted):
-            self.status.change(version=event.version, model=state.model or self.status.status.model)
+            self.status.change(
+                version=event.version, model=state.model or self.status.status.model, agent=event.agent
+            )
         elif isinstance(event, WorkerLeaving):
             await transcript.add_line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}")
         elif isinstance(event, UnknownEvent):

@@ -35,7 +35,7 @@ from acp import schema
 from tui import __version__
 from tui.codemode.confine import agent_command, protected_paths
 from tui.config import AgentProfile
-from tui.protocol import AgentCommand, Diff, Option, PlanEntry
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import tui_folders_of
@@ -171,6 +171,36 @@ def _text_of(block: Any) -> str:
     if isinstance(block, schema.EmbeddedResourceContentBlock):
         return getattr(block.resource, "text", "") or getattr(block.resource, "uri", "")
     return ""
+
+
+def _setting(option: Any) -> AgentSetting:
+    """An ACP config option as tui keeps it: a select's values (groups flattened), or on/off."""
+    category = option.category if isinstance(option.category, str) else None
+    if isinstance(option, schema.SessionConfigOptionSelect):
+        choices: list[AgentChoice] = []
+        for item in option.options:
+            for choice in item.options if isinstance(item, schema.SessionConfigSelectGroup) else [item]:
+                choices.append(
+                    AgentChoice(value=choice.value, name=choice.name, description=choice.description or "")
+                )
+        return AgentSetting(
+            id=option.id, name=option.name, category=category, current=option.current_value, choices=choices
+        )
+    current = "on" if getattr(option, "current_value", False) else "off"
+    return AgentSetting(
+        id=option.id,
+        name=option.name,
+        category=category,
+        current=current,
+        choices=[AgentChoice(value="on"), AgentChoice(value="off")],
+    )
+
+
+def _cost(cost: schema.Cost) -> str:
+    """``$0.42``, or ``0.42 EUR`` for a currency without a sign here."""
+    signs = {"USD": "$", "EUR": "€", "GBP": "£"}
+    sign = signs.get(cost.currency.upper())
+    return f"{sign}{cost.amount:.2f}" if sign else f"{cost.amount:.2f} {cost.currency}"
 
 
 class _Process:
@@ -325,7 +355,8 @@ class AcpAgent(Agent):
                     running, conn.load_session(cwd=str(self.workdir), session_id=earlier)
                 )
                 running.session_id = earlier
-                self._modes(loaded.modes if loaded is not None else None)
+                if loaded is not None:
+                    self._modes(loaded.modes, loaded.config_options)
                 log.info("agent %s: loaded its session %s", self.name, earlier)
                 return
             except acp.RequestError as exc:
@@ -341,7 +372,7 @@ class AcpAgent(Agent):
             )
         new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
         running.session_id = new.session_id
-        self._modes(new.modes)
+        self._modes(new.modes, new.config_options)
         self._store_session(new.session_id)
 
     async def _call(self, running: _Process, request: Any) -> Any:
@@ -495,9 +526,17 @@ class AcpAgent(Agent):
         log.info("agent %s: %s", self.name, text)
         self.note(text)
 
-    def _modes(self, modes: schema.SessionModeState | None) -> None:
-        if modes is not None and modes.current_mode_id != self.mode:
+    def _modes(self, modes: schema.SessionModeState | None, options: Sequence[Any] | None = None) -> None:
+        """The modes and config options a new or loaded session said it has."""
+        if modes is not None:
             self.mode = modes.current_mode_id
+            self.modes = [
+                AgentChoice(value=m.id, name=m.name, description=m.description or "")
+                for m in modes.available_modes
+            ]
+        if options is not None:
+            self.settings = [_setting(o) for o in options]
+        if modes is not None or options is not None:
             self.info_changed()
 
     def update(self, update: Any) -> None:
@@ -512,9 +551,15 @@ class AcpAgent(Agent):
             self.mode = update.current_mode_id
             self.info_changed()
             return
+        if isinstance(update, schema.ConfigOptionUpdate):
+            self._modes(None, update.config_options)
+            return
         turn = self._turn
         if turn is None or self._loading:
             # a loaded session's history is in the journal already; late chunks have no turn
+            return
+        if isinstance(update, schema.UsageUpdate):
+            turn.context(update.used, update.size, cost=_cost(update.cost) if update.cost else None)
             return
         if isinstance(update, schema.AgentMessageChunk):
             turn.text(_text_of(update.content))
