@@ -25,9 +25,11 @@ which ``session/set_mode`` and ``session/set_config_option`` change.
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
 
-After ``session/new``'s answer it sends ``available_commands_update`` (as real adapters do, after
-the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer ``session/load``. Sessions are
-kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can load them.
+With ``TEST_AGENT_LOGIN=1`` it answers ``session/new`` that it needs a login (``auth_required``),
+offering one login method. After ``session/new``'s answer it sends ``available_commands_update``
+(as real adapters do, after the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer
+``session/load``. Sessions are kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can
+load them.
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ class CodingAgent:
                 load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1"
             ),
             agent_info=schema.Implementation(name="test-agent", version="1"),
+            auth_methods=[schema.AuthMethodAgent(id="test-login", name="run `test-agent login`")]
+            if os.environ.get("TEST_AGENT_LOGIN") == "1"
+            else None,
         )
 
     def _history(self, session_id: str) -> list[str]:
@@ -159,6 +164,8 @@ class CodingAgent:
         ]
 
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        if os.environ.get("TEST_AGENT_LOGIN") == "1":
+            raise acp.RequestError.auth_required()
         session_id = f"acp-{uuid.uuid4().hex[:8]}"
         print(f"new session {session_id} in {cwd}", file=sys.stderr, flush=True)
         self._later(session_id)

@@ -126,6 +126,8 @@ class AgentProfile(_Settings):
     """Extra environment variables for it."""
     install: str | None = None
     """The one line that installs it, said when its command is not found."""
+    login: str | None = None
+    """How to log in to it, said when it answers that it needs a login."""
     builtin: bool = Field(default=False, exclude=True)
     """Whether it is one of `BUILTIN_AGENTS` (possibly changed by an ``[agents]`` table)."""
 
@@ -134,10 +136,23 @@ BUILTIN_AGENTS: dict[str, dict[str, Any]] = {
     "claude": {
         "command": ["claude-agent-acp"],
         "install": "npm install -g @agentclientprotocol/claude-agent-acp",
+        "login": "run `claude` in a terminal and type /login, or set ANTHROPIC_API_KEY",
     },
-    "codex": {"command": ["codex-acp"], "install": "npm install -g @zed-industries/codex-acp"},
-    "gemini": {"command": ["gemini", "--acp"], "install": "npm install -g @google/gemini-cli"},
-    "opencode": {"command": ["opencode", "acp"], "install": "npm install -g opencode-ai"},
+    "codex": {
+        "command": ["codex-acp"],
+        "install": "npm install -g @zed-industries/codex-acp",
+        "login": "run `codex login` in a terminal, or set OPENAI_API_KEY",
+    },
+    "gemini": {
+        "command": ["gemini", "--acp"],
+        "install": "npm install -g @google/gemini-cli",
+        "login": "run `gemini` in a terminal and sign in, or set GEMINI_API_KEY",
+    },
+    "opencode": {
+        "command": ["opencode", "acp"],
+        "install": "npm install -g opencode-ai",
+        "login": "run `opencode auth login` in a terminal",
+    },
 }
 """The coding agents tui knows without configuration: each one's ACP command and install line. An
 ``[agents.NAME]`` table of the same name changes what it gives (``command``, ``env``)."""
@@ -187,8 +202,8 @@ class Config(_Settings):
             if isinstance(entry, AgentProfile):
                 entry = entry.model_dump() | {"builtin": entry.builtin}
             if name in BUILTIN_AGENTS and isinstance(entry, dict):
-                # a command of one's own is installed one's own way
-                dropped = ("install",) if "command" in entry else ()
+                # a command of one's own is installed (and logged in to) one's own way
+                dropped = ("install", "login") if "command" in entry else ()
                 builtin = {k: v for k, v in merged[name].items() if k not in dropped}
                 merged[name] = {**builtin, **entry}
             else:

@@ -127,3 +127,16 @@ def test_a_built_in_agent_not_installed_is_refused_naming_its_install_line(
     assert len(lines) == 1 and "`npm install -g @google/gemini-cli`" in lines[0], lines
     assert "'gemini'" in lines[0]
     assert sessions() == []
+
+
+def test_an_agent_that_needs_a_login_says_how_in_one_line(tester: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config" / "config.toml"
+    config.write_text(config.read_text().replace("env = { ", 'env = { TEST_AGENT_LOGIN = "1", '))
+    _, _, err, code = _new("hello")
+    assert code == 1, err
+    said = [line for line in err.splitlines() if "log in" in line]
+    assert len(said) == 1, err
+    assert (
+        "the agent 'tester' needs you to log in: log in as it offers (run `test-agent login`) "
+        "in a terminal; then send the prompt again" in said[0]
+    )

@@ -53,6 +53,9 @@ STOP_GRACE = 0.4
 STDERR_LINES = 20
 """How many of the agent's last stderr lines a failed turn quotes."""
 
+AUTH_REQUIRED = -32000
+"""ACP's error code for "authentication required"."""
+
 STATE_FILE = "acp.json"
 """In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
 
@@ -213,6 +216,8 @@ class _Process:
         self.conn: acp.ClientSideConnection | None = None
         self.session_id = ""
         self.capabilities = schema.AgentCapabilities()
+        self.auth_methods: list[Any] = []
+        """How the agent says one logs in to it (``initialize``'s auth methods)."""
         self.copying = asyncio.create_task(self._copy_stderr(), name=f"acp {name} stderr")
         self.exited = asyncio.create_task(process.wait(), name=f"acp {name} exit")
 
@@ -347,6 +352,7 @@ class AcpAgent(Agent):
             ),
         )
         running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
+        running.auth_methods = list(init.auth_methods or [])
         earlier = self._stored_session()
         if earlier is not None and running.capabilities.load_session:
             self._loading = True
@@ -370,10 +376,27 @@ class AcpAgent(Agent):
                 "this agent cannot load its earlier session: this is a new agent session, "
                 "which does not remember the earlier turns"
             )
-        new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
+        try:
+            new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
+        except acp.RequestError as exc:
+            if exc.code == AUTH_REQUIRED:
+                raise AgentGone(self._login(running)) from exc
+            raise
         running.session_id = new.session_id
         self._modes(new.modes, new.config_options)
         self._store_session(new.session_id)
+
+    def _login(self, running: _Process) -> str:
+        """The one line saying the agent needs a login, and how to log in."""
+        how = self.profile.login
+        if how is None:
+            offered = [m.name for m in running.auth_methods if getattr(m, "name", "")]
+            how = (
+                f"log in as it offers ({'; '.join(offered)}) in a terminal"
+                if offered
+                else "log in to it in a terminal as its documentation says"
+            )
+        return f"the agent {self.name!r} needs you to log in: {how}; then send the prompt again"
 
     async def _call(self, running: _Process, request: Any) -> Any:
         """Await a request to the agent, or fail when the agent exits first."""
@@ -475,6 +498,8 @@ class AcpAgent(Agent):
             return TurnOutcome("failed", str(exc))
         except acp.RequestError as exc:
             self._end_calls("error", str(exc))
+            if exc.code == AUTH_REQUIRED and self._process is not None:
+                return TurnOutcome("failed", self._login(self._process))
             return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {exc}")
         cancelled = answer.stop_reason == "cancelled" or turn.interrupted
         self._end_calls("terminated" if cancelled else "completed", None)
