@@ -16,6 +16,7 @@ from helpers import stop_workers, wait_until
 from tui.access.local import LocalAccess
 from tui.store import StatePaths
 from tui.ui import TuiApp
+from tui.ui.widgets.prompt import PromptArea
 from tui.ui.widgets.turn import ToolBlock, TurnView
 
 Until = Callable[..., Awaitable[None]]
@@ -68,3 +69,29 @@ async def test_the_status_row_names_the_agent_its_model_mode_context_and_cost(
         await until(pilot, lambda: app.session.query(TurnView) and not app.session.busy, 30)
         tool = app.session.query(TurnView).last().record.tools[0]
         assert tool.title == "Write out.txt" and tool.args["content"] == "written by the agent\n"
+
+
+async def test_slash_mode_and_slash_model_complete_and_switch_the_agents_own(
+    tester: tuple[LocalAccess, str], state_dir: Path, until: Until
+) -> None:
+    access, sid = tester
+    app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, app.session.attached.is_set, 30)
+        row = app.session.status.session_row
+        await until(pilot, lambda: "mode Ask" in row(), 30)
+        prompt = app.session.query_one(PromptArea)
+        prompt.focus()
+        await pilot.press(*"/mode c")
+        await pilot.press("tab")  # the agent's one mode that starts with c
+        await until(pilot, lambda: prompt.text == "/mode code")
+        await pilot.press("enter")
+        await until(pilot, lambda: "mode Code" in row(), 30)
+        await pilot.press(*"/model sm")
+        await pilot.press("tab")
+        await until(pilot, lambda: prompt.text == "/model smart")
+        await pilot.press("enter")
+        await until(pilot, lambda: "model Smart One" in row(), 30)
+        app.session.submit("which")  # the agent says what it was switched to
+        await until(pilot, lambda: app.session.query(TurnView) and not app.session.busy, 30)
+        assert "mode code, model smart" in app.session.query(TurnView).last().record.reply

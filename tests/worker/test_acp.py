@@ -321,3 +321,20 @@ async def test_the_agents_modes_settings_and_usage_reach_info_and_status(
     status = [e for e in events(worker, "status") if e.get("cost")]
     assert status and status[0]["cost"] == "$0.42"
     assert (status[0]["context_used"], status[0]["context_limit"]) == (12_345, 200_000)
+
+
+async def test_a_mode_or_model_the_agent_does_not_offer_is_refused_naming_those_it_does(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    await eventually(lambda: any(e["modes"] for e in events(worker, "agent_info")), "its modes")
+    refused = await client.post("/model", json={"model": "nope", "setting": "mode"})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_model"
+    assert "'nope'" in refused.json()["detail"] and "ask (Ask), code (Code)" in refused.json()["detail"]
+    taken = await client.post("/model", json={"model": "Smart One"})  # by its name too
+    assert taken.status_code == 200, taken.text
+    await eventually(
+        lambda: events(worker, "agent_info")[-1]["settings"][0]["current"] == "smart", "the model switched"
+    )
+    assert events(worker, "model_changed")[-1]["model"] == "Smart One"

@@ -136,6 +136,9 @@ class InterruptRequest(_Body):
 
 class ModelRequest(_Body):
     model: str
+    setting: str | None = None
+    """Which of the agent's own settings to change instead of its model: ``mode``, or the id of
+    one of its `Info.settings` (an ACP agent's); None: the model."""
 
 
 class LeaveRequest(_Body):

@@ -265,6 +265,15 @@ class Agent(ABC):
             "start a model session with `tui --model NAME` (`tui models` lists them)"
         )
 
+    def set_setting(self, setting: str, value: str) -> None:
+        """Switch its mode (`setting` ``mode``) or another of its own `settings` to `value`, or
+        refuse. Default: refused, this agent has none; `info_changed` says a change once made.
+
+        Raises:
+            InvalidRequest: ``invalid_model``, saying why.
+        """
+        raise InvalidModel(f"this session runs the {self.name} agent, which has no {setting} to switch")
+
     def info_changed(self) -> None:
         """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker
         writes `agent_info`."""

@@ -900,13 +900,17 @@ class SessionWorker:
             features=list(FEATURES),
         )
 
-    def set_model(self, model: str) -> None:
-        """Switch the model from the next turn: the agent decides (the python agent refuses).
+    def set_model(self, model: str, setting: str | None = None) -> None:
+        """Switch the model from the next turn, or (`setting`) one of the agent's own settings to
+        the value `model`: the agent decides (the python agent refuses).
 
         Raises:
             InvalidRequest: ``invalid_model``, the agent's reason.
         """
         self._refuse_if_leaving()
+        if setting is not None:
+            self.agent.set_setting(setting, model)
+            return
         self.agent.set_model(model)
         taken = self.agent.model or model
         if taken != self.state.model:

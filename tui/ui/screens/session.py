@@ -388,6 +388,7 @@ class SessionScreen(Screen[None]):
         self._show_queue()
         if info is not None:
             state.mode, state.modes, state.settings = info.mode, list(info.modes), list(info.settings)
+            self._show_agent_choices()
         self.status.change(
             state=state.state,
             model=state.model or (info.model if info else None),
@@ -532,6 +533,15 @@ class SessionScreen(Screen[None]):
             ended.append(record)
             self._last_turn_id = record.turn_id
 
+    def _show_agent_choices(self) -> None:
+        """What ``/model`` and ``/mode`` complete: the models and modes the agent offers."""
+        state = self.session_state
+        model = next((s for s in state.settings if s.category == "model"), None)
+        self.prompt_box.agent_models = list(model.choices) if model is not None else []
+        self.prompt_box.modes = list(state.modes) or next(
+            (list(s.choices) for s in state.settings if s.category == "mode"), []
+        )
+
     def _show_status(self) -> None:
         """The status rows as the session's state says (after a `status` event)."""
         state = self.session_state
@@ -611,6 +621,7 @@ class SessionScreen(Screen[None]):
                 await live.plan(event.entries)
         elif isinstance(event, AgentInfo):
             self.prompt_box.agent_commands = list(state.commands)
+            self._show_agent_choices()
             self.status.change(
                 agent_model=agent_model(state.settings),
                 mode=agent_mode(state.mode, state.modes, state.settings),
@@ -844,6 +855,11 @@ class SessionScreen(Screen[None]):
                 self.notify("Type /model NAME.", title="Which model?", severity="warning")
             else:
                 self._request("model", self.link.set_model(rest))
+        elif name == "/mode":
+            if not rest:
+                self.notify("Type /mode NAME (Tab completes).", title="Which mode?", severity="warning")
+            else:
+                self._request("mode", self.link.set_model(rest, "mode"))
         elif name == "/queue":
             if rest:
                 self.outbox.append(Outgoing(rest, uuid.uuid4().hex, "queue"))

@@ -35,6 +35,7 @@ from acp import schema
 from tui import __version__
 from tui.codemode.confine import agent_command, protected_paths
 from tui.config import AgentProfile
+from tui.errors import InvalidModel
 from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
@@ -563,6 +564,80 @@ class AcpAgent(Agent):
             self.settings = [_setting(o) for o in options]
         if modes is not None or options is not None:
             self.info_changed()
+
+    # --- its modes and settings ------------------------------------------------------------------
+    def _choose(self, choices: Sequence[AgentChoice], value: str, what: str) -> AgentChoice:
+        """The choice `value` names (its value or its name, in any case).
+
+        Raises:
+            InvalidModel: none does; the sentence lists what the agent offers.
+        """
+        wanted = value.strip().casefold()
+        for choice in choices:
+            if wanted in (choice.value.casefold(), choice.name.casefold()):
+                return choice
+        offered = ", ".join(
+            c.value + (f" ({c.name})" if c.name and c.name != c.value else "") for c in choices
+        )
+        raise InvalidModel(f"the agent {self.name!r} has no {what} {value!r}: it offers {offered or 'none'}")
+
+    def set_model(self, model: str) -> None:
+        setting = next((s for s in self.settings if s.category == "model"), None)
+        if setting is None:
+            raise InvalidModel(
+                f"the agent {self.name!r} does not say which models it offers: "
+                "choose one with its own commands or settings"
+            )
+        choice = self._choose(setting.choices, model, "model")
+        self._send(self._set_option(setting.id, choice.value), f"switch to model {choice.value}")
+        self.model = choice.name or choice.value
+
+    def set_setting(self, setting: str, value: str) -> None:
+        if setting == "mode" and self.modes:
+            choice = self._choose(self.modes, value, "mode")
+            self._send(self._set_mode(choice.value), f"switch to mode {choice.value}")
+            return
+        option = next(
+            (s for s in self.settings if s.id == setting or (setting == "mode" and s.category == "mode")),
+            None,
+        )
+        if option is None:
+            known = ", ".join(["mode"] * bool(self.modes) + [s.id for s in self.settings]) or "none"
+            raise InvalidModel(f"the agent {self.name!r} has no setting {setting!r} (it has: {known})")
+        choice = self._choose(option.choices, value, option.name or option.id)
+        self._send(self._set_option(option.id, choice.value), f"set {option.id} to {choice.value}")
+
+    def _send(self, request: Any, what: str) -> None:
+        """Ask the agent in the background; a refusal is a note in the transcript."""
+
+        async def send() -> None:
+            try:
+                await request
+            except (AgentGone, acp.RequestError, ConnectionError) as exc:
+                self._note(f"the agent could not {what}: {exc}")
+
+        asyncio.get_running_loop().create_task(send(), name=f"acp {self.name} {what}")
+
+    async def _set_mode(self, mode: str) -> None:
+        running = await self._ready()
+        assert running.conn is not None
+        await self._call(running, running.conn.set_session_mode(session_id=running.session_id, mode_id=mode))
+        self.mode = mode
+        self.info_changed()
+
+    async def _set_option(self, option: str, value: str) -> None:
+        running = await self._ready()
+        assert running.conn is not None
+        kind = next((s for s in self.settings if s.id == option), None)
+        sent: str | bool = value
+        if kind is not None and [c.value for c in kind.choices] == ["on", "off"]:
+            sent = value == "on"
+        answer = await self._call(
+            running,
+            running.conn.set_config_option(config_id=option, session_id=running.session_id, value=sent),
+        )
+        if answer is not None:
+            self._modes(None, answer.config_options)
 
     def update(self, update: Any) -> None:
         """One ``session/update`` from the agent, mapped to the running turn's events."""
