@@ -25,6 +25,7 @@ which ``session/set_mode`` and ``session/set_config_option`` change.
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
 
+``TEST_AGENT_NAME`` is the name it gives itself (``gemini-cli`` to be taken for Gemini CLI).
 With ``TEST_AGENT_LOGIN=1`` it answers ``session/new`` that it needs a login (``auth_required``),
 offering one login method. After ``session/new``'s answer it sends ``available_commands_update``
 (as real adapters do, after the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer
@@ -108,7 +109,9 @@ class CodingAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1"
             ),
-            agent_info=schema.Implementation(name="test-agent", version="1"),
+            agent_info=schema.Implementation(
+                name=os.environ.get("TEST_AGENT_NAME", "test-agent"), version="1"
+            ),
             auth_methods=[schema.AuthMethodAgent(id="test-login", name="run `test-agent login`")]
             if os.environ.get("TEST_AGENT_LOGIN") == "1"
             else None,

@@ -338,3 +338,33 @@ async def test_a_mode_or_model_the_agent_does_not_offer_is_refused_naming_those_
         lambda: events(worker, "agent_info")[-1]["settings"][0]["current"] == "smart", "the model switched"
     )
     assert events(worker, "model_changed")[-1]["model"] == "Smart One"
+
+
+async def test_options_gemini_refuses_in_a_folder_it_does_not_trust_say_so_before_they_are_picked(
+    acp_worker: Callable[[], Worker], config_dir: Path, workdir: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    config = config_dir / "config.toml"
+    config.write_text(
+        config.read_text().replace("env = { ", f'env = {{ TEST_AGENT_NAME = "gemini-cli", HOME = "{home}", ')
+    )
+
+    async def allow_always() -> tuple[str, str]:
+        worker = acp_worker()
+        client = worker.client()
+        follower = worker.follow()
+        await client.post("/turn", json={"prompt": "permission"})
+        asked = await follower.until(lambda e: e.type == "question_asked")
+        said = {o["label"]: o["description"] for o in asked.data["options"]}
+        await client.post("/question/dismiss", json={"question_id": asked.data["question_id"]})
+        await follower.until(lambda e: e.type == "turn_ended")
+        modes = (await client.get("/info")).json()["modes"]
+        return said["Allow (2)"], next(m["description"] for m in modes if m["value"] == "code")
+
+    option, mode = await allow_always()  # no rule trusts the folder: Gemini refuses them here
+    assert option.startswith("allow always — fails here: Gemini CLI does not trust this folder")
+    assert "fails here" in mode
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(workdir): "TRUST_FOLDER"}))
+    option, mode = await allow_always()
+    assert option == "allow always" and "fails here" not in mode

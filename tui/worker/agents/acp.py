@@ -152,6 +152,56 @@ class _Call:
     """Its content items (as JSON) already shown, in order."""
 
 
+GEMINI_UNTRUSTED = (
+    "fails here: Gemini CLI does not trust this folder (run `gemini` in it once and trust it, "
+    "or set GEMINI_CLI_TRUST_WORKSPACE=true)"
+)
+GEMINI_PLAIN_MODES = ("default", "plan")
+"""Gemini CLI's approval modes that work in a folder it does not trust."""
+
+
+def gemini_distrusts(workdir: Path, environ: Mapping[str, str]) -> bool:
+    """Whether Gemini CLI refuses its privileged approval modes ("Allow for this session", Auto
+    Edit, YOLO) in `workdir`: its folder trust, read as it reads it (its environment variables,
+    ``security.folderTrust.enabled`` of ``~/.gemini/settings.json``, then the longest matching
+    rule of ``~/.gemini/trustedFolders.json``; no rule is not trusted). False when unsure."""
+    trust = environ.get("GEMINI_CLI_TRUST_WORKSPACE")
+    if environ.get("GEMINI_RESTRICTED_MODE") == "true" or trust == "false":
+        return True
+    if trust == "true":
+        return False
+    home = Path(environ.get("HOME") or Path.home())
+
+    def read(path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return None  # unreadable, or JSON with comments: unsure
+
+    settings = read(home / ".gemini" / "settings.json")
+    if not isinstance(settings, dict):
+        return False
+    folder_trust = (settings.get("security") or {}).get("folderTrust") or {}
+    if isinstance(folder_trust, dict) and folder_trust.get("enabled") is False:
+        return False
+    rules = read(
+        Path(environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / ".gemini" / "trustedFolders.json")
+    )
+    if not isinstance(rules, dict):
+        return False
+    where = workdir.resolve()
+    longest, level = -1, None
+    for path, rule in rules.items():
+        base = Path(path).parent if rule == "TRUST_PARENT" else Path(path)
+        with contextlib.suppress(OSError):
+            base = base.resolve()
+        if where.is_relative_to(base) and len(path) > longest:
+            longest, level = len(path), rule
+    return level not in ("TRUST_FOLDER", "TRUST_PARENT")
+
+
 class AgentGone(Exception):
     """The agent process exited or broke the protocol; the message quotes its last stderr lines."""
 
@@ -291,6 +341,8 @@ class AcpAgent(Agent):
         self._loading = False
         self._calls: dict[str, _Call] = {}
         """The running turn's tool calls by ACP's id: ours, and what was shown of each."""
+        self._distrusted = False
+        """Gemini CLI runs in a folder it does not trust: its privileged approval modes fail here."""
         self._asking = asyncio.Lock()
         """One permission question at a time: a second request waits for the first's answer."""
 
@@ -354,6 +406,8 @@ class AcpAgent(Agent):
         )
         running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
         running.auth_methods = list(init.auth_methods or [])
+        said = init.agent_info.name if init.agent_info is not None else ""
+        self._distrusted = said == "gemini-cli" and gemini_distrusts(self.workdir, self._environment())
         earlier = self._stored_session()
         if earlier is not None and running.capabilities.load_session:
             self._loading = True
@@ -557,7 +611,16 @@ class AcpAgent(Agent):
         if modes is not None:
             self.mode = modes.current_mode_id
             self.modes = [
-                AgentChoice(value=m.id, name=m.name, description=m.description or "")
+                AgentChoice(
+                    value=m.id,
+                    name=m.name,
+                    description=(m.description or "")
+                    + (
+                        f" — {GEMINI_UNTRUSTED}"
+                        if self._distrusted and m.id not in GEMINI_PLAIN_MODES
+                        else ""
+                    ),
+                )
                 for m in modes.available_modes
             ]
         if options is not None:
@@ -771,10 +834,7 @@ class AcpAgent(Agent):
             try:
                 answer = await turn.ask(
                     f"Allow {what}?",
-                    [
-                        Option(label=label, description=by_label[label].kind.replace("_", " "))
-                        for label in labels
-                    ],
+                    [Option(label=label, description=self._option_said(by_label[label])) for label in labels],
                     multiple=False,
                     freeform=False,
                 )
@@ -786,6 +846,14 @@ class AcpAgent(Agent):
             return schema.RequestPermissionResponse(
                 outcome=schema.AllowedOutcome(option_id=chosen.option_id, outcome="selected")
             )
+
+    def _option_said(self, option: schema.PermissionOption) -> str:
+        """What a permission option says besides its label: its kind, and when it cannot work
+        here, why (before the person picks it)."""
+        said = option.kind.replace("_", " ")
+        if self._distrusted and option.kind == "allow_always":
+            said += f" — {GEMINI_UNTRUSTED}"
+        return said
 
     def inside(self, path: str, doing: str) -> Path:
         """`path` when it is inside the working directory; else refused, and the transcript says so.
