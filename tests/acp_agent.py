@@ -16,6 +16,7 @@ It does what real coding agents do, chosen by words in the prompt:
   when that read is an error;
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
+- ``broken``: answers the prompt with an internal error and its details;
 - ``recall``: says the prompts this ACP session has seen (kept across ``session/load``);
 - ``usage``: reports the context it uses and what the session cost (``usage_update``).
 
@@ -219,6 +220,8 @@ class CodingAgent:
         await self.say(session_id, acp.update_agent_thought_text("Thinking about it."))
         for word in ("Working ", "on: ", text, "\n"):
             await self.say(session_id, acp.update_agent_message_text(word))
+        if "broken" in text:  # as Claude's adapter answers when Claude Code exits
+            raise acp.RequestError.internal_error({"details": "Claude Code process exited with code 1"})
         if "crash" in text:
             print("the test agent crashes on purpose", file=sys.stderr, flush=True)
             os._exit(3)

@@ -368,3 +368,11 @@ async def test_options_gemini_refuses_in_a_folder_it_does_not_trust_say_so_befor
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(workdir): "TRUST_FOLDER"}))
     option, mode = await allow_always()
     assert option == "allow always" and "fails here" not in mode
+
+
+async def test_an_agents_error_is_one_line_with_its_details(acp_worker: Callable[[], Worker]) -> None:
+    ended = await acp_worker().turn("broken")
+    assert ended["outcome"] == "failed"
+    assert ended["error"] == (
+        "the agent 'tester' answered with an error: Internal error: Claude Code process exited with code 1"
+    )

@@ -250,6 +250,16 @@ def _setting(option: Any) -> AgentSetting:
     )
 
 
+def _said(exc: acp.RequestError) -> str:
+    """An agent's error as one line: its message, and the details it gave (``Internal error`` alone
+    says nothing)."""
+    data = exc.data
+    if isinstance(data, dict):
+        data = data.get("details") or data.get("message") or data.get("reason") or ""
+    detail = " ".join(str(data).split()) if data else ""
+    return f"{exc}: {detail}" if detail and detail != str(exc) else str(exc)
+
+
 def _cost(cost: schema.Cost) -> str:
     """``$0.42``, or ``0.42 EUR`` for a currency without a sign here."""
     signs = {"USD": "$", "EUR": "€", "GBP": "£"}
@@ -555,7 +565,7 @@ class AcpAgent(Agent):
             self._end_calls("error", str(exc))
             if exc.code == AUTH_REQUIRED and self._process is not None:
                 return TurnOutcome("failed", self._login(self._process))
-            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {exc}")
+            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {_said(exc)}")
         cancelled = answer.stop_reason == "cancelled" or turn.interrupted
         self._end_calls("terminated" if cancelled else "completed", None)
         usage = answer.usage
