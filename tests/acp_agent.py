@@ -17,6 +17,8 @@ It does what real coding agents do, chosen by words in the prompt:
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
 - ``broken``: answers the prompt with an internal error and its details;
+- ``unannounced``: as Gemini CLI does, asks permission for a call it never started
+  (``tool_call``), then says it failed;
 - ``recall``: says the prompts this ACP session has seen (kept across ``session/load``);
 - ``usage``: reports the context it uses and what the session cost (``usage_update``).
 
@@ -229,6 +231,8 @@ class CodingAgent:
             await self.edit(session_id)
         if "permission" in text:
             await self.permission(session_id)
+        if "unannounced" in text:
+            await self.unannounced(session_id)
         if "read" in text:
             await self.read(session_id)
         if "rename" in text:
@@ -393,6 +397,21 @@ class CodingAgent:
         await self.say(
             session_id, acp.update_agent_message_text(f"created new.txt (it held {old.content!r})\n")
         )
+
+    async def unannounced(self, session_id: str) -> None:
+        target = str(Path.cwd() / "new.txt")
+        await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=schema.ToolCallUpdate(
+                tool_call_id="write-9",
+                title="Writing to new.txt",
+                kind="edit",
+                locations=[schema.ToolCallLocation(path=target)],
+                content=[acp.tool_diff_content(target, "new text\n", None)],
+            ),
+            options=[schema.PermissionOption(option_id="allow-once", name="Allow", kind="allow_once")],
+        )
+        await self.say(session_id, acp.update_tool_call("write-9", status="failed"))
 
     async def read(self, session_id: str) -> None:
         inside = await self.conn.read_text_file(session_id=session_id, path=str(Path.cwd() / "notes.txt"))

@@ -376,3 +376,20 @@ async def test_an_agents_error_is_one_line_with_its_details(acp_worker: Callable
     assert ended["error"] == (
         "the agent 'tester' answered with an error: Internal error: Claude Code process exited with code 1"
     )
+
+
+async def test_a_permission_for_a_call_never_started_starts_it_with_its_title_and_diff(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "unannounced"})
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    assert asked.data["text"] == "Allow Writing to new.txt?"
+    await client.post("/answer", json={"question_id": asked.data["question_id"], "selected": ["Allow"]})
+    await follower.until(lambda e: e.type == "turn_ended")
+    (started,) = events(worker, "tool_started")
+    assert started["title"] == "Writing to new.txt" and started["locations"] == ["new.txt"]
+    assert events(worker, "tool_output")[0]["diff"] == {"path": "new.txt", "old": None, "new": "new text\n"}
+    assert events(worker, "tool_ended")[0]["status"] == "error"

@@ -839,6 +839,14 @@ class AcpAgent(Agent):
                 return cancelled
             labels = _unique([o.name for o in options])
             by_label = dict(zip(labels, options, strict=True))
+            # The request describes the call (some agents, Gemini CLI, never send its `tool_call`):
+            # it starts it, or says it again, as an update would.
+            self._tool(
+                turn,
+                schema.ToolCallProgress(
+                    session_update="tool_call_update", **tool_call.model_dump(exclude={"status"})
+                ),
+            )
             known = self._calls.get(tool_call.tool_call_id)
             what = tool_call.title or (known.title if known is not None else None) or "this"
             try:
