@@ -28,7 +28,9 @@ which ``session/set_mode`` and ``session/set_config_option`` change.
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
 
-``TEST_AGENT_NAME`` is the name it gives itself (``gemini-cli`` to be taken for Gemini CLI).
+With ``TEST_AGENT_MODELS=1`` it says its model as Gemini CLI does, in ``session/new``'s ``models``
+(no config options). ``TEST_AGENT_NAME`` is the name it gives itself (``gemini-cli`` to be taken
+for Gemini CLI).
 With ``TEST_AGENT_LOGIN=1`` it answers ``session/new`` that it needs a login (``auth_required``),
 offering one login method. After ``session/new``'s answer it sends ``available_commands_update``
 (as real adapters do, after the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer
@@ -175,6 +177,15 @@ class CodingAgent:
         session_id = f"acp-{uuid.uuid4().hex[:8]}"
         print(f"new session {session_id} in {cwd}", file=sys.stderr, flush=True)
         self._later(session_id)
+        if os.environ.get("TEST_AGENT_MODELS") == "1":
+            # as Gemini CLI says its model: in `models`, beyond the package's schema
+            schema.NewSessionResponse.model_config["extra"] = "allow"
+            schema.NewSessionResponse.model_rebuild(force=True)
+            models = {
+                "currentModelId": "gemini-2.5-pro",
+                "availableModels": [{"modelId": "gemini-2.5-pro", "name": "Gemini 2.5 Pro"}],
+            }
+            return schema.NewSessionResponse(session_id=session_id, modes=self._modes(), models=models)
         return schema.NewSessionResponse(
             session_id=session_id, modes=self._modes(), config_options=self._options()
         )

@@ -393,3 +393,18 @@ async def test_a_permission_for_a_call_never_started_starts_it_with_its_title_an
     assert started["title"] == "Writing to new.txt" and started["locations"] == ["new.txt"]
     assert events(worker, "tool_output")[0]["diff"] == {"path": "new.txt", "old": None, "new": "new text\n"}
     assert events(worker, "tool_ended")[0]["status"] == "error"
+
+
+async def test_a_model_said_in_the_sessions_models_is_shown_and_not_switched(
+    acp_worker: Callable[[], Worker], config_dir: Path
+) -> None:
+    config = config_dir / "config.toml"
+    config.write_text(config.read_text().replace("env = { ", 'env = { TEST_AGENT_MODELS = "1", '))
+    worker = acp_worker()
+    client = worker.client()
+    await eventually(lambda: any(e["settings"] for e in events(worker, "agent_info")), "its model")
+    (model,) = (await client.get("/info")).json()["settings"]
+    assert (model["category"], model["current"]) == ("model", "gemini-2.5-pro")
+    assert model["choices"] == [{"value": "gemini-2.5-pro", "name": "Gemini 2.5 Pro", "description": ""}]
+    refused = await client.post("/model", json={"model": "gemini-2.5-pro"})
+    assert refused.status_code == 400 and "agent's own settings" in refused.json()["detail"]

@@ -250,6 +250,43 @@ def _setting(option: Any) -> AgentSetting:
     )
 
 
+MODELS_OF_SESSION = "models"
+"""The id tui gives an agent's model when it says it in the session's ``models`` (an unstable part
+of the protocol Gemini CLI sends) rather than as a config option: shown, not switched."""
+
+
+def _models_kept() -> None:
+    """Keep what ``session/new`` and ``session/load`` answer beyond this package's schema: Gemini
+    CLI says its model in ``models`` (``currentModelId``, ``availableModels``)."""
+    for answer in (schema.NewSessionResponse, schema.LoadSessionResponse):
+        if answer.model_config.get("extra") != "allow":
+            answer.model_config["extra"] = "allow"
+            answer.model_rebuild(force=True)
+
+
+def _models_setting(answer: Any) -> AgentSetting | None:
+    """The model a session's answer says in ``models``, as a setting; None when it says none."""
+    models = (getattr(answer, "model_extra", None) or {}).get("models")
+    if not isinstance(models, dict) or not isinstance(models.get("currentModelId"), str):
+        return None
+    choices = [
+        AgentChoice(
+            value=str(m.get("modelId", "")),
+            name=str(m.get("name") or ""),
+            description=str(m.get("description") or ""),
+        )
+        for m in models.get("availableModels") or []
+        if isinstance(m, dict) and m.get("modelId")
+    ]
+    return AgentSetting(
+        id=MODELS_OF_SESSION,
+        name="Model",
+        category="model",
+        current=models["currentModelId"],
+        choices=choices,
+    )
+
+
 def _said(exc: acp.RequestError) -> str:
     """An agent's error as one line: its message, and the details it gave (``Internal error`` alone
     says nothing)."""
@@ -416,6 +453,7 @@ class AcpAgent(Agent):
         )
         running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
         running.auth_methods = list(init.auth_methods or [])
+        _models_kept()
         said = init.agent_info.name if init.agent_info is not None else ""
         self._distrusted = said == "gemini-cli" and gemini_distrusts(self.workdir, self._environment())
         earlier = self._stored_session()
@@ -427,7 +465,7 @@ class AcpAgent(Agent):
                 )
                 running.session_id = earlier
                 if loaded is not None:
-                    self._modes(loaded.modes, loaded.config_options)
+                    self._modes(loaded.modes, loaded.config_options, loaded)
                 log.info("agent %s: loaded its session %s", self.name, earlier)
                 return
             except acp.RequestError as exc:
@@ -448,7 +486,7 @@ class AcpAgent(Agent):
                 raise AgentGone(self._login(running)) from exc
             raise
         running.session_id = new.session_id
-        self._modes(new.modes, new.config_options)
+        self._modes(new.modes, new.config_options, new)
         self._store_session(new.session_id)
 
     def _login(self, running: _Process) -> str:
@@ -616,7 +654,9 @@ class AcpAgent(Agent):
         log.info("agent %s: %s", self.name, text)
         self.note(text)
 
-    def _modes(self, modes: schema.SessionModeState | None, options: Sequence[Any] | None = None) -> None:
+    def _modes(
+        self, modes: schema.SessionModeState | None, options: Sequence[Any] | None = None, answer: Any = None
+    ) -> None:
         """The modes and config options a new or loaded session said it has."""
         if modes is not None:
             self.mode = modes.current_mode_id
@@ -635,6 +675,11 @@ class AcpAgent(Agent):
             ]
         if options is not None:
             self.settings = [_setting(o) for o in options]
+        if answer is not None and not any(s.category == "model" for s in self.settings):
+            model = _models_setting(answer)
+            if model is not None:
+                self.settings = [*self.settings, model]
+                options = options or []
         if modes is not None or options is not None:
             self.info_changed()
 
@@ -660,6 +705,11 @@ class AcpAgent(Agent):
             raise InvalidModel(
                 f"the agent {self.name!r} does not say which models it offers: "
                 "choose one with its own commands or settings"
+            )
+        if setting.id == MODELS_OF_SESSION:
+            raise InvalidModel(
+                f"the agent {self.name!r} says its model ({setting.current}) but offers no way for tui to "
+                "switch it: set the model in the agent's own settings (GEMINI_MODEL for Gemini CLI)"
             )
         choice = self._choose(setting.choices, model, "model")
         self._send(self._set_option(setting.id, choice.value), f"switch to model {choice.value}")
