@@ -9,20 +9,37 @@ It does what real coding agents do, chosen by words in the prompt:
   which option was chosen, or that it was cancelled;
 - ``read``: reads ``notes.txt`` through the client, then tries ``../outside.txt`` and says
   whether it was refused;
+- ``rename``: a tool call first titled "Preparing file…" with no input and a line of output, then
+  updated (as Claude Code does) to "Write out.txt" with its path and content, its output replaced
+  by the diff of the file it writes;
+- ``create``: as Gemini CLI does, reads ``new.txt`` (missing) before writing it, and gives up
+  when that read is an error;
 - ``slow``: keeps working until it is cancelled (``session/cancel``), then stops ``cancelled``;
 - ``crash``: writes a line to stderr and exits in the middle of the turn;
+- ``broken``: answers the prompt with an internal error and its details;
+- ``unannounced``: as Gemini CLI does, asks permission for a call it never started
+  (``tool_call``), then says it failed;
 - ``recall``: says the prompts this ACP session has seen (kept across ``session/load``);
 - ``attack {json}``: tries, as an attacker would, each write and read of tui's own files named in
   the JSON, both through the client (``fs/write_text_file``, ``fs/read_text_file``) and from its
   own process (renames, ``umount``, ``/proc/<worker pid>/root``, bpf, its capabilities), and
   says what happened to each as ``attack results: {json}``.
+- ``usage``: reports the context it uses and what the session cost (``usage_update``).
+
+A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``),
+which ``session/set_mode`` and ``session/set_config_option`` change.
 
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
 
-After ``session/new``'s answer it sends ``available_commands_update`` (as real adapters do, after
-the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer ``session/load``. Sessions are
-kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can load them.
+With ``TEST_AGENT_MODELS=1`` it says its model as Gemini CLI does, in ``session/new``'s ``models``
+(no config options). ``TEST_AGENT_NAME`` is the name it gives itself (``gemini-cli`` to be taken
+for Gemini CLI).
+With ``TEST_AGENT_LOGIN=1`` it answers ``session/new`` that it needs a login (``auth_required``),
+offering one login method. After ``session/new``'s answer it sends ``available_commands_update``
+(as real adapters do, after the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer
+``session/load``. Sessions are kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can
+load them.
 """
 
 from __future__ import annotations
@@ -97,6 +114,8 @@ class CodingAgent:
         self.conn: Any = None
         self.cancelled: dict[str, asyncio.Event] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.mode = "ask"
+        self.model = "fast"
 
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
@@ -107,7 +126,12 @@ class CodingAgent:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1"
             ),
-            agent_info=schema.Implementation(name="test-agent", version="1"),
+            agent_info=schema.Implementation(
+                name=os.environ.get("TEST_AGENT_NAME", "test-agent"), version="1"
+            ),
+            auth_methods=[schema.AuthMethodAgent(id="test-login", name="run `test-agent login`")]
+            if os.environ.get("TEST_AGENT_LOGIN") == "1"
+            else None,
         )
 
     def _history(self, session_id: str) -> list[str]:
@@ -135,11 +159,68 @@ class CodingAgent:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
+    def _modes(self) -> schema.SessionModeState:
+        return schema.SessionModeState(
+            current_mode_id=self.mode,
+            available_modes=[
+                schema.SessionMode(id="ask", name="Ask", description="asks before each change"),
+                schema.SessionMode(id="code", name="Code", description="changes files without asking"),
+            ],
+        )
+
+    def _options(self) -> list[Any]:
+        return [
+            schema.SessionConfigOptionSelect(
+                type="select",
+                id="model",
+                name="Model",
+                category="model",
+                current_value=self.model,
+                options=[
+                    schema.SessionConfigSelectOption(value="fast", name="Fast One"),
+                    schema.SessionConfigSelectOption(value="smart", name="Smart One"),
+                ],
+            )
+        ]
+
     async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        if os.environ.get("TEST_AGENT_LOGIN") == "1":
+            raise acp.RequestError.auth_required()
         session_id = f"acp-{uuid.uuid4().hex[:8]}"
         print(f"new session {session_id} in {cwd}", file=sys.stderr, flush=True)
         self._later(session_id)
-        return schema.NewSessionResponse(session_id=session_id)
+        if os.environ.get("TEST_AGENT_MODELS") == "1":
+            # as Gemini CLI says its model: in `models`, beyond the package's schema
+            schema.NewSessionResponse.model_config["extra"] = "allow"
+            schema.NewSessionResponse.model_rebuild(force=True)
+            models = {
+                "currentModelId": "gemini-2.5-pro",
+                "availableModels": [{"modelId": "gemini-2.5-pro", "name": "Gemini 2.5 Pro"}],
+            }
+            return schema.NewSessionResponse(session_id=session_id, modes=self._modes(), models=models)
+        return schema.NewSessionResponse(
+            session_id=session_id, modes=self._modes(), config_options=self._options()
+        )
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        if mode_id not in ("ask", "code"):
+            raise acp.RequestError.invalid_params({"mode_id": mode_id})
+        self.mode = mode_id
+        await self.say(
+            session_id,
+            schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id),
+        )
+        return schema.SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        if config_id != "model" or value not in ("fast", "smart"):
+            raise acp.RequestError.invalid_params({"config_id": config_id, "value": value})
+        self.model = str(value)
+        return schema.SetSessionConfigOptionResponse(config_options=self._options())
 
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
         if os.environ.get("TEST_AGENT_NO_LOAD") == "1":
@@ -149,7 +230,7 @@ class CodingAgent:
             await self.say(session_id, acp.update_user_message_text(prompt))
             await self.say(session_id, acp.update_agent_message_text(f"(replayed reply to {prompt})"))
         self._later(session_id)
-        return schema.LoadSessionResponse()
+        return schema.LoadSessionResponse(modes=self._modes(), config_options=self._options())
 
     async def say(self, session_id: str, update: Any) -> None:
         await self.conn.session_update(session_id=session_id, update=update)
@@ -164,6 +245,8 @@ class CodingAgent:
         await self.say(session_id, acp.update_agent_thought_text("Thinking about it."))
         for word in ("Working ", "on: ", text, "\n"):
             await self.say(session_id, acp.update_agent_message_text(word))
+        if "broken" in text:  # as Claude's adapter answers when Claude Code exits
+            raise acp.RequestError.internal_error({"details": "Claude Code process exited with code 1"})
         if "crash" in text:
             print("the test agent crashes on purpose", file=sys.stderr, flush=True)
             os._exit(3)
@@ -171,8 +254,14 @@ class CodingAgent:
             await self.edit(session_id)
         if "permission" in text:
             await self.permission(session_id)
+        if "unannounced" in text:
+            await self.unannounced(session_id)
         if "read" in text:
             await self.read(session_id)
+        if "rename" in text:
+            await self.rename(session_id)
+        if "create" in text:
+            await self.create(session_id)
         if "probe" in text:
             # What the agent itself reaches of tui's own files: its session's journal.
             journal = (
@@ -187,6 +276,20 @@ class CodingAgent:
             results = await self.attack(session_id, json.loads(text.removeprefix("attack ")))
             await self.say(
                 session_id, acp.update_agent_message_text(f"attack results: {json.dumps(results)}\n")
+            )
+        if "usage" in text:
+            await self.say(
+                session_id,
+                schema.UsageUpdate(
+                    session_update="usage_update",
+                    used=12_345,
+                    size=200_000,
+                    cost=schema.Cost(amount=0.42, currency="USD"),
+                ),
+            )
+        if "which" in text:
+            await self.say(
+                session_id, acp.update_agent_message_text(f"mode {self.mode}, model {self.model}\n")
             )
         if "recall" in text:
             seen = self._history(session_id)
@@ -260,6 +363,83 @@ class CodingAgent:
                 content=[acp.tool_content(acp.text_block("2 passed"))],
             ),
         )
+
+    async def rename(self, session_id: str) -> None:
+        target = Path.cwd() / "out.txt"
+        await self.say(
+            session_id,
+            schema.ToolCallStart(
+                session_update="tool_call",
+                tool_call_id="write-1",
+                title="Preparing file…",
+                kind="edit",
+                status="pending",
+                raw_input={},
+                content=[acp.tool_content(acp.text_block("thinking about the file"))],
+            ),
+        )
+        body = "written by the agent\n"
+        await self.say(
+            session_id,
+            schema.ToolCallProgress(
+                session_update="tool_call_update",
+                tool_call_id="write-1",
+                title="Write out.txt",
+                status="in_progress",
+                raw_input={"file_path": str(target), "content": body},
+                locations=[schema.ToolCallLocation(path=str(target))],
+            ),
+        )
+        await self.conn.write_text_file(session_id=session_id, path=str(target), content=body)
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "write-1", status="completed", content=[acp.tool_diff_content(str(target), body, None)]
+            ),
+        )
+
+    async def create(self, session_id: str) -> None:
+        target = Path.cwd() / "new.txt"
+        await self.say(
+            session_id, acp.start_edit_tool_call("create-1", "Write new.txt", path=str(target), content=None)
+        )
+        try:
+            old = await self.conn.read_text_file(session_id=session_id, path=str(target))
+        except acp.RequestError as exc:
+            await self.say(
+                session_id, acp.update_tool_call("create-1", status="failed", raw_output={"error": str(exc)})
+            )
+            await self.say(
+                session_id, acp.update_agent_message_text(f"Error checking existing file: {exc}\n")
+            )
+            return
+        await self.conn.write_text_file(session_id=session_id, path=str(target), content="brand new\n")
+        await self.say(
+            session_id,
+            acp.update_tool_call(
+                "create-1",
+                status="completed",
+                content=[acp.tool_diff_content(str(target), "brand new\n", old.content or None)],
+            ),
+        )
+        await self.say(
+            session_id, acp.update_agent_message_text(f"created new.txt (it held {old.content!r})\n")
+        )
+
+    async def unannounced(self, session_id: str) -> None:
+        target = str(Path.cwd() / "new.txt")
+        await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=schema.ToolCallUpdate(
+                tool_call_id="write-9",
+                title="Writing to new.txt",
+                kind="edit",
+                locations=[schema.ToolCallLocation(path=target)],
+                content=[acp.tool_diff_content(target, "new text\n", None)],
+            ),
+            options=[schema.PermissionOption(option_id="allow-once", name="Allow", kind="allow_once")],
+        )
+        await self.say(session_id, acp.update_tool_call("write-9", status="failed"))
 
     async def read(self, session_id: str) -> None:
         inside = await self.conn.read_text_file(session_id=session_id, path=str(Path.cwd() / "notes.txt"))

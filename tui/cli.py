@@ -37,6 +37,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "remote": ("add|list|remove", "other machines, for --remote NAME", "machines"),
     "share": ("ID --name N --kind K", "invite someone to a session", "machines"),
     "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
+    "agents": ("[--json]", "the ACP coding agents, and whether each is installed", "machines"),
 }
 _SUBCOMMANDS = tuple(_COMMANDS)
 _GROUPS = {
@@ -167,6 +168,9 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
 
     p = add("models", _command("sessions", "run_models"))
+    p.add_argument("--json", action="store_true", help="a JSON list of objects")
+
+    p = add("agents", _command("sessions", "run_agents"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
 
     p = add("answer", _command("sessions", "run_answer"))

@@ -12,7 +12,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tui.errors import InvalidModel, TuiError
 
 __all__ = [
+    "BUILTIN_AGENTS",
     "PROVIDERS",
     "AgentProfile",
     "Config",
@@ -210,6 +211,38 @@ class AgentProfile(_Settings):
     """The command that starts it, as a list of words."""
     env: dict[str, str] = {}
     """Extra environment variables for it."""
+    install: str | None = None
+    """The one line that installs it, said when its command is not found."""
+    login: str | None = None
+    """How to log in to it, said when it answers that it needs a login."""
+    builtin: bool = Field(default=False, exclude=True)
+    """Whether it is one of `BUILTIN_AGENTS` (possibly changed by an ``[agents]`` table)."""
+
+
+BUILTIN_AGENTS: dict[str, dict[str, Any]] = {
+    "claude": {
+        "command": ["claude-agent-acp"],
+        "install": "npm install -g @agentclientprotocol/claude-agent-acp",
+        "login": "run `claude` in a terminal and type /login, or set ANTHROPIC_API_KEY",
+    },
+    "codex": {
+        "command": ["codex-acp"],
+        "install": "npm install -g @zed-industries/codex-acp",
+        "login": "run `codex login` in a terminal, or set OPENAI_API_KEY",
+    },
+    "gemini": {
+        "command": ["gemini", "--acp"],
+        "install": "npm install -g @google/gemini-cli",
+        "login": "run `gemini` in a terminal and sign in, or set GEMINI_API_KEY",
+    },
+    "opencode": {
+        "command": ["opencode", "acp"],
+        "install": "npm install -g opencode-ai",
+        "login": "run `opencode auth login` in a terminal",
+    },
+}
+"""The coding agents tui knows without configuration: each one's ACP command and install line. An
+``[agents.NAME]`` table of the same name changes what it gives (``command``, ``env``)."""
 
 
 class SandboxSettings(_Settings):
@@ -292,13 +325,32 @@ class Config(_Settings):
     default_model: str | None = None
     """The model profile a model session uses when none is named."""
     models: dict[str, ModelProfile] = {}
-    agents: dict[str, AgentProfile] = {}
+    agents: dict[str, AgentProfile] = Field(default_factory=dict, validate_default=True)
+    """The ``[agents]`` tables over `BUILTIN_AGENTS`."""
     sandbox: SandboxSettings = SandboxSettings()
     workers: WorkerSettings = WorkerSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)
     """The file it was read from (None when no file was there)."""
+
+    @field_validator("agents", mode="before")
+    @classmethod
+    def _with_builtins(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        merged: dict[str, Any] = {name: {**entry, "builtin": True} for name, entry in BUILTIN_AGENTS.items()}
+        for name, entry in value.items():
+            if isinstance(entry, AgentProfile):
+                entry = entry.model_dump() | {"builtin": entry.builtin}
+            if name in BUILTIN_AGENTS and isinstance(entry, dict):
+                # a command of one's own is installed (and logged in to) one's own way
+                dropped = ("install", "login") if "command" in entry else ()
+                builtin = {k: v for k, v in merged[name].items() if k not in dropped}
+                merged[name] = {**builtin, **entry}
+            else:
+                merged[name] = entry
+        return merged
 
     def model_profile(self, name: str) -> ModelProfile:
         """The profile of `name`: a ``[models.NAME]`` table, or ``provider:model`` (``openai:gpt-5``).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,70 @@ def test_an_agent_that_loads_its_session_lets_an_idle_worker_go_one_that_cannot_
     rows = {row["id"]: row for row in sessions()}
     assert rows[loads]["idle_timeout"] == 3600, "session/load: the next worker loads it back"
     assert rows[cannot]["idle_timeout"] is None, "no session/load: its worker is kept"
+
+
+def test_the_transcript_names_a_tool_call_as_the_agent_last_titled_it(tester: Path) -> None:
+    sid, _, err, code = _new("rename the file")
+    assert code == 0, err
+    text = tui("transcript", sid)
+    assert text.returncode == 0, text.stderr
+    assert "▸ Write out.txt · completed" in text.stdout and "Preparing" not in text.stdout
+
+
+def test_a_built_in_agent_runs_with_no_entry_and_tui_agents_says_what_is_installed(
+    tester: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `claude-agent-acp` on PATH (the test agent behind it); no [agents.claude] in config.toml
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    adapter = bin_dir / "claude-agent-acp"
+    agent = Path(__file__).resolve().parent.parent / "acp_agent.py"
+    adapter.write_text(f'#!/bin/sh\nexec {sys.executable} {agent} "$@"\n')
+    adapter.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("TEST_AGENT_STATE", str(tmp_path / "agent-state"))
+    config = tmp_path / "config" / "config.toml"
+    nowhere = tmp_path / "empty"
+    nowhere.mkdir()
+    # an entry may change a built-in's env only (here: a PATH where its command is not)
+    config.write_text(config.read_text() + f'[agents.codex]\nenv = {{ PATH = "{nowhere}" }}\n')
+    out = tui("send", "--new", "--agent", "claude", "hello", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert "Working on: hello" in out.stdout
+    listed = tui("agents", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["claude"]["found"] == str(adapter) and rows["claude"]["builtin"]
+    assert rows["codex"]["found"] is None and rows["tester"]["builtin"] is False
+    assert set(rows) >= {"claude", "codex", "gemini", "opencode", "tester"}
+    table = {line.split()[0]: line.split(None, 1)[1] for line in tui("agents").stdout.splitlines()}
+    assert table["claude"].startswith("claude-agent-acp") and table["claude"].endswith(f"found: {adapter}")
+    assert table["codex"].endswith("not installed: npm install -g @zed-industries/codex-acp")
+
+
+def test_a_built_in_agent_not_installed_is_refused_naming_its_install_line(
+    tester: Path, tmp_path: Path
+) -> None:
+    nowhere = tmp_path / "empty"
+    nowhere.mkdir()
+    config = tmp_path / "config" / "config.toml"
+    config.write_text(config.read_text() + f'[agents.gemini]\nenv = {{ PATH = "{nowhere}" }}\n')
+    out = tui("--agent", "gemini", "hello")
+    assert out.returncode == 1, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "`npm install -g @google/gemini-cli`" in lines[0], lines
+    assert "'gemini'" in lines[0]
+    assert sessions() == []
+
+
+def test_an_agent_that_needs_a_login_says_how_in_one_line(tester: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config" / "config.toml"
+    config.write_text(config.read_text().replace("env = { ", 'env = { TEST_AGENT_LOGIN = "1", '))
+    _, _, err, code = _new("hello")
+    assert code == 1, err
+    said = [line for line in err.splitlines() if "log in" in line]
+    assert len(said) == 1, err
+    assert (
+        "the agent 'tester' needs you to log in: log in as it offers (run `test-agent login`) "
+        "in a terminal; then send the prompt again" in said[0]
+    )

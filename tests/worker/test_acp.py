@@ -149,6 +149,39 @@ async def test_files_are_served_only_inside_the_working_directory(
     assert "refused the agent's write of /tmp/../etc/escaped.txt" in notes
 
 
+async def test_a_tool_call_takes_the_title_input_and_content_of_its_updates(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    worker = acp_worker()
+    follower = worker.follow()
+    ended = await worker.turn("rename")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert (workdir / "out.txt").read_text() == "written by the agent\n"
+    assert events(worker, "tool_started")[0]["title"] == "Preparing file…"
+    diff = {"path": "out.txt", "old": None, "new": "written by the agent\n"}
+    # live: the update follows the start on the stream
+    updated = await follower.until(lambda e: e.type == "tool_updated" and "title" in e.data)
+    assert updated.data["title"] == "Write out.txt"
+    # the record, as the transcript and a later attach read it
+    tool = (await worker.client().get("/transcript")).json()["turns"][-1]["tools"][0]
+    assert tool["title"] == "Write out.txt" and tool["kind"] == "edit"
+    assert tool["args"] == {"file_path": str(workdir / "out.txt"), "content": "written by the agent\n"}
+    assert tool["locations"] == ["out.txt"]
+    # the final content (a diff) replaced the line it first showed
+    assert tool["output"] == "" and tool["diffs"] == [diff] and tool["status"] == "completed"
+
+
+async def test_a_missing_file_reads_as_empty_so_an_agent_can_create_it(
+    acp_worker: Callable[[], Worker], workdir: Path
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("create")
+    assert ended["outcome"] == "completed", ended["error"]
+    assert "created new.txt (it held '')" in ended["reply"]
+    assert (workdir / "new.txt").read_text() == "brand new\n"
+    assert events(worker, "tool_ended")[0]["status"] == "completed"
+
+
 async def test_a_symlink_out_of_the_folder_is_refused(
     acp_worker: Callable[[], Worker], workdir: Path
 ) -> None:
@@ -270,3 +303,110 @@ async def test_the_agent_cannot_reach_tui_s_own_files_and_the_first_screen_says_
     assert any(
         "tui's sessions, config, sockets and the token files tui knows of are hidden" in n for n in notes
     ), notes
+
+
+async def test_the_agents_modes_settings_and_usage_reach_info_and_status(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    ended = await worker.turn("usage")
+    assert ended["outcome"] == "completed", ended["error"]
+    info = (await worker.client().get("/info")).json()
+    assert info["mode"] == "ask" and [m["value"] for m in info["modes"]] == ["ask", "code"]
+    (model,) = info["settings"]
+    assert model["category"] == "model" and model["current"] == "fast"
+    assert [(c["value"], c["name"]) for c in model["choices"]] == [
+        ("fast", "Fast One"),
+        ("smart", "Smart One"),
+    ]
+    assert events(worker, "agent_info")[-1]["settings"] == info["settings"]
+    status = [e for e in events(worker, "status") if e.get("cost")]
+    assert status and status[0]["cost"] == "$0.42"
+    assert (status[0]["context_used"], status[0]["context_limit"]) == (12_345, 200_000)
+
+
+async def test_a_mode_or_model_the_agent_does_not_offer_is_refused_naming_those_it_does(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    await eventually(lambda: any(e["modes"] for e in events(worker, "agent_info")), "its modes")
+    refused = await client.post("/model", json={"model": "nope", "setting": "mode"})
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_model"
+    assert "'nope'" in refused.json()["detail"] and "ask (Ask), code (Code)" in refused.json()["detail"]
+    taken = await client.post("/model", json={"model": "Smart One"})  # by its name too
+    assert taken.status_code == 200, taken.text
+    await eventually(
+        lambda: events(worker, "agent_info")[-1]["settings"][0]["current"] == "smart", "the model switched"
+    )
+    assert events(worker, "model_changed")[-1]["model"] == "Smart One"
+
+
+async def test_options_gemini_refuses_in_a_folder_it_does_not_trust_say_so_before_they_are_picked(
+    acp_worker: Callable[[], Worker], config_dir: Path, workdir: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    config = config_dir / "config.toml"
+    config.write_text(
+        config.read_text().replace("env = { ", f'env = {{ TEST_AGENT_NAME = "gemini-cli", HOME = "{home}", ')
+    )
+
+    async def allow_always() -> tuple[str, str]:
+        worker = acp_worker()
+        client = worker.client()
+        follower = worker.follow()
+        await client.post("/turn", json={"prompt": "permission"})
+        asked = await follower.until(lambda e: e.type == "question_asked")
+        said = {o["label"]: o["description"] for o in asked.data["options"]}
+        await client.post("/question/dismiss", json={"question_id": asked.data["question_id"]})
+        await follower.until(lambda e: e.type == "turn_ended")
+        modes = (await client.get("/info")).json()["modes"]
+        return said["Allow (2)"], next(m["description"] for m in modes if m["value"] == "code")
+
+    option, mode = await allow_always()  # no rule trusts the folder: Gemini refuses them here
+    assert option.startswith("allow always — fails here: Gemini CLI does not trust this folder")
+    assert "fails here" in mode
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(workdir): "TRUST_FOLDER"}))
+    option, mode = await allow_always()
+    assert option == "allow always" and "fails here" not in mode
+
+
+async def test_an_agents_error_is_one_line_with_its_details(acp_worker: Callable[[], Worker]) -> None:
+    ended = await acp_worker().turn("broken")
+    assert ended["outcome"] == "failed"
+    assert ended["error"] == (
+        "the agent 'tester' answered with an error: Internal error: Claude Code process exited with code 1"
+    )
+
+
+async def test_a_permission_for_a_call_never_started_starts_it_with_its_title_and_diff(
+    acp_worker: Callable[[], Worker],
+) -> None:
+    worker = acp_worker()
+    client = worker.client()
+    follower = worker.follow()
+    await client.post("/turn", json={"prompt": "unannounced"})
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    assert asked.data["text"] == "Allow Writing to new.txt?"
+    await client.post("/answer", json={"question_id": asked.data["question_id"], "selected": ["Allow"]})
+    await follower.until(lambda e: e.type == "turn_ended")
+    (started,) = events(worker, "tool_started")
+    assert started["title"] == "Writing to new.txt" and started["locations"] == ["new.txt"]
+    assert events(worker, "tool_output")[0]["diff"] == {"path": "new.txt", "old": None, "new": "new text\n"}
+    assert events(worker, "tool_ended")[0]["status"] == "error"
+
+
+async def test_a_model_said_in_the_sessions_models_is_shown_and_not_switched(
+    acp_worker: Callable[[], Worker], config_dir: Path
+) -> None:
+    config = config_dir / "config.toml"
+    config.write_text(config.read_text().replace("env = { ", 'env = { TEST_AGENT_MODELS = "1", '))
+    worker = acp_worker()
+    client = worker.client()
+    await eventually(lambda: any(e["settings"] for e in events(worker, "agent_info")), "its model")
+    (model,) = (await client.get("/info")).json()["settings"]
+    assert (model["category"], model["current"]) == ("model", "gemini-2.5-pro")
+    assert model["choices"] == [{"value": "gemini-2.5-pro", "name": "Gemini 2.5 Pro", "description": ""}]
+    refused = await client.post("/model", json={"model": "gemini-2.5-pro"})
+    assert refused.status_code == 400 and "agent's own settings" in refused.json()["detail"]

@@ -259,6 +259,19 @@ class TestConfig:
         }
         assert config.path == tmp_path / "config.toml"
 
+    def test_the_built_in_agents_are_there_and_a_table_changes_what_it_gives(self, tmp_path: Path) -> None:
+        assert Config().agents["claude"].command == ["claude-agent-acp"]
+        assert Config().agents["gemini"].command == ["gemini", "--acp"]
+        (tmp_path / "config.toml").write_text(
+            '[agents.gemini]\nenv = { GEMINI_MODEL = "m" }\n[agents.codex]\ncommand = ["my-codex"]\n'
+        )
+        config = load_config(tmp_path)
+        gemini, codex = config.agents["gemini"], config.agents["codex"]
+        assert gemini.command == ["gemini", "--acp"] and gemini.env == {"GEMINI_MODEL": "m"}
+        assert gemini.install == "npm install -g @google/gemini-cli" and gemini.builtin
+        assert codex.command == ["my-codex"] and codex.install is None
+        assert set(config.agents) == {"claude", "codex", "gemini", "opencode"}
+
     def test_the_config_dir_comes_from_the_environment(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

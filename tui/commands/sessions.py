@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import QuestionNotPending, UsageError
@@ -168,6 +168,49 @@ def run_models(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in table) for i in range(2)]
     for r in table:
         print(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}")
+    return 0
+
+
+def run_agents(args: argparse.Namespace) -> int:
+    """``tui agents``: the ACP coding agents (built in and ``[agents]`` tables), whether each one's
+    command is found on ``PATH``, and the line that installs it when it is not."""
+    import shutil
+
+    from tui.config import load_config
+
+    config = load_config()
+    rows: list[dict[str, Any]] = []
+    for name, profile in sorted(config.agents.items()):
+        search = profile.env.get("PATH", os.environ.get("PATH", os.defpath))
+        found = shutil.which(profile.command[0], path=search)
+        rows.append(
+            {
+                "name": name,
+                "command": profile.command,
+                "builtin": profile.builtin,
+                "found": found,
+                "install": profile.install,
+                "default": name == config.default_agent,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    table = [("NAME", "COMMAND", "")]
+    for row in rows:
+        mark = " (default)" if row["default"] else ""
+        if row["found"]:
+            state = f"found: {row['found']}"
+        elif row["install"]:
+            state = f"not installed: {row['install']}"
+        else:
+            state = "NOT FOUND on PATH: fix its command in config.toml"
+        table.append((f"{row['name']}{mark}", " ".join(row["command"]), state))
+    widths = [max(len(r[i]) for r in table) for i in range(2)]
+    for r in table:
+        print(f"{r[0].ljust(widths[0])}  {r[1].ljust(widths[1])}  {r[2]}".rstrip())
+    where = config.path or "config.toml"
+    _say(f"`tui --agent NAME` starts a session of one; [agents.NAME] in {where} adds or changes one")
     return 0
 
 

@@ -210,8 +210,9 @@ class AttachLink(ABC):
 
         raise InvalidRequest("this session has no queue to resume")
 
-    async def set_model(self, model: str) -> None:
-        """Switch the session's model. Default: refused, this link has no models."""
+    async def set_model(self, model: str, setting: str | None = None) -> None:
+        """Switch the session's model (or its agent's `setting`, ``mode`` …). Default: refused,
+        this link has no models."""
         from tui.errors import InvalidRequest
 
         raise InvalidRequest(f"this session cannot switch to model {model!r}")

@@ -125,8 +125,8 @@ class BridgedLink(AttachLink):
     async def interrupt(self) -> bool:
         return await self.bridge_client().interrupt(self.client_id)
 
-    async def set_model(self, model: str) -> None:
-        await self.bridge_client().set_model(model)
+    async def set_model(self, model: str, setting: str | None = None) -> None:
+        await self.bridge_client().set_model(model, setting)
 
     async def stats(self) -> Stats:
         return await self.bridge_client().stats()

@@ -222,9 +222,9 @@ class BridgeClient:
         reply: Interrupted = await self._call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
         return reply.interrupted
 
-    async def set_model(self, model: str) -> None:
-        """``POST /model``."""
-        await self._call(BRIDGE["model"], ModelRequest(model=model))
+    async def set_model(self, model: str, setting: str | None = None) -> None:
+        """``POST /model`` (`setting`: one of the agent's own settings instead, ``mode`` …)."""
+        await self._call(BRIDGE["model"], ModelRequest(model=model, setting=setting))
 
     async def stats(self) -> Stats:
         """``GET /stats``."""

@@ -488,7 +488,7 @@ class MockLink(AttachLink):
         for start in range(0, len(text), 64 * 1024):
             yield text[start : start + 64 * 1024]
 
-    async def set_model(self, model: str) -> None:
+    async def set_model(self, model: str, setting: str | None = None) -> None:
         if await self._handle("set_model", model=model) is not NotImplemented:
             return
         from tui.protocol import ModelChanged

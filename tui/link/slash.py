@@ -43,6 +43,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand("/archive", "/archive", "hide the session from `tui sessions`", "owner", _TUI),
     SlashCommand("/model", "/model NAME", "switch the session's model", "owner"),
+    SlashCommand("/mode", "/mode NAME", "switch the agent's mode (an ACP agent's)", "owner", _TUI),
     SlashCommand(
         "/queue", "/queue [PROMPT]", "show the queue, or queue PROMPT behind the running turn", "write"
     ),

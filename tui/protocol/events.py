@@ -15,8 +15,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "AgentChoice",
     "AgentCommand",
     "AgentInfo",
+    "AgentSetting",
     "By",
     "Diff",
     "Event",
@@ -39,6 +41,7 @@ __all__ = [
     "ToolEnded",
     "ToolOutput",
     "ToolStarted",
+    "ToolUpdated",
     "TurnEnded",
     "TurnStarted",
     "UnknownEvent",
@@ -162,6 +165,22 @@ class ToolOutput(EventBase):
     diff: Diff | None = None
 
 
+class ToolUpdated(EventBase):
+    """A running tool call the agent described again: each field given replaces the one before
+    (None: unchanged). An agent first says "Preparing file…" with no input, then the real title
+    and arguments; `output` and `diffs`, when given, replace what the call showed so far."""
+
+    type: Literal["tool_updated"] = "tool_updated"
+    turn_id: str
+    call_id: str
+    title: str | None = None
+    kind: str | None = None
+    args: dict[str, Any] | None = None
+    locations: list[str] | None = None
+    output: str | None = None
+    diffs: list[Diff] | None = None
+
+
 class Thinking(EventBase):
     """A chunk of a model's reasoning, shown dimmed and folded."""
 
@@ -194,12 +213,41 @@ class AgentCommand(BaseModel):
     description: str = ""
 
 
+class AgentChoice(BaseModel):
+    """One value an agent offers: a mode, or a value of one of its settings."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    value: str
+    """What the agent is told when it is chosen (ACP's id or value)."""
+    name: str = ""
+    """What people read; the value when empty."""
+    description: str = ""
+
+
+class AgentSetting(BaseModel):
+    """One of an agent's own settings for the session (an ACP config option): its model, mode,
+    reasoning effort …, with the value it has now and the values it takes."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    id: str
+    name: str = ""
+    category: str | None = None
+    """``model``, ``mode``, ``thought_level`` … as the agent says; None: another kind."""
+    current: str = ""
+    choices: list[AgentChoice] = []
+
+
 class AgentInfo(EventBase):
-    """The agent's own slash commands and mode, whenever they change (outside turns too)."""
+    """The agent's own slash commands, mode and settings, whenever they change (outside turns too)."""
 
     type: Literal["agent_info"] = "agent_info"
     commands: list[AgentCommand] = []
     mode: str | None = None
+    """The current mode's value (one of `modes`)."""
+    modes: list[AgentChoice] = []
+    """The modes the agent offers (ACP's session modes)."""
+    settings: list[AgentSetting] = []
+    """The agent's settings (ACP's config options): its model among them, when it says one."""
 
 
 class ToolEnded(EventBase):
@@ -266,6 +314,8 @@ class Status(EventBase):
     children: dict[str, int] = {}
     activity: str = ""
     """What the running turn waits for, in a few words (``retrying in 4 s``); empty when nothing."""
+    cost: str = ""
+    """What the session has cost so far, as the agent reports it (``$0.42``); empty when unknown."""
     attached: list[Presence] = []
     """Who has an event stream open now (each name once); a `status` is also emitted when it changes."""
 
@@ -298,6 +348,7 @@ KnownEvent = Annotated[
     | TurnStarted
     | TextChunk
     | ToolStarted
+    | ToolUpdated
     | ToolOutput
     | Thinking
     | Plan
@@ -357,6 +408,7 @@ _KNOWN_TYPES = {
     "turn_started",
     "text",
     "tool_started",
+    "tool_updated",
     "tool_output",
     "thinking",
     "plan",

@@ -6,7 +6,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
 
-from tui.protocol.events import AgentCommand, By, Diff, PlanEntry, Presence, Question, QueueItem
+from tui.protocol.events import (
+    AgentChoice,
+    AgentCommand,
+    AgentSetting,
+    By,
+    Diff,
+    PlanEntry,
+    Presence,
+    Question,
+    QueueItem,
+)
 
 __all__ = [
     "FEATURES",
@@ -77,6 +87,12 @@ class Info(_Wire):
     """What a prompt is: a Python program (a script is split as Python reads it), or text."""
     commands: list[AgentCommand] = []
     """The agent's own slash commands, for completion in the prompt."""
+    mode: str | None = None
+    """The agent's current mode, when it has modes (one of `modes`)."""
+    modes: list[AgentChoice] = []
+    """The agent's modes (ACP's session modes), for ``/mode``."""
+    settings: list[AgentSetting] = []
+    """The agent's own settings (ACP's config options; its model among them), for ``/model``."""
     models: list[str] = []
     """The model profiles ``/model`` takes (a model session's), for completion in the prompt."""
     resumed_at_turn: int = 0
@@ -130,6 +146,9 @@ class InterruptRequest(_Body):
 
 class ModelRequest(_Body):
     model: str
+    setting: str | None = None
+    """Which of the agent's own settings to change instead of its model: ``mode``, or the id of
+    one of its `Info.settings` (an ACP agent's); None: the model."""
 
 
 class LeaveRequest(_Body):

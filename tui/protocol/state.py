@@ -25,8 +25,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from tui.protocol.events import (
+    AgentChoice,
     AgentCommand,
     AgentInfo,
+    AgentSetting,
     By,
     Event,
     ModelChanged,
@@ -44,6 +46,7 @@ from tui.protocol.events import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     TurnEnded,
     TurnStarted,
     WorkerStarted,
@@ -66,6 +69,8 @@ __all__ = [
     "SessionState",
     "State",
     "Step",
+    "agent_mode",
+    "agent_model",
     "apply",
     "note_line",
     "steps",
@@ -83,7 +88,9 @@ SUPERSEDED = "another turn started before this one ended"
 State = Literal["idle", "working", "asking"]
 
 # Events that only matter inside the turn that is running when they are read.
-_TURN_DETAIL = frozenset({"text", "thinking", "plan", "tool_started", "tool_output", "tool_ended"})
+_TURN_DETAIL = frozenset(
+    {"text", "thinking", "plan", "tool_started", "tool_updated", "tool_output", "tool_ended"}
+)
 # Known events that change nothing here.
 _NO_STATE = frozenset({"worker_leaving"})
 KEEP_NOTES = 20
@@ -118,6 +125,39 @@ def tool_record(event: ToolStarted) -> ToolRecord:
         kind=event.kind,
         locations=list(event.locations),
     )
+
+
+def update_tool(tool: ToolRecord, event: ToolUpdated) -> list[str] | None:
+    """Apply what `event` says again of the call `tool` records (in place): each field it gives
+    replaces the one before. Returns the call's output as it now stands when the event replaces
+    it (None: the output is unchanged)."""
+    for name in ("title", "kind", "args", "locations"):
+        value = getattr(event, name)
+        if value is not None:
+            setattr(tool, name, list(value) if name == "locations" else value)
+    if event.diffs is not None:
+        tool.diffs = list(event.diffs)
+    return None if event.output is None else [event.output] if event.output else []
+
+
+def _named(choices: list[AgentChoice], value: str | None) -> str | None:
+    if value is None:
+        return None
+    return next((c.name or c.value for c in choices if c.value == value), value)
+
+
+def agent_model(settings: list[AgentSetting]) -> str | None:
+    """The model an agent says it uses now (its setting of category ``model``), by name."""
+    model = next((s for s in settings if s.category == "model"), None)
+    return _named(model.choices, model.current) if model is not None else None
+
+
+def agent_mode(mode: str | None, modes: list[AgentChoice], settings: list[AgentSetting]) -> str | None:
+    """The mode an agent is in now, by name: its session mode, else its setting of category ``mode``."""
+    if mode is not None:
+        return _named(modes, mode)
+    setting = next((s for s in settings if s.category == "mode"), None)
+    return _named(setting.choices, setting.current) if setting is not None else None
 
 
 def who(by: By, client_id: str | None = None) -> str:
@@ -354,6 +394,12 @@ class SessionState(BaseModel):
     """The agent's mode, when it has modes."""
     notes: list[str] = []
     """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
+    modes: list[AgentChoice] = []
+    """The modes the agent offers."""
+    settings: list[AgentSetting] = []
+    """The agent's own settings (its model among them, when it says one)."""
+    cost: str = ""
+    """What the session cost so far, as the agent reported it."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -433,6 +479,13 @@ class SessionState(BaseModel):
                 if current is not None and current.turn_id == event.turn_id:
                     started = current.tools[event.call_id] = tool_record(event)
                     started.at_reply = current.replied
+            case ToolUpdated():
+                if current is not None and current.turn_id == event.turn_id:
+                    tool = current.tools.get(event.call_id)
+                    if tool is not None:
+                        output = update_tool(tool, event)
+                        if output is not None:
+                            current.output[event.call_id] = output
             case ToolEnded():
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)
@@ -503,6 +556,7 @@ class SessionState(BaseModel):
                 self.context_limit = event.context_limit
                 self.children = dict(event.children)
                 self.activity = event.activity
+                self.cost = event.cost
                 self.attached = list(event.attached)
                 # Totals a worker reports win over the sum of turn usages; a status without any keeps it.
                 if event.tokens_in or event.tokens_out:
@@ -521,6 +575,8 @@ class SessionState(BaseModel):
             case AgentInfo():
                 self.commands = list(event.commands)
                 self.mode = event.mode
+                self.modes = list(event.modes)
+                self.settings = list(event.settings)
             case Note():
                 line = note_line(event)
                 if current is not None:

@@ -1,11 +1,11 @@
 """Finding text in a session's ended turns, by reading its journal once, front to back.
 
 The journal is one file that holds every turn whole: a turn's prompt (``turn_started``), its
-tool calls' arguments, output and errors (``tool_started``, ``tool_output``, ``tool_ended``) and
-its whole reply and error (``turn_ended``). It is read in blocks of a few MiB, lower-cased, and
-searched for the text as JSON spells it; only the lines where it occurs are decoded, and the hit
-is kept once the decoded field holds the text. Memory stays bounded by one block whatever the
-session's length, and a search costs one read of the file, not one file per turn.
+tool calls' arguments, output and errors (``tool_started``, ``tool_updated``, ``tool_output``,
+``tool_ended``) and its whole reply and error (``turn_ended``). It is read in blocks of a few
+MiB, lower-cased, and searched for the text as JSON spells it; only the lines where it occurs are
+decoded, and the hit is kept once the decoded field holds the text. Memory stays bounded by one
+block whatever the session's length, and a search costs one read of the file, not one file per turn.
 
 A tool's output arrives in pieces (every 50 ms of a program's output): a word cut between two
 pieces is not found in that call's output.
@@ -33,7 +33,9 @@ SNIPPET = 100
 Where = Literal["prompt", "reply", "tool", "error"]
 
 _TYPE = re.compile(r'"type":"([a-z_]+)"')
-_SEARCHED = frozenset({"turn_started", "tool_started", "tool_output", "tool_ended", "turn_ended"})
+_SEARCHED = frozenset(
+    {"turn_started", "tool_started", "tool_updated", "tool_output", "tool_ended", "turn_ended"}
+)
 
 
 def snippet(text: str, needle: str, width: int = SNIPPET) -> str:
@@ -145,6 +147,10 @@ class Finder:
         elif typ == "tool_started":
             args = event.get("args")
             self._hit(turn_id, "tool", _tool_text(str(event.get("name", "")), args or {}, event.get("title")))
+        elif typ == "tool_updated":
+            args = event.get("args")
+            self._hit(turn_id, "tool", _tool_text("", args or {}, event.get("title")))
+            self._hit(turn_id, "tool", _text(event.get("output") or ""))
         elif typ == "tool_output":
             self._hit(turn_id, "tool", _text(event.get("text", "")))
         elif typ == "tool_ended":

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentCommand, Diff, Option, PlanEntry, TurnRecord
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry, TurnRecord
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
@@ -151,6 +151,20 @@ class TurnIO(Protocol):
     def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
         """Stream a tool call's output, or a change it made to a file (a `tool_output` event)."""
 
+    def tool_updated(
+        self,
+        call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        args: dict[str, Any] | None = None,
+        locations: Sequence[str] | None = None,
+        output: str | None = None,
+        diffs: Sequence[Diff] | None = None,
+    ) -> None:
+        """Say a running call again (a `tool_updated` event): each field given replaces the one
+        before, None leaves it; `output` and `diffs` replace what the call showed so far."""
+
     def tool_ended(
         self,
         call_id: str,
@@ -163,8 +177,9 @@ class TurnIO(Protocol):
     def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
         """Add tokens this turn spent: into `turn_ended.usage`, then the session's tokens in `status`."""
 
-    def context(self, used: int, limit: int) -> None:
-        """Say how much of the model's context window the conversation fills (the status row)."""
+    def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
+        """Say how much of the model's context window the conversation fills (the status row),
+        and what the session has cost so far when the agent says (``$0.42``)."""
 
     def activity(self, text: str) -> None:
         """Say in the status row what the turn waits for (``retrying in 4 s``); ``""`` clears it.
@@ -210,6 +225,10 @@ class Agent(ABC):
     commands: Sequence[AgentCommand] = ()
     models: Sequence[str] = ()
     mode: str | None = None
+    modes: Sequence[AgentChoice] = ()
+    """The modes it offers (one of them is `mode`)."""
+    settings: Sequence[AgentSetting] = ()
+    """Its own settings for the session (an ACP agent's config options: its model among them)."""
     notes: Sequence[str] = ()
     """What the people attached must be told when the worker starts (a ``note`` event each)."""
     on_info: Callable[[], None] | None = None
@@ -253,8 +272,18 @@ class Agent(ABC):
             "start a model session with `tui --model NAME` (`tui models` lists them)"
         )
 
+    def set_setting(self, setting: str, value: str) -> None:
+        """Switch its mode (`setting` ``mode``) or another of its own `settings` to `value`, or
+        refuse. Default: refused, this agent has none; `info_changed` says a change once made.
+
+        Raises:
+            InvalidRequest: ``invalid_model``, saying why.
+        """
+        raise InvalidModel(f"this session runs the {self.name} agent, which has no {setting} to switch")
+
     def info_changed(self) -> None:
-        """Say `commands` or `mode` changed (also outside turns): the worker writes `agent_info`."""
+        """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker
+        writes `agent_info`."""
         if self.on_info is not None:
             self.on_info()
 

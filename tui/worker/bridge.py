@@ -172,7 +172,7 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def model(request: Request) -> ModelSet:
         body = await parse_body(request, ModelRequest)
-        worker.set_model(body.model)
+        worker.set_model(body.model, body.setting)
         return ModelSet(model=body.model)
 
     async def leave(request: Request) -> Left:

@@ -34,8 +34,10 @@ from tui.errors import (
 )
 from tui.protocol import (
     FEATURES,
+    AgentChoice,
     AgentCommand,
     AgentInfo,
+    AgentSetting,
     AnswerRequest,
     By,
     Diff,
@@ -60,6 +62,7 @@ from tui.protocol import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     Transcript,
     TurnAccepted,
     TurnEnded,
@@ -172,6 +175,30 @@ class _Turn:
         if text or diff is not None:
             self._worker.emit_turn(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
 
+    def tool_updated(
+        self,
+        call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        args: dict[str, Any] | None = None,
+        locations: Sequence[str] | None = None,
+        output: str | None = None,
+        diffs: Sequence[Diff] | None = None,
+    ) -> None:
+        self._worker.emit_turn(
+            ToolUpdated(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                title=title,
+                kind=kind,
+                args=args,
+                locations=None if locations is None else list(locations),
+                output=output,
+                diffs=None if diffs is None else list(diffs),
+            )
+        )
+
     def tool_ended(
         self,
         call_id: str,
@@ -188,8 +215,10 @@ class _Turn:
             if tokens:
                 self.spent[kind] = self.spent.get(kind, 0) + tokens
 
-    def context(self, used: int, limit: int) -> None:
+    def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
         self._worker.context = (used, limit)
+        if cost is not None:
+            self._worker.cost = cost
         self._worker.status_changed()
 
     def activity(self, text: str) -> None:
@@ -236,6 +265,8 @@ class SessionWorker:
         """Seconds idle (`idle_for`) after which the worker lets go of the session; 0: never
         (set by the process from config.toml's ``[workers]``, `tui.worker.process.idle_policy`)."""
         self.context: tuple[int, int] = (0, 0)
+        self.cost = ""
+        """What the session cost so far, as the agent last said (a `status` carries it)."""
         self.activity = ""
         """What the running turn waits for (`TurnIO.activity`), shown in `status`."""
         """The model's context window: tokens used, its size (the agent says, `TurnIO.context`)."""
@@ -244,7 +275,9 @@ class SessionWorker:
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
         self._last_status: tuple[object, ...] | None = None
-        self._agent_info: tuple[tuple[AgentCommand, ...], str | None] = ((), None)
+        self._agent_info: tuple[
+            tuple[AgentCommand, ...], str | None, tuple[AgentChoice, ...], tuple[AgentSetting, ...]
+        ] = ((), None, (), ())
         agent.on_info = self._agent_info_changed
         agent.on_note = self._agent_note
         self._leave_task: asyncio.Task[None] | None = None
@@ -488,7 +521,15 @@ class SessionWorker:
         # The session's tokens are those of its ended turns (each turn_ended's usage), so that a
         # client that attached from /transcript and one that read every event agree.
         tokens = (self.state.tokens_in, self.state.tokens_out)
-        now = (self.state.state, self.state.model, tuple(present), self.context, tokens, self.activity)
+        now = (
+            self.state.state,
+            self.state.model,
+            tuple(present),
+            self.context,
+            tokens,
+            self.activity,
+            self.cost,
+        )
         if now != self._last_status and not self._held:
             self._last_status = now
             try:
@@ -501,6 +542,7 @@ class SessionWorker:
                         tokens_in=tokens[0],
                         tokens_out=tokens[1],
                         activity=self.activity,
+                        cost=self.cost,
                         attached=present,
                     )
                 )
@@ -514,10 +556,13 @@ class SessionWorker:
             self._maybe_status()
 
     def _agent_info_changed(self) -> None:
-        now = (tuple(self.agent.commands), self.agent.mode)
+        agent = self.agent
+        now = (tuple(agent.commands), agent.mode, tuple(agent.modes), tuple(agent.settings))
         if now != self._agent_info and not self.leaving:
             self._agent_info = now
-            self.emit(AgentInfo(commands=list(now[0]), mode=now[1]))
+            self.emit(
+                AgentInfo(commands=list(now[0]), mode=now[1], modes=list(now[2]), settings=list(now[3]))
+            )
 
     def _agent_note(self, text: str) -> None:
         if self.leaving:
@@ -886,6 +931,9 @@ class SessionWorker:
             reply_format=self.agent.reply_format,
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
+            mode=self.agent.mode,
+            modes=list(self.agent.modes),
+            settings=list(self.agent.settings),
             models=list(self.agent.models),
             resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),
@@ -893,13 +941,17 @@ class SessionWorker:
             idle_timeout=self.idle_timeout() or None,
         )
 
-    def set_model(self, model: str) -> None:
-        """Switch the model from the next turn: the agent decides (the python agent refuses).
+    def set_model(self, model: str, setting: str | None = None) -> None:
+        """Switch the model from the next turn, or (`setting`) one of the agent's own settings to
+        the value `model`: the agent decides (the python agent refuses).
 
         Raises:
             InvalidRequest: ``invalid_model``, the agent's reason.
         """
         self._refuse_if_leaving()
+        if setting is not None:
+            self.agent.set_setting(setting, model)
+            return
         self.agent.set_model(model)
         taken = self.agent.model or model
         if taken != self.state.model:

@@ -50,6 +50,7 @@ from tui.protocol import (
     ToolEnded,
     ToolOutput,
     ToolStarted,
+    ToolUpdated,
     Transcript,
     TurnEnded,
     TurnRecord,
@@ -60,7 +61,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, note_line, who
+from tui.protocol.state import SessionState, agent_mode, agent_model, note_line, who
 from tui.terminal import visible, visible_data
 from tui.ui import slash
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
@@ -396,9 +397,15 @@ class SessionScreen(Screen[None]):
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
             live.add_text(record.reply)
         self._show_queue()
+        if info is not None:
+            state.mode, state.modes, state.settings = info.mode, list(info.modes), list(info.settings)
+            self._show_agent_choices()
         self.status.change(
             state=state.state,
             model=state.model or (info.model if info else None),
+            agent=info.agent if info else state.agent,
+            agent_model=agent_model(state.settings),
+            mode=agent_mode(state.mode, state.modes, state.settings),
             queued=len(self.queue),
             version=info.version if info else "",
             busy_since=self._started_clock(self.turn),
@@ -537,6 +544,15 @@ class SessionScreen(Screen[None]):
             ended.append(record)
             self._last_turn_id = record.turn_id
 
+    def _show_agent_choices(self) -> None:
+        """What ``/model`` and ``/mode`` complete: the models and modes the agent offers."""
+        state = self.session_state
+        model = next((s for s in state.settings if s.category == "model"), None)
+        self.prompt_box.agent_models = list(model.choices) if model is not None else []
+        self.prompt_box.modes = list(state.modes) or next(
+            (list(s.choices) for s in state.settings if s.category == "mode"), []
+        )
+
     def _show_status(self) -> None:
         """The status rows as the session's state says (after a `status` event)."""
         state = self.session_state
@@ -548,6 +564,7 @@ class SessionScreen(Screen[None]):
             "attached": tuple(state.attached),
             "tokens": (state.tokens_in, state.tokens_out),
             "activity": state.activity,
+            "cost": state.cost,
         }
         if state.state != "idle" and self.status.status.busy_since is None:
             fields["busy_since"] = self.clock()
@@ -604,6 +621,9 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, ToolStarted):
             if live is not None and live.record.turn_id == event.turn_id:
                 await live.tool_started(event)
+        elif isinstance(event, ToolUpdated):
+            if live is not None:
+                live.tool_updated(event)
         elif isinstance(event, ToolOutput):
             if live is not None:
                 live.tool_output(event)
@@ -612,6 +632,11 @@ class SessionScreen(Screen[None]):
                 await live.plan(event.entries)
         elif isinstance(event, AgentInfo):
             self.prompt_box.agent_commands = list(state.commands)
+            self._show_agent_choices()
+            self.status.change(
+                agent_model=agent_model(state.settings),
+                mode=agent_mode(state.mode, state.modes, state.settings),
+            )
         elif isinstance(event, ToolEnded):
             if live is not None:
                 live.tool_ended(event)
@@ -629,7 +654,9 @@ class SessionScreen(Screen[None]):
         elif isinstance(event, Note):
             await transcript.add_line(note_line(event))
         elif isinstance(event, WorkerStarted):
-            self.status.change(version=event.version, model=state.model or self.status.status.model)
+            self.status.change(
+                version=event.version, model=state.model or self.status.status.model, agent=event.agent
+            )
         elif isinstance(event, WorkerLeaving):
             await transcript.add_line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}")
         elif isinstance(event, UnknownEvent):
@@ -839,6 +866,11 @@ class SessionScreen(Screen[None]):
                 self.notify("Type /model NAME.", title="Which model?", severity="warning")
             else:
                 self._request("model", self.link.set_model(rest))
+        elif name == "/mode":
+            if not rest:
+                self.notify("Type /mode NAME (Tab completes).", title="Which mode?", severity="warning")
+            else:
+                self._request("mode", self.link.set_model(rest, "mode"))
         elif name == "/queue":
             if rest:
                 self.outbox.append(Outgoing(rest, uuid.uuid4().hex, "queue"))
@@ -1253,6 +1285,7 @@ _BEHIND = (
     TextChunk,
     Thinking,
     ToolStarted,
+    ToolUpdated,
     ToolOutput,
     ToolEnded,
     Plan,

@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.widgets import OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from tui.protocol import AgentCommand
+from tui.protocol import AgentChoice, AgentCommand
 from tui.terminal import visible
 from tui.ui.slash import COMMANDS, complete, complete_path
 
@@ -168,6 +168,10 @@ class PromptBox(Vertical):
         """The agent's own slash commands (``/info`` and ``agent_info``): they complete too."""
         self.models: list[str] = []
         """The model profiles ``/model`` takes (from the worker's ``/info``)."""
+        self.agent_models: list[AgentChoice] = []
+        """The models an ACP agent offers (its setting of category ``model``): ``/model`` takes them."""
+        self.modes: list[AgentChoice] = []
+        """The modes an ACP agent offers: ``/mode`` takes them."""
         self._words: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -191,12 +195,23 @@ class PromptBox(Vertical):
         self._words = []
         commands = complete(text)
         theirs = self._agent_completions(text)
-        if text.startswith("/model ") and "\n" not in text:
-            typed = text.removeprefix("/model ").strip()
-            for name in self.models:
-                if name.startswith(typed) and name != typed:
-                    self._words.append(f"/model {name}")
-                    options.append(Option(Text(name)))
+        takes = next((c for c in ("/model ", "/mode ") if text.startswith(c)), None)
+        if takes is not None and "\n" not in text:
+            typed = text.removeprefix(takes).strip()
+            choices = (
+                self.modes
+                if takes == "/mode "
+                else [AgentChoice(value=m) for m in self.models] + self.agent_models
+            )
+            for choice in choices:
+                if choice.value.startswith(typed) and choice.value != typed:
+                    self._words.append(f"{takes}{choice.value}")
+                    label = choice.value
+                    if choice.name and choice.name != choice.value:
+                        label += f"  {choice.name}"
+                    if choice.description:
+                        label += f" · {choice.description}"
+                    options.append(Option(Text(label)))
         elif commands or theirs:
             for command in commands:
                 self._words.append(command.name + (" " if command.usage != command.name else ""))

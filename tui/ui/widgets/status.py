@@ -30,6 +30,14 @@ class SessionStatus:
     busy_since: float | None = None
     """The client clock when the running turn started."""
     model: str | None = None
+    agent: str | None = None
+    """The agent the session runs (``python``, ``model``, ``claude`` …); None before it is known."""
+    agent_model: str | None = None
+    """The model an ACP agent says it uses."""
+    mode: str | None = None
+    """The agent's mode, by name."""
+    cost: str = ""
+    """What the session cost so far, as its agent reports it."""
     context_used: int = 0
     context_limit: int = 0
     tokens: tuple[int, int] = (0, 0)
@@ -158,12 +166,22 @@ class StatusRows(Vertical):
             head = f"{SPINNER[int(now * 10) % len(SPINNER)]} asking"
         else:
             head = "● " + s.state
-        parts: list[tuple[int, str]] = [(0, head), (3, f"model {s.model or 'default'}")]
+        parts: list[tuple[int, str]] = [(0, head)]
+        if s.agent in (None, "model"):
+            parts.append((3, f"model {s.model or 'default'}"))
+        else:
+            parts.append((0, s.agent))
+            if s.agent_model:
+                parts.append((3, f"model {s.agent_model}"))
+        if s.mode:
+            parts.append((2, f"mode {s.mode}"))
         if s.context_limit:
             share = 100 * s.context_used // max(1, s.context_limit)
             parts.append((2, f"context {_tokens(s.context_used)}/{_tokens(s.context_limit)} ({share}%)"))
         if any(s.tokens):
             parts.append((1, f"tokens {_tokens(s.tokens[0])} in / {_tokens(s.tokens[1])} out"))
+        if s.cost:
+            parts.append((1, f"cost {s.cost}"))
         if s.activity:
             parts.append((0, s.activity))
         if s.queued:

@@ -31,8 +31,18 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Collapsible, Static
 
-from tui.protocol import By, Diff, PlanEntry, ToolEnded, ToolOutput, ToolRecord, ToolStarted, TurnRecord
-from tui.protocol.state import Step, steps, tool_record
+from tui.protocol import (
+    By,
+    Diff,
+    PlanEntry,
+    ToolEnded,
+    ToolOutput,
+    ToolRecord,
+    ToolStarted,
+    ToolUpdated,
+    TurnRecord,
+)
+from tui.protocol.state import Step, steps, tool_record, update_tool
 from tui.ui.markdown import parser
 from tui.ui.pieces import outcome_text, prompt_block, tool_title
 from tui.ui.widgets.diff import DiffView, diff_text
@@ -291,6 +301,25 @@ class ToolBlock(Collapsible):
             self.query_one(Collapsible.Contents).mount(DiffView(event.diff))
             self.collapsed = False
 
+    def update(self, event: ToolUpdated) -> None:
+        """The agent described the call again: its title and arguments as it last said them; new
+        output and diffs, when given, replace what was shown."""
+        output = update_tool(self.record, event)
+        if output is not None:
+            self._pending = []
+            self.record.output = "".join(output)
+            self._block = OutputBlock(self.record.output, indent=0, right=0)
+            self._output.set_blocks([self._block])
+        if event.diffs is not None:
+            contents = self.query_one(Collapsible.Contents)
+            for view in list(contents.query(DiffView)):
+                view.remove()
+            for diff in event.diffs:
+                contents.mount(DiffView(diff))
+            if event.diffs:
+                self.collapsed = False
+        self.title = escape(self._summary(None))
+
     def flush(self) -> None:
         """Show the output that arrived since the last flush."""
         if self._pending:
@@ -496,6 +525,12 @@ class LiveTurn(Vertical):
         block = self._tools.get(event.call_id)
         if block is not None:
             block.add_output(event)
+
+    def tool_updated(self, event: ToolUpdated) -> None:
+        """A call the agent described again."""
+        block = self._tools.get(event.call_id)
+        if block is not None:
+            block.update(event)
 
     def tool_ended(self, event: ToolEnded) -> None:
         """A call ended."""

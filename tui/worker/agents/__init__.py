@@ -89,6 +89,11 @@ def check_agent(name: str, config: Config, model: str | None = None, *, command:
         profile = config.agents[name]
         program = profile.command[0]
         search = profile.env.get("PATH", os.environ.get("PATH", os.defpath))
+        if command and shutil.which(program, path=search) is None and profile.install:
+            raise InvalidRequest(
+                f"the agent {name!r} is not installed ({program!r} is not on PATH): install it with "
+                f"`{profile.install}`, or set the command of [agents.{name}] in your config.toml{where}"
+            )
         if command and shutil.which(program, path=search) is None:
             raise InvalidRequest(
                 f"the command {program!r} of [agents.{name}] in your config.toml{where} cannot be found "
@@ -100,15 +105,17 @@ def check_agent(name: str, config: Config, model: str | None = None, *, command:
     runnable = [k for k in kinds() if k not in _NOT_NAMED]
     if name in runnable:
         return model
-    configured = ", ".join(sorted(config.agents))
-    entries = f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
+    builtin = ", ".join(sorted(n for n, p in config.agents.items() if p.builtin))
+    configured = ", ".join(sorted(n for n, p in config.agents.items() if not p.builtin))
+    entries = f"; the ACP agents built in are {builtin}" if builtin else ""
+    entries += f"; the [agents] of your config.toml{where} are {configured}" if configured else ""
     if name == "acp":
         why = f"an ACP session runs an agent named by an [agents.NAME] entry of your config.toml{entries}"
     else:
         why = f"there is no agent {name!r}{entries}"
     raise InvalidRequest(
-        f"{why}. This version runs {', '.join(runnable)} sessions and the ACP agents of [agents] "
-        "entries: ask for agent python, model (with --model NAME), one of your [agents], or name no agent"
+        f"{why}. This version runs {', '.join(runnable)} sessions and ACP agents (built in, or "
+        "[agents] entries): ask for agent python, model (with --model NAME), an ACP agent, or name no agent"
     )
 
 

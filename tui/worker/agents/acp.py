@@ -18,6 +18,7 @@ import asyncio
 import base64
 import collections
 import contextlib
+import dataclasses
 import json
 import logging
 import mimetypes
@@ -34,7 +35,8 @@ from acp import schema
 from tui import __version__
 from tui.codemode.confine import Protected, agent_command, protected_paths
 from tui.config import AgentProfile
-from tui.protocol import AgentCommand, Diff, Option, PlanEntry
+from tui.errors import InvalidModel
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._sandbox import tui_folders_of, tui_token_files
@@ -51,6 +53,9 @@ STOP_GRACE = 0.4
 
 STDERR_LINES = 20
 """How many of the agent's last stderr lines a failed turn quotes."""
+
+AUTH_REQUIRED = -32000
+"""ACP's error code for "authentication required"."""
 
 STATE_FILE = "acp.json"
 """In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
@@ -148,6 +153,70 @@ def reach(confined: bool, writable: bool) -> str:
     )
 
 
+@dataclasses.dataclass
+class _Call:
+    """A running tool call as the agent last described it."""
+
+    ours: str
+    """Its call id in the journal."""
+    title: str | None
+    kind: str | None
+    args: dict[str, Any]
+    locations: list[str]
+    shown: list[str] = dataclasses.field(default_factory=list)
+    """Its content items (as JSON) already shown, in order."""
+
+
+GEMINI_UNTRUSTED = (
+    "fails here: Gemini CLI does not trust this folder (run `gemini` in it once and trust it, "
+    "or set GEMINI_CLI_TRUST_WORKSPACE=true)"
+)
+GEMINI_PLAIN_MODES = ("default", "plan")
+"""Gemini CLI's approval modes that work in a folder it does not trust."""
+
+
+def gemini_distrusts(workdir: Path, environ: Mapping[str, str]) -> bool:
+    """Whether Gemini CLI refuses its privileged approval modes ("Allow for this session", Auto
+    Edit, YOLO) in `workdir`: its folder trust, read as it reads it (its environment variables,
+    ``security.folderTrust.enabled`` of ``~/.gemini/settings.json``, then the longest matching
+    rule of ``~/.gemini/trustedFolders.json``; no rule is not trusted). False when unsure."""
+    trust = environ.get("GEMINI_CLI_TRUST_WORKSPACE")
+    if environ.get("GEMINI_RESTRICTED_MODE") == "true" or trust == "false":
+        return True
+    if trust == "true":
+        return False
+    home = Path(environ.get("HOME") or Path.home())
+
+    def read(path: Path) -> Any:
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return None  # unreadable, or JSON with comments: unsure
+
+    settings = read(home / ".gemini" / "settings.json")
+    if not isinstance(settings, dict):
+        return False
+    folder_trust = (settings.get("security") or {}).get("folderTrust") or {}
+    if isinstance(folder_trust, dict) and folder_trust.get("enabled") is False:
+        return False
+    rules = read(
+        Path(environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / ".gemini" / "trustedFolders.json")
+    )
+    if not isinstance(rules, dict):
+        return False
+    where = workdir.resolve()
+    longest, level = -1, None
+    for path, rule in rules.items():
+        base = Path(path).parent if rule == "TRUST_PARENT" else Path(path)
+        with contextlib.suppress(OSError):
+            base = base.resolve()
+        if where.is_relative_to(base) and len(path) > longest:
+            longest, level = len(path), rule
+    return level not in ("TRUST_FOLDER", "TRUST_PARENT")
+
+
 class AgentGone(Exception):
     """The agent process exited or broke the protocol; the message quotes its last stderr lines."""
 
@@ -173,6 +242,83 @@ def _text_of(block: Any) -> str:
     return ""
 
 
+def _setting(option: Any) -> AgentSetting:
+    """An ACP config option as tui keeps it: a select's values (groups flattened), or on/off."""
+    category = option.category if isinstance(option.category, str) else None
+    if isinstance(option, schema.SessionConfigOptionSelect):
+        choices: list[AgentChoice] = []
+        for item in option.options:
+            for choice in item.options if isinstance(item, schema.SessionConfigSelectGroup) else [item]:
+                choices.append(
+                    AgentChoice(value=choice.value, name=choice.name, description=choice.description or "")
+                )
+        return AgentSetting(
+            id=option.id, name=option.name, category=category, current=option.current_value, choices=choices
+        )
+    current = "on" if getattr(option, "current_value", False) else "off"
+    return AgentSetting(
+        id=option.id,
+        name=option.name,
+        category=category,
+        current=current,
+        choices=[AgentChoice(value="on"), AgentChoice(value="off")],
+    )
+
+
+MODELS_OF_SESSION = "models"
+"""The id tui gives an agent's model when it says it in the session's ``models`` (an unstable part
+of the protocol Gemini CLI sends) rather than as a config option: shown, not switched."""
+
+
+def _models_kept() -> None:
+    """Keep what ``session/new`` and ``session/load`` answer beyond this package's schema: Gemini
+    CLI says its model in ``models`` (``currentModelId``, ``availableModels``)."""
+    for answer in (schema.NewSessionResponse, schema.LoadSessionResponse):
+        if answer.model_config.get("extra") != "allow":
+            answer.model_config["extra"] = "allow"
+            answer.model_rebuild(force=True)
+
+
+def _models_setting(answer: Any) -> AgentSetting | None:
+    """The model a session's answer says in ``models``, as a setting; None when it says none."""
+    models = (getattr(answer, "model_extra", None) or {}).get("models")
+    if not isinstance(models, dict) or not isinstance(models.get("currentModelId"), str):
+        return None
+    choices = [
+        AgentChoice(
+            value=str(m.get("modelId", "")),
+            name=str(m.get("name") or ""),
+            description=str(m.get("description") or ""),
+        )
+        for m in models.get("availableModels") or []
+        if isinstance(m, dict) and m.get("modelId")
+    ]
+    return AgentSetting(
+        id=MODELS_OF_SESSION,
+        name="Model",
+        category="model",
+        current=models["currentModelId"],
+        choices=choices,
+    )
+
+
+def _said(exc: acp.RequestError) -> str:
+    """An agent's error as one line: its message, and the details it gave (``Internal error`` alone
+    says nothing)."""
+    data = exc.data
+    if isinstance(data, dict):
+        data = data.get("details") or data.get("message") or data.get("reason") or ""
+    detail = " ".join(str(data).split()) if data else ""
+    return f"{exc}: {detail}" if detail and detail != str(exc) else str(exc)
+
+
+def _cost(cost: schema.Cost) -> str:
+    """``$0.42``, or ``0.42 EUR`` for a currency without a sign here."""
+    signs = {"USD": "$", "EUR": "€", "GBP": "£"}
+    sign = signs.get(cost.currency.upper())
+    return f"{sign}{cost.amount:.2f}" if sign else f"{cost.amount:.2f} {cost.currency}"
+
+
 class _Process:
     """One running agent: its process, the connection to it, its stderr's last lines."""
 
@@ -183,6 +329,8 @@ class _Process:
         self.conn: acp.ClientSideConnection | None = None
         self.session_id = ""
         self.capabilities = schema.AgentCapabilities()
+        self.auth_methods: list[Any] = []
+        """How the agent says one logs in to it (``initialize``'s auth methods)."""
         self.copying = asyncio.create_task(self._copy_stderr(), name=f"acp {name} stderr")
         self.exited = asyncio.create_task(process.wait(), name=f"acp {name} exit")
 
@@ -256,8 +404,10 @@ class AcpAgent(Agent):
         self._starting: asyncio.Task[_Process] | None = None
         self._turn: TurnIO | None = None
         self._loading = False
-        self._calls: dict[str, tuple[str, set[str]]] = {}
-        """The running turn's tool calls: ACP's id → ours, and the contents already shown."""
+        self._calls: dict[str, _Call] = {}
+        """The running turn's tool calls by ACP's id: ours, and what was shown of each."""
+        self._distrusted = False
+        """Gemini CLI runs in a folder it does not trust: its privileged approval modes fail here."""
         self._asking = asyncio.Lock()
         """One permission question at a time: a second request waits for the first's answer."""
 
@@ -328,6 +478,10 @@ class AcpAgent(Agent):
             ),
         )
         running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
+        running.auth_methods = list(init.auth_methods or [])
+        _models_kept()
+        said = init.agent_info.name if init.agent_info is not None else ""
+        self._distrusted = said == "gemini-cli" and gemini_distrusts(self.workdir, self._environment())
         earlier = self._stored_session()
         if earlier is not None and running.capabilities.load_session:
             self._loading = True
@@ -336,7 +490,8 @@ class AcpAgent(Agent):
                     running, conn.load_session(cwd=str(self.workdir), session_id=earlier)
                 )
                 running.session_id = earlier
-                self._modes(loaded.modes if loaded is not None else None)
+                if loaded is not None:
+                    self._modes(loaded.modes, loaded.config_options, loaded)
                 log.info("agent %s: loaded its session %s", self.name, earlier)
                 return
             except acp.RequestError as exc:
@@ -350,10 +505,27 @@ class AcpAgent(Agent):
                 "this agent cannot load its earlier session: this is a new agent session, "
                 "which does not remember the earlier turns"
             )
-        new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
+        try:
+            new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
+        except acp.RequestError as exc:
+            if exc.code == AUTH_REQUIRED:
+                raise AgentGone(self._login(running)) from exc
+            raise
         running.session_id = new.session_id
-        self._modes(new.modes)
+        self._modes(new.modes, new.config_options, new)
         self._store_session(new.session_id)
+
+    def _login(self, running: _Process) -> str:
+        """The one line saying the agent needs a login, and how to log in."""
+        how = self.profile.login
+        if how is None:
+            offered = [m.name for m in running.auth_methods if getattr(m, "name", "")]
+            how = (
+                f"log in as it offers ({'; '.join(offered)}) in a terminal"
+                if offered
+                else "log in to it in a terminal as its documentation says"
+            )
+        return f"the agent {self.name!r} needs you to log in: {how}; then send the prompt again"
 
     async def _call(self, running: _Process, request: Any) -> Any:
         """Await a request to the agent, or fail when the agent exits first."""
@@ -455,7 +627,9 @@ class AcpAgent(Agent):
             return TurnOutcome("failed", str(exc))
         except acp.RequestError as exc:
             self._end_calls("error", str(exc))
-            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {exc}")
+            if exc.code == AUTH_REQUIRED and self._process is not None:
+                return TurnOutcome("failed", self._login(self._process))
+            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {_said(exc)}")
         cancelled = answer.stop_reason == "cancelled" or turn.interrupted
         self._end_calls("terminated" if cancelled else "completed", None)
         usage = answer.usage
@@ -480,9 +654,9 @@ class AcpAgent(Agent):
 
     def _end_calls(self, status: Literal["completed", "terminated", "error"], error: str | None) -> None:
         turn = self._turn
-        for ours, _ in self._calls.values():
+        for call in self._calls.values():
             if turn is not None:
-                turn.tool_ended(ours, status, error=error)
+                turn.tool_ended(call.ours, status, error=error)
         self._calls = {}
 
     def interrupt(self) -> None:
@@ -506,10 +680,113 @@ class AcpAgent(Agent):
         log.info("agent %s: %s", self.name, text)
         self.note(text)
 
-    def _modes(self, modes: schema.SessionModeState | None) -> None:
-        if modes is not None and modes.current_mode_id != self.mode:
+    def _modes(
+        self, modes: schema.SessionModeState | None, options: Sequence[Any] | None = None, answer: Any = None
+    ) -> None:
+        """The modes and config options a new or loaded session said it has."""
+        if modes is not None:
             self.mode = modes.current_mode_id
+            self.modes = [
+                AgentChoice(
+                    value=m.id,
+                    name=m.name,
+                    description=(m.description or "")
+                    + (
+                        f" — {GEMINI_UNTRUSTED}"
+                        if self._distrusted and m.id not in GEMINI_PLAIN_MODES
+                        else ""
+                    ),
+                )
+                for m in modes.available_modes
+            ]
+        if options is not None:
+            self.settings = [_setting(o) for o in options]
+        if answer is not None and not any(s.category == "model" for s in self.settings):
+            model = _models_setting(answer)
+            if model is not None:
+                self.settings = [*self.settings, model]
+                options = options or []
+        if modes is not None or options is not None:
             self.info_changed()
+
+    # --- its modes and settings ------------------------------------------------------------------
+    def _choose(self, choices: Sequence[AgentChoice], value: str, what: str) -> AgentChoice:
+        """The choice `value` names (its value or its name, in any case).
+
+        Raises:
+            InvalidModel: none does; the sentence lists what the agent offers.
+        """
+        wanted = value.strip().casefold()
+        for choice in choices:
+            if wanted in (choice.value.casefold(), choice.name.casefold()):
+                return choice
+        offered = ", ".join(
+            c.value + (f" ({c.name})" if c.name and c.name != c.value else "") for c in choices
+        )
+        raise InvalidModel(f"the agent {self.name!r} has no {what} {value!r}: it offers {offered or 'none'}")
+
+    def set_model(self, model: str) -> None:
+        setting = next((s for s in self.settings if s.category == "model"), None)
+        if setting is None:
+            raise InvalidModel(
+                f"the agent {self.name!r} does not say which models it offers: "
+                "choose one with its own commands or settings"
+            )
+        if setting.id == MODELS_OF_SESSION:
+            raise InvalidModel(
+                f"the agent {self.name!r} says its model ({setting.current}) but offers no way for tui to "
+                "switch it: set the model in the agent's own settings (GEMINI_MODEL for Gemini CLI)"
+            )
+        choice = self._choose(setting.choices, model, "model")
+        self._send(self._set_option(setting.id, choice.value), f"switch to model {choice.value}")
+        self.model = choice.name or choice.value
+
+    def set_setting(self, setting: str, value: str) -> None:
+        if setting == "mode" and self.modes:
+            choice = self._choose(self.modes, value, "mode")
+            self._send(self._set_mode(choice.value), f"switch to mode {choice.value}")
+            return
+        option = next(
+            (s for s in self.settings if s.id == setting or (setting == "mode" and s.category == "mode")),
+            None,
+        )
+        if option is None:
+            known = ", ".join(["mode"] * bool(self.modes) + [s.id for s in self.settings]) or "none"
+            raise InvalidModel(f"the agent {self.name!r} has no setting {setting!r} (it has: {known})")
+        choice = self._choose(option.choices, value, option.name or option.id)
+        self._send(self._set_option(option.id, choice.value), f"set {option.id} to {choice.value}")
+
+    def _send(self, request: Any, what: str) -> None:
+        """Ask the agent in the background; a refusal is a note in the transcript."""
+
+        async def send() -> None:
+            try:
+                await request
+            except (AgentGone, acp.RequestError, ConnectionError) as exc:
+                self._note(f"the agent could not {what}: {exc}")
+
+        asyncio.get_running_loop().create_task(send(), name=f"acp {self.name} {what}")
+
+    async def _set_mode(self, mode: str) -> None:
+        running = await self._ready()
+        assert running.conn is not None
+        await self._call(running, running.conn.set_session_mode(session_id=running.session_id, mode_id=mode))
+        self.mode = mode
+        self.info_changed()
+
+    async def _set_option(self, option: str, value: str) -> None:
+        running = await self._ready()
+        assert running.conn is not None
+        kind = next((s for s in self.settings if s.id == option), None)
+        sent: str | bool = value
+        if kind is not None and [c.value for c in kind.choices] == ["on", "off"]:
+            sent = value == "on"
+        answer = await self._call(
+            running,
+            running.conn.set_config_option(config_id=option, session_id=running.session_id, value=sent),
+        )
+        if answer is not None:
+            self._modes(None, answer.config_options)
 
     def update(self, update: Any) -> None:
         """One ``session/update`` from the agent, mapped to the running turn's events."""
@@ -523,9 +800,15 @@ class AcpAgent(Agent):
             self.mode = update.current_mode_id
             self.info_changed()
             return
+        if isinstance(update, schema.ConfigOptionUpdate):
+            self._modes(None, update.config_options)
+            return
         turn = self._turn
         if turn is None or self._loading:
             # a loaded session's history is in the journal already; late chunks have no turn
+            return
+        if isinstance(update, schema.UsageUpdate):
+            turn.context(update.used, update.size, cost=_cost(update.cost) if update.cost else None)
             return
         if isinstance(update, schema.AgentMessageChunk):
             turn.text(_text_of(update.content))
@@ -537,36 +820,82 @@ class AcpAgent(Agent):
             self._tool(turn, update)
 
     def _tool(self, turn: TurnIO, update: schema.ToolCallStart | schema.ToolCallProgress) -> None:
-        known = self._calls.get(update.tool_call_id)
-        if known is None:
-            args = update.raw_input if isinstance(update.raw_input, dict) else {}
-            locations = [
-                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "")
-                for loc in update.locations or []
+        """A ``tool_call`` or ``tool_call_update``: each field it gives replaces the one before
+        (an agent first says "Preparing file…" with no input, then the real title and path)."""
+        args = (
+            None
+            if update.raw_input is None
+            else update.raw_input
+            if isinstance(update.raw_input, dict)
+            else {"input": update.raw_input}
+        )
+        locations = (
+            None
+            if update.locations is None
+            else [
+                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "") for loc in update.locations
             ]
+        )
+        call = self._calls.get(update.tool_call_id)
+        if call is None:
             ours = turn.tool_started(
-                update.kind or "tool", args, title=update.title, kind=update.kind, locations=locations
+                update.kind or "tool",
+                args or {},
+                title=update.title,
+                kind=update.kind,
+                locations=locations or [],
             )
-            known = (ours, set())
-            self._calls[update.tool_call_id] = known
-        ours, shown = known
-        for content in update.content or []:
-            key = content.model_dump_json()
-            if key in shown:
-                continue  # an update repeats the call's whole content
-            shown.add(key)
-            if isinstance(content, schema.FileEditToolCallContent):
-                path = self._shown_path(content.path)
-                turn.tool_output(ours, "", Diff(path=path, old=content.old_text, new=content.new_text))
-            elif isinstance(content, schema.ContentToolCallContent):
-                text = _text_of(content.content)
-                turn.tool_output(ours, text if text.endswith("\n") else text + "\n")
+            call = self._calls[update.tool_call_id] = _Call(
+                ours, update.title, update.kind, args or {}, locations or []
+            )
+        else:
+            changed: dict[str, Any] = {}
+            for name, value in (
+                ("title", update.title),
+                ("kind", update.kind),
+                ("args", args),
+                ("locations", locations),
+            ):
+                if value is not None and value != getattr(call, name):
+                    setattr(call, name, value)
+                    changed[name] = value
+            if changed:
+                turn.tool_updated(call.ours, **changed)
+        if update.content is not None:
+            self._tool_content(turn, call, update.content)
         if update.status in _KIND_STATUS:
             del self._calls[update.tool_call_id]
             status = _KIND_STATUS[update.status]
             turn.tool_ended(
-                ours, status, value=update.raw_output, error="failed" if status == "error" else None
+                call.ours, status, value=update.raw_output, error="failed" if status == "error" else None
             )
+
+    def _tool_content(self, turn: TurnIO, call: _Call, content: Sequence[Any]) -> None:
+        """The call's content as the agent now says it: what extends what was shown streams as
+        output; anything else replaces the call's output and diffs."""
+        keys = [c.model_dump_json() for c in content]
+        if keys[: len(call.shown)] == call.shown:
+            for item in content[len(call.shown) :]:
+                text, diff = self._content_of(item)
+                turn.tool_output(call.ours, text, diff)
+        else:
+            pieces = [self._content_of(item) for item in content]
+            turn.tool_updated(
+                call.ours,
+                output="".join(text for text, _ in pieces),
+                diffs=[diff for _, diff in pieces if diff is not None],
+            )
+        call.shown = keys
+
+    def _content_of(self, content: Any) -> tuple[str, Diff | None]:
+        """One item of a tool call's content: its text, or the diff of a file it edits."""
+        if isinstance(content, schema.FileEditToolCallContent):
+            path = self._shown_path(content.path)
+            return "", Diff(path=path, old=content.old_text, new=content.new_text)
+        if isinstance(content, schema.ContentToolCallContent):
+            text = _text_of(content.content)
+            return (text if text.endswith("\n") else text + "\n"), None
+        return "", None
 
     def _shown_path(self, path: str) -> str:
         """`path` relative to the working directory when it is inside it (as people read it)."""
@@ -586,14 +915,20 @@ class AcpAgent(Agent):
                 return cancelled
             labels = _unique([o.name for o in options])
             by_label = dict(zip(labels, options, strict=True))
-            what = tool_call.title or (self._calls.get(tool_call.tool_call_id, ("", set()))[0]) or "this"
+            # The request describes the call (some agents, Gemini CLI, never send its `tool_call`):
+            # it starts it, or says it again, as an update would.
+            self._tool(
+                turn,
+                schema.ToolCallProgress(
+                    session_update="tool_call_update", **tool_call.model_dump(exclude={"status"})
+                ),
+            )
+            known = self._calls.get(tool_call.tool_call_id)
+            what = tool_call.title or (known.title if known is not None else None) or "this"
             try:
                 answer = await turn.ask(
                     f"Allow {what}?",
-                    [
-                        Option(label=label, description=by_label[label].kind.replace("_", " "))
-                        for label in labels
-                    ],
+                    [Option(label=label, description=self._option_said(by_label[label])) for label in labels],
                     multiple=False,
                     freeform=False,
                 )
@@ -605,6 +940,14 @@ class AcpAgent(Agent):
             return schema.RequestPermissionResponse(
                 outcome=schema.AllowedOutcome(option_id=chosen.option_id, outcome="selected")
             )
+
+    def _option_said(self, option: schema.PermissionOption) -> str:
+        """What a permission option says besides its label: its kind, and when it cannot work
+        here, why (before the person picks it)."""
+        said = option.kind.replace("_", " ")
+        if self._distrusted and option.kind == "allow_always":
+            said += f" — {GEMINI_UNTRUSTED}"
+        return said
 
     def inside(self, path: str, doing: str) -> Path:
         """`path` when it is inside the working directory; else refused, and the transcript says so.
@@ -669,6 +1012,10 @@ class AcpAgent(Agent):
         try:
             with open(self._open_beneath(target, write=False), encoding="utf-8") as file:
                 text = file.read()
+        except FileNotFoundError:
+            # As Zed answers (a missing file opens as a new, empty buffer): agents read a path
+            # before writing it, and some (Gemini CLI) fail the write on an error here.
+            text = ""
         except (OSError, UnicodeDecodeError) as exc:
             raise acp.RequestError.resource_not_found(path) from exc
         if line is None and limit is None:
