@@ -184,7 +184,7 @@ def machines(
         try:
             yield Machines(sshd, here, there, work, capfd)
         finally:
-            ssh_link._close_all()
+            ssh_link.close_all()
             stop_workers(there)
             stop_workers(here)
 

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .conftest import Machines
+import os
+import select
+import signal
+import subprocess
+
+from helpers import wait_until
+
+from tui.link import ssh as ssh_link
+
+from .conftest import TIMEOUT, TUI, Machines, ssh_children
 
 
 def test_send_new_wait_prints_42_on_the_remote(machines: Machines) -> None:
@@ -25,3 +34,100 @@ def test_send_new_wait_prints_42_on_the_remote(machines: Machines) -> None:
     assert shown.code == 0 and "42" in shown.out
     stopped = machines.run("--remote", "lab", "stop", sid[:8])
     assert stopped.code == 0 and "tui --remote lab attach" in stopped.err
+
+
+def _new_session(machines: Machines) -> str:
+    sent = machines.run("--remote", "lab", "send", "--new", "--dir", str(machines.work), "n = 6", "--wait")
+    assert sent.code == 0, sent.err
+    return sent.err.splitlines()[0].strip()
+
+
+def test_attach_runs_a_piped_script_on_the_remote_session(machines: Machines) -> None:
+    machines.add_lab()
+    sid = _new_session(machines)
+    ran = subprocess.run(
+        [TUI, "--remote", "lab", "attach", sid[:8]],
+        input="print(n * 7)\nprint('done')\n",
+        capture_output=True,
+        text=True,
+        env=machines.env(),
+        timeout=TIMEOUT * 3,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "42\ndone\n"
+
+
+GATED = "\n".join(
+    [
+        "import os, time",
+        "print('before', flush=True)",
+        "while not os.path.exists('go'):",
+        "    time.sleep(0.02)",
+        "for i in range(5):",
+        "    print(i, flush=True)",
+    ]
+)
+"""A turn that prints, waits for the test's file `go` in its folder, then prints the rest."""
+
+
+def test_a_killed_ssh_connection_mid_turn_loses_nothing(machines: Machines) -> None:
+    machines.add_lab()
+    proc = subprocess.Popen(
+        [TUI, "--remote", "lab", "send", "--new", "--dir", str(machines.work), GATED, "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=machines.env(),
+    )
+    try:
+        assert proc.stdout is not None
+        assert _readline(proc, TIMEOUT * 2) == "before\n"
+        (first,) = ssh_children(proc.pid)
+        os.kill(first, signal.SIGKILL)
+        # The follower reconnects through a new ssh connection of its own.
+        wait_until(lambda: [p for p in ssh_children(proc.pid) if p != first], "a new ssh connection")
+        (machines.work / "go").touch()
+        out, err = proc.communicate(timeout=TIMEOUT * 2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == "0\n1\n2\n3\n4\n"
+    # Every relay there ended with its connection: the killed one's, the client's last one, and
+    # (once it is closed) this process's own.
+    ssh_link.close_all()
+    wait_until(lambda: not list((machines.there / "relay").glob("*.sock")), "the relays to end")
+
+
+def _readline(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return proc.stdout.readline() if ready else ""
+
+
+def test_a_remote_without_tui_is_one_line_saying_what_to_run(machines: Machines) -> None:
+    ran = machines.run("remote", "add", "lab", machines.sshd.url(), "--tui", "/nowhere/tui")
+    assert ran.code != 0
+    (line,) = ran.err.splitlines()
+    assert "`/nowhere/tui` is not a command there" in line
+    assert "--tui /path/to/tui" in line
+    assert "Traceback" not in ran.err
+    assert machines.run("remote", "list").out.startswith("no remotes yet")
+
+
+def test_a_host_that_refuses_is_one_line(machines: Machines) -> None:
+    ran = machines.run("remote", "add", "lab", machines.sshd.url(user="nobody-here"), "--tui", TUI)
+    assert ran.code != 0
+    (line,) = ran.err.splitlines()
+    assert "ssh could not connect" in line and "Permission denied" in line
+    assert "ssh -p" in line  # what to run to check
+
+
+def test_an_ssh_remote_asked_to_share_says_shares_stay_with_tui_web(machines: Machines) -> None:
+    machines.add_lab()
+    sid = _new_session(machines)
+    ran = machines.run("--remote", "lab", "share", sid[:8], "--name", "ana", "--kind", "viewer")
+    assert ran.code == 2
+    assert "share links and participants stay with `tui web`" in ran.err

@@ -45,6 +45,7 @@ __all__ = [
     "SshTarget",
     "SshTransport",
     "SshTunnel",
+    "close_all",
     "parse_ssh_url",
     "ssh_web_client",
     "tunnel_for",
@@ -172,6 +173,8 @@ class SshTunnel:
     def _connect(self) -> str:
         control, local = self._paths()
         log = control.parent / "ssh.log"
+        # A killed master leaves its control socket behind; a new master would not take the path.
+        control.unlink(missing_ok=True)
         argv = [
             *_ssh(),
             "-M",
@@ -331,7 +334,8 @@ def tunnel_for(name: str, url: str, tui: str) -> SshTunnel:
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all() -> None:
+    """End every SSH connection of this process (at exit)."""
     for tunnel in list(_TUNNELS.values()):
         proc = tunnel.process
         if proc is not None and proc.poll() is None:
