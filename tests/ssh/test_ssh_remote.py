@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
+import socket
 import subprocess
 
 from helpers import wait_until
 
 from tui.link import ssh as ssh_link
+from tui.store import StatePaths, create_session
+from tui.store.remotes import Remote, add_remote
 
 from .conftest import TIMEOUT, TUI, Machines, ssh_children
 
@@ -131,3 +135,41 @@ def test_an_ssh_remote_asked_to_share_says_shares_stay_with_tui_web(machines: Ma
     ran = machines.run("--remote", "lab", "share", sid[:8], "--name", "ana", "--kind", "viewer")
     assert ran.code == 2
     assert "share links and participants stay with `tui web`" in ran.err
+
+
+def test_sessions_everywhere_lists_every_machine_a_waiting_question_first(machines: Machines) -> None:
+    machines.add_lab()
+    mine = create_session(StatePaths(machines.here), working_directory=machines.work).id
+    idle = _new_session(machines)
+    asking = _new_session(machines)
+    asked = machines.run(
+        "--remote", "lab", "send", asking[:8], "x = ask('Proceed?', options=['yes', 'no'])", "--wait"
+    )
+    assert asked.code == 3, asked.err  # a question waits
+    add_remote(StatePaths(machines.here), Remote("gone", f"ssh://root@127.0.0.1:{_closed_port()}", "", TUI))
+
+    table = machines.run("sessions", "--everywhere")
+    assert table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert lines[0].split()[:4] == ["WHERE", "ID", "TITLE", "STATE"]
+    assert lines[1].split()[:2] == ["lab", asking[:8]] and " asking " in lines[1]
+    rows = {line.split()[1]: line.split()[0] for line in lines[1:]}
+    assert rows[idle[:8]] == "lab" and rows[mine[:8]] == "here"
+    (gone,) = [line for line in lines if line.startswith("gone")]
+    assert "no answer: remote gone: ssh could not connect" in gone and "Connection refused" in gone
+    assert lines[-1] == gone  # one row, after the sessions
+
+    listed = json.loads(machines.run("sessions", "--everywhere", "--json").out)
+    first = listed["sessions"][0]
+    assert (first["where"], first["id"]) == ("lab", asking)
+    assert {s["id"] for s in listed["sessions"]} == {mine, idle, asking}
+    machines_seen = {m["where"]: m for m in listed["machines"]}
+    assert machines_seen["here"]["answered"] and machines_seen["lab"]["sessions"] == 2
+    assert not machines_seen["gone"]["answered"] and "Connection refused" in machines_seen["gone"]["error"]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
