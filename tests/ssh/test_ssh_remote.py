@@ -9,11 +9,15 @@ import signal
 import socket
 import subprocess
 
-from helpers import wait_until
+from helpers import app_until, wait_until
 
+from tui.access.remote import RemoteAccess
 from tui.link import ssh as ssh_link
+from tui.link.base import Live
 from tui.store import StatePaths, create_session
 from tui.store.remotes import Remote, add_remote
+from tui.ui import TuiApp
+from tui.ui.widgets.turn import TurnView
 
 from .conftest import TIMEOUT, TUI, Machines, ssh_children
 
@@ -173,3 +177,36 @@ def _closed_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+async def test_the_app_on_an_ssh_remote_survives_a_killed_connection_mid_turn(machines: Machines) -> None:
+    remote = Remote("lab", machines.sshd.url(), "", machines.tui_there)
+    access = RemoteAccess(remote)
+    sid = await access.create(working_directory=str(machines.work))
+    link = await access.link(sid, client_id="tui:test:1")
+    app = TuiApp(link, gone_exit_after=None)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await app_until(pilot, app.session.attached.is_set, timeout=TIMEOUT)
+            assert "remote lab" in app.session.status.link_row()
+            app.session.submit(GATED)
+            await app_until(
+                pilot,
+                lambda: app.session.turn is not None and "before" in app.session.turn.reply,
+                timeout=TIMEOUT,
+            )
+            killed = access.web.tunnel.pid
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
+            await app_until(pilot, lambda: access.web.tunnel.pid not in (None, killed), timeout=TIMEOUT)
+            (machines.work / "go").touch()
+            await app_until(pilot, lambda: not app.session.busy and ended(app), timeout=TIMEOUT)
+            assert ended(app)[-1].record.reply == "before\n0\n1\n2\n3\n4\n"
+            assert isinstance(app.session.link_state, Live)
+    finally:
+        await link.close()
+        await access.web.close()
+
+
+def ended(app: TuiApp) -> list[TurnView]:
+    return list(app.session.query(TurnView))
