@@ -141,7 +141,7 @@ def build_subparsers() -> argparse.ArgumentParser:
         return p
 
     p = add("attach", _command("attach", "run_attach"))
-    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("id", nargs="?", help="session id or unique prefix (none: pick from every machine's)")
     _piped_options(p)
 
     p = add("sessions", _command("sessions", "run_sessions"))

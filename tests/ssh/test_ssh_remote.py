@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import pty
 import select
 import signal
 import socket
 import subprocess
 
+import pytest
 from helpers import app_until, wait_until
 
 from tui.access.remote import RemoteAccess
+from tui.cli import parse
+from tui.commands.machines import pick
+from tui.errors import UsageError
 from tui.link import ssh as ssh_link
 from tui.link.base import Live
 from tui.store import StatePaths, create_session
@@ -210,3 +217,65 @@ async def test_the_app_on_an_ssh_remote_survives_a_killed_connection_mid_turn(ma
 
 def ended(app: TuiApp) -> list[TurnView]:
     return list(app.session.query(TurnView))
+
+
+def test_attach_without_an_id_picks_from_every_machine(machines: Machines) -> None:
+    machines.add_lab()
+    mine = create_session(StatePaths(machines.here), working_directory=machines.work).id
+    theirs = _new_session(machines)
+    args = parse(["--state-dir", str(machines.here), "attach"])
+    shown = io.StringIO()
+    asked: list[str] = []
+
+    def answer(prompt: str) -> str:
+        asked.append(prompt)
+        return "1"
+
+    chosen = pick(args, read=answer, out=shown)
+    assert chosen is not None and (chosen[0], chosen[1].id) == ("lab", theirs)  # live and idle first
+    lines = shown.getvalue().splitlines()
+    assert lines[0].split()[:3] == ["#", "WHERE", "ID"]
+    assert lines[1].split()[:3] == ["1", "lab", theirs[:8]]
+    assert lines[2].split()[:3] == ["2", "here", mine[:8]]
+    assert asked == ["attach which? (1-2, Enter: 1, q: none) "]
+    assert pick(args, read=lambda _: "q", out=io.StringIO()) is None
+    with pytest.raises(UsageError, match="'7' is not one of 1-2"):
+        pick(args, read=lambda _: "7", out=io.StringIO())
+
+
+def test_attach_without_an_id_in_a_terminal_shows_the_picker(machines: Machines) -> None:
+    create_session(StatePaths(machines.here), working_directory=machines.work)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `tui attach` with the pty as its terminal
+        os.execve(TUI, [TUI, "attach"], machines.env())
+    seen = b""
+    try:
+        with contextlib.suppress(OSError):
+            while b"attach which?" not in seen:
+                ready, _, _ = select.select([fd], [], [], TIMEOUT)
+                assert ready, seen
+                seen += os.read(fd, 4096)
+        os.write(fd, b"q\n")
+        with contextlib.suppress(OSError):
+            while chunk := os.read(fd, 4096):
+                seen += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = seen.decode(errors="replace")
+    assert "here" in text and "attach which? (1-1, Enter: 1, q: none)" in text
+
+
+def test_attach_without_an_id_and_without_a_terminal_says_to_give_one(machines: Machines) -> None:
+    ran = subprocess.run(
+        [TUI, "attach"],
+        input="",
+        capture_output=True,
+        text=True,
+        env=machines.env(),
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert ran.returncode == 2
+    assert ran.stderr == "tui: `tui attach` without a terminal needs an id: `tui attach ID < script`\n"

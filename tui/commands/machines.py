@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import TuiError, UsageError
@@ -19,9 +22,12 @@ __all__ = [
     "Machine",
     "add_ssh_remote",
     "ask_everywhere",
+    "ordered",
+    "pick",
     "refuse_ssh_share",
     "run_everywhere",
     "run_relay",
+    "table_lines",
 ]
 
 EVERYWHERE_TIMEOUT = 20.0
@@ -125,20 +131,54 @@ async def ask_everywhere(
     return list(await asyncio.gather(ask(HERE, None), *(ask(r.name, r) for r in list_remotes(state))))
 
 
-def run_everywhere(args: argparse.Namespace) -> int:
-    """``tui sessions --everywhere [--json]``: every machine's sessions, a waiting question first."""
-    from tui.commands.sessions import _age, _clip, _folder
+Row = tuple[str, SessionSummary]
+"""Where a session is (``here`` or a remote's name), and the session."""
 
-    if getattr(args, "remote", None):
-        raise UsageError("--everywhere asks this machine and every remote; leave out --remote")
-    machines = asyncio.run(ask_everywhere(_state(args), include_archived=args.all))
-    rows = sorted(
+
+def ordered(machines: list[Machine]) -> list[Row]:
+    """Every machine's sessions: a waiting question first, then working ones, then the rest;
+    newest first within a state."""
+    return sorted(
         ((m.where, s) for m in machines for s in m.sessions),
         key=lambda row: (
             _ORDER.get(row[1].state, 9),
             -(row[1].updated_at or row[1].created_at).timestamp(),
         ),
     )
+
+
+def table_lines(rows: list[Row], machines: list[Machine], *, numbered: bool = False) -> list[str]:
+    """The table of ``--everywhere`` (numbered from 1 for the picker), then a row for each
+    machine that did not answer."""
+    from tui.commands.sessions import _age, _clip, _folder
+
+    table: list[tuple[str, ...]] = [("#", "WHERE", "ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
+    for n, (where, r) in enumerate(rows, 1):
+        title = _clip(r.title or "(untitled)", 40)
+        live = "yes" if r.live else "no"
+        table.append((str(n), where, short_id(r.id), title, r.state, live, _age(r), _folder(r.folder)))
+    if not numbered:
+        table = [row[1:] for row in table]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])) + "  " + row[-1] for row in table
+    ]
+    lead = 1 if numbered else 0
+    for m in machines:
+        if m.error is not None:
+            cells = [""] * lead + [m.where.ljust(widths[lead]), "-".ljust(widths[lead + 1])]
+            lines.append(
+                "  ".join(c.ljust(widths[i]) for i, c in enumerate(cells)) + f"  no answer: {m.error}"
+            )
+    return lines
+
+
+def run_everywhere(args: argparse.Namespace) -> int:
+    """``tui sessions --everywhere [--json]``: every machine's sessions, a waiting question first."""
+    if getattr(args, "remote", None):
+        raise UsageError("--everywhere asks this machine and every remote; leave out --remote")
+    machines = asyncio.run(ask_everywhere(_state(args), include_archived=args.all))
+    rows = ordered(machines)
     if args.json:
         print(
             json.dumps(
@@ -154,18 +194,39 @@ def run_everywhere(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    table = [("WHERE", "ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
-    for where, r in rows:
-        title = _clip(r.title or "(untitled)", 40)
-        table.append(
-            (where, short_id(r.id), title, r.state, "yes" if r.live else "no", _age(r), _folder(r.folder))
-        )
-    failed = [m for m in machines if m.error is not None]
-    widths = [max(len(row[i]) for row in table) for i in range(6)]
-    for row in table:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:6])) + "  " + row[6])
-    for m in failed:
-        print(f"{m.where.ljust(widths[0])}  {'-'.ljust(widths[1])}  no answer: {m.error}")
-    if len(table) == 1 and not failed:
+    for line in table_lines(rows, machines):
+        print(line)
+    if not rows and all(m.error is None for m in machines):
         print("tui: no sessions on any machine; `tui send --new PROMPT` starts one here")
     return 0
+
+
+# --- tui attach with no id -----------------------------------------------------------------------
+def pick(
+    args: argparse.Namespace, *, read: Callable[[str], str] = input, out: TextIO | None = None
+) -> Row | None:
+    """``tui attach`` with no id, in a terminal: the sessions of every machine, numbered; the one
+    chosen (None: none, or there are none).
+
+    Raises:
+        UsageError: an answer that is not one of the numbers.
+    """
+    out = out or sys.stderr
+    machines = asyncio.run(ask_everywhere(_state(args)))
+    rows = ordered(machines)
+    for line in table_lines(rows, machines, numbered=True):
+        print(line, file=out)
+    if not rows:
+        print("tui: no sessions on any machine; `tui` starts one here", file=out, flush=True)
+        return None
+    try:
+        answer = read(f"attach which? (1-{len(rows)}, Enter: 1, q: none) ").strip().lower()
+    except EOFError:
+        return None
+    if answer in ("q", "quit", "n", "none"):
+        return None
+    if not answer:
+        return rows[0]
+    if not answer.isdigit() or not 1 <= int(answer) <= len(rows):
+        raise UsageError(f"{answer!r} is not one of 1-{len(rows)}; `tui attach ID` attaches by id")
+    return rows[int(answer) - 1]
