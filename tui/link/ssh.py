@@ -31,6 +31,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -345,6 +346,32 @@ def close_all() -> None:
         tunnel.close()
 
 
+async def _in_daemon_thread(connect: Callable[[], str]) -> str:
+    """`connect()` in a thread of its own that does not hold up the end of the event loop or of
+    the process: a caller that gives up (``--everywhere``'s timeout) does not wait for ssh."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def settle(result: str | None, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result or "")
+
+    def run() -> None:
+        try:
+            result, error = connect(), None
+        except BaseException as exc:  # handed to the awaiting task
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: no one waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="ssh-connect", daemon=True).start()
+    return await done
+
+
 class SshTransport(httpx.AsyncBaseTransport):
     """HTTP to the relay through the local socket of a remote's `SshTunnel`, connecting first
     when the connection is not up."""
@@ -355,9 +382,7 @@ class SshTransport(httpx.AsyncBaseTransport):
         self._key: tuple[asyncio.AbstractEventLoop, int] | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        path = self.tunnel.ready_path()
-        if path is None:
-            path = await asyncio.to_thread(self.tunnel.ensure)
+        path = self.tunnel.ready_path() or await _in_daemon_thread(self.tunnel.ensure)
         # Connections belong to one event loop and one SSH connection.
         key = (asyncio.get_running_loop(), self.tunnel.generation)
         if self._inner is None or self._key != key:
