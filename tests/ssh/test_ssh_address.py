@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
 from tui.cli import main
 from tui.errors import UsageError
-from tui.link.ssh import SshTarget, parse_ssh_url
+from tui.link.ssh import FOLDER_PREFIX, STALE_AFTER, SshTarget, parse_ssh_url, remove_stale_folders
 from tui.store import StatePaths
 from tui.store.remotes import Remote, add_remote, list_remotes
 
@@ -57,3 +62,25 @@ def test_a_web_remote_still_needs_its_token_file(tmp_path: Path, capsys: pytest.
     code = main(["--state-dir", str(tmp_path), "remote", "add", "box", "ssh://box", "--token-file", "/t"])
     assert code == 2
     assert "an ssh remote needs no token" in capsys.readouterr().err
+
+
+def test_a_killed_clients_folder_is_removed_and_a_live_ones_kept() -> None:
+    dead = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    live = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    fresh = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+            gone.bind(str(dead / "c"))  # a socket file nothing listens on any more
+        listening.bind(str(live / "c"))
+        listening.listen(1)
+        old = time.time() - 2 * STALE_AFTER
+        for folder in (dead, live):
+            os.utime(folder, (old, old))
+        remove_stale_folders()
+        assert not dead.exists()
+        assert live.exists() and fresh.exists()
+    finally:
+        listening.close()
+        for folder in (dead, live, fresh):
+            shutil.rmtree(folder, ignore_errors=True)

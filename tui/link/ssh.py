@@ -27,6 +27,7 @@ import select
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -48,6 +49,7 @@ __all__ = [
     "SshTunnel",
     "close_all",
     "parse_ssh_url",
+    "remove_stale_folders",
     "ssh_web_client",
     "tunnel_for",
 ]
@@ -58,6 +60,10 @@ READY = "tui-relay"
 """The first word of the line the relay prints once it listens."""
 START_TIMEOUT = 45.0
 """Seconds the connection and the relay get to be ready."""
+FOLDER_PREFIX = "tui-ssh-"
+"""The private folders of connections (control socket, forwarded socket, ssh's log), in /tmp."""
+STALE_AFTER = 60.0
+"""Seconds before a folder whose sockets do not answer counts as left behind by a killed client."""
 SSH_COMMAND = "TUI_SSH_COMMAND"
 """An environment variable naming the ``ssh`` to run, with options (``ssh -F FILE``)."""
 
@@ -154,8 +160,9 @@ class SshTunnel:
 
     def _paths(self) -> tuple[Path, Path]:
         if self._folder is None:
+            remove_stale_folders()
             # Short: a Unix socket's path has ~100 bytes.
-            self._folder = Path(tempfile.mkdtemp(prefix="tui-ssh-"))
+            self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
         return self._folder / "c", self._folder / "s"
 
     def ensure(self) -> str:
@@ -318,6 +325,30 @@ class SshTunnel:
             if self._folder is not None:
                 shutil.rmtree(self._folder, ignore_errors=True)
                 self._folder = None
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
+
+
+def remove_stale_folders() -> None:
+    """Remove this user's folders of connections whose process was killed (no atexit ran): older
+    than a minute, and neither socket answers."""
+    now = time.time()
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        try:
+            info = folder.lstat()
+        except OSError:
+            continue
+        if info.st_uid != os.getuid() or now - info.st_mtime < STALE_AFTER:
+            continue
+        if not any(_answers(folder / name) for name in ("c", "s")):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 _TUNNELS: dict[tuple[str, str, str], SshTunnel] = {}
