@@ -24,7 +24,7 @@ Command = Callable[[argparse.Namespace], int]
 _COMMANDS: dict[str, tuple[str, str, str]] = {
     # name: (what to type after it, what it does, its group in `tui --help`)
     "attach": ("ID", "attach the app (piped: run stdin's script)", "sessions"),
-    "sessions": ("[--all] [--json]", "list sessions: id, title, state, folder", "sessions"),
+    "sessions": ("[--all] [--json]", "list sessions (--everywhere: every machine's)", "sessions"),
     "send": ("ID PROMPT", "a turn without the app (--new, --wait)", "sessions"),
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
@@ -39,7 +39,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
     "agents": ("[--json]", "the ACP coding agents, and whether each is installed", "machines"),
 }
-_SUBCOMMANDS = tuple(_COMMANDS)
+_SUBCOMMANDS = (*_COMMANDS, "relay")
+"""`relay` is not listed: an SSH remote's connection runs it (docs/remote.md)."""
 _GROUPS = {
     "sessions": "Sessions (here, or on another machine with --remote NAME)",
     "machines": "Other machines and people",
@@ -148,12 +149,13 @@ def build_subparsers() -> argparse.ArgumentParser:
         return p
 
     p = add("attach", _command("attach", "run_attach"))
-    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("id", nargs="?", help="session id or unique prefix (none: pick from every machine's)")
     _piped_options(p)
 
     p = add("sessions", _command("sessions", "run_sessions"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
     p.add_argument("--all", action="store_true", help="include archived sessions")
+    p.add_argument("--everywhere", action="store_true", help="this machine's and every remote's")
 
     p = add("send", _command("sessions", "run_send"))
     p.add_argument(
@@ -219,11 +221,16 @@ def build_subparsers() -> argparse.ArgumentParser:
     rsub = p.add_subparsers(dest="action", required=True)
     r = rsub.add_parser("add", help="add a remote (checks it first)")
     r.add_argument("name")
-    r.add_argument("url")
-    r.add_argument("--token-file", required=True, metavar="F")
+    r.add_argument("url", help="http(s)://HOST:PORT of a tui web, or ssh://[USER@]HOST[:PORT]")
+    r.add_argument("--token-file", metavar="F", help="a tui web's token")
+    r.add_argument("--tui", metavar="COMMAND", help="ssh: how to run tui there (default: tui)")
     rsub.add_parser("list", help="list remotes")
     r = rsub.add_parser("remove", help="forget a remote")
     r.add_argument("name")
+
+    p = sub.add_parser("relay", help=argparse.SUPPRESS, description="serve an SSH remote's connection")
+    _global_options(p, nested=True)
+    p.set_defaults(run=_command("machines", "run_relay"))
 
     p = add("share", _command("web", "run_share"))
     p.add_argument("args", nargs="+", metavar="ID | list ID | revoke ID")
@@ -302,6 +309,8 @@ def misspelt(word: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
+    if getattr(args, "everywhere", False):
+        args.run = _command("machines", "run_everywhere")
     module_name, func_name = args.run.split(":")
     from tui.terminal import guard_stdio
 

@@ -60,7 +60,7 @@ class RemoteAccess(SessionAccess):
     def __init__(self, remote: Remote, *, web: WebClient | None = None) -> None:
         self.remote = remote
         self.where = f"remote {remote.name}"
-        self.web = web or WebClient(remote.name, remote.url, read_token_file(remote.token_file))
+        self.web = web or _client_of(remote)
 
     def command(self, *words: str) -> str:
         return " ".join(("tui", "--remote", self.remote.name, *words))
@@ -141,6 +141,14 @@ class RemoteAccess(SessionAccess):
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)
         return RemoteLink(self.web, session_id, client_id=client_id)
+
+
+def _client_of(remote: Remote) -> WebClient:
+    if remote.kind == "ssh":
+        from tui.link.ssh import ssh_web_client
+
+        return ssh_web_client(remote.name, remote.url, remote.tui)
+    return WebClient(remote.name, remote.url, read_token_file(remote.token_file))
 
 
 def _asked_for(folder: str) -> bool:

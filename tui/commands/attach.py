@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tui.errors import UsageError
 from tui.link.base import AttachLink
 from tui.protocol.ids import short_id
 
@@ -41,6 +42,21 @@ def run_new(args: argparse.Namespace) -> int:
 
 def run_attach(args: argparse.Namespace) -> int:
     """``tui attach ID``: attach to a session, starting its worker when none runs."""
+    if args.id is None:
+        if not sys.stdin.isatty():
+            raise UsageError("`tui attach` without a terminal needs an id: `tui attach ID < script`")
+        from tui.commands.machines import HERE, pick
+
+        if getattr(args, "remote", None):
+            raise UsageError(
+                f"`tui --remote {args.remote} attach` needs an id; without one it picks from every machine"
+            )
+        chosen = pick(args)
+        if chosen is None:
+            return 0
+        where, summary = chosen
+        args.remote = None if where == HERE else where
+        args.id = summary.id
     if not sys.stdin.isatty():
         from tui import piped
         from tui.commands.sessions import open_access

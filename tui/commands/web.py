@@ -51,11 +51,23 @@ def _home(path: Path) -> str:
 def run_remote(args: argparse.Namespace) -> int:
     """``tui remote add NAME URL --token-file F``, ``remote list``, ``remote remove NAME``."""
     state = _state(args)
+    if args.action == "add" and args.url.startswith("ssh:"):
+        from tui.commands.machines import add_ssh_remote
+
+        return add_ssh_remote(state, args)
     if args.action == "add":
+        if not args.token_file:
+            raise UsageError(
+                f"`tui remote add {args.name} {args.url}` needs the token of that tui web: --token-file F"
+            )
+        if args.tui:
+            raise UsageError("--tui goes with an ssh:// address; a tui web runs its own")
         token_file = str(Path(args.token_file).expanduser().resolve())
         url = args.url.rstrip("/")
         if not url.startswith(("http://", "https://")):
-            raise UsageError(f"{url!r} is not a web address; write it as http://HOST:PORT")
+            raise UsageError(
+                f"{url!r} is not a web address; write it as http://HOST:PORT (or ssh://[USER@]HOST[:PORT])"
+            )
         info = check_remote(url, token_file, name=args.name)
         add_remote(state, Remote(args.name, url, token_file))
         who = info.get("principal") or {}
@@ -71,9 +83,20 @@ def run_remote(args: argparse.Namespace) -> int:
     if args.action == "list":
         remotes = list_remotes(state)
         if not remotes:
-            print("no remotes yet; `tui remote add NAME URL --token-file F` adds one")
+            print(
+                "no remotes yet; `tui remote add NAME URL --token-file F` adds a tui web, "
+                "`tui remote add NAME ssh://HOST` a machine you reach with ssh"
+            )
         else:
-            _table([("NAME", "URL", "TOKEN FILE"), *((r.name, r.url, r.token_file) for r in remotes)])
+            rows = [
+                (
+                    r.name,
+                    r.url,
+                    r.token_file if r.kind == "web" else "none (ssh; runs " + (r.tui or "tui") + ")",
+                )
+                for r in remotes
+            ]
+            _table([("NAME", "URL", "TOKEN FILE"), *rows])
         return 0
     remove_remote(state, args.name)
     print(f"removed remote {args.name}")
@@ -126,6 +149,10 @@ def run_share(args: argparse.Namespace) -> int:
             "usage: tui share ID --name N --kind viewer|collaborator | share list ID | share revoke ID"
         )
     remote = getattr(args, "remote", None)
+    if remote:
+        from tui.commands.machines import refuse_ssh_share
+
+        refuse_ssh_share(remote, _state(args))
     shares: _Shares = _RemoteShares(args) if remote else _LocalShares(_state(args))
     say = f"tui --remote {remote}" if remote else "tui"
     sid = shares.resolve(words[0])

@@ -95,6 +95,8 @@ class WebClient:
     ) -> None:
         self.name = name
         self.url = url.rstrip("/")
+        self.address = self.url
+        """How messages name the remote (its ``ssh://`` address for an SSH remote)."""
         self.token = token
         self.info: dict[str, Any] | None = None
         self._transport = transport
@@ -108,11 +110,22 @@ class WebClient:
             self._loop = loop
             self._http = httpx.AsyncClient(
                 base_url=self.url,
-                headers={"Authorization": f"Bearer {self.token}"},
+                headers={"Authorization": f"Bearer {self.token}"} if self.token else {},
                 timeout=httpx.Timeout(30.0, connect=10.0),
                 transport=self._transport or transport(),
             )
         return self._http
+
+    def make_transport(self) -> httpx.AsyncBaseTransport:
+        """A transport for another client of this remote (a `RemoteLink`'s)."""
+        return transport()
+
+    def unreachable(self, exc: Exception) -> Unreachable:
+        """What a transport failure of a request means here."""
+        return Unreachable(
+            f"remote {self.name} ({self.url}) could not be reached ({type(exc).__name__}); "
+            "is `tui web` running there?"
+        )
 
     async def close(self) -> None:
         """Close the connections of the current event loop's client."""
@@ -138,7 +151,9 @@ class WebClient:
         """
         if self.info is not None:
             return self.info
-        self.info = checked_info(await self.request("GET", "/api/info", checked=False), self.name, self.url)
+        self.info = checked_info(
+            await self.request("GET", "/api/info", checked=False), self.name, self.address
+        )
         return self.info
 
     async def request(
@@ -165,10 +180,7 @@ class WebClient:
             try:
                 reply = await self._client().request(method, path, json=json, params=params, **kwargs)
             except httpx.TransportError as exc:
-                raise Unreachable(
-                    f"remote {self.name} ({self.url}) could not be reached ({type(exc).__name__}); "
-                    "is `tui web` running there?"
-                ) from exc
+                raise self.unreachable(exc) from exc
             try:
                 body = reply.json() if reply.content else None
             except ValueError:
@@ -235,7 +247,7 @@ class WebClient:
                     yield text
         except httpx.TransportError as exc:
             raise Unreachable(
-                f"remote {self.name} ({self.url}) broke off ({type(exc).__name__}); try again"
+                f"remote {self.name} ({self.address}) broke off ({type(exc).__name__}); try again"
             ) from exc
 
 
@@ -262,7 +274,7 @@ class RemoteLink(BridgedLink):
             token=web.token,
             label=f"session {short_id(session_id)} on {web.name}",
             stream_idle=45.0,
-            transport=transport(),
+            transport=web.make_transport(),
         )
         self._restarts = RestartBudget()
         self._starting: asyncio.Task[Any] | None = None

@@ -1,7 +1,8 @@
-"""Other machines' web bridges (``remotes.toml``): name, url and the token file's path.
+"""Other machines (``remotes.toml``): name, url and the token file's path of a web bridge, or
+an ``ssh://`` address and how to run tui there.
 
 The token itself is never written here: only where it is kept, so that it stays in a file of the
-user's choosing with mode 0600.
+user's choosing with mode 0600. An SSH remote has no token: SSH authenticates the user.
 """
 
 from __future__ import annotations
@@ -38,7 +39,14 @@ class Remote:
     url: str
     """Its base URL, e.g. ``http://192.168.1.20:7433``."""
     token_file: str
-    """Where the token is kept (absolute path)."""
+    """Where the token is kept (absolute path); empty for an SSH remote."""
+    tui: str = ""
+    """An SSH remote's command for tui there (run by the remote shell); empty for a web bridge."""
+
+    @property
+    def kind(self) -> str:
+        """``ssh`` for a machine reached through OpenSSH, ``web`` for a ``tui web``."""
+        return "ssh" if self.url.startswith("ssh://") else "web"
 
 
 def _path(state: StatePaths) -> Path:
@@ -58,7 +66,9 @@ def list_remotes(state: StatePaths) -> list[Remote]:
     out = []
     for name, entry in sorted(table.items()):
         if isinstance(entry, dict) and isinstance(entry.get("url"), str):
-            out.append(Remote(name, entry["url"], str(entry.get("token_file", ""))))
+            out.append(
+                Remote(name, entry["url"], str(entry.get("token_file", "")), str(entry.get("tui", "")))
+            )
     return out
 
 
@@ -103,6 +113,7 @@ def _write(state: StatePaths, remotes: list[Remote]) -> None:
             f'[remotes."{r.name}"]',
             f"url = {json.dumps(r.url)}",
             f"token_file = {json.dumps(r.token_file)}",
+            *([f"tui = {json.dumps(r.tui)}"] if r.tui else []),
             "",
         ]
     write_atomic(_path(state), "\n".join(lines))

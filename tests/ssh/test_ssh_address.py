@@ -1,0 +1,86 @@
+"""SSH addresses and the command line around them (no sshd needed)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tui.cli import main
+from tui.errors import UsageError
+from tui.link.ssh import FOLDER_PREFIX, STALE_AFTER, SshTarget, parse_ssh_url, remove_stale_folders
+from tui.store import StatePaths
+from tui.store.remotes import Remote, add_remote, list_remotes
+
+
+@pytest.mark.parametrize(
+    ("url", "target"),
+    [
+        ("ssh://box", SshTarget("box")),
+        ("ssh://me@box.example:2222", SshTarget("box.example", "me", 2222)),
+        ("ssh://root@127.0.0.1:22/", SshTarget("127.0.0.1", "root", 22)),
+        ("ssh://me@[::1]:2200", SshTarget("::1", "me", 2200)),
+    ],
+)
+def test_an_ssh_address_names_user_host_and_port(url: str, target: SshTarget) -> None:
+    assert parse_ssh_url(url) == target
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ssh://",
+        "ssh://box/path",
+        "ssh://me:secret@box",
+        "ssh://-oProxyCommand=x",
+        "ssh://box:99999",
+        "http://box",
+    ],
+)
+def test_what_is_not_an_ssh_address_is_refused(url: str) -> None:
+    with pytest.raises(UsageError, match=r"ssh://\[USER@\]HOST\[:PORT\]"):
+        parse_ssh_url(url)
+
+
+def test_ssh_remotes_keep_their_command_and_no_token(tmp_path: Path) -> None:
+    state = StatePaths(tmp_path)
+    add_remote(state, Remote("box", "ssh://me@box", "", "~/.venv/bin/tui"))
+    add_remote(state, Remote("web", "http://10.0.0.2:7433", "/t", ""))
+    box, web = list_remotes(state)
+    assert (box.kind, box.tui, box.token_file) == ("ssh", "~/.venv/bin/tui", "")
+    assert (web.kind, web.tui) == ("web", "")
+
+
+def test_a_web_remote_still_needs_its_token_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--state-dir", str(tmp_path), "remote", "add", "lab", "http://10.0.0.2:7433"]) == 2
+    assert "needs the token of that tui web: --token-file F" in capsys.readouterr().err
+    code = main(["--state-dir", str(tmp_path), "remote", "add", "box", "ssh://box", "--token-file", "/t"])
+    assert code == 2
+    assert "an ssh remote needs no token" in capsys.readouterr().err
+
+
+def test_a_killed_clients_folder_is_removed_and_a_live_ones_kept() -> None:
+    dead = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    live = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    fresh = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
+            gone.bind(str(dead / "c"))  # a socket file nothing listens on any more
+        listening.bind(str(live / "c"))
+        listening.listen(1)
+        old = time.time() - 2 * STALE_AFTER
+        for folder in (dead, live):
+            os.utime(folder, (old, old))
+        remove_stale_folders()
+        assert not dead.exists()
+        assert live.exists() and fresh.exists()
+    finally:
+        listening.close()
+        for folder in (dead, live, fresh):
+            shutil.rmtree(folder, ignore_errors=True)
