@@ -66,3 +66,18 @@ def test_a_model_that_does_not_resolve_is_refused_before_a_session_is_made(state
     assert out.returncode == 1
     assert "no model 'nope'" in out.stderr and "Traceback" not in out.stderr
     assert json.loads(tui("sessions", "--json").stdout) == []
+
+
+def test_a_long_reply_reaches_the_journal_in_few_events_whole_and_in_order(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    tokens = [f"w{i} " for i in range(2000)]
+    server.script(Text(tokens))
+    out = tui("send", "--new", "--model", "local", "a long answer please", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "".join(tokens).strip()
+    sid = out.stderr.strip().splitlines()[0]
+    lines = (state_dir / "sessions" / sid / "journal.jsonl").read_text().splitlines()
+    texts = [e["text"] for e in map(json.loads, lines) if e["type"] == "text"]
+    assert "".join(texts) == "".join(tokens)
+    assert len(texts) < len(tokens) // 2  # batched, not one event a token
