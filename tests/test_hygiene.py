@@ -307,6 +307,23 @@ def test_the_start_up_modules_load_no_heavy_package_when_run() -> None:
     assert out.stdout.strip() == "[]", f"importing {start_up()} loads {out.stdout.strip()}"
 
 
+def test_importing_the_wire_models_builds_no_validator() -> None:
+    """A wire model builds its validator on first use (`defer_build`): importing `tui.protocol`
+    builds none, so neither pydantic's plugin look-up (every installed package's entry points)
+    nor any schema is paid by a process that only imports it."""
+    code = (
+        "import importlib, pkgutil, sys, tui.protocol\n"
+        "from pydantic import BaseModel\n"
+        "mods = [importlib.import_module('tui.protocol.' + m.name) "
+        "for m in pkgutil.iter_modules(tui.protocol.__path__)]\n"
+        "print(sorted(f'{m.__name__}.{n}' for m in mods for n, c in vars(m).items() "
+        "if isinstance(c, type) and issubclass(c, BaseModel) and c.__module__ == m.__name__ "
+        "and c.__pydantic_complete__), 'pydantic.plugin._loader' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[] False", f"importing tui.protocol built validators: {out.stdout}"
+
+
 def _cycles(edges: dict[str, set[str]]) -> list[set[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}

@@ -99,3 +99,18 @@ def test_an_idle_model_session_lets_its_worker_go_and_comes_back_whole(
     assert tui("stop", python_sid[:8]).returncode == 0
     assert tui("send", python_sid[:8], "y = 2", "--wait").returncode == 0
     wait_until(lambda: not is_live(state.session(python_sid).lock), "the configured python worker to leave")
+
+
+def test_a_long_reply_reaches_the_journal_in_few_events_whole_and_in_order(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    tokens = [f"w{i} " for i in range(2000)]
+    server.script(Text(tokens))
+    out = tui("send", "--new", "--model", "local", "a long answer please", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "".join(tokens).strip()
+    sid = out.stderr.strip().splitlines()[0]
+    lines = (state_dir / "sessions" / sid / "journal.jsonl").read_text().splitlines()
+    texts = [e["text"] for e in map(json.loads, lines) if e["type"] == "text"]
+    assert "".join(texts) == "".join(tokens)
+    assert len(texts) < len(tokens) // 2  # batched, not one event a token

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import eventually
 
 from tui.codemode import (
     Limits,
@@ -303,6 +304,23 @@ class TestLifecycle:
         await session.close()
         with pytest.raises(SandboxError):
             await session.execute(source="1")
+
+    async def test_a_thread_printing_between_programs_reaches_the_next_result(
+        self, session: PythonSession, workdir: Path
+    ) -> None:
+        # between programs the runner's output pump sleeps until something is written
+        started = await session.execute(
+            source="import os, threading, time\n"
+            "def later():\n"
+            "    while not os.path.exists('go'):\n"
+            "        time.sleep(0.01)\n"
+            "    print('written while idle')\n"
+            "threading.Thread(target=later, daemon=True).start()"
+        )
+        assert started.status == "completed" and started.output == ""
+        (workdir / "go").write_text("")
+        await eventually(lambda: session._stray, "the idle thread's output to arrive")
+        assert (await session.execute(source="1")).output == "written while idle\n"
 
     async def test_missing_workdir_is_a_sandbox_error(self, tmp_path: Path) -> None:
         with pytest.raises(SandboxError, match="does not exist"):

@@ -145,6 +145,27 @@ class TestStreaming:
         assert [type(m) for m in kept] == [ModelRequest, ModelResponse]
         assert "hi" in json.dumps([p.content for p in _parts(kept, UserPromptPart)])
 
+    async def test_many_chunks_go_out_in_few_events_in_order_before_a_tool_call(self, tmp_path: Path) -> None:
+        chunks = [f"w{i} " for i in range(300)]
+
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+            if _parts(messages[-1:], ToolReturnPart):
+                yield "done"
+                return
+            yield {0: DeltaThinkingPart(content="hm")}
+            for chunk in chunks:
+                yield chunk
+            yield {1: DeltaToolCall(name="ask_user", json_args=json.dumps({"question": "Go?"}))}
+
+        turn = Turn("talk", answer=Answer(selected=[], freeform="yes"))
+        assert (await agent_with(stream, tmp_path).run_turn(turn)).outcome == "completed"  # type: ignore[arg-type]
+        said = [(kind, v) for kind, v in turn.events if kind in ("thinking", "text", "tool_started")]
+        asked = [kind for kind, _ in said].index("tool_started")
+        assert said[0] == ("thinking", "hm") and {kind for kind, _ in said[1:asked]} == {"text"}
+        assert "".join(v for _, v in said[1:asked]) == "".join(chunks)  # all sent before the call
+        assert asked - 1 < len(chunks) // 2  # batched: far fewer events than chunks
+        assert turn.reply == "".join(chunks) + "\n\ndone"
+
     async def test_an_empty_reply_completes_empty(self, tmp_path: Path) -> None:
         async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
             yield ""

@@ -115,6 +115,8 @@ class Output:
         self.pipe_poll = select.poll()
         self.ship: Any = None
         self.next_check = 0.0
+        self.wake: Any = None
+        """Wakes the pump when it sleeps with nothing to ship (a thread writing between programs)."""
 
     def write_bytes(self, data: bytes, check: bool = True) -> None:
         # Looking at the pipe costs a system call: do it at most once a millisecond, and always
@@ -129,6 +131,8 @@ class Output:
             self.pending += data
             if len(self.pending) >= 65536:
                 self.flush_locked()
+        if self.wake is not None:
+            self.wake()
 
     def flush(self) -> None:
         self.next_check = 0.0
@@ -223,6 +227,10 @@ class Runner:
         self.globals: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.fd_pipe = -1
         self.pump_lock = threading.Lock()
+        self.busy = False
+        """A program is being run (the pump ticks every FLUSH_SECONDS only then, or with output held)."""
+        self.pump_asleep = False
+        self.wake_r, self.wake_w = -1, -1
 
     # setup -----------------------------------------------------------------------------------
 
@@ -244,6 +252,10 @@ class Runner:
         self.fd_pipe = read_end
         self.output.pipe_poll.register(read_end, select.POLLIN)
         self.output.ship = self.ship
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.output.wake = self.wake_pump
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
@@ -318,10 +330,27 @@ class Runner:
                 signal.pthread_kill(self.main_ident, signal.SIGINT)
 
     def pump(self) -> None:
+        # Between programs, with nothing held, the pump sleeps until output comes through the pipe
+        # or `wake_pump` is called: an idle interpreter wakes for nothing.
         while True:
-            select.select([self.fd_pipe], [], [], FLUSH_SECONDS)
+            self.pump_asleep = True
+            if self.busy or self.output.pending:
+                self.pump_asleep = False
+                select.select([self.fd_pipe], [], [], FLUSH_SECONDS)
+            else:
+                select.select([self.fd_pipe, self.wake_r], [], [])
+                self.pump_asleep = False
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self.wake_r, 4096)
             self.ship()
             self.check_cpu()
+
+    def wake_pump(self) -> None:
+        """Have a sleeping pump look again (a program starts, or output waits in the buffer)."""
+        if self.pump_asleep:
+            self.pump_asleep = False
+            with contextlib.suppress(OSError):
+                os.write(self.wake_w, b"!")
 
     def ship(self) -> None:
         """Send all output so far, in order: the buffered writes, then what came through the pipe."""
@@ -439,7 +468,12 @@ class Runner:
         while True:
             self.runs_ready.acquire()
             message = self.runs.pop(0)
-            outcome = self.run(message)
+            self.busy = True
+            self.wake_pump()
+            try:
+                outcome = self.run(message)
+            finally:
+                self.busy = False
             if self.forked:
                 self.end_forked_child(outcome)
             self.ship()

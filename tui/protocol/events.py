@@ -93,7 +93,7 @@ class QueueItem(BaseModel):
     request_id: str | None = None
     prompt: str
     client_id: str | None = None
-    by: By = By()
+    by: By = Field(default_factory=By)
 
 
 class EventBase(BaseModel):
@@ -123,7 +123,7 @@ class TurnStarted(EventBase):
     client_id: str | None = None
     request_id: str | None = None
     queue_id: str | None = None
-    by: By = By()
+    by: By = Field(default_factory=By)
     origin: Literal["user", "queue", "note"] = "user"
 
 
@@ -282,7 +282,7 @@ class QuestionResolved(EventBase):
     selected: list[str] = []
     freeform: str | None = None
     client_id: str | None = None
-    by: By = By()
+    by: By = Field(default_factory=By)
 
 
 class TurnEnded(EventBase):

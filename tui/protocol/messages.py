@@ -227,7 +227,7 @@ class TurnRecord(_Wire):
     prompt: str
     number: int = 0
     """The turn's 1-based position in the session (0: not known, a record older than numbers)."""
-    by: By = By()
+    by: By = Field(default_factory=By)
     client_id: str | None = None
     request_id: str | None = None
     origin: str = "user"

@@ -157,6 +157,7 @@ class Restarted(_Answer):
 class Share(BaseModel):
     """One share of one session, as it is kept and shown (the token's digest is kept apart)."""
 
+    model_config = ConfigDict(defer_build=True)
     id: str
     """A short random id of this share."""
     session_id: str

@@ -92,11 +92,27 @@ def bind_socket(path: Path) -> socket.socket:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, minus its signal handling (the worker leaves properly on SIGTERM), plus a ready event."""
+    """uvicorn, minus its signal handling (the worker leaves properly on SIGTERM) and its 10 Hz
+    main loop (an idle worker wakes for nothing: `exit` ends the wait), plus a ready event.
+
+    uvicorn's tick refreshes the ``date`` header and counts requests for ``limit_max_requests``;
+    the bridge sends no ``date`` header (``date_header=False``) and sets no request limit.
+    """
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        self._exit = asyncio.Event()
+
+    def exit(self) -> None:
+        """Stop serving: uvicorn's graceful shutdown follows (open connections get their grace)."""
+        self.should_exit = True
+        self._exit.set()
+
+    async def main_loop(self) -> None:
+        await self.on_tick(0)  # the headers, once
+        if not self.should_exit:
+            await self._exit.wait()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -176,6 +192,7 @@ async def _serve(
         access_log=False,
         timeout_graceful_shutdown=1,
         http=JsonH11,
+        date_header=False,
     )
     server = _Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -224,7 +241,7 @@ async def _serve(
     timer = threading.Timer(EXIT_BOUND, os._exit, (0,))
     timer.daemon = True
     timer.start()
-    server.should_exit = True
+    server.exit()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(serving, EXIT_BOUND)
     warm.cancel()

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -338,21 +338,68 @@ def fit_context(
 # --- the agent ----------------------------------------------------------------------------------
 @dataclass
 class _Running:
-    """What one turn has streamed so far."""
+    """What one turn has streamed so far.
+
+    Reply text and reasoning reach the journal batched as a program's output is: a chunk after a
+    quiet spell is sent at once (the first token is never held back), the chunks that follow
+    within `interval` wait and go as one event when it ends. A new part, another kind of chunk,
+    a tool call and the end of the stream send what waits first, so nothing is lost or reordered.
+    """
 
     turn: TurnIO
-    text_open: bool = False
-    """Whether reply text was streamed since the last tool call (a new text part gets a blank line)."""
+    interval: float = OBSERVE_SECONDS
     wrote: str = ""
     calls_made: int = 0
+    _kind: str = ""
+    """What `_held` is: ``text`` or ``thinking``."""
+    _held: list[str] = field(default_factory=list)
+    _timer: asyncio.TimerHandle | None = None
+    """Set while chunks are batched: when it fires, what is held is sent."""
 
     def text(self, chunk: str, *, new_part: bool) -> None:
         if not chunk:
             return
         if new_part and self.wrote and not self.wrote.endswith("\n\n"):
             chunk = ("\n" if self.wrote.endswith("\n") else "\n\n") + chunk
-        self.turn.text(chunk)
         self.wrote += chunk
+        self._put("text", chunk, new_part)
+
+    def thinking(self, chunk: str, *, new_part: bool) -> None:
+        if chunk:
+            self._put("thinking", chunk, new_part)
+
+    def _put(self, kind: str, chunk: str, new_part: bool) -> None:
+        if new_part or kind != self._kind:
+            self.flush()
+        if self._timer is None:
+            self._send(kind, chunk)
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self._tick)
+        else:
+            self._kind = kind
+            self._held.append(chunk)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self._held:
+            self._send(self._kind, "".join(self._held))
+            self._held.clear()
+            self._timer = asyncio.get_running_loop().call_later(self.interval, self._tick)
+
+    def flush(self) -> None:
+        """Send what waits, now (before anything else of the turn is said, and at its end)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._held:
+            self._send(self._kind, "".join(self._held))
+            self._held.clear()
+
+    def _send(self, kind: str, chunk: str) -> None:
+        self._kind = kind
+        if kind == "text":
+            self.turn.text(chunk)
+        else:
+            self.turn.thinking(chunk)
 
 
 @register("model")
@@ -502,19 +549,31 @@ class ModelAgent(Agent):
         running: _Running,
         handle: list[Any],
     ) -> None:
-        async with agent.run_stream_events(prompt, message_history=history) as events:
-            handle.append(events)
-            async for event in events:
-                if isinstance(event, PartStartEvent):
-                    if isinstance(event.part, TextPart):
-                        running.text(event.part.content, new_part=True)
-                    elif isinstance(event.part, ThinkingPart):
-                        running.turn.thinking(event.part.content)
-                elif isinstance(event, PartDeltaEvent):
-                    if isinstance(event.delta, TextPartDelta):
-                        running.text(event.delta.content_delta, new_part=False)
-                    elif isinstance(event.delta, ThinkingPartDelta) and event.delta.content_delta:
-                        running.turn.thinking(event.delta.content_delta)
+        # `iter` and each request's own stream: the shortest path from the SDK's chunks to here
+        # (`run_stream_events` adds a task and a memory stream per event on top of it)
+        async with agent.iter(prompt, message_history=history) as run:
+            handle.append(run)
+            try:
+                async for node in run:
+                    if not PydanticAgent.is_model_request_node(node):
+                        continue
+                    async with node.stream(run.ctx) as stream:
+                        async for event in stream:
+                            if isinstance(event, PartDeltaEvent):
+                                delta = event.delta
+                                if isinstance(delta, TextPartDelta):
+                                    running.text(delta.content_delta, new_part=False)
+                                elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                                    running.thinking(delta.content_delta, new_part=False)
+                            elif isinstance(event, PartStartEvent):
+                                if isinstance(event.part, TextPart):
+                                    running.text(event.part.content, new_part=True)
+                                elif isinstance(event.part, ThinkingPart):
+                                    running.thinking(event.part.content, new_part=True)
+                                else:
+                                    running.flush()
+            finally:
+                running.flush()
 
     @staticmethod
     def _spent(turn: TurnIO, events: Any, window: int) -> None:
@@ -564,17 +623,20 @@ class ModelAgent(Agent):
             Args:
                 code: the program; the value of its last line is returned as a REPL shows it.
             """
+            running.flush()
             running.calls_made += 1
             call_id = turn.tool_started("run_python", {"code": code}, kind="execute")
             return await self._observe(turn, call_id, code, resume=False)
 
         async def wait_python() -> str:
             """Keep waiting for the program that answered still_working; returns its new output."""
+            running.flush()
             call_id = turn.tool_started("wait_python", {}, kind="execute")
             return await self._observe(turn, call_id, "", resume=True)
 
         async def stop_python() -> str:
             """Stop the program that answered still_working; returns its last output."""
+            running.flush()
             call_id = turn.tool_started("stop_python", {}, kind="execute")
             try:
                 result = await self.sandbox.stop()
@@ -598,6 +660,7 @@ class ModelAgent(Agent):
                 freeform: whether the person may type an answer of their own.
             """
             args = {"question": question, "options": options, "multiple": multiple, "freeform": freeform}
+            running.flush()
             running.calls_made += 1
             call_id = turn.tool_started("ask_user", args, kind="other")
             try:
