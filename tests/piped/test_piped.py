@@ -192,7 +192,7 @@ def test_send_wait_on_a_session_stopped_under_it_exits_4(state_dir: Path) -> Non
     assert tui("stop", sid[:8]).returncode == 0
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
-    assert "the worker stopped" in err
+    assert f"the worker stopped (stopped on request); `tui attach {sid[:8]}` starts it again" in err
 
 
 def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> None:
