@@ -630,6 +630,20 @@ class TestKeys:
             link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
+    async def test_help_at_80_columns_wraps_each_line_under_its_own_text(self, until: Until) -> None:
+        """A help line too long for 80 columns goes on under its description, not under the keys."""
+        app = TuiApp(MockLink())
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(app, pilot, until)
+            await pilot.press("f1")
+            await until(pilot, lambda: app.session.query("NoteLine"))
+            note = app.session.query("NoteLine").last()
+            drawn = [strip.text.rstrip() for strip in note.render_lines(note.region.reset_offset)]
+            esc = next(i for i, line in enumerate(drawn) if line.lstrip().startswith("Esc "))
+            column = drawn[esc].index("leave the selection")
+            after = drawn[esc + 1]
+            assert after[:column].strip() == "" and after[column : column + 1].strip(), drawn
+
     async def test_the_keys_panel_lists_only_this_apps_keys_and_esc_closes_it(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)
