@@ -728,6 +728,19 @@ class TestCommands:
         assert [r.route for r in link.requests][-2:] == ["stop_worker", "delete_session"]
         assert app.return_code == 0
 
+    async def test_exit_and_enter_stops_without_deleting(self, until: Until) -> None:
+        """``/exit --delete`` is offered below ``/exit``; Enter runs what was typed, never it."""
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/exit")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("enter")
+            await until(pilot, lambda: app.return_code is not None)
+        routes = [r.route for r in link.requests]
+        assert "stop_worker" in routes and "delete_session" not in routes
+
     async def test_model_and_stats(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)
