@@ -26,8 +26,9 @@ It does what real coding agents do, chosen by words in the prompt:
   says what happened to each as ``attack results: {json}``.
 - ``usage``: reports the context it uses and what the session cost (``usage_update``).
 
-A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``),
-which ``session/set_mode`` and ``session/set_config_option`` change.
+A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``,
+and ``smart[1m]``, a value that starts with another as Claude Code's ``sonnet[1m]`` does), which
+``session/set_mode`` and ``session/set_config_option`` change.
 
 With ``TEST_AGENT_STUBBORN=1`` it behaves like adapters that outlive their client: it ignores
 SIGTERM, starts a child process, and stays after stdin ends.
@@ -179,6 +180,7 @@ class CodingAgent:
                 options=[
                     schema.SessionConfigSelectOption(value="fast", name="Fast One"),
                     schema.SessionConfigSelectOption(value="smart", name="Smart One"),
+                    schema.SessionConfigSelectOption(value="smart[1m]", name="Smart One, 1M context"),
                 ],
             )
         ]
@@ -217,7 +219,7 @@ class CodingAgent:
     async def set_config_option(
         self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
     ) -> schema.SetSessionConfigOptionResponse:
-        if config_id != "model" or value not in ("fast", "smart"):
+        if config_id != "model" or value not in ("fast", "smart", "smart[1m]"):
             raise acp.RequestError.invalid_params({"config_id": config_id, "value": value})
         self.model = str(value)
         return schema.SetSessionConfigOptionResponse(config_options=self._options())

@@ -344,7 +344,7 @@ class _Run:
             return None
         begin, what = left
         attach = self.link.command("attach", short_id(self.link.session_id))
-        return f"{what}; `{attach} --from-line {begin} < SCRIPT` runs them"
+        return f"{what}; `{attach} --from-line {begin} < SCRIPT` runs the rest"
 
     async def script(self, stdin: IO[str], first: str | None) -> int:
         info = await self.link.info()

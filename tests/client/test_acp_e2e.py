@@ -125,7 +125,9 @@ def test_a_built_in_agent_runs_with_no_entry_and_tui_agents_says_what_is_install
     assert rows["claude"]["found"] == str(adapter) and rows["claude"]["builtin"]
     assert rows["codex"]["found"] is None and rows["tester"]["builtin"] is False
     assert set(rows) >= {"claude", "codex", "gemini", "opencode", "tester"}
-    table = {line.split()[0]: line.split(None, 1)[1] for line in tui("agents").stdout.splitlines()}
+    lines = tui("agents").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "COMMAND", "INSTALLED"]  # every column under a header
+    table = {line.split()[0]: line.split(None, 1)[1] for line in lines}
     assert table["claude"].startswith("claude-agent-acp") and table["claude"].endswith(f"found: {adapter}")
     assert table["codex"].endswith("not installed: npm install -g @zed-industries/codex-acp")
 

@@ -192,7 +192,7 @@ def test_send_wait_on_a_session_stopped_under_it_exits_4(state_dir: Path) -> Non
     assert tui("stop", sid[:8]).returncode == 0
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
-    assert "the worker stopped" in err
+    assert f"the worker stopped (stopped on request); `tui attach {sid[:8]}` starts it again" in err
 
 
 def test_a_worker_killed_mid_turn_loses_and_repeats_nothing(state_dir: Path) -> None:
@@ -257,7 +257,10 @@ def test_a_question_in_a_script_says_what_was_left_and_the_rest_resumes(state_di
     asked = tui("attach", sid[:8], input=script)
     assert asked.returncode == 3, asked.stderr
     assert "Proceed?" in asked.stderr
-    assert f"line 3 of the script was not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT`" in asked.stderr
+    assert (
+        f"line 3 of the script was not run; `tui attach {sid[:8]} --from-line 3 < SCRIPT` runs the rest"
+        in asked.stderr
+    )
     assert tui("answer", sid[:8], "--option", "1").returncode == 0
     resumed = tui("attach", sid[:8], "--from-line", "3", input=script)
     assert (resumed.returncode, resumed.stdout) == (0, "after yes\n"), resumed.stderr

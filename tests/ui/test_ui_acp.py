@@ -95,3 +95,27 @@ async def test_slash_mode_and_slash_model_complete_and_switch_the_agents_own(
         app.session.submit("which")  # the agent says what it was switched to
         await until(pilot, lambda: app.session.query(TurnView) and not app.session.busy, 30)
         assert "mode code, model smart" in app.session.query(TurnView).last().record.reply
+
+
+async def test_enter_sends_a_whole_model_or_command_even_while_longer_ones_complete(
+    tester: tuple[LocalAccess, str], state_dir: Path, until: Until
+) -> None:
+    """``/model smart`` switches to ``smart`` though ``smart[1m]`` is offered below it, and
+    ``/mode`` runs ``/mode`` though ``/model`` starts with it: Enter takes a completion only for
+    what is not yet whole."""
+    access, sid = tester
+    app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, app.session.attached.is_set, 30)
+        row = app.session.status.session_row
+        await until(pilot, lambda: "model Fast One" in row(), 30)
+        prompt = app.session.query_one(PromptArea)
+        prompt.focus()
+        await pilot.press(*"/model smart")
+        await until(pilot, lambda: app.session.prompt_box.completing)  # smart[1m] is offered
+        await pilot.press("enter")
+        await until(pilot, lambda: "model Smart One" in row(), 30)
+        assert prompt.text == ""
+        await pilot.press(*"/mode", "enter")
+        await until(pilot, lambda: any(n.title == "Which mode?" for n in app._notifications))
+        assert not prompt.text.startswith("/model")

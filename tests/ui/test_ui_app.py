@@ -630,6 +630,20 @@ class TestKeys:
             link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
+    async def test_help_at_80_columns_wraps_each_line_under_its_own_text(self, until: Until) -> None:
+        """A help line too long for 80 columns goes on under its description, not under the keys."""
+        app = TuiApp(MockLink())
+        async with app.run_test(size=(80, 24)) as pilot:
+            await started(app, pilot, until)
+            await pilot.press("f1")
+            await until(pilot, lambda: app.session.query("NoteLine"))
+            note = app.session.query("NoteLine").last()
+            drawn = [strip.text.rstrip() for strip in note.render_lines(note.region.reset_offset)]
+            esc = next(i for i, line in enumerate(drawn) if line.lstrip().startswith("Esc "))
+            column = drawn[esc].index("leave the selection")
+            after = drawn[esc + 1]
+            assert after[:column].strip() == "" and after[column : column + 1].strip(), drawn
+
     async def test_the_keys_panel_lists_only_this_apps_keys_and_esc_closes_it(self, until: Until) -> None:
         link = MockLink()
         app = TuiApp(link)
@@ -713,6 +727,19 @@ class TestCommands:
             await until(pilot, lambda: app.return_code is not None)
         assert [r.route for r in link.requests][-2:] == ["stop_worker", "delete_session"]
         assert app.return_code == 0
+
+    async def test_exit_and_enter_stops_without_deleting(self, until: Until) -> None:
+        """``/exit --delete`` is offered below ``/exit``; Enter runs what was typed, never it."""
+        link = MockLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/exit")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("enter")
+            await until(pilot, lambda: app.return_code is not None)
+        routes = [r.route for r in link.requests]
+        assert "stop_worker" in routes and "delete_session" not in routes
 
     async def test_model_and_stats(self, until: Until) -> None:
         link = MockLink()

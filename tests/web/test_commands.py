@@ -231,3 +231,11 @@ def test_web_refuses_a_weak_or_readable_owner_token_file(tmp_path: Path) -> None
     readable = tui(tmp_path, "web", "--port", "0", "--token-file", str(token_file))
     assert readable.returncode == 2 and "read by others" in readable.stderr and "chmod 600" in readable.stderr
     assert not (tmp_path / "web" / "owner.sha256").exists()
+
+
+def test_share_list_or_revoke_without_an_id_asks_for_one(tmp_path: Path) -> None:
+    for action in ("list", "revoke"):
+        out = tui(tmp_path, "share", action)
+        assert out.returncode == 2, out
+        assert f"tui share {action} ID" in out.stderr and "tui sessions" in out.stderr
+        assert "no session matches" not in out.stderr

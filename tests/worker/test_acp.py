@@ -318,6 +318,7 @@ async def test_the_agents_modes_settings_and_usage_reach_info_and_status(
     assert [(c["value"], c["name"]) for c in model["choices"]] == [
         ("fast", "Fast One"),
         ("smart", "Smart One"),
+        ("smart[1m]", "Smart One, 1M context"),
     ]
     assert events(worker, "agent_info")[-1]["settings"] == info["settings"]
     status = [e for e in events(worker, "status") if e.get("cost")]

@@ -196,7 +196,7 @@ def run_agents(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    table = [("NAME", "COMMAND", "")]
+    table = [("NAME", "COMMAND", "INSTALLED")]
     for row in rows:
         mark = " (default)" if row["default"] else ""
         if row["found"]:

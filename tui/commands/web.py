@@ -141,6 +141,10 @@ def run_share(args: argparse.Namespace) -> int:
     from tui.web.tokens import write_token_file
 
     words = list(args.args)
+    if words in (["list"], ["revoke"]):
+        raise UsageError(
+            f"`share {words[0]}` needs a session: `tui share {words[0]} ID`; `tui sessions` lists them"
+        )
     action = words[0] if words[0] in ("list", "revoke") and len(words) == 2 else "add"
     if action != "add":
         words = words[1:]

@@ -165,7 +165,8 @@ class Follower:
                     reason = str(exc)
                 if leaving is not None:
                     why = leaving.reason or "stopped"
-                    self.state = Gone(f"the worker stopped ({why})", 4)
+                    again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
+                    self.state = Gone(f"the worker stopped ({why}); `{again}` starts it again", 4)
                     yield self.state
                     return
                 if delivered:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -888,7 +889,9 @@ class SessionScreen(Screen[None]):
         elif name == "/find":
             self.open_search(rest)
         elif name == "/help":
-            self.run_worker(self.transcript.add_line(help_text()), exit_on_error=False)
+            view = self.transcript  # its width once the help brings the scrollbar
+            columns = view.outer_size.width - view.styles.gutter.width - view.styles.scrollbar_size_vertical
+            self.run_worker(self.transcript.add_line(help_text(columns)), exit_on_error=False)
         else:
             self.notify(
                 f"{name} is not a command; /help lists them.", title="Unknown command", severity="warning"
@@ -1320,8 +1323,9 @@ def _clip(text: str, limit: int = 40) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def help_text() -> str:
-    """What /help shows: the commands and the keys."""
+def help_text(columns: int = 0) -> str:
+    """What /help shows: the commands and the keys; given `columns`, a line too long for them
+    goes on under its own text."""
     width = max(len(c.usage) for c in slash.COMMANDS)
     keys = [
         ("Enter", "send (queues while a turn runs)"),
@@ -1342,6 +1346,14 @@ def help_text() -> str:
         ("@path", "complete a file (this machine's sessions)"),
     ]
     width = max(width, *(len(k) for k, _ in keys))
-    commands = "\n".join(f"  {c.usage:<{width}}  {c.help}" for c in slash.COMMANDS)
-    lines = "\n".join(f"  {k:<{width}}  {h}" for k, h in keys)
+    indent = " " * (width + 4)
+
+    def row(name: str, text: str) -> str:
+        head = f"  {name:<{width}}  "
+        if columns <= len(indent) + 20:
+            return head + text
+        return textwrap.fill(text, columns, initial_indent=head, subsequent_indent=indent)
+
+    commands = "\n".join(row(c.usage, c.help) for c in slash.COMMANDS)
+    lines = "\n".join(row(k, h) for k, h in keys)
     return f"Commands:\n{commands}\nKeys:\n{lines}"

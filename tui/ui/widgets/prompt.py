@@ -89,7 +89,12 @@ class PromptArea(TextArea):
             if box is not None:
                 box.complete_now(self.text, forward=event.key == "tab")
             return
-        if box is not None and box.completing and event.key in ("up", "down", "tab", "enter"):
+        if (
+            box is not None
+            and box.completing
+            and event.key in ("up", "down", "tab", "enter")
+            and not (event.key == "enter" and box.is_whole(self.text))
+        ):
             event.stop()
             event.prevent_default()
             box.completion_key(event.key)
@@ -237,6 +242,21 @@ class PromptBox(Vertical):
         if not text.startswith("/") or any(c in text for c in " \n"):
             return []
         return [c for c in self.agent_commands if f"/{c.name}".startswith(text) and f"/{c.name}" != text]
+
+    def is_whole(self, text: str) -> bool:
+        """Whether `text` is already a whole command, or ``/model``/``/mode`` with a whole choice:
+        Enter sends it, though longer ones that start with it are offered (``/mode`` beside
+        ``/model``, Claude Code's ``sonnet`` beside ``sonnet[1m]``)."""
+        typed = text.strip()
+        takes = next((c for c in ("/model ", "/mode ") if text.startswith(c)), None)
+        if takes is not None:
+            value = text.removeprefix(takes).strip()
+            if takes == "/mode ":
+                return any(c.value == value for c in self.modes)
+            return value in self.models or any(c.value == value for c in self.agent_models)
+        return any(c.name == typed for c in COMMANDS) or any(
+            f"/{c.name}" == typed for c in self.agent_commands
+        )
 
     def is_agent_command(self, text: str) -> bool:
         """Whether `text` runs one of the agent's own commands (it goes to the agent as a prompt);
