@@ -965,6 +965,7 @@ class SessionWorker:
             uptime=time.monotonic() - self.started_monotonic,
             events=self.journal.last_seq,
             attached=self.hub.attached,
+            streams=self.hub.streams,
         )
 
     def transcript(
