@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from helpers import Sse, eventually, read_sse
 
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 
-from .conftest import TIMEOUT, Web, wake
+from .conftest import TIMEOUT, Web, start_web, wake
 
 FOLLOWERS = 50
 
@@ -114,3 +120,54 @@ async def test_fifty_followers_share_one_worker_stream_and_each_gets_every_event
         assert [e.seq for e in again[0]] == list(range(after[0][0], after[-1][0] + 1))
         assert all([(e.seq, e.type) for e in got] == after for got in again)
         assert any(e.type == "text" and e.data.get("text") == "again\n" for e in again[-1])
+
+
+@pytest.fixture
+def small_disk_web() -> Iterator[Web]:
+    """A `tui web` whose state dir is a 4 MiB tmpfs (root only): a real disk that fills."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    with tempfile.TemporaryDirectory(prefix="tui-disk-", dir="/tmp") as d:
+        made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", d], capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+        try:
+            web = start_web(Path(d))
+            try:
+                yield web
+            finally:
+                web.stop()
+        finally:
+            subprocess.run(["umount", "-l", d], check=False)
+
+
+async def test_a_follower_through_tui_web_hears_the_workers_disk_full_and_ok(small_disk_web: Web) -> None:
+    """The worker's ``: disk_full`` and ``: disk_ok`` reach each follower of the shared stream."""
+    web = small_disk_web
+    sid = web.session()
+    wake(web, sid)
+    async with _client(web, web.token) as c:
+        path = f"/api/sessions/{sid}/events"
+        async with asyncio.timeout(TIMEOUT), c.stream("GET", path) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            filler = web.state / "filler"
+            with contextlib.suppress(OSError), filler.open("wb") as f:
+                while True:
+                    f.write(b"x" * 4096)
+                    f.flush()
+            refused = await c.post(f"/api/sessions/{sid}/turn", json={"prompt": "p" * 50_000})
+            assert refused.status_code == 507, refused.text
+            async for line in lines:
+                if line.startswith(": disk_full"):
+                    break
+            assert "could not append to the journal" in line
+            filler.unlink()
+            # The next write that succeeds says space is back.
+            accepted = await c.post(f"/api/sessions/{sid}/turn", json={"prompt": "print(1)"})
+            assert accepted.status_code == 202, accepted.text
+            async for line in lines:
+                if line.startswith(": disk_ok"):
+                    break
+            else:
+                raise AssertionError("the stream ended before : disk_ok")
