@@ -287,14 +287,19 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
                 if n_open == count:
                     all_open.set()
 
+            pids = {"worker": car.pid, **({"tui web": proc.pid} if proc is not None else {})}
+            before_open = {name: _cpu_ticks(pid) for name, pid in pids.items()}
+            statuses = _statuses(state, sid)
             tasks = [
                 asyncio.create_task(_lean_follow(open_conn, request, delays, opened)) for _ in range(count)
             ]
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(all_open.wait(), 120)
             load = os.getloadavg()[0]
-            pids = {"worker": car.pid, **({"tui web": proc.pid} if proc is not None else {})}
             ticks = {name: _cpu_ticks(pid) for name, pid in pids.items()}
+            opening = {name: (ticks[name] - before_open[name]) / os.sysconf("SC_CLK_TCK") for name in pids}
+            # Each stream that opens may add a `status` naming everyone attached: count them.
+            statuses = _statuses(state, sid) - statuses
             await client.post(f"{base}/turn", json={"prompt": program})
             ended = await asyncio.gather(*tasks)
             spent = {
@@ -320,8 +325,14 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         "append→arrival p95 s": at(0.95),
         "append→arrival max s": at(1.0),
         "load average (1 min) at start": round(load, 2),
+        "status events while opening": statuses,
+        **{f"{name} CPU s while opening": round(v, 2) for name, v in opening.items()},
         **{f"{name} CPU s for the turn": round(v, 2) for name, v in spent.items()},
     }
+
+
+def _statuses(state: StatePaths, sid: str) -> int:
+    return state.session(sid).journal.read_bytes().count(b'"type":"status"')
 
 
 def _cpu_ticks(pid: int) -> int:

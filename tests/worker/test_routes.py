@@ -7,7 +7,7 @@ import getpass
 import stat
 
 import httpx
-from helpers import RUNS_UNTIL_STOPPED, TIMEOUT, eventually, wait_until
+from helpers import RUNS_UNTIL_STOPPED, TIMEOUT, Sse, eventually, wait_until
 
 from tui.store import read_sidecar
 from worker.conftest import Worker
@@ -187,3 +187,21 @@ async def test_the_status_says_what_each_person_is_attached_with(worker: Worker)
         {"name": getpass.getuser(), "kind": "owner", "via": ["script", "terminal"]}
     ]
     assert one.task is not None
+
+
+async def test_many_streams_opening_at_once_are_told_in_a_few_statuses(worker: Worker) -> None:
+    """Each status names everyone attached: one per stream opened would make a burst of n
+    followers cost n² in the journal and on every stream."""
+    count = 40
+    cursor = (await worker.client().get("/transcript", params={"limit": 0})).json()["cursor"]
+    followers = [worker.follow(cursor, client_id=f"script:test:{i}") for i in range(count)]
+
+    def everyone(e: Sse) -> bool:
+        return e.type == "status" and bool(e.data["attached"]) and len(e.data["attached"][0]["via"]) == count
+
+    await followers[0].until(everyone)
+    statuses = [e for e in followers[0].events if e.type == "status"]
+    assert len(statuses) < count // 2, [len(e.data["attached"][0]["via"]) for e in statuses]
+    for follower in followers:
+        assert follower.task is not None
+        follower.task.cancel()

@@ -301,3 +301,5 @@ class Stats(_Wire):
     uptime: float = 0.0
     events: int = 0
     attached: list[str] = []
+    streams: int = 0
+    """Open streams the worker sends events to (`tui web` shares one among a session's followers)."""

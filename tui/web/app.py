@@ -67,7 +67,8 @@ from tui.store import StatePaths
 from tui.store.export import FORMATS
 from tui.store.export import export as export_journal
 from tui.web.auth import authenticate, describe
-from tui.web.forward import FORWARDED_HEADERS, KEEPALIVE, Forwarder, OpenStream, StreamResponse
+from tui.web.fanout import FanOuts, FollowResponse
+from tui.web.forward import FORWARDED_HEADERS, KEEPALIVE, Forwarder, OpenStream
 from tui.web.participants import ParticipantStore, parse_ttl
 from tui.web.paths import WebPaths
 from tui.web.sessions import LocalSessions
@@ -108,6 +109,7 @@ class WebBridge:
         self.participants = ParticipantStore(self.web)
         self.sessions = LocalSessions(self.state)
         self.forwarder = Forwarder()
+        self.fanouts = FanOuts(BRIDGE["events"].path)
 
     @property
     def url(self) -> str:
@@ -473,27 +475,45 @@ def create_app(bridge: WebBridge) -> Starlette:
             if len(mine) >= STREAM_CAP:
                 raise CapReached(f"this token already has {STREAM_CAP} open streams; close one first")
         _check_headers(request)
-        seq_header(request)
+        last_id = seq_header(request)
         socket = s.socket(sid)
         handle = OpenStream(principal.token_digest, sid, principal.participant_id)
         bridge.streams.add(handle)
+        # Who follows is counted by the worker through a presence stream of each follower (it
+        # checks the cursor too); the events come on one stream per session, shared.
         try:
-            upstream = await bridge.forwarder.open_stream(
+            presence = await bridge.forwarder.open_stream(
                 socket,
                 BRIDGE["events"].path,
                 query=request.url.query.encode(),
                 headers=request.headers,
-                extra=_by(principal),
+                extra={**_by(principal), "X-Tui-Fanout": "presence"},
             )
         except BaseException:
             bridge.streams.discard(handle)
             raise
-        if upstream.status_code != 200:
+        if presence.status_code != 200:
             bridge.streams.discard(handle)
-            body = await upstream.aread()
-            await upstream.aclose()
-            return Response(body, status_code=upstream.status_code, media_type="application/json")
-        return StreamResponse(upstream, handle, keepalive=bridge.keepalive, on_end=bridge.streams.discard)
+            body = await presence.aread()
+            await presence.aclose()
+            return Response(body, status_code=presence.status_code, media_type="application/json")
+        try:
+            at = int(presence.headers["x-tui-last-seq"])
+            shared = await bridge.fanouts.join(socket, at)
+        except BaseException:
+            bridge.streams.discard(handle)
+            await presence.aclose()
+            raise
+        cursor = last_id if last_id is not None else int_param(request, "cursor", 0)
+        return FollowResponse(
+            bridge.fanouts,
+            shared,
+            presence,
+            cursor,
+            handle,
+            keepalive=bridge.keepalive,
+            on_end=bridge.streams.discard,
+        )
 
     own: dict[str, Endpoint] = {
         "web_info": web_info,
@@ -552,6 +572,7 @@ def create_app(bridge: WebBridge) -> Starlette:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            await bridge.fanouts.close()
             await bridge.forwarder.close()
 
     app = Starlette(

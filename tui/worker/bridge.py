@@ -108,11 +108,19 @@ def build_app(worker: SessionWorker) -> Starlette:
                 last_seq=last,
             )
         client_id = request.query_params.get("client_id") or None
-        return StreamingResponse(
-            _stream(worker, cursor, client_id, _present(request)),
-            media_type="text/event-stream",
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+        # `tui web` follows a session with one stream shared by all its followers (``shared``:
+        # nobody's, not counted as attached) and one ``presence`` stream per follower, which
+        # counts it as attached, carries no events and says where the journal ends now.
+        fanout = request.headers.get("x-tui-fanout")
+        if fanout == "presence":
+            headers["x-tui-last-seq"] = str(last)
+            body = _presence(worker, client_id, _present(request))
+        elif fanout == "shared":
+            body = _stream(worker, cursor, None, None)
+        else:
+            body = _stream(worker, cursor, client_id, _present(request))
+        return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     async def transcript(request: Request) -> Transcript:
         limit = int_param(request, "limit", 50, high=1000)
@@ -210,6 +218,27 @@ OUTPUT_PIECE = 64 * 1024
 async def _pieces(text: str) -> AsyncIterator[bytes]:
     for start in range(0, len(text), OUTPUT_PIECE):
         yield text[start : start + OUTPUT_PIECE].encode()
+
+
+async def _presence(worker: SessionWorker, client_id: str | None, who: Presence) -> AsyncIterator[bytes]:
+    """A follower counted as attached while this stream is open; it carries notices (``: disk_full``)
+    and keepalives, no events."""
+    sub = worker.hub.subscribe(client_id, who, events=False)
+    worker.presence_changed()
+    if worker.disk_full is not None:
+        sub.notice(b": disk_full %s\n\n" % worker.disk_full.detail.encode(errors="replace"))
+    try:
+        while True:
+            got = await sub.next(KEEPALIVE)
+            if got is None:
+                yield b": ping\n\n"
+            elif isinstance(got, bytes):
+                yield got
+            elif got is CLOSED:
+                return
+    finally:
+        worker.hub.unsubscribe(sub)
+        worker.presence_changed()
 
 
 async def _stream(

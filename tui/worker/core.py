@@ -87,6 +87,9 @@ log = logging.getLogger("tui.worker")
 
 INTERRUPT_GRACE = 3.0
 """Seconds an interrupted turn gets to end by itself before its task is cancelled."""
+PRESENCE_EVERY = 0.25
+"""Seconds between two `status` events said because streams opened or closed: a burst of
+followers (hundreds attaching at once) is told in a few, not one each (each names everyone)."""
 DISK_RETRY = 1.0
 """Seconds between tries to write what a full disk held back."""
 HELD_OUTPUT = 1024 * 1024
@@ -275,6 +278,8 @@ class SessionWorker:
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
         self._last_status: tuple[object, ...] | None = None
+        self._presence_at = -PRESENCE_EVERY
+        self._presence_later: asyncio.TimerHandle | None = None
         self._agent_info: tuple[
             tuple[AgentCommand, ...], str | None, tuple[AgentChoice, ...], tuple[AgentSetting, ...]
         ] = ((), None, (), ())
@@ -585,7 +590,17 @@ class SessionWorker:
             # The journal's last status still names who left; the next stream to open must hear
             # a fresh one even when it names the same people (its /transcript said nobody).
             self._last_status = None
-        elif not (self.leaving or self._quiet or self.hub.closed):
+        elif not (self.leaving or self._quiet or self.hub.closed or self._presence_later):
+            wait = self._presence_at + PRESENCE_EVERY - time.monotonic()
+            if wait > 0:
+                self._presence_later = asyncio.get_running_loop().call_later(wait, self._presence_due)
+            else:
+                self._presence_due()
+
+    def _presence_due(self) -> None:
+        self._presence_later = None
+        self._presence_at = time.monotonic()
+        if self.hub.present and not (self.leaving or self._quiet or self.hub.closed):
             self._maybe_status()
 
     def begin(self) -> None:
@@ -965,6 +980,7 @@ class SessionWorker:
             uptime=time.monotonic() - self.started_monotonic,
             events=self.journal.last_seq,
             attached=self.hub.attached,
+            streams=self.hub.streams,
         )
 
     def transcript(

@@ -52,11 +52,19 @@ class Subscription:
     """One follower's queue of live events."""
 
     def __init__(
-        self, client_id: str | None, limit: int, limit_bytes: int, who: Presence | None = None
+        self,
+        client_id: str | None,
+        limit: int,
+        limit_bytes: int,
+        who: Presence | None = None,
+        *,
+        events: bool = True,
     ) -> None:
         self.client_id = client_id
         self.who = who
         """The person whose stream this is (None: not counted as attached)."""
+        self.events = events
+        """Whether events are pushed to it (False: it only says who is attached, and hears notices)."""
         self.limit = limit
         self.limit_bytes = limit_bytes
         self.size = 0
@@ -125,30 +133,39 @@ class Hub:
         self.limit = limit
         self.limit_bytes = limit_bytes
         self._subs: set[Subscription] = set()
+        self._live: set[Subscription] = set()
+        """The subscriptions events are pushed to."""
         self.closed = False
         self._present: tuple[frozenset[Subscription], list[Presence]] | None = None
         """Who is attached, and the open streams it was worked out from (the worker asks after
         every event it appends, so it is worked out again only when they change)."""
 
-    def subscribe(self, client_id: str | None, who: Presence | None = None) -> Subscription:
-        """A new follower; it receives every event published from now on."""
-        sub = Subscription(client_id, self.limit, self.limit_bytes, who)
+    def subscribe(
+        self, client_id: str | None, who: Presence | None = None, *, events: bool = True
+    ) -> Subscription:
+        """A new follower; it receives every event published from now on (with `events` False,
+        none: it is counted as attached and hears notices, as the web bridge's followers of one
+        shared stream are)."""
+        sub = Subscription(client_id, self.limit, self.limit_bytes, who, events=events)
         if self.closed:
             # The worker is leaving: a late stream gets the journal (worker_leaving included), then ends.
             sub.close()
         self._subs.add(sub)
+        if events:
+            self._live.add(sub)
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
+        self._live.discard(sub)
 
     def publish(self, line: JournalLine) -> None:
         """Hand an appended event to every follower (never waits): its SSE message is made once,
         here, and the same bytes go to every stream."""
-        if not self._subs:
+        if not self._live:
             return
         frame = Frame(line.seq, sse_frame(line))
-        for sub in self._subs:
+        for sub in self._live:
             sub.push(frame)
 
     def notice(self, text: bytes) -> None:
@@ -189,6 +206,11 @@ class Hub:
             p.model_copy(update={"via": sorted(via[p.name])})
             for p in sorted(people.values(), key=lambda p: (order[p.kind], p.name))
         ]
+
+    @property
+    def streams(self) -> int:
+        """How many open streams events are sent to."""
+        return len(self._live)
 
     def __len__(self) -> int:
         return len(self._subs)

@@ -197,7 +197,11 @@ class StatusRows(Vertical):
         s = self.status
         now = self.clock()
         if isinstance(s.link, Live):
+            # The worker's own sentence: what is full, and that it goes on once space is freed.
+            full = s.link.disk_full
             connection = "live"
+            if full:
+                connection += ", " + (full if full.startswith("disk full") else f"disk full: {full}")
         elif isinstance(s.link, Reconnecting):
             left = max(0.0, (s.reconnect_at or now) - now)
             connection = f"reconnecting in {left:.0f} s (Ctrl+R now): {s.link.reason}"

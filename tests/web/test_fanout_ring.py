@@ -1,0 +1,85 @@
+"""The shared stream's ring of recent events (one piece, fed by hand): a follower reads from its
+own cursor, and one the ring moved past is told it is behind (it then reads the journal)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tui.web import fanout
+from tui.web.fanout import Shared
+
+
+class _Upstream:
+    """What the worker sends on a shared stream, in the chunks given."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.closed = False
+
+    async def aiter_raw(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def _event(seq: int) -> bytes:
+    return b'id: %d\nevent: text\ndata: {"seq":%d}\n\n' % (seq, seq)
+
+
+async def _fed(chunks: list[bytes], cursor: int) -> Shared:
+    gone: list[Shared] = []
+    shared = Shared("sock", "/events", gone.append)
+    shared.base = shared.last = cursor
+    upstream = _Upstream(chunks)
+    await shared._read(upstream)  # type: ignore[arg-type]
+    assert shared.ended and upstream.closed and gone == [shared]
+    return shared
+
+
+async def test_a_follower_gets_what_came_after_its_cursor_in_one_chunk() -> None:
+    # Events split across chunks anywhere, a keepalive between them, one sent twice.
+    whole = _event(6) + b": ping\n\n" + _event(7) + _event(7) + _event(8)
+    shared = await _fed([whole[:10], whole[10:40], whole[40:]], cursor=5)
+    assert shared.seqs == [6, 7, 8]
+    assert shared.after(5) == (_event(6) + _event(7) + _event(8), 8)
+    assert shared.after(7) == (_event(8), 8)
+    assert shared.after(8) is None
+
+
+async def test_the_ring_keeps_the_newest_events_and_moves_its_base(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fanout, "RING", 8)
+    shared = await _fed([_event(seq) for seq in range(1, 21)], cursor=0)
+    assert len(shared.frames) <= 8
+    assert shared.seqs == list(range(shared.base + 1, 21))
+    # A follower at a cursor the ring moved past must read the journal: its cursor is below base.
+    assert shared.base > 3
+    chunk, last = shared.after(shared.base) or (b"", 0)
+    assert last == 20 and chunk == b"".join(_event(seq) for seq in range(shared.base + 1, 21))
+
+
+async def test_followers_waiting_are_woken_by_each_event() -> None:
+    shared = Shared("sock", "/events", lambda s: None)
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    class _Live(_Upstream):
+        async def aiter_raw(self) -> AsyncIterator[bytes]:
+            while True:
+                yield await queue.get()
+
+    reader = asyncio.create_task(shared._read(_Live([])))  # type: ignore[arg-type]
+    try:
+        changed = shared.changed
+        await queue.put(_event(1))
+        async with asyncio.timeout(5):
+            await changed.wait()
+        assert shared.after(0) == (_event(1), 1)
+    finally:
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+    assert shared.ended

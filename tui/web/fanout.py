@@ -1,0 +1,322 @@
+"""One worker stream per session, shared by every follower of it through `tui web`.
+
+Each event arrives once from the worker and is kept, as the SSE message the worker made, in a
+bounded ring of recent events; each follower sends from its own cursor what the ring holds after
+it, several events in one write when it is behind. A follower whose cursor is older than the ring
+(it came from far back, or its client read too slowly and the ring moved past it) reads the
+journal from its cursor on a stream of its own until it reaches the ring, then joins it: no gap
+and no repeat. Who is attached stays the worker's to count: each follower also holds a
+``presence`` stream, which carries no events (`tui.worker.bridge`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from bisect import bisect_right
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.abc
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from tui.errors import WorkerUnavailable
+from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
+
+__all__ = ["FanOuts", "FollowResponse", "Shared"]
+
+log = logging.getLogger("tui.web.fanout")
+
+RING = 4096
+"""Events a shared stream keeps for followers that are behind."""
+RING_BYTES = 8 * 1024 * 1024
+LEAVING = 5.0
+"""Seconds a follower whose presence stream ended waits for the shared one to end too (the
+worker is leaving: its last events still come on the shared stream)."""
+
+
+def _messages(rest: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
+    """The whole SSE messages in what arrived (each without its blank line), and the rest."""
+    parts = (rest + chunk if rest else chunk).split(b"\n\n")
+    return parts, parts.pop()
+
+
+def _seq(message: bytes) -> int | None:
+    """The id of an event's message; None for a comment (``: ping``)."""
+    if not message.startswith(b"id: "):
+        return None
+    return int(message[4 : message.index(b"\n")])
+
+
+class Shared:
+    """A session's one stream from its worker and the ring of its recent events."""
+
+    def __init__(self, socket: str, path: str, gone: Callable[[Shared], None]) -> None:
+        self.socket = socket
+        self.path = path
+        self._gone = gone
+        self.seqs: list[int] = []
+        self.frames: list[bytes] = []
+        self.size = 0
+        self.base = 0
+        """Every event after this seq up to `last` is in the ring."""
+        self.last = 0
+        self.ended = False
+        self.followers = 0
+        self.changed = asyncio.Event()
+        self._upstream: RawStream | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self.opening: asyncio.Task[None] | None = None
+
+    async def open(self, cursor: int) -> None:
+        self.base = self.last = cursor
+        upstream = await RawStream.open(
+            self.socket, self.path, b"cursor=%d" % cursor, {"X-Tui-Fanout": "shared"}
+        )
+        if upstream.status_code != 200:
+            body = await upstream.aread()
+            await upstream.aclose()
+            raise ValueError(f"the worker answered {upstream.status_code}: {body[:200]!r}")
+        self._upstream = upstream
+        self._reader = asyncio.create_task(self._read(upstream))
+
+    async def _read(self, upstream: RawStream) -> None:
+        rest = b""
+        try:
+            async for chunk in upstream.aiter_raw():
+                messages, rest = _messages(rest, chunk)
+                got = False
+                for message in messages:
+                    seq = _seq(message)
+                    if seq is None or seq <= self.last:
+                        continue
+                    frame = message + b"\n\n"
+                    self.seqs.append(seq)
+                    self.frames.append(frame)
+                    self.size += len(frame)
+                    self.last = seq
+                    got = True
+                if got:
+                    if len(self.frames) > RING or self.size > RING_BYTES:
+                        self._trim()
+                    self._wake()
+        except OSError:
+            pass
+        finally:
+            self.ended = True
+            self._wake()
+            self._gone(self)
+            await upstream.aclose()
+
+    def _trim(self) -> None:
+        drop = len(self.frames) // 2
+        self.base = self.seqs[drop - 1]
+        del self.seqs[:drop]
+        del self.frames[:drop]
+        self.size = sum(len(f) for f in self.frames)
+
+    def _wake(self) -> None:
+        changed, self.changed = self.changed, asyncio.Event()
+        changed.set()
+
+    def after(self, sent: int) -> tuple[bytes, int] | None:
+        """What the ring holds after `sent` as one chunk, and the seq it ends at; None when nothing
+        newer is here yet. `sent` must not be older than `base`."""
+        at = bisect_right(self.seqs, sent)
+        if at == len(self.frames):
+            return None
+        chunk = self.frames[at] if at == len(self.frames) - 1 else b"".join(self.frames[at:])
+        return chunk, self.seqs[-1]
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        elif self._upstream is not None:
+            await self._upstream.aclose()
+
+
+class FanOuts:
+    """The shared streams of every session being followed, one per worker socket."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._shared: dict[str, Shared] = {}
+
+    def _gone(self, shared: Shared) -> None:
+        if self._shared.get(shared.socket) is shared:
+            del self._shared[shared.socket]
+
+    async def join(self, socket: str, at: int) -> Shared:
+        """The socket's shared stream (opened at `at` when there is none), counting one more follower.
+
+        Raises:
+            WorkerUnavailable: the worker could not be reached (``no_worker``).
+        """
+        shared = self._shared.get(socket)
+        if shared is None or shared.ended:
+            shared = Shared(socket, self.path, self._gone)
+            self._shared[socket] = shared
+            shared.opening = asyncio.create_task(shared.open(at))
+        assert shared.opening is not None
+        try:
+            await asyncio.shield(shared.opening)
+        except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as exc:
+            self._gone(shared)
+            raise _unavailable(exc) from exc
+        shared.followers += 1
+        return shared
+
+    async def leave(self, shared: Shared) -> None:
+        shared.followers -= 1
+        if shared.followers <= 0:
+            self._gone(shared)
+            await shared.close()
+
+    async def close(self) -> None:
+        for shared in list(self._shared.values()):
+            self._gone(shared)
+            await shared.close()
+
+
+class FollowResponse(Response):
+    """One follower's event stream: the shared events from its cursor, its presence stream's
+    notices, a keepalive when quiet; endable from outside (revoked token, server stopping)."""
+
+    def __init__(
+        self,
+        fanouts: FanOuts,
+        shared: Shared,
+        presence: RawStream,
+        cursor: int,
+        handle: OpenStream,
+        *,
+        keepalive: float = KEEPALIVE,
+        on_end: Callable[[OpenStream], None] | None = None,
+    ) -> None:
+        self.fanouts = fanouts
+        self.shared = shared
+        self.presence = presence
+        self.cursor = cursor
+        self.handle = handle
+        self.keepalive = keepalive
+        self.on_end = on_end
+        self.status_code = 200
+        self.background = None
+        self.init_headers(
+            {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
+        )
+
+    async def _replay(self, sent: int, emit: Callable[[bytes], Awaitable[None]]) -> int | None:
+        """Send the journal after `sent` from a stream of the follower's own until the ring holds
+        what comes next; the seq reached, or None when the worker ended that stream."""
+        shared = self.shared
+        stream = await RawStream.open(
+            shared.socket, shared.path, b"cursor=%d" % sent, {"X-Tui-Fanout": "shared"}
+        )
+        try:
+            if stream.status_code != 200:
+                return None
+            rest = b""
+            async for chunk in stream.aiter_raw():
+                messages, rest = _messages(rest, chunk)
+                out = []
+                for message in messages:
+                    seq = _seq(message)
+                    if seq is not None and seq > sent:
+                        out.append(message + b"\n\n")
+                        sent = seq
+                if out:
+                    await emit(b"".join(out))
+                if sent >= shared.base:
+                    return sent
+            return None
+        finally:
+            await stream.aclose()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lock = asyncio.Lock()
+        last = time.monotonic()
+        drained = asyncio.Event()
+
+        async def emit(chunk: bytes) -> None:
+            nonlocal last
+            async with lock:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            last = time.monotonic()
+
+        async def pump(tg: anyio.abc.TaskGroup) -> None:
+            shared, sent = self.shared, self.cursor
+            try:
+                with contextlib.suppress(OSError, WorkerUnavailable):
+                    while True:
+                        if sent < shared.base:
+                            reached = await self._replay(sent, emit)
+                            if reached is None:
+                                break
+                            sent = reached
+                            continue
+                        changed = shared.changed
+                        got = shared.after(sent)
+                        if got is not None:
+                            chunk, sent = got
+                            await emit(chunk)
+                        elif shared.ended:
+                            break
+                        else:
+                            await changed.wait()
+            finally:
+                drained.set()
+            tg.cancel_scope.cancel()
+
+        async def notices(tg: anyio.abc.TaskGroup) -> None:
+            rest = b""
+            with contextlib.suppress(OSError):
+                async for chunk in self.presence.aiter_raw():
+                    messages, rest = _messages(rest, chunk)
+                    for message in messages:
+                        if message and message != b": ping":
+                            await emit(message + b"\n\n")
+            # The worker is leaving or gone: its last events come on the shared stream.
+            with anyio.move_on_after(LEAVING):
+                await drained.wait()
+            tg.cancel_scope.cancel()
+
+        async def ping(tg: anyio.abc.TaskGroup) -> None:
+            while True:
+                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
+                if time.monotonic() - last >= self.keepalive:
+                    await emit(b": ping\n\n")
+
+        async def ended(tg: anyio.abc.TaskGroup) -> None:
+            await self.handle.closed.wait()
+            tg.cancel_scope.cancel()
+
+        async def gone(tg: anyio.abc.TaskGroup) -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    self.handle.close("client went away")
+                    tg.cancel_scope.cancel()
+                    return
+
+        try:
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
+            async with anyio.create_task_group() as tg:
+                for task in (pump, notices, ping, ended, gone):
+                    tg.start_soon(task, tg)
+        finally:
+            if self.on_end is not None:
+                self.on_end(self.handle)
+            with anyio.CancelScope(shield=True):
+                await self.presence.aclose()
+                await self.fanouts.leave(self.shared)
+        if self.handle.why != "client went away":
+            with contextlib.suppress(OSError, anyio.ClosedResourceError):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
