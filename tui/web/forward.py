@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
-import anyio
 import httpx
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from tui.errors import WorkerUnavailable
 
-__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "RawStream", "StreamResponse"]
+__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "RawStream"]
 
 KEEPALIVE = 15.0
 """Seconds of silence on a remote stream before the web bridge sends ``: ping``."""
@@ -222,82 +219,3 @@ def _unavailable(exc: Exception) -> WorkerUnavailable:
         f"the session's worker did not answer ({type(exc).__name__}); it may be starting or gone: "
         "POST …/wake starts it"
     )
-
-
-class StreamResponse(Response):
-    """The worker's event stream passed through to the client, endable from outside."""
-
-    def __init__(
-        self,
-        upstream: RawStream,
-        handle: OpenStream,
-        *,
-        keepalive: float = KEEPALIVE,
-        on_end: Callable[[OpenStream], None] | None = None,
-    ) -> None:
-        self.upstream = upstream
-        self.handle = handle
-        self.keepalive = keepalive
-        self.on_end = on_end
-        self.status_code = upstream.status_code
-        self.background = None
-        self.init_headers(
-            {
-                "content-type": upstream.headers.get("content-type", "text/event-stream"),
-                "cache-control": "no-cache",
-                "x-accel-buffering": "no",
-            }
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # asyncio's lock, not anyio's: taken once per chunk per stream, and anyio's checks for
-        # cancellation on every uncontended acquire (a tenth of the bridge's time with 300 streams).
-        lock = asyncio.Lock()
-        last = time.monotonic()
-        at_boundary = True
-
-        async def emit(chunk: bytes) -> None:
-            nonlocal last, at_boundary
-            async with lock:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            last = time.monotonic()
-
-        async def pump(tg: anyio.abc.TaskGroup) -> None:
-            nonlocal at_boundary
-            with contextlib.suppress(OSError):
-                async for chunk in self.upstream.aiter_raw():
-                    at_boundary = chunk.endswith(b"\n\n")
-                    await emit(chunk)
-            tg.cancel_scope.cancel()
-
-        async def ping(tg: anyio.abc.TaskGroup) -> None:
-            while True:
-                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
-                if at_boundary and time.monotonic() - last >= self.keepalive:
-                    await emit(b": ping\n\n")
-
-        async def ended(tg: anyio.abc.TaskGroup) -> None:
-            await self.handle.closed.wait()
-            tg.cancel_scope.cancel()
-
-        async def gone(tg: anyio.abc.TaskGroup) -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    self.handle.close("client went away")
-                    tg.cancel_scope.cancel()
-                    return
-
-        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
-        try:
-            async with anyio.create_task_group() as tg:
-                for task in (pump, ping, ended, gone):
-                    tg.start_soon(task, tg)
-        finally:
-            if self.on_end is not None:
-                self.on_end(self.handle)
-            with anyio.CancelScope(shield=True):
-                await self.upstream.aclose()
-        if self.handle.why != "client went away":
-            with contextlib.suppress(OSError, anyio.ClosedResourceError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
