@@ -19,14 +19,11 @@ import sys
 import threading
 from typing import BinaryIO, TextIO
 
-import uvicorn
-
 from tui import __version__
 from tui.protocol.principal import Principal
 from tui.store import StatePaths
-from tui.web.app import WebBridge, create_app
-from tui.web.limits import GuardedH11, connection_limit
-from tui.web.server import SHUTDOWN_GRACE, _Server
+from tui.web.app import WebBridge
+from tui.web.server import server_for
 
 __all__ = ["RELAY_HOST", "relay"]
 
@@ -55,18 +52,7 @@ def relay(state: StatePaths, *, stdin: BinaryIO | None = None, out: TextIO = sys
     sock.listen(128)
     sock.set_inheritable(True)
     bridge = WebBridge(state, "", host=RELAY_HOST, port=80, trusted=_owner())
-    GuardedH11.max_connections = connection_limit()
-    config = uvicorn.Config(
-        create_app(bridge),
-        http=GuardedH11,
-        log_level="warning",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,
-    )
-    server = _Server(config, bridge)
+    server = server_for(bridge)
     previous = signal.signal(signal.SIGTERM, server.handle_exit)
     source = stdin if stdin is not None else sys.stdin.buffer
 

@@ -155,6 +155,23 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def server_for(bridge: WebBridge) -> _Server:
+    """uvicorn serving `bridge`'s app, as `tui web` and `tui relay` both run it: the guarded
+    protocol with its connection bound, no access log, no proxy headers, a short graceful stop."""
+    GuardedH11.max_connections = connection_limit()
+    config = uvicorn.Config(
+        create_app(bridge),
+        http=GuardedH11,
+        log_level="warning",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        lifespan="on",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+    )
+    return _Server(config, bridge)
+
+
 def serve(
     state: StatePaths,
     *,
@@ -194,20 +211,8 @@ def serve(
     sock.set_inheritable(True)
     bound_port = sock.getsockname()[1]
     bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port)
-    app = create_app(bridge)
-    GuardedH11.max_connections = connection_limit()
     logging.getLogger("uvicorn.error").addFilter(_not_tallied)
-    config = uvicorn.Config(
-        app,
-        http=GuardedH11,
-        log_level="warning",
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,
-        server_header=False,
-    )
-    server = _Server(config, bridge)
+    server = server_for(bridge)
     # A SIGTERM from now on stops the server (uvicorn takes the signal over while it runs and
     # raises it again once it has shut down: it then lands here, and the cleanup below runs).
     previous = signal.signal(signal.SIGTERM, server.handle_exit)
