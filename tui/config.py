@@ -340,6 +340,9 @@ class Config(_Settings):
         if not isinstance(value, dict):
             return value
         merged: dict[str, Any] = {name: {**entry, "builtin": True} for name, entry in BUILTIN_AGENTS.items()}
+        if os.geteuid() == 0:
+            # Claude Code refuses root unless told it runs in a sandbox, which tui's agent sandbox is.
+            merged["claude"]["env"] = {"IS_SANDBOX": "1"}
         for name, entry in value.items():
             if isinstance(entry, AgentProfile):
                 entry = entry.model_dump() | {"builtin": entry.builtin}
@@ -348,6 +351,8 @@ class Config(_Settings):
                 dropped = ("install", "login") if "command" in entry else ()
                 builtin = {k: v for k, v in merged[name].items() if k not in dropped}
                 merged[name] = {**builtin, **entry}
+                if isinstance(entry.get("env"), dict):  # the table's variables over the built-in ones
+                    merged[name]["env"] = {**builtin.get("env", {}), **entry["env"]}
             else:
                 merged[name] = entry
         return merged

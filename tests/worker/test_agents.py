@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -254,9 +255,8 @@ class TestConfig:
         config = load_config(tmp_path)
         assert config.default_agent == "model" and config.default_model == "local"
         assert config.models["local"].context_window == 32768
-        assert config.agents["claude"].command == ["claude-code-acp"] and config.agents["claude"].env == {
-            "A": "1"
-        }
+        claude = config.agents["claude"]
+        assert claude.command == ["claude-code-acp"] and claude.env.get("A") == "1"
         assert config.path == tmp_path / "config.toml"
 
     def test_the_built_in_agents_are_there_and_a_table_changes_what_it_gives(self, tmp_path: Path) -> None:
@@ -271,6 +271,19 @@ class TestConfig:
         assert gemini.install == "npm install -g @google/gemini-cli" and gemini.builtin
         assert codex.command == ["my-codex"] and codex.install is None
         assert set(config.agents) == {"claude", "codex", "gemini", "opencode"}
+
+    def test_claude_is_told_it_runs_in_a_sandbox_when_tui_runs_as_root(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)
+        assert Config().agents["claude"].env == {}
+        monkeypatch.setattr(os, "geteuid", lambda: 0)
+        assert Config().agents["claude"].env == {"IS_SANDBOX": "1"}
+        assert Config().agents["codex"].env == {}
+        (tmp_path / "config.toml").write_text('[agents.claude]\nenv = { ANTHROPIC_MODEL = "m" }\n')
+        assert load_config(tmp_path).agents["claude"].env == {"IS_SANDBOX": "1", "ANTHROPIC_MODEL": "m"}
+        (tmp_path / "config.toml").write_text('[agents.claude]\nenv = { IS_SANDBOX = "0" }\n')
+        assert load_config(tmp_path).agents["claude"].env == {"IS_SANDBOX": "0"}
 
     def test_the_config_dir_comes_from_the_environment(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
