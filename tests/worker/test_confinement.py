@@ -302,16 +302,16 @@ def test_a_folder_swapped_for_a_symlink_after_the_check_cannot_lead_a_write_into
     agent = AcpAgent("tester", AgentProfile(command=["true"]), work, tmp_path, "sid", protected=protected)
     notes: list[str] = []
     agent.note = notes.append  # type: ignore[method-assign]
-    target = agent.inside("sub/config.toml", "write")
+    target = agent.files.inside("sub/config.toml", "write")
     (work / "sub").rmdir()
     (work / "sub").symlink_to(config)
     with pytest.raises(OSError):
-        agent._open_beneath(target, write=True)
+        agent.files.open_beneath(target, write=True)
     assert not (config / "config.toml").exists()
     # checked again, the same path is refused and said
     with pytest.raises(Exception, match="Invalid params"):
-        agent.inside("sub/config.toml", "write")
+        agent.files.inside("sub/config.toml", "write")
     assert notes and "tui's own" in notes[-1]
     # the working folder itself is not a file
     with pytest.raises(Exception, match=r"not found|Resource"):
-        agent.read(".", None, None)
+        agent.files.read(".", None, None)

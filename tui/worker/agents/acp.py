@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import collections
 import contextlib
 import dataclasses
 import json
 import logging
 import mimetypes
 import os
-import shutil
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
@@ -33,26 +31,32 @@ import acp
 from acp import schema
 
 from tui import __version__
-from tui.codemode.confine import Protected, agent_command, protected_paths
+from tui.codemode.confine import Protected
 from tui.config import AgentProfile
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
+from tui.protocol import AgentChoice, AgentCommand, Diff, Option, PlanEntry
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
-from tui.worker.agents._sandbox import tui_folders_of, tui_token_files
+from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
+from tui.worker.agents._reach import AgentFiles, confinement, protected_of, reach
+from tui.worker.agents._shapes import (
+    GEMINI_PLAIN_MODES,
+    GEMINI_UNTRUSTED,
+    MODELS_OF_SESSION,
+    AgentGone,
+    cost_text,
+    error_said,
+    gemini_distrusts,
+    keep_models,
+    models_setting,
+    setting_of,
+    text_of,
+    unique_labels,
+)
 
-__all__ = ["AcpAgent", "spawn_agent"]
+__all__ = ["AcpAgent"]
 
 log = logging.getLogger("tui.worker.acp")
-
-LINE_LIMIT = 64 * 1024 * 1024
-"""The longest line read from the agent (a whole file's diff is one line)."""
-
-STOP_GRACE = 0.4
-"""Seconds the agent's process group gets after SIGTERM before SIGKILL."""
-
-STDERR_LINES = 20
-"""How many of the agent's last stderr lines a failed turn quotes."""
 
 AUTH_REQUIRED = -32000
 """ACP's error code for "authentication required"."""
@@ -61,96 +65,6 @@ STATE_FILE = "acp.json"
 """In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
 
 _KIND_STATUS: dict[str, Literal["completed", "error"]] = {"completed": "completed", "failed": "error"}
-
-
-async def spawn_agent(
-    command: Sequence[str], cwd: Path, env: Mapping[str, str]
-) -> asyncio.subprocess.Process:
-    """Start an ACP agent: `command` in `cwd` with exactly `env`, in a process group of its own.
-
-    Its stdin and stdout are the protocol's pipes (lines up to `LINE_LIMIT`), its stderr a pipe
-    the caller copies to ``worker.log``. This is the one place an agent process is made, so
-    confining it (tui's own paths kept from it) is done here.
-
-    Raises:
-        OSError: the command cannot be run (not found, not executable).
-    """
-    return await asyncio.create_subprocess_exec(
-        *command,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env),
-        start_new_session=True,
-        limit=LINE_LIMIT,
-    )
-
-
-def _group_of_session(pgid: int, session_id: str) -> bool:
-    """Whether a live process of process group `pgid` carries this session's ``TUI_SESSION`` (its
-    leader, bubblewrap, may be gone while the agent's own processes live on)."""
-    marker = f"TUI_SESSION={session_id}".encode()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            if (
-                int(fields[2]) == pgid
-                and fields[0] != "Z"
-                and marker in (proc / "environ").read_bytes().split(b"\0")
-            ):
-                return True
-        except (OSError, ValueError, IndexError):
-            continue
-    return False
-
-
-def protected_of(context: AgentContext) -> Protected:
-    """What the agent may not reach, by the rule programs follow (`protected_paths`): tui's state
-    dir, config dir, socket folders and token files hidden, its installation and the working
-    folder's ``.git`` read-only."""
-    settings = context.config.sandbox
-    folders = tui_folders_of(context)
-    return protected_paths(
-        context.working_directory,
-        hidden=[*tui_token_files(folders), *settings.hidden],
-        read_only=settings.read_only,
-        tui_paths_writable=settings.tui_paths_writable,
-        tui_folders=folders,
-    )
-
-
-def confinement(context: AgentContext, protected: Protected) -> Callable[[Sequence[str]], list[str]] | None:
-    """How an agent's command is confined (`agent_command`): `protected` kept from it, no
-    capabilities, its own pid namespace, a seccomp filter; everything else as the user has it (the
-    agent needs its credentials and the network). None without bubblewrap, or when config.toml's
-    ``[sandbox] tui_paths_writable`` asks to develop tui from inside."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None or context.config.sandbox.tui_paths_writable:
-        return None
-    workdir = context.working_directory
-    return lambda command: agent_command(command, bwrap=bwrap, workdir=workdir, protected=protected)
-
-
-def reach(confined: bool, writable: bool) -> str:
-    """What the first screen says the agent can reach."""
-    if confined:
-        return (
-            "This agent runs as you, with your files, your credentials and the network. Kept from it, "
-            "and from the files it asks tui to read or write: tui's sessions, config, sockets and the "
-            "token files tui knows of are hidden; tui's installation and this folder's .git are "
-            "read-only. It runs with no capabilities, sees no other process and cannot mount, trace "
-            "or use bpf: it cannot read or drive other sessions, nor make the next tui or git command "
-            "run its code."
-        )
-    why = "[sandbox] tui_paths_writable is on" if writable else "bubblewrap is not installed"
-    return (
-        f"This agent runs as you and reaches everything you reach, tui's own folders included "
-        f"({why}); only the files it asks tui to read or write keep to tui's rule. Run only an agent "
-        f"you would run in your own shell."
-    )
 
 
 @dataclasses.dataclass
@@ -165,210 +79,6 @@ class _Call:
     locations: list[str]
     shown: list[str] = dataclasses.field(default_factory=list)
     """Its content items (as JSON) already shown, in order."""
-
-
-GEMINI_UNTRUSTED = (
-    "fails here: Gemini CLI does not trust this folder (run `gemini` in it once and trust it, "
-    "or set GEMINI_CLI_TRUST_WORKSPACE=true)"
-)
-GEMINI_PLAIN_MODES = ("default", "plan")
-"""Gemini CLI's approval modes that work in a folder it does not trust."""
-
-
-def gemini_distrusts(workdir: Path, environ: Mapping[str, str]) -> bool:
-    """Whether Gemini CLI refuses its privileged approval modes ("Allow for this session", Auto
-    Edit, YOLO) in `workdir`: its folder trust, read as it reads it (its environment variables,
-    ``security.folderTrust.enabled`` of ``~/.gemini/settings.json``, then the longest matching
-    rule of ``~/.gemini/trustedFolders.json``; no rule is not trusted). False when unsure."""
-    trust = environ.get("GEMINI_CLI_TRUST_WORKSPACE")
-    if environ.get("GEMINI_RESTRICTED_MODE") == "true" or trust == "false":
-        return True
-    if trust == "true":
-        return False
-    home = Path(environ.get("HOME") or Path.home())
-
-    def read(path: Path) -> Any:
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError):
-            return None  # unreadable, or JSON with comments: unsure
-
-    settings = read(home / ".gemini" / "settings.json")
-    if not isinstance(settings, dict):
-        return False
-    folder_trust = (settings.get("security") or {}).get("folderTrust") or {}
-    if isinstance(folder_trust, dict) and folder_trust.get("enabled") is False:
-        return False
-    rules = read(
-        Path(environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or home / ".gemini" / "trustedFolders.json")
-    )
-    if not isinstance(rules, dict):
-        return False
-    where = workdir.resolve()
-    longest, level = -1, None
-    for path, rule in rules.items():
-        base = Path(path).parent if rule == "TRUST_PARENT" else Path(path)
-        with contextlib.suppress(OSError):
-            base = base.resolve()
-        if where.is_relative_to(base) and len(path) > longest:
-            longest, level = len(path), rule
-    return level not in ("TRUST_FOLDER", "TRUST_PARENT")
-
-
-class AgentGone(Exception):
-    """The agent process exited or broke the protocol; the message quotes its last stderr lines."""
-
-
-def _unique(labels: Sequence[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    unique = []
-    for label in labels:
-        label = label or "option"
-        count = seen.get(label, 0) + 1
-        seen[label] = count
-        unique.append(label if count == 1 else f"{label} ({count})")
-    return unique
-
-
-def _text_of(block: Any) -> str:
-    if isinstance(block, schema.TextContentBlock):
-        return block.text
-    if isinstance(block, schema.ResourceContentBlock):
-        return block.uri
-    if isinstance(block, schema.EmbeddedResourceContentBlock):
-        return getattr(block.resource, "text", "") or getattr(block.resource, "uri", "")
-    return ""
-
-
-def _setting(option: Any) -> AgentSetting:
-    """An ACP config option as tui keeps it: a select's values (groups flattened), or on/off."""
-    category = option.category if isinstance(option.category, str) else None
-    if isinstance(option, schema.SessionConfigOptionSelect):
-        choices: list[AgentChoice] = []
-        for item in option.options:
-            for choice in item.options if isinstance(item, schema.SessionConfigSelectGroup) else [item]:
-                choices.append(
-                    AgentChoice(value=choice.value, name=choice.name, description=choice.description or "")
-                )
-        return AgentSetting(
-            id=option.id, name=option.name, category=category, current=option.current_value, choices=choices
-        )
-    current = "on" if getattr(option, "current_value", False) else "off"
-    return AgentSetting(
-        id=option.id,
-        name=option.name,
-        category=category,
-        current=current,
-        choices=[AgentChoice(value="on"), AgentChoice(value="off")],
-    )
-
-
-MODELS_OF_SESSION = "models"
-"""The id tui gives an agent's model when it says it in the session's ``models`` (an unstable part
-of the protocol Gemini CLI sends) rather than as a config option: shown, not switched."""
-
-
-def _models_kept() -> None:
-    """Keep what ``session/new`` and ``session/load`` answer beyond this package's schema: Gemini
-    CLI says its model in ``models`` (``currentModelId``, ``availableModels``)."""
-    for answer in (schema.NewSessionResponse, schema.LoadSessionResponse):
-        if answer.model_config.get("extra") != "allow":
-            answer.model_config["extra"] = "allow"
-            answer.model_rebuild(force=True)
-
-
-def _models_setting(answer: Any) -> AgentSetting | None:
-    """The model a session's answer says in ``models``, as a setting; None when it says none."""
-    models = (getattr(answer, "model_extra", None) or {}).get("models")
-    if not isinstance(models, dict) or not isinstance(models.get("currentModelId"), str):
-        return None
-    choices = [
-        AgentChoice(
-            value=str(m.get("modelId", "")),
-            name=str(m.get("name") or ""),
-            description=str(m.get("description") or ""),
-        )
-        for m in models.get("availableModels") or []
-        if isinstance(m, dict) and m.get("modelId")
-    ]
-    return AgentSetting(
-        id=MODELS_OF_SESSION,
-        name="Model",
-        category="model",
-        current=models["currentModelId"],
-        choices=choices,
-    )
-
-
-def _said(exc: acp.RequestError) -> str:
-    """An agent's error as one line: its message, and the details it gave (``Internal error`` alone
-    says nothing)."""
-    data = exc.data
-    if isinstance(data, dict):
-        data = data.get("details") or data.get("message") or data.get("reason") or ""
-    detail = " ".join(str(data).split()) if data else ""
-    return f"{exc}: {detail}" if detail and detail != str(exc) else str(exc)
-
-
-def _cost(cost: schema.Cost) -> str:
-    """``$0.42``, or ``0.42 EUR`` for a currency without a sign here."""
-    signs = {"USD": "$", "EUR": "€", "GBP": "£"}
-    sign = signs.get(cost.currency.upper())
-    return f"{sign}{cost.amount:.2f}" if sign else f"{cost.amount:.2f} {cost.currency}"
-
-
-class _Process:
-    """One running agent: its process, the connection to it, its stderr's last lines."""
-
-    def __init__(self, process: asyncio.subprocess.Process, name: str) -> None:
-        self.process = process
-        self.name = name
-        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
-        self.conn: acp.ClientSideConnection | None = None
-        self.session_id = ""
-        self.capabilities = schema.AgentCapabilities()
-        self.auth_methods: list[Any] = []
-        """How the agent says one logs in to it (``initialize``'s auth methods)."""
-        self.copying = asyncio.create_task(self._copy_stderr(), name=f"acp {name} stderr")
-        self.exited = asyncio.create_task(process.wait(), name=f"acp {name} exit")
-
-    async def _copy_stderr(self) -> None:
-        assert self.process.stderr is not None
-        while line := await self.process.stderr.readline():
-            text = line.decode(errors="replace").rstrip("\n")
-            self.stderr.append(text)
-            log.info("agent %s: %s", self.name, text)
-
-    def why_gone(self) -> str:
-        code = self.process.returncode
-        how = "stopped answering" if code is None else f"exited with code {code}"
-        if code is not None and code < 0:
-            with contextlib.suppress(ValueError):
-                how = f"was killed by {signal.Signals(-code).name}"
-        last = "\n".join(self.stderr)
-        return f"the agent {self.name!r} {how}" + (f"; its last lines:\n{last}" if last else "")
-
-    async def stop(self) -> None:
-        """SIGTERM to the agent's process group, SIGKILL after a short grace; nothing is left.
-
-        The group is signalled, not the process: a node launcher's binary and the tools it runs
-        outlive it otherwise. SIGKILL is sent even when this is cancelled midway.
-        """
-        pgid = self.process.pid
-        try:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGTERM)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self.exited), STOP_GRACE)
-        finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pgid, signal.SIGKILL)
-            self.copying.cancel()
-        if self.conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.conn.close(), STOP_GRACE)
 
 
 @register("acp")
@@ -395,13 +105,13 @@ class AcpAgent(Agent):
         self.profile = profile
         self.wrap = wrap
         """What confines the agent's command (tui's own paths kept from it); None: nothing."""
-        self.protected = protected or Protected(workdir=workdir.resolve())
-        """What the files served to the agent keep to (the same rule as its process)."""
         self.workdir = workdir
+        self.files = AgentFiles(workdir, protected or Protected(workdir=workdir.resolve()), self._note)
+        """The files served to the agent, by the same rule as its process."""
         self.state_file = folder / STATE_FILE
         self.session_id = session_id
-        self._process: _Process | None = None
-        self._starting: asyncio.Task[_Process] | None = None
+        self._process: AgentProcess | None = None
+        self._starting: asyncio.Task[AgentProcess] | None = None
         self._turn: TurnIO | None = None
         self._loading = False
         self._calls: dict[str, _Call] = {}
@@ -438,7 +148,7 @@ class AcpAgent(Agent):
         # the user's whole environment (an agent needs its credentials), plus the entry's own
         return {**os.environ, **self.profile.env, "TUI_SESSION": self.session_id}
 
-    async def _open(self) -> _Process:
+    async def _open(self) -> AgentProcess:
         self._end_leftover()
         try:
             command = list(self.profile.command)
@@ -450,7 +160,7 @@ class AcpAgent(Agent):
                 f"the agent {self.name!r} could not start ({' '.join(self.profile.command)}): "
                 f"{exc.strerror or exc}; fix [agents.{self.name}] in config.toml"
             ) from exc
-        running = _Process(process, self.name)
+        running = AgentProcess(process, self.name)
         self._store(pid=process.pid)
         log.info("agent %s started: pid %d, %s", self.name, process.pid, " ".join(self.profile.command))
         try:
@@ -460,7 +170,7 @@ class AcpAgent(Agent):
             raise
         return running
 
-    async def _handshake(self, running: _Process) -> None:
+    async def _handshake(self, running: AgentProcess) -> None:
         assert running.process.stdin is not None and running.process.stdout is not None
         # only the methods it offers are served; the others answer "method not found"
         client = cast(acp.Client, _Client(self))
@@ -479,7 +189,7 @@ class AcpAgent(Agent):
         )
         running.capabilities = init.agent_capabilities or schema.AgentCapabilities()
         running.auth_methods = list(init.auth_methods or [])
-        _models_kept()
+        keep_models()
         said = init.agent_info.name if init.agent_info is not None else ""
         self._distrusted = said == "gemini-cli" and gemini_distrusts(self.workdir, self._environment())
         earlier = self._stored_session()
@@ -515,7 +225,7 @@ class AcpAgent(Agent):
         self._modes(new.modes, new.config_options, new)
         self._store_session(new.session_id)
 
-    def _login(self, running: _Process) -> str:
+    def _login(self, running: AgentProcess) -> str:
         """The one line saying the agent needs a login, and how to log in."""
         how = self.profile.login
         if how is None:
@@ -527,7 +237,7 @@ class AcpAgent(Agent):
             )
         return f"the agent {self.name!r} needs you to log in: {how}; then send the prompt again"
 
-    async def _call(self, running: _Process, request: Any) -> Any:
+    async def _call(self, running: AgentProcess, request: Any) -> Any:
         """Await a request to the agent, or fail when the agent exits first."""
         pending = asyncio.ensure_future(request)
         done, _ = await asyncio.wait({pending, running.exited}, return_when=asyncio.FIRST_COMPLETED)
@@ -542,7 +252,7 @@ class AcpAgent(Agent):
             raise AgentGone(running.why_gone()) from exc
 
     @staticmethod
-    async def _drained(running: _Process) -> None:
+    async def _drained(running: AgentProcess) -> None:
         # how it ended and its last stderr lines are what a person needs: wait for them briefly
         await asyncio.wait({running.exited, running.copying}, timeout=1.0, return_when=asyncio.ALL_COMPLETED)
 
@@ -571,12 +281,12 @@ class AcpAgent(Agent):
         pid = self._stored().get("pid")
         if not isinstance(pid, int) or pid <= 1:
             return
-        if _group_of_session(pid, self.session_id):  # still ours, not a reused pid
+        if group_of_session(pid, self.session_id):  # still ours, not a reused pid
             log.info("agent %s: ending the process group %d an earlier worker left", self.name, pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
-    async def _ready(self) -> _Process:
+    async def _ready(self) -> AgentProcess:
         if self._process is not None and self._process.process.returncode is None:
             return self._process
         if self._process is not None:
@@ -629,7 +339,7 @@ class AcpAgent(Agent):
             self._end_calls("error", str(exc))
             if exc.code == AUTH_REQUIRED and self._process is not None:
                 return TurnOutcome("failed", self._login(self._process))
-            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {_said(exc)}")
+            return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {error_said(exc)}")
         cancelled = answer.stop_reason == "cancelled" or turn.interrupted
         self._end_calls("terminated" if cancelled else "completed", None)
         usage = answer.usage
@@ -640,7 +350,7 @@ class AcpAgent(Agent):
             return TurnOutcome("failed", f"the agent {self.name!r} refused to go on", usage=tokens)
         return TurnOutcome("completed", usage=tokens)
 
-    def _images(self, turn: TurnIO, running: _Process) -> list[schema.ImageContentBlock]:
+    def _images(self, turn: TurnIO, running: AgentProcess) -> list[schema.ImageContentBlock]:
         caps = running.capabilities.prompt_capabilities
         if not turn.images or caps is None or not caps.image:
             return []
@@ -700,9 +410,9 @@ class AcpAgent(Agent):
                 for m in modes.available_modes
             ]
         if options is not None:
-            self.settings = [_setting(o) for o in options]
+            self.settings = [setting_of(o) for o in options]
         if answer is not None and not any(s.category == "model" for s in self.settings):
-            model = _models_setting(answer)
+            model = models_setting(answer)
             if model is not None:
                 self.settings = [*self.settings, model]
                 options = options or []
@@ -808,12 +518,12 @@ class AcpAgent(Agent):
             # a loaded session's history is in the journal already; late chunks have no turn
             return
         if isinstance(update, schema.UsageUpdate):
-            turn.context(update.used, update.size, cost=_cost(update.cost) if update.cost else None)
+            turn.context(update.used, update.size, cost=cost_text(update.cost) if update.cost else None)
             return
         if isinstance(update, schema.AgentMessageChunk):
-            turn.text(_text_of(update.content))
+            turn.text(text_of(update.content))
         elif isinstance(update, schema.AgentThoughtChunk):
-            turn.thinking(_text_of(update.content))
+            turn.thinking(text_of(update.content))
         elif isinstance(update, schema.AgentPlanUpdate):
             turn.plan([PlanEntry(content=e.content, status=e.status) for e in update.entries])
         elif isinstance(update, schema.ToolCallStart | schema.ToolCallProgress):
@@ -893,7 +603,7 @@ class AcpAgent(Agent):
             path = self._shown_path(content.path)
             return "", Diff(path=path, old=content.old_text, new=content.new_text)
         if isinstance(content, schema.ContentToolCallContent):
-            text = _text_of(content.content)
+            text = text_of(content.content)
             return (text if text.endswith("\n") else text + "\n"), None
         return "", None
 
@@ -913,7 +623,7 @@ class AcpAgent(Agent):
             turn = self._turn
             if turn is None or turn.interrupted or not options:
                 return cancelled
-            labels = _unique([o.name for o in options])
+            labels = unique_labels([o.name for o in options])
             by_label = dict(zip(labels, options, strict=True))
             # The request describes the call (some agents, Gemini CLI, never send its `tool_call`):
             # it starts it, or says it again, as an update would.
@@ -949,90 +659,6 @@ class AcpAgent(Agent):
             said += f" — {GEMINI_UNTRUSTED}"
         return said
 
-    def inside(self, path: str, doing: str) -> Path:
-        """`path` when it is inside the working directory; else refused, and the transcript says so.
-
-        Raises:
-            RequestError: the path is outside the working directory (``..``, absolute, a symlink out).
-        """
-        root = self.workdir.resolve()
-        target = (root / path).resolve()
-        if not target.is_relative_to(root):
-            self._note(f"refused the agent's {doing} of {path}: it is outside the working directory {root}")
-            raise acp.RequestError.invalid_params(
-                {"path": path, "reason": f"outside the session's working directory {root}"}
-            )
-        why = self.protected.refuses(target, write=doing == "write")
-        if why is not None:
-            self._note(f"refused the agent's {doing} of {path}: {why}")
-            raise acp.RequestError.invalid_params({"path": path, "reason": why})
-        return target
-
-    def _open_beneath(self, target: Path, write: bool) -> int:
-        """Open `target` (checked by `inside`) walking down from the working folder without following
-        a symlink, then check again what was opened: a folder swapped for a symlink meanwhile
-        cannot lead the write elsewhere.
-
-        Raises:
-            OSError: a symlink on the way, or what was opened is out of reach.
-        """
-        root = self.workdir.resolve()
-        parts = target.relative_to(root).parts
-        if not parts:
-            raise IsADirectoryError(21, "the working folder itself is not a file")
-        folder = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for part in parts[:-1]:
-                if write:
-                    with contextlib.suppress(FileExistsError):
-                        os.mkdir(part, dir_fd=folder)
-                flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-                inner = os.open(part, flags, dir_fd=folder)
-                os.close(folder)
-                folder = inner
-            self._check_opened(folder, root, write)
-            flags = (os.O_WRONLY | os.O_CREAT) if write else os.O_RDONLY
-            opened = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=folder)
-        finally:
-            os.close(folder)
-        try:
-            self._check_opened(opened, root, write)
-        except OSError:
-            os.close(opened)
-            raise
-        return opened
-
-    def _check_opened(self, fd: int, root: Path, write: bool) -> None:
-        real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-        if not real.is_relative_to(root) or self.protected.refuses(real, write=write) is not None:
-            raise PermissionError(13, f"{real} is out of the agent's reach")
-
-    def read(self, path: str, line: int | None, limit: int | None) -> str:
-        target = self.inside(path, "read")
-        try:
-            with open(self._open_beneath(target, write=False), encoding="utf-8") as file:
-                text = file.read()
-        except FileNotFoundError:
-            # As Zed answers (a missing file opens as a new, empty buffer): agents read a path
-            # before writing it, and some (Gemini CLI) fail the write on an error here.
-            text = ""
-        except (OSError, UnicodeDecodeError) as exc:
-            raise acp.RequestError.resource_not_found(path) from exc
-        if line is None and limit is None:
-            return text
-        lines = text.splitlines(keepends=True)
-        start = max((line or 1) - 1, 0)
-        return "".join(lines[start : start + limit if limit is not None else None])
-
-    def write(self, path: str, content: str) -> None:
-        target = self.inside(path, "write")
-        try:
-            with open(self._open_beneath(target, write=True), "w", encoding="utf-8") as file:
-                file.truncate()
-                file.write(content)
-        except OSError as exc:
-            raise acp.RequestError.internal_error({"path": path, "reason": exc.strerror or str(exc)}) from exc
-
 
 class _Client:
     """The ACP client side the agent calls (``acp.interfaces.Client``), handing each call to the agent."""
@@ -1055,10 +681,10 @@ class _Client:
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
     ) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=self.agent.read(path, line, limit))
+        return schema.ReadTextFileResponse(content=self.agent.files.read(path, line, limit))
 
     async def write_text_file(
         self, session_id: str, path: str, content: str, **kwargs: Any
     ) -> schema.WriteTextFileResponse:
-        self.agent.write(path, content)
+        self.agent.files.write(path, content)
         return schema.WriteTextFileResponse()
