@@ -28,7 +28,8 @@ from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolC
 from tui.codemode.sandbox import landlock_abi
 from tui.config import Config, ModelProfile
 from tui.worker.agent import Answer, QuestionDismissed
-from tui.worker.agents.model import INTERRUPTED_CALL, MessageLog, ModelAgent, fit_context, repair
+from tui.worker.agents._history import INTERRUPTED_CALL, MessageLog, fit_context, repair
+from tui.worker.agents.model import ModelAgent
 
 CONFIG = Config.model_validate(
     {"models": {"local": {"provider": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}}}

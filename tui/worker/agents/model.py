@@ -20,8 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -43,17 +42,14 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
-    RetryPromptPart,
     TextPart,
     TextPartDelta,
     ThinkingPart,
     ThinkingPartDelta,
-    ToolReturnPart,
     UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
@@ -65,6 +61,7 @@ from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
+from tui.worker.agents._history import MessageLog, fit_context, repair
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
 from tui.worker.agents.python import run_program
 
@@ -93,10 +90,6 @@ TOOL_RESULT_CHARACTERS = 20_000
 CONTEXT_WINDOWS = {"openai": 128_000, "anthropic": 200_000, "google": 1_048_576}
 """A profile's window when it names none (a ``base_url`` server: `LOCAL_CONTEXT_WINDOW`)."""
 LOCAL_CONTEXT_WINDOW = 32_768
-CONTEXT_HIGH = 0.75
-"""The share of the window above which the oldest turns are dropped before a request …"""
-CONTEXT_LOW = 0.5
-"""… until the conversation takes at most this share."""
 DEFAULT_URLS = {
     "openai": "https://api.openai.com/v1",
     "anthropic": "https://api.anthropic.com",
@@ -218,121 +211,6 @@ def _why(exc: ModelAPIError) -> str:
     if isinstance(exc, ModelRateLimitError):
         return f"rate-limited, HTTP {status}" if status else "rate-limited"
     return f"HTTP {status}" if status else "the server failed"
-
-
-# --- the conversation ---------------------------------------------------------------------------
-class MessageLog:
-    """``messages.jsonl``: the conversation, one JSON list of pydantic-ai messages a line (a turn)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def load(self) -> list[ModelMessage]:
-        """The whole conversation, repaired so a provider takes it (see `repair`)."""
-        try:
-            lines = self.path.read_bytes().splitlines()
-        except FileNotFoundError:
-            return []
-        messages: list[ModelMessage] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                messages.extend(ModelMessagesTypeAdapter.validate_json(line))
-            except ValueError as exc:  # a torn last line (a worker killed mid-write) or damage
-                log.warning("%s line %d is not a list of messages; skipped (%s)", self.path, number, exc)
-        return repair(messages)
-
-    def append(self, messages: Sequence[ModelMessage]) -> None:
-        """Add one turn's messages (one line, one write)."""
-        if not messages:
-            return
-        line = ModelMessagesTypeAdapter.dump_json(list(messages)) + b"\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-
-
-INTERRUPTED_CALL = "interrupted: the turn was stopped before this call returned"
-
-
-def repair(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """The conversation as a provider takes it.
-
-    Adjacent requests are merged (a ``!`` line's context, then the next prompt), empty ones
-    dropped, and every tool call without a result gets one saying it was interrupted (providers
-    refuse a dangling call).
-    """
-    out: list[ModelMessage] = []
-    for message in messages:
-        if isinstance(message, ModelRequest):
-            if out and isinstance(out[-1], ModelRequest):
-                last = out[-1]
-                out[-1] = ModelRequest(parts=[*last.parts, *message.parts], instructions=last.instructions)
-            elif message.parts:
-                out.append(message)
-        else:
-            out.append(message)
-    fixed: list[ModelMessage] = []
-    for i, message in enumerate(out):
-        if isinstance(message, ModelRequest) and fixed and isinstance(fixed[-1], ModelResponse):
-            message = _answer_calls(fixed[-1], message)
-        fixed.append(message)
-        if isinstance(message, ModelResponse) and message.tool_calls and i == len(out) - 1:
-            fixed.append(_answer_calls(message, ModelRequest(parts=[])))
-    # a request of nothing but results of calls nobody made would be refused too
-    return [m for m in fixed if not (isinstance(m, ModelRequest) and not m.parts)]
-
-
-def _answer_calls(response: ModelResponse, request: ModelRequest) -> ModelRequest:
-    answered = {p.tool_call_id for p in request.parts if isinstance(p, ToolReturnPart | RetryPromptPart)}
-    missing = [
-        ToolReturnPart(tool_name=call.tool_name, content=INTERRUPTED_CALL, tool_call_id=call.tool_call_id)
-        for call in response.tool_calls
-        if call.tool_call_id not in answered
-    ]
-    if not missing:
-        return request
-    return ModelRequest(parts=[*missing, *request.parts], instructions=request.instructions)
-
-
-def _size(message: ModelMessage) -> int:
-    """Tokens a message takes, estimated (4 characters a token)."""
-    return len(ModelMessagesTypeAdapter.dump_json([message])) // 4
-
-
-def _turn_starts(messages: Sequence[ModelMessage]) -> list[int]:
-    """Where each turn starts: a request holding a person's prompt."""
-    return [
-        i
-        for i, m in enumerate(messages)
-        if isinstance(m, ModelRequest) and any(isinstance(p, UserPromptPart) for p in m.parts)
-    ]
-
-
-def fit_context(
-    messages: list[ModelMessage], window: int, prompt_tokens: int = 0
-) -> tuple[list[ModelMessage], int]:
-    """The context rule: when the conversation would fill more than `CONTEXT_HIGH` of the window,
-    its oldest turns are dropped, whole, until it fills at most `CONTEXT_LOW` (the new prompt is
-    always sent). Returns the messages to send and how many turns were dropped.
-    """
-    sizes = [_size(m) for m in messages]
-    total = sum(sizes) + prompt_tokens
-    if total <= CONTEXT_HIGH * window:
-        return messages, 0
-    starts = _turn_starts(messages)
-    dropped = 0
-    cut = 0
-    for start in [*starts[1:], len(messages)]:
-        if total <= CONTEXT_LOW * window:
-            break
-        total -= sum(sizes[cut:start])
-        cut = start
-        dropped += 1
-    return messages[cut:], dropped
 
 
 # --- the agent ----------------------------------------------------------------------------------
