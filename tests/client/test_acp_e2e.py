@@ -9,25 +9,15 @@ from pathlib import Path
 
 import pytest
 from acp_agent import agent_pids, configure
-from helpers import stop_workers, wait_until
+from helpers import wait_until
 
 from client.helpers import sessions, tui
 
 
 @pytest.fixture(autouse=True)
-def tester(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, state_dir: Path) -> Path:
-    """The test agent configured as ``[agents.tester]``; the working directory is `tmp_path`/work."""
-    config = tmp_path / "config"
-    config.mkdir()
-    configure(config, tmp_path / "agent-state")
-    monkeypatch.setenv("TUI_CONFIG_DIR", str(config))
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    yield work  # type: ignore[misc]
-    live = [s["id"] for s in sessions()]
-    stop_workers(state_dir)
-    wait_until(lambda: not any(agent_pids(sid) for sid in live), "the agents to end")
+def tester(acp_tester: Path) -> Path:
+    """The test agent configured as ``[agents.tester]`` (`acp_tester`)."""
+    return acp_tester
 
 
 def _new(prompt: str, *args: str) -> tuple[str, str, str, int]:
