@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -110,7 +111,25 @@ def user(request: pytest.FixtureRequest) -> str:
         pytest.skip("not running as root")
     if name == "plain user" and (os.geteuid() != 0 or shutil.which("setpriv") is None):
         pytest.skip("becoming a plain user needs root and setpriv")
+    if name == "plain user":
+        hidden = [p for p in _what_tui_runs_from() if not _others_can_read(p)]
+        if hidden:
+            pytest.skip(
+                f"a plain user cannot read {hidden[0]} (a folder above it is private), so cannot run tui"
+            )
     return name
+
+
+def _what_tui_runs_from() -> list[Path]:
+    """This checkout's tui package, the tests' driver and the site-packages tui imports from."""
+    return [Path(tui.__file__).parent, TESTS, *(Path(p) for p in sys.path if p.endswith("site-packages"))]
+
+
+def _others_can_read(path: Path) -> bool:
+    """Whether a user who is neither the owner nor in the group may read `path` and pass every
+    folder above it."""
+    folders = [path, *path.parents]
+    return bool(path.stat().st_mode & stat.S_IROTH) and all(f.stat().st_mode & stat.S_IXOTH for f in folders)
 
 
 @pytest.fixture
