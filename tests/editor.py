@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +54,11 @@ class Editor:
         self.changed.set()
 
     async def request_permission(
-        self, session_id: str, tool_call: schema.ToolCallUpdate, options: list[schema.PermissionOption], **kwargs: Any
+        self,
+        session_id: str,
+        tool_call: schema.ToolCallUpdate,
+        options: list[schema.PermissionOption],
+        **kwargs: Any,
     ) -> schema.RequestPermissionResponse:
         asked = Asked(session_id, tool_call, options, asyncio.get_running_loop().create_future())
         self.asked.append(asked)
@@ -61,7 +66,9 @@ class Editor:
         chosen = await asked.answer
         if chosen is None:
             return schema.RequestPermissionResponse(outcome=schema.DeniedOutcome(outcome="cancelled"))
-        return schema.RequestPermissionResponse(outcome=schema.AllowedOutcome(option_id=chosen, outcome="selected"))
+        return schema.RequestPermissionResponse(
+            outcome=schema.AllowedOutcome(option_id=chosen, outcome="selected")
+        )
 
     def observe(self, event: StreamEvent) -> None:
         message = event.message
@@ -78,7 +85,9 @@ class Editor:
         return "".join(
             u.content.text
             for sid, u in self.updates
-            if sid == session_id and u.session_update == kind and isinstance(u.content, schema.TextContentBlock)
+            if sid == session_id
+            and u.session_update == kind
+            and isinstance(u.content, schema.TextContentBlock)
         )
 
     def of(self, session_id: str, kind: str) -> list[Any]:
@@ -110,8 +119,7 @@ class Editor:
 @contextlib.asynccontextmanager
 async def editor(*args: str, cwd: Path | None = None) -> AsyncIterator[Editor]:
     """``tui acp ARGS`` under the package's client side; it ends (stdin closed) after the block."""
-    state = Path(os.environ["TUI_STATE_DIR"])
-    log = state / f"acp-{len(list(state.glob('acp-*.log')))}.log"
+    log = Path(os.environ["TUI_STATE_DIR"]) / f"acp-{uuid.uuid4().hex[:8]}.log"
     seen = Editor(stderr=log)
     with log.open("w") as err:
         async with acp.spawn_agent_process(

@@ -2,22 +2,183 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import sys
 from pathlib import Path
 
+import acp
 import pytest
+from acp import schema
 from editor import editor
+from helpers import RUNS_UNTIL_STOPPED
 
-from client.helpers import sessions, tui
+from client.helpers import sessions, tui, worker_pid
+
+
+async def _tui(*args: str) -> tuple[int, str, str]:
+    """``tui ARGS`` as another client, without blocking the editor's loop."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tui",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=os.environ.copy(),
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
 
 
 async def test_a_turn_in_a_new_python_session(state_dir: Path, tmp_path: Path) -> None:
     async with editor() as ed:
-        sid = await ed.new(tmp_path)
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        caps = init.agent_capabilities
+        assert caps.load_session and caps.prompt_capabilities.embedded_context
+        sessions_ = caps.session_capabilities
+        assert sessions_.list is not None and sessions_.resume is not None and sessions_.close is not None
+        sid = str((await ed.conn.new_session(cwd=str(tmp_path))).session_id)
         answer = await ed.prompt(sid, "print(6 * 7)")
         assert answer.stop_reason == "end_turn"
         assert "42" in ed.said(sid)
+        assert ed.said(sid, "user_message_chunk") == "", "the editor's own prompt is not said back"
+        listed = await ed.conn.list_sessions(cwd=str(tmp_path))
+        assert [s.session_id for s in listed.sessions] == [sid]
+        assert (await ed.conn.list_sessions(cwd=str(tmp_path / "elsewhere"))).sessions == []
     [row] = sessions()
     assert row["id"] == sid and row["folder"] == str(tmp_path)
     assert row["live"], "closing the editor leaves the session running"
     shown = tui("transcript", sid)
     assert "print(6 * 7)" in shown.stdout and "42" in shown.stdout
+
+
+async def test_a_turn_in_a_session_of_an_acp_agent(acp_tester: Path) -> None:
+    (acp_tester / "notes.txt").write_text("first\n")
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        answer = await ed.prompt(sid, "edit the notes")
+        assert answer.stop_reason == "end_turn"
+        assert "Working on: edit the notes" in ed.said(sid) and "Done." in ed.said(sid)
+        assert "Thinking about it." in ed.said(sid, "agent_thought_chunk")
+        [started] = ed.of(sid, "tool_call")
+        assert started.title == "Edit notes.txt" and started.kind == "edit"
+        updates = [u for u in ed.of(sid, "tool_call_update") if u.tool_call_id == started.tool_call_id]
+        assert updates[-1].status == "completed"
+        diffs = [c for u in updates for c in u.content or [] if isinstance(c, schema.FileEditToolCallContent)]
+        assert diffs and diffs[-1].new_text == "hello from the agent\nfirst\n"
+        plans = ed.of(sid, "plan")
+        assert [e.status for e in plans[-1].entries] == ["completed", "completed"]
+    assert (acp_tester / "notes.txt").read_text() == "hello from the agent\nfirst\n"
+    assert sessions()[0]["agent"] == "tester"
+
+
+async def test_load_replays_the_whole_session_then_follows_a_turn_sent_from_elsewhere(
+    acp_tester: Path,
+) -> None:
+    (acp_tester / "notes.txt").write_text("first\n")
+    made = tui("send", "--new", "--agent", "tester", "edit the notes", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await ed.conn.load_session(cwd=str(acp_tester), session_id=sid)
+        # Before load answered, the whole history came: the prompt, who sent it, the reply, the
+        # thought, the tool call with its updates, the plan.
+        user = ed.said(sid, "user_message_chunk")
+        assert "edit the notes" in user and "(tui send)" in user
+        assert "Working on: edit the notes" in ed.said(sid)
+        assert "Thinking about it." in ed.said(sid, "agent_thought_chunk")
+        assert [u.title for u in ed.of(sid, "tool_call")] == ["Edit notes.txt"]
+        assert any(u.status == "completed" for u in ed.of(sid, "tool_call_update"))
+        assert ed.of(sid, "plan")
+        replayed = len(ed.updates)
+        code, _, err = await _tui("send", sid, "hello again", "--wait")
+        assert code == 0, err
+        await ed.until(lambda: "Working on: hello again" in ed.said(sid), "the live turn")
+        live = [u for s, u in ed.updates[replayed:] if u.session_update == "user_message_chunk"]
+        assert [u.content.text for u in live] == [
+            "[" + live[0].content.text.split("[", 1)[1].split("]")[0] + "] hello again"
+        ]
+        assert "(tui send)" in live[0].content.text
+        # the editor's own turn in the same session, after another client's
+        answer = await ed.prompt(sid, "recall")
+        assert answer.stop_reason == "end_turn" and "I remember 3 prompts" in ed.said(sid)
+
+
+async def test_resume_follows_without_replaying_and_close_leaves_the_session(acp_tester: Path) -> None:
+    made = tui("send", "--new", "--agent", "tester", "hello", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await ed.conn.resume_session(cwd=str(acp_tester), session_id=sid)
+        assert ed.updates == [], "a resume replays nothing"
+        answer = await ed.prompt(sid, "again")
+        assert answer.stop_reason == "end_turn" and "Working on: again" in ed.said(sid)
+        await ed.conn.close_session(session_id=sid)
+        code, _, err = await _tui("send", sid, "after close", "--wait")
+        assert code == 0, err
+        assert "after close" not in ed.said(sid, "user_message_chunk"), "a closed session is not followed"
+    assert [row["live"] for row in sessions()] == [True]
+
+
+async def test_a_question_answered_by_another_client_is_withdrawn_from_the_editor(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "permission to test"))
+        await ed.until(lambda: ed.asked, "the permission request")
+        [asked] = ed.asked
+        assert [(o.name, o.kind) for o in asked.options] == [
+            ("Allow", "allow_once"),
+            ("Allow (2)", "allow_always"),
+            ("Reject", "reject_once"),
+        ]
+        [call] = ed.of(sid, "tool_call")
+        assert call.title == "Run make test" and asked.tool_call.tool_call_id == call.tool_call_id
+        code, _, err = await _tui("answer", sid[:8], "--option", "3")
+        assert code == 0, err
+        answer = await turn
+        assert answer.stop_reason == "end_turn"
+        assert "permission: reject" in ed.said(sid)
+        assert "answered by" in ed.said(sid) and "(tui answer): Reject" in ed.said(sid)
+        await ed.until(lambda: ed.cancelled, "the request withdrawn")
+        [withdrawn] = ed.cancelled
+        assert ed.sent[withdrawn] == "session/request_permission"
+        assert not asked.answer.done(), "the editor never answered it"
+
+
+async def test_a_question_answered_in_the_editor(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "permission to test"))
+        await ed.until(lambda: ed.asked, "the permission request")
+        ed.asked[0].answer.set_result("2")
+        answer = await turn
+        assert answer.stop_reason == "end_turn" and "permission: allow-always" in ed.said(sid)
+        assert ed.cancelled == []
+
+
+async def test_cancel_interrupts_the_turn(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "slow"))
+        await ed.until(lambda: "slowly" in ed.said(sid), "the turn to run")
+        await ed.conn.cancel(session_id=sid)
+        assert (await turn).stop_reason == "cancelled"
+
+
+async def test_a_worker_killed_mid_turn_is_a_failed_turn_and_the_next_prompt_works(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(ed.prompt(sid, RUNS_UNTIL_STOPPED))
+        await ed.until(lambda: "started" in ed.said(sid), "the program to run")
+        os.kill(worker_pid(state_dir, sid), signal.SIGKILL)
+        with pytest.raises(acp.RequestError, match="the turn failed"):
+            await turn
+        answer = await ed.prompt(sid, "print(1 + 1)")
+        assert answer.stop_reason == "end_turn" and "2\n" in ed.said(sid)
