@@ -182,3 +182,63 @@ async def test_a_worker_killed_mid_turn_is_a_failed_turn_and_the_next_prompt_wor
             await turn
         answer = await ed.prompt(sid, "print(1 + 1)")
         assert answer.stop_reason == "end_turn" and "2\n" in ed.said(sid)
+
+
+async def test_a_python_question_is_a_permission_and_free_text_is_said_with_its_command(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(
+            ed.prompt(sid, "x = ask('Proceed?', options=['yes', 'no']); print('got', x)")
+        )
+        await ed.until(lambda: ed.asked, "the question")
+        [asked] = ed.asked
+        assert [(o.option_id, o.name, o.kind) for o in asked.options] == [
+            ("1", "yes", "allow_once"),
+            ("2", "no", "reject_once"),
+        ]
+        assert asked.tool_call.title == "Proceed?"
+        assert f"`tui answer {sid[:8]} --text 'your answer'`" in ed.said(sid)
+        asked.answer.set_result("2")
+        assert (await turn).stop_reason == "end_turn"
+        assert "got no" in ed.said(sid)
+        # a question with no options: said in a message, answered with `tui answer`
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Name?'))"))
+        await ed.until(lambda: "Name?" in ed.said(sid), "the question said")
+        code, _, err = await _tui("answer", sid[:8], "--text", "Ana")
+        assert code == 0, err
+        assert (await turn).stop_reason == "end_turn"
+        assert "got Ana" in ed.said(sid) and len(ed.asked) == 1
+
+
+async def test_an_agents_modes_and_model_are_config_options(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        await ed.prompt(sid, "hello")
+        await ed.until(lambda: ed.of(sid, "config_option_update"), "the agent's settings")
+        options = {o.id: o for o in ed.of(sid, "config_option_update")[-1].config_options}
+        assert options["mode"].current_value == "ask" and options["model"].current_value == "fast"
+        assert [c.value for c in options["model"].options] == ["fast", "smart", "smart[1m]"]
+        changed = await ed.conn.set_config_option(config_id="model", session_id=sid, value="smart")
+        assert {o.id: o.current_value for o in changed.config_options}["model"] == "smart"
+        await ed.conn.set_session_mode(session_id=sid, mode_id="code")
+        await ed.prompt(sid, "which")
+        assert "mode code, model smart" in ed.said(sid)
+
+
+async def test_two_editors_on_one_session_the_first_answer_wins(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as first, editor() as second:
+        sid = await first.new(acp_tester)
+        await second.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await second.conn.resume_session(cwd=str(acp_tester), session_id=sid)
+        turn = asyncio.create_task(first.prompt(sid, "permission to test"))
+        await first.until(lambda: first.asked, "the request to the first editor")
+        await second.until(lambda: second.asked, "the request to the second editor")
+        assert "] permission to test" in second.said(sid, "user_message_chunk")
+        second.asked[0].answer.set_result("1")
+        assert (await turn).stop_reason == "end_turn"
+        assert "permission: allow-once" in first.said(sid)
+        await first.until(lambda: first.cancelled, "the first editor's request withdrawn")
+        assert "(editor): Allow" in first.said(sid)
+        assert second.cancelled == [] and "answered by" not in second.said(sid)

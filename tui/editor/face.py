@@ -283,13 +283,21 @@ class EditorSession:
         )
 
     async def set_option(self, config_id: str, value: str) -> None:
-        if config_id == MODE:
+        """Change a mode or setting; the agent takes it in the background, so the options said
+        back hold the value asked for (its `agent_info` says the same once it took it)."""
+        info = self.info
+        if config_id == MODE and info.modes:
             await self.link.set_model(value, "mode")
-        elif config_id == MODEL and not any(s.id == MODEL for s in self.info.settings):
+            self.info = info.model_copy(update={"mode": value})
+        elif config_id == MODEL and not any(s.id == MODEL for s in info.settings):
             await self.link.set_model(value)
+            self.info = info.model_copy(update={"model": value})
         else:
             await self.link.set_model(value, config_id)
-        self.info = await self.link.info()
+            settings = [
+                s.model_copy(update={"current": value}) if s.id == config_id else s for s in info.settings
+            ]
+            self.info = info.model_copy(update={"settings": settings})
 
 
 class EditorFace:
