@@ -242,3 +242,15 @@ async def test_two_editors_on_one_session_the_first_answer_wins(acp_tester: Path
         await first.until(lambda: first.cancelled, "the first editor's request withdrawn")
         assert "(editor): Allow" in first.said(sid)
         assert second.cancelled == [] and "answered by" not in second.said(sid)
+
+
+async def test_a_session_stopped_elsewhere_is_started_again_by_the_next_prompt(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        assert (await ed.prompt(sid, "x = 1")).stop_reason == "end_turn"
+        code, _, err = await _tui("stop", sid)
+        assert code == 0, err
+        answer = await ed.prompt(sid, "print('back')")
+        assert answer.stop_reason == "end_turn" and "back" in ed.said(sid)

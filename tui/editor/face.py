@@ -149,32 +149,58 @@ class EditorSession:
             elif self.watch.session.queue_held and any(i.request_id == rid for i in self.watch.queue):
                 future.set_result(None)
 
-    async def close(self) -> None:
-        """Let go of the session (it goes on)."""
+    async def _let_go(self) -> None:
         for task in self.asked.values():
             task.cancel()
+        self.asked.clear()
         if self._pump is not None:
             self._pump.cancel()
             with contextlib.suppress(BaseException):
                 await self._pump
-        for future in self.pending.values():
-            if not future.done():
-                future.set_result(None)
         await self.watch.close()
         await self.link.close()
 
+    async def close(self) -> None:
+        """Let go of the session (it goes on)."""
+        await self._let_go()
+        for future in self.pending.values():
+            if not future.done():
+                future.set_result(None)
+
+    async def reopen(self) -> None:
+        """Follow the session again after its worker went away for good (a new one is started)."""
+        await self._let_go()
+        self.link, self.watch, self.info, _ = await self.face.connect(self.id, replay=False)
+        self.shaper = Shaper(own_requests=self.watch.own_requests, own_turns=self.watch.own_turns)
+        self.running.clear()
+        self.failure = None
+        self.start()
+
     # --- turns -----------------------------------------------------------------------------------
     async def prompt(self, text: str) -> schema.PromptResponse:
-        """One turn: sent now, or queued behind another client's; answered when it ends."""
-        if self.failure is not None:
-            await self.face.reopen(self)
+        """One turn: sent now, or queued behind another client's; answered when it ends.
+
+        A session whose worker was stopped (``tui stop``, an idle timeout) is started again.
+        """
         rid = uuid.uuid4().hex
-        self.watch.own_requests.add(rid)
+        for last in (False, True):
+            if self.failure is not None:
+                await self.reopen()
+            self.watch.own_requests.add(rid)
+            try:
+                await self._send(text, rid)
+                break
+            except WorkerUnavailable:
+                if last or (await self.link.locate()).status != "gone":
+                    raise
+                self.failure = self.failure or WorkerUnavailable("the session's worker was stopped")
+        # Waited for only once it was sent: a follower that ended meanwhile fails waiting prompts.
         future: asyncio.Future[TurnRecord | None] = asyncio.get_running_loop().create_future()
         self.pending[rid] = future
         try:
-            await self._send(text, rid)
             self._settle()
+            if self.failure is not None and not future.done():
+                future.set_exception(_error(self.failure))
             ended = await future
         finally:
             self.pending.pop(rid, None)
@@ -191,7 +217,11 @@ class EditorSession:
 
     async def _send(self, text: str, rid: str) -> None:
         """Send the turn; a worker that is starting or was restarted is waited for (the request id
-        keeps a turn sent again to one)."""
+        keeps a turn sent again to one).
+
+        Raises:
+            WorkerUnavailable: no worker came back in time, or it was stopped for good.
+        """
         attempt, delivery = 0, "now"
         loop = asyncio.get_running_loop()
         since = loop.time()
@@ -371,9 +401,9 @@ class EditorFace:
                 await self.conn.send_notification(CANCEL_REQUEST, {"requestId": request_id})
 
     # --- sessions --------------------------------------------------------------------------------
-    async def _open(self, session_id: str, *, replay: bool) -> EditorSession:
-        if session_id in self.sessions:
-            await self.sessions.pop(session_id).close()
+    async def connect(self, session_id: str, *, replay: bool) -> tuple[AttachLink, SessionWatch, Info, int]:
+        """A link to the session (its worker started if none runs) and a watch on it: from the
+        start of its journal when `replay`, else from now; and the journal's last seq now."""
         try:
             sid = await self.access.resolve(session_id)
             await self.access.wake(sid)
@@ -382,20 +412,20 @@ class EditorFace:
             raise _error(exc) from None
         try:
             now = await link.transcript(limit=0)
-            watch = SessionWatch(link, Transcript() if replay else now)
-            session = EditorSession(self, link, watch, await link.info())
+            info = await link.info()
         except TuiError as exc:
             await link.close()
             raise _error(exc) from None
-        self.sessions[sid] = session
-        session.start(until=now.cursor if replay else 0)
-        return session
+        return link, SessionWatch(link, Transcript() if replay else now), info, now.cursor
 
-    async def reopen(self, session: EditorSession) -> None:
-        """Follow a session again after its worker went away (it is started again)."""
-        fresh = await self._open(session.id, replay=False)
-        session.__dict__.update(fresh.__dict__)
-        self.sessions[session.id] = session
+    async def _open(self, session_id: str, *, replay: bool) -> EditorSession:
+        link, watch, info, cursor = await self.connect(session_id, replay=replay)
+        if link.session_id in self.sessions:
+            await self.sessions.pop(link.session_id).close()
+        session = EditorSession(self, link, watch, info)
+        self.sessions[link.session_id] = session
+        session.start(until=cursor if replay else 0)
+        return session
 
     def _session(self, session_id: str) -> EditorSession:
         session = self.sessions.get(session_id)
