@@ -254,3 +254,27 @@ async def test_a_session_stopped_elsewhere_is_started_again_by_the_next_prompt(
         assert code == 0, err
         answer = await ed.prompt(sid, "print('back')")
         assert answer.stop_reason == "end_turn" and "back" in ed.said(sid)
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""A PNG of one pixel, base64."""
+
+
+async def test_an_acp_agents_session_takes_the_prompts_images_and_context(
+    acp_tester: Path, state_dir: Path
+) -> None:
+    async with editor("--agent", "tester") as ed:
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.agent_capabilities.prompt_capabilities.image, "an ACP agent behind takes images"
+        sid = str((await ed.conn.new_session(cwd=str(acp_tester))).session_id)
+        notes = acp.resource_block(acp.embedded_text_resource("file:///notes.txt", "the notes say hi"))
+        blocks = [acp.text_block("look at"), acp.image_block(PIXEL, "image/png"), notes]
+        async with asyncio.timeout(60):
+            answer = await ed.conn.prompt(session_id=sid, prompt=blocks)
+        assert answer.stop_reason == "end_turn"
+        assert "Working on: look at\nfile:///notes.txt:\n```\nthe notes say hi\n```" in ed.said(sid)
+        stored = list((state_dir / "sessions" / sid / "images").iterdir())
+        assert [p.suffix for p in stored] == [".png"]
+    async with editor() as ed:
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert not init.agent_capabilities.prompt_capabilities.image, "a python session takes no images"

@@ -27,5 +27,21 @@ def run_acp(args: argparse.Namespace) -> int:
     from tui.link.local import local_client_id
 
     access = open_access(args)
-    asyncio.run(serve(access, agent=args.agent, model=args.model, client_id=local_client_id("acp")))
+    images = _takes_images(args)
+    asyncio.run(
+        serve(access, agent=args.agent, model=args.model, client_id=local_client_id("acp"), images=images)
+    )
     return 0
+
+
+def _takes_images(args: argparse.Namespace) -> bool:
+    """Whether new sessions run an ACP agent, the kind of agent that takes a prompt's images (a
+    remote's default agent is not known here: no)."""
+    if args.model:
+        return False
+    agent = args.agent
+    if agent is None and not getattr(args, "remote", None):
+        from tui.config import load_config
+
+        agent = load_config().default_agent
+    return agent not in (None, "python", "model")

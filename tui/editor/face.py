@@ -13,7 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
+import tempfile
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import acp
@@ -26,6 +29,7 @@ from tui.access.base import SessionAccess
 from tui.editor.shapes import (
     MODE,
     MODEL,
+    Picture,
     Shaper,
     Update,
     config_options,
@@ -43,6 +47,7 @@ from tui.link.watch import SessionWatch
 from tui.protocol import (
     AgentInfo,
     Event,
+    ImageRef,
     Info,
     ModelChanged,
     PendingQuestion,
@@ -177,7 +182,7 @@ class EditorSession:
         self.start()
 
     # --- turns -----------------------------------------------------------------------------------
-    async def prompt(self, text: str) -> schema.PromptResponse:
+    async def prompt(self, text: str, pictures: Sequence[Picture] = ()) -> schema.PromptResponse:
         """One turn: sent now, or queued behind another client's; answered when it ends.
 
         A session whose worker was stopped (``tui stop``, an idle timeout) is started again.
@@ -188,7 +193,7 @@ class EditorSession:
                 await self.reopen()
             self.watch.own_requests.add(rid)
             try:
-                await self._send(text, rid)
+                await self._send(text, rid, await self._upload(pictures))
                 break
             except WorkerUnavailable:
                 if last or (await self.link.locate()).status != "gone":
@@ -215,7 +220,19 @@ class EditorSession:
             usage=usage_of(self.usage.get(ended.turn_id, {})),
         )
 
-    async def _send(self, text: str, rid: str) -> None:
+    async def _upload(self, pictures: Sequence[Picture]) -> list[ImageRef]:
+        """Store the prompt's images where the session's worker reads them."""
+        if not pictures:
+            return []
+        refs = []
+        with tempfile.TemporaryDirectory(prefix="tui-acp-") as folder:
+            for picture in pictures:
+                path = Path(folder) / picture.name
+                await asyncio.to_thread(path.write_bytes, picture.data)
+                refs.append(await self.link.upload_image(path))
+        return refs
+
+    async def _send(self, text: str, rid: str, images: list[ImageRef]) -> None:
         """Send the turn; a worker that is starting or was restarted is waited for (the request id
         keeps a turn sent again to one).
 
@@ -227,7 +244,12 @@ class EditorSession:
         since = loop.time()
         while True:
             try:
-                accepted = await self.link.send_turn(text, request_id=rid, delivery=delivery)  # type: ignore[arg-type]
+                accepted = await self.link.send_turn(
+                    text,
+                    request_id=rid,
+                    delivery=delivery,  # type: ignore[arg-type]
+                    images=images or None,
+                )
             except Busy:
                 delivery = "queue"
                 continue
@@ -341,12 +363,19 @@ class EditorFace:
     """
 
     def __init__(
-        self, access: SessionAccess, *, agent: str | None, model: str | None, client_id: str
+        self,
+        access: SessionAccess,
+        *,
+        agent: str | None,
+        model: str | None,
+        client_id: str,
+        images: bool = False,
     ) -> None:
         self.access = access
         self.agent = agent
         self.model = model
         self.client_id = client_id
+        self.images = images
         self.conn: Connection | None = None
         self.sessions: dict[str, EditorSession] = {}
         self._requests: dict[str, Any] = {}
@@ -457,7 +486,7 @@ class EditorFace:
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
                 prompt_capabilities=schema.PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
+                    image=self.images, audio=False, embedded_context=True
                 ),
                 session_capabilities=schema.SessionCapabilities(
                     list=schema.SessionListCapabilities(),
@@ -518,11 +547,11 @@ class EditorFace:
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> schema.PromptResponse:
         session = self._session(session_id)
         try:
-            text = prompt_text(prompt)
+            text, pictures = prompt_text(prompt)
         except ValueError as exc:
             raise acp.RequestError.invalid_params({"detail": str(exc)}) from None
         try:
-            return await session.prompt(text)
+            return await session.prompt(text, pictures)
         except TuiError as exc:
             raise _error(exc) from None
 
@@ -556,12 +585,15 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-async def serve(access: SessionAccess, *, agent: str | None, model: str | None, client_id: str) -> None:
-    """Be the ACP agent on stdin/stdout until the editor closes them."""
+async def serve(
+    access: SessionAccess, *, agent: str | None, model: str | None, client_id: str, images: bool = False
+) -> None:
+    """Be the ACP agent on stdin/stdout until the editor closes them (`images`: whether the agent
+    behind the sessions takes images)."""
     from acp.agent.router import build_agent_router
     from acp.stdio import stdio_streams
 
-    face = EditorFace(access, agent=agent, model=model, client_id=client_id)
+    face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images)
     reader, writer = await stdio_streams(limit=64 * 2**20)
     conn = Connection(
         build_agent_router(face, use_unstable_protocol=True),  # type: ignore[arg-type]

@@ -5,6 +5,8 @@ settings as config options, and an editor's prompt as a tui prompt.
 
 from __future__ import annotations
 
+import base64
+import mimetypes
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -34,6 +36,7 @@ from tui.protocol.ids import client_label
 
 __all__ = [
     "OUTPUT_KEPT",
+    "Picture",
     "Shaper",
     "Update",
     "config_options",
@@ -292,14 +295,23 @@ def updates_of_settings(event: AgentInfo | ModelChanged, info: Info) -> tuple[In
     return info, [schema.ConfigOptionUpdate(session_update="config_option_update", config_options=options)]
 
 
-def prompt_text(blocks: list[Any]) -> str:
+@dataclass(frozen=True)
+class Picture:
+    """An image of an editor's prompt: its bytes and a file name its type gives."""
+
+    data: bytes
+    name: str
+
+
+def prompt_text(blocks: list[Any]) -> tuple[str, list[Picture]]:
     """An editor's prompt as one tui prompt: its text, each resource it embeds as a fenced block
-    under its address, each one it links to as its address.
+    under its address, each one it links to as its address; and its images.
 
     Raises:
-        ValueError: a block tui cannot take (an image or a sound), naming it.
+        ValueError: a block tui cannot take (a sound, an image that is not base64), naming it.
     """
     parts: list[str] = []
+    pictures: list[Picture] = []
     for block in blocks:
         if isinstance(block, schema.TextContentBlock):
             parts.append(block.text)
@@ -311,6 +323,15 @@ def prompt_text(blocks: list[Any]) -> str:
                 parts.append(f"{resource.uri}:\n```\n{resource.text}\n```")
             else:
                 parts.append(resource.uri)
+        elif isinstance(block, schema.ImageContentBlock):
+            try:
+                data = base64.b64decode(block.data, validate=True)
+            except ValueError:
+                raise ValueError("an image of the prompt is not base64 data") from None
+            suffix = mimetypes.guess_extension(block.mime_type) or ".png"
+            pictures.append(Picture(data, f"image-{len(pictures) + 1}{suffix}"))
         else:
-            raise ValueError(f"a {getattr(block, 'type', 'content')} block is not taken here: send text")
-    return "\n".join(parts)
+            raise ValueError(
+                f"a {getattr(block, 'type', 'content')} block is not taken here: send text or images"
+            )
+    return "\n".join(parts), pictures
