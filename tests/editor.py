@@ -42,6 +42,8 @@ class Editor:
     conn: Any = None
     updates: list[tuple[str, Any]] = field(default_factory=list)
     asked: list[Asked] = field(default_factory=list)
+    forms: list[Asked] = field(default_factory=list)
+    """The forms (``elicitation/create``) the editor received: `answer` takes the text."""
     cancelled: list[Any] = field(default_factory=list)
     """The request ids of each ``$/cancel_request`` received."""
     sent: dict[Any, str] = field(default_factory=dict)
@@ -69,6 +71,20 @@ class Editor:
         return schema.RequestPermissionResponse(
             outcome=schema.AllowedOutcome(option_id=chosen, outcome="selected")
         )
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        asked = Asked(
+            mode.session_id,
+            schema.ToolCallUpdate(tool_call_id=mode.tool_call_id or "", title=message),
+            [],
+            asyncio.get_running_loop().create_future(),
+        )
+        self.forms.append(asked)
+        self.changed.set()
+        text = await asked.answer
+        if text is None:
+            return schema.DeclineElicitationResponse(action="decline")
+        return schema.AcceptElicitationResponse(action="accept", content={"answer": text})
 
     def observe(self, event: StreamEvent) -> None:
         message = event.message

@@ -278,3 +278,28 @@ async def test_an_acp_agents_session_takes_the_prompts_images_and_context(
     async with editor() as ed:
         init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         assert not init.agent_capabilities.prompt_capabilities.image, "a python session takes no images"
+
+
+async def test_a_free_text_question_is_a_form_where_the_editor_fills_forms(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        forms = schema.ClientCapabilities(
+            elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+        )
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=forms)
+        sid = str((await ed.conn.new_session(cwd=str(tmp_path))).session_id)
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Name?'))"))
+        await ed.until(lambda: ed.forms, "the form")
+        assert ed.forms[0].tool_call.title == "Name?" and ed.asked == []
+        ed.forms[0].answer.set_result("Ana")
+        assert (await turn).stop_reason == "end_turn" and "got Ana" in ed.said(sid)
+        # answered elsewhere first: the form is withdrawn
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Town?'))"))
+        await ed.until(lambda: len(ed.forms) == 2, "the second form")
+        code, _, err = await _tui("answer", sid[:8], "--text", "Lyon")
+        assert code == 0, err
+        assert (await turn).stop_reason == "end_turn" and "got Lyon" in ed.said(sid)
+        await ed.until(lambda: ed.cancelled, "the form withdrawn")
+        assert ed.sent[ed.cancelled[0]] == "elicitation/create"
+        assert "(tui answer): 'Lyon'" in ed.said(sid)

@@ -23,6 +23,7 @@ import acp
 from acp import schema
 from acp.connection import Connection, StreamDirection, StreamEvent
 from acp.meta import CLIENT_METHODS
+from pydantic import TypeAdapter
 
 from tui import __version__
 from tui.access.base import SessionAccess
@@ -62,6 +63,10 @@ from tui.protocol import (
 from tui.protocol.ids import short_id
 
 __all__ = ["EditorFace", "EditorSession"]
+
+_ASKING = (CLIENT_METHODS["session_request_permission"], CLIENT_METHODS["elicitation_create"])
+"""The requests that ask the editor a question."""
+_ELICITED: TypeAdapter[schema.CreateElicitationResponse] = TypeAdapter(schema.CreateElicitationResponse)
 
 CANCEL_REQUEST = "$/cancel_request"
 """ACP's notification that withdraws a request the editor has not answered."""
@@ -287,6 +292,10 @@ class EditorSession:
     async def _ask(self, question: PendingQuestion) -> None:
         short = short_id(self.id)
         options = permission_options(question)
+        call = self.running[-1] if self.running else f"question-{question.question_id}"
+        if not options and self.face.elicits:
+            await self._elicit(question, call)
+            return
         if question.freeform:
             command = self.link.command("answer", short, "--text", shlex.quote("your answer"))
             said = f"\n{question.text}\n" if not options else "\n"
@@ -295,7 +304,6 @@ class EditorSession:
             )
         if not options:
             return
-        call = self.running[-1] if self.running else f"question-{question.question_id}"
         tool_call = schema.ToolCallUpdate(tool_call_id=call, title=question.text)
         try:
             answer = await self.face.ask(self.id, question.question_id, tool_call, options)
@@ -306,6 +314,18 @@ class EditorSession:
             if isinstance(outcome, schema.AllowedOutcome) and outcome.option_id.isdigit():
                 label = question.options[int(outcome.option_id) - 1].label
                 await self.link.answer(question.question_id, [label], None)
+            else:
+                await self.link.dismiss(question.question_id)
+
+    async def _elicit(self, question: PendingQuestion, call: str) -> None:
+        """A free-text question as a form of one field, where the editor offers forms."""
+        try:
+            answer = await self.face.elicit(self.id, question.question_id, question.text, call)
+        except (ConnectionError, acp.RequestError):
+            return
+        with contextlib.suppress(Conflict, QuestionNotPending, NotFound):
+            if isinstance(answer, schema.AcceptElicitationResponse) and answer.content:
+                await self.link.answer(question.question_id, [], str(answer.content.get("answer", "")))
             else:
                 await self.link.dismiss(question.question_id)
 
@@ -376,6 +396,8 @@ class EditorFace:
         self.model = model
         self.client_id = client_id
         self.images = images
+        self.elicits = False
+        """Whether the editor said it fills forms (``elicitation.form``)."""
         self.conn: Connection | None = None
         self.sessions: dict[str, EditorSession] = {}
         self._requests: dict[str, Any] = {}
@@ -410,20 +432,40 @@ class EditorFace:
             self._requests.pop(question_id, None)
         return schema.RequestPermissionResponse.model_validate(raw)
 
+    async def elicit(
+        self, session_id: str, question_id: str, text: str, call: str
+    ) -> schema.CreateElicitationResponse:
+        """``elicitation/create``: a form of one text field, as the editor answers it."""
+        assert self.conn is not None
+        request = schema.CreateFormSessionElicitationRequest(
+            mode="form",
+            session_id=session_id,
+            tool_call_id=call,
+            message=text,
+            requested_schema=schema.ElicitationSchema(
+                properties={"answer": schema.ElicitationStringPropertySchema(type="string", title="Answer")},
+                required=["answer"],
+            ),
+            field_meta={"tuiQuestionId": question_id},
+        )
+        try:
+            raw = await self.conn.send_request(CLIENT_METHODS["elicitation_create"], _dump(request))
+        finally:
+            self._requests.pop(question_id, None)
+        answer: schema.CreateElicitationResponse = _ELICITED.validate_python(raw)
+        return answer
+
     def seen(self, event: StreamEvent) -> None:
-        """Each message on the wire: the id of each permission request sent is kept, so that it can
-        be withdrawn."""
+        """Each message on the wire: the id of each question's request (a permission, a form) is
+        kept, so that it can be withdrawn."""
         message = event.message
-        if (
-            event.direction is StreamDirection.OUTGOING
-            and message.get("method") == CLIENT_METHODS["session_request_permission"]
-        ):
+        if event.direction is StreamDirection.OUTGOING and message.get("method") in _ASKING:
             meta = (message.get("params") or {}).get("_meta") or {}
             if "tuiQuestionId" in meta:
                 self._requests[meta["tuiQuestionId"]] = message.get("id")
 
     async def withdraw(self, question_id: str) -> None:
-        """Withdraw the permission request of `question_id` (another client answered it)."""
+        """Withdraw the request of `question_id` (another client answered it)."""
         request_id = self._requests.pop(question_id, None)
         if request_id is not None and self.conn is not None:
             with contextlib.suppress(ConnectionError):
@@ -480,7 +522,14 @@ class EditorFace:
                 await closing()
 
     # --- the ACP agent ---------------------------------------------------------------------------
-    async def initialize(self, protocol_version: int, **kwargs: Any) -> schema.InitializeResponse:
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        **kwargs: Any,
+    ) -> schema.InitializeResponse:
+        forms = client_capabilities.elicitation if client_capabilities is not None else None
+        self.elicits = forms is not None and forms.form is not None
         return schema.InitializeResponse(
             protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
             agent_capabilities=schema.AgentCapabilities(
