@@ -303,3 +303,16 @@ async def test_a_free_text_question_is_a_form_where_the_editor_fills_forms(
         await ed.until(lambda: ed.cancelled, "the form withdrawn")
         assert ed.sent[ed.cancelled[0]] == "elicitation/create"
         assert "(tui answer): 'Lyon'" in ed.said(sid)
+
+
+async def test_closing_the_editor_mid_turn_leaves_the_turn_running(state_dir: Path, tmp_path: Path) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(ed.prompt(sid, RUNS_UNTIL_STOPPED))
+        await ed.until(lambda: "started" in ed.said(sid), "the program to run")
+    with pytest.raises(ConnectionError):
+        await turn
+    [row] = sessions()
+    assert row["state"] == "working" and row["live"]
+    code, _, err = await _tui("interrupt", sid)
+    assert code == 0 and "interrupted the running turn" in err, err

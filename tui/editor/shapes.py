@@ -50,7 +50,7 @@ __all__ = [
 Update = Any
 """One of ACP's session updates (`acp.schema.SessionUpdate`'s members)."""
 
-OUTPUT_KEPT = 64 * 1024
+OUTPUT_KEPT = 16 * 1024
 """The most characters of a tool call's output sent again with each of its updates (ACP's content
 replaces the call's whole content, so a long output is cut to its end)."""
 
