@@ -41,7 +41,7 @@ from tui.editor.shapes import (
     updates_of_settings,
     usage_of,
 )
-from tui.errors import Busy, Conflict, NotFound, QuestionNotPending, TuiError, WorkerUnavailable
+from tui.errors import Busy, NotFound, TuiError, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, Live, Reconnecting
 from tui.link.follow import backoff_delay
 from tui.link.watch import SessionWatch
@@ -310,7 +310,9 @@ class EditorSession:
         except (ConnectionError, acp.RequestError):
             return
         outcome = answer.outcome
-        with contextlib.suppress(Conflict, QuestionNotPending, NotFound):
+        # Conflict: another client answered first (its resolution says who); any other refusal
+        # (a viewer's share, a worker gone) leaves the question to those who can answer it.
+        with contextlib.suppress(TuiError):
             if isinstance(outcome, schema.AllowedOutcome) and outcome.option_id.isdigit():
                 label = question.options[int(outcome.option_id) - 1].label
                 await self.link.answer(question.question_id, [label], None)
@@ -323,7 +325,7 @@ class EditorSession:
             answer = await self.face.elicit(self.id, question.question_id, question.text, call)
         except (ConnectionError, acp.RequestError):
             return
-        with contextlib.suppress(Conflict, QuestionNotPending, NotFound):
+        with contextlib.suppress(TuiError):
             if isinstance(answer, schema.AcceptElicitationResponse) and answer.content:
                 await self.link.answer(question.question_id, [], str(answer.content.get("answer", "")))
             else:
@@ -333,10 +335,11 @@ class EditorSession:
         """A question was resolved: when the editor was still asked it, withdraw the request and
         say who answered."""
         task = self.asked.pop(event.question_id, None)
-        if task is None or task.done() or event.client_id == self.link.client_id:
+        if task is None or event.client_id == self.link.client_id:
             return
-        await self.face.withdraw(event.question_id)
-        task.cancel()
+        if not task.done():
+            await self.face.withdraw(event.question_id)
+            task.cancel()
         await self.face.tell(self.id, acp.update_agent_message_text(f"\n({resolved_text(event)})\n"))
 
     # --- settings --------------------------------------------------------------------------------
