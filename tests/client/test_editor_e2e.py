@@ -225,6 +225,10 @@ async def test_an_agents_modes_and_model_are_config_options(acp_tester: Path) ->
         await ed.conn.set_session_mode(session_id=sid, mode_id="code")
         await ed.prompt(sid, "which")
         assert "mode code, model smart" in ed.said(sid)
+        await ed.until(lambda: ed.of(sid, "current_mode_update"), "the mode said")
+        assert ed.of(sid, "current_mode_update")[-1].current_mode_id == "code"
+        commands = ed.of(sid, "available_commands_update")
+        assert [c.name for c in commands[-1].available_commands] == ["review", "compact"]
 
 
 async def test_two_editors_on_one_session_the_first_answer_wins(acp_tester: Path) -> None:

@@ -70,5 +70,10 @@ async def test_an_editor_runs_turns_answers_and_loads_a_remote_session(web: Web,
         assert code == 0, said
         await ed.until(lambda: "Working on: from the terminal" in ed.said(sid), "the live turn")
         assert "] from the terminal" in ed.said(sid, "user_message_chunk")
+        # a new python session there (the machine's default agent), and a turn in it
+        python = str((await ed.conn.new_session(cwd=str(work))).session_id)
+        assert (await ed.prompt(python, "print(6 * 7)")).stop_reason == "end_turn"
+        assert "42" in ed.said(python)
+    stop_workers(web.state, python)
     stop_workers(web.state, sid)
     wait_until(lambda: not agent_pids(sid), "the agent to end")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 import acp
+import acp.helpers
 from acp import schema
 
 from tui.protocol import (
@@ -284,15 +285,33 @@ def config_options(
 
 
 def updates_of_settings(event: AgentInfo | ModelChanged, info: Info) -> tuple[Info, list[Update]]:
-    """The session's `info` as `event` changes it, and the config options update that says so."""
+    """The session's `info` as `event` changes it, and the updates that say so: its agent's
+    commands, its mode (for editors that read modes) and its config options."""
+    updates: list[Update] = []
     if isinstance(event, AgentInfo):
-        info = info.model_copy(update={"mode": event.mode, "modes": event.modes, "settings": event.settings})
+        if event.commands != info.commands:
+            commands = [
+                schema.AvailableCommand(name=c.name, description=c.description) for c in event.commands
+            ]
+            updates.append(acp.helpers.update_available_commands(commands))
+        if event.mode is not None:  # said each time: the editor may have asked for it meanwhile
+            updates.append(acp.helpers.update_current_mode(event.mode))
+        info = info.model_copy(
+            update={
+                "commands": event.commands,
+                "mode": event.mode,
+                "modes": event.modes,
+                "settings": event.settings,
+            }
+        )
     else:
         info = info.model_copy(update={"model": event.model})
     options = config_options(info, info.model, info.models)
-    if not options:
-        return info, []
-    return info, [schema.ConfigOptionUpdate(session_update="config_option_update", config_options=options)]
+    if options:
+        updates.append(
+            schema.ConfigOptionUpdate(session_update="config_option_update", config_options=options)
+        )
+    return info, updates
 
 
 @dataclass(frozen=True)
