@@ -22,6 +22,10 @@ from acp import schema
 from acp.connection import StreamDirection, StreamEvent
 from helpers import TIMEOUT
 
+WAIT = TIMEOUT * 3
+"""The bound on waiting for what the agent says (a guard against a hang: a session's first turn
+starts a worker, a sandbox and perhaps an ACP agent, slow on a loaded machine)."""
+
 
 @dataclass
 class Asked:
@@ -112,7 +116,7 @@ class Editor:
     async def until(self, holds: Callable[[], object], what: str) -> None:
         """Wait until `holds()` is true, woken by each message from the agent."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(TIMEOUT):
+            async with asyncio.timeout(WAIT):
                 while not holds():
                     self.changed.clear()
                     await self.changed.wait()
@@ -125,7 +129,7 @@ class Editor:
         return str(made.session_id)
 
     async def prompt(self, session_id: str, text: str) -> schema.PromptResponse:
-        async with asyncio.timeout(TIMEOUT * 3):
+        async with asyncio.timeout(WAIT):
             answer: schema.PromptResponse = await self.conn.prompt(
                 session_id=session_id, prompt=[acp.text_block(text)]
             )
