@@ -1,14 +1,15 @@
 """`tui acp` figures: a turn through an editor's ACP connection beside `tui send --wait`, and
 `session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s).
 
-Run with ``.venv/bin/python bench/editor.py``. It makes its own state dir and stops its workers
-at the end. The figures go into the "Editors (tui acp)" section of docs/performance.md.
+Run with ``.venv/bin/python bench/editor.py``. It makes its own state dir, and stops its workers
+and removes it at the end. The figures go into the "Editors (tui acp)" section of docs/performance.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,7 @@ def main() -> None:
             print(f"{what.ljust(width)}  {figure}")
     finally:
         tui("stop", "--all", env=env)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 if __name__ == "__main__":
