@@ -38,6 +38,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "share": ("ID --name N --kind K", "invite someone to a session", "machines"),
     "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
     "agents": ("[--json]", "the ACP coding agents, and whether each is installed", "machines"),
+    "acp": ("[--agent NAME]", "be an ACP agent on stdin/stdout, for an editor (Zed …)", "machines"),
 }
 _SUBCOMMANDS = (*_COMMANDS, "relay")
 """`relay` is not listed: an SSH remote's connection runs it (docs/remote.md)."""
@@ -174,6 +175,12 @@ def build_subparsers() -> argparse.ArgumentParser:
 
     p = add("agents", _command("sessions", "run_agents"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
+
+    p = add("acp", _command("editor", "run_acp"))
+    p.add_argument(
+        "--agent", metavar="NAME", help="what new sessions run (default: config.toml's, else python)"
+    )
+    p.add_argument("--model", metavar="NAME", help="new sessions are model sessions with this model")
 
     p = add("answer", _command("sessions", "run_answer"))
     p.add_argument("id")

@@ -16,10 +16,10 @@ __all__ = ["SHORT", "Surface", "client_label", "make_client_id", "short_id"]
 SHORT = 8
 """How many characters of an id are printed."""
 
-Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script"]
+Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp"]
 """What a client is: the full-screen app, one of the session commands, or a piped script."""
 
-_LABELS = {"tui": "terminal", "script": "script"}
+_LABELS = {"tui": "terminal", "script": "script", "acp": "editor"}
 
 
 def short_id(session_id: str) -> str:

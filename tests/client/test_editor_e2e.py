@@ -1,0 +1,322 @@
+"""`tui acp`: an editor's ACP client (the `acp` package's own client side) on tui sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import acp
+import pytest
+from acp import schema
+from editor import editor
+from helpers import RUNS_UNTIL_STOPPED
+
+from client.helpers import sessions, tui, worker_pid
+
+
+async def _tui(*args: str) -> tuple[int, str, str]:
+    """``tui ARGS`` as another client, without blocking the editor's loop."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tui",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=os.environ.copy(),
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_a_turn_in_a_new_python_session(state_dir: Path, tmp_path: Path) -> None:
+    async with editor() as ed:
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        caps = init.agent_capabilities
+        assert caps.load_session and caps.prompt_capabilities.embedded_context
+        sessions_ = caps.session_capabilities
+        assert sessions_.list is not None and sessions_.resume is not None and sessions_.close is not None
+        sid = str((await ed.conn.new_session(cwd=str(tmp_path))).session_id)
+        answer = await ed.prompt(sid, "print(6 * 7)")
+        assert answer.stop_reason == "end_turn"
+        assert "42" in ed.said(sid)
+        assert ed.said(sid, "user_message_chunk") == "", "the editor's own prompt is not said back"
+        listed = await ed.conn.list_sessions(cwd=str(tmp_path))
+        assert [s.session_id for s in listed.sessions] == [sid]
+        assert (await ed.conn.list_sessions(cwd=str(tmp_path / "elsewhere"))).sessions == []
+    [row] = sessions()
+    assert row["id"] == sid and row["folder"] == str(tmp_path)
+    assert row["live"], "closing the editor leaves the session running"
+    shown = tui("transcript", sid)
+    assert "print(6 * 7)" in shown.stdout and "42" in shown.stdout
+
+
+async def test_a_turn_in_a_session_of_an_acp_agent(acp_tester: Path) -> None:
+    (acp_tester / "notes.txt").write_text("first\n")
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        answer = await ed.prompt(sid, "edit the notes")
+        assert answer.stop_reason == "end_turn"
+        assert "Working on: edit the notes" in ed.said(sid) and "Done." in ed.said(sid)
+        assert "Thinking about it." in ed.said(sid, "agent_thought_chunk")
+        [started] = ed.of(sid, "tool_call")
+        assert started.title == "Edit notes.txt" and started.kind == "edit"
+        updates = [u for u in ed.of(sid, "tool_call_update") if u.tool_call_id == started.tool_call_id]
+        assert updates[-1].status == "completed"
+        diffs = [c for u in updates for c in u.content or [] if isinstance(c, schema.FileEditToolCallContent)]
+        assert diffs and diffs[-1].new_text == "hello from the agent\nfirst\n"
+        plans = ed.of(sid, "plan")
+        assert [e.status for e in plans[-1].entries] == ["completed", "completed"]
+    assert (acp_tester / "notes.txt").read_text() == "hello from the agent\nfirst\n"
+    assert sessions()[0]["agent"] == "tester"
+
+
+async def test_load_replays_the_whole_session_then_follows_a_turn_sent_from_elsewhere(
+    acp_tester: Path,
+) -> None:
+    (acp_tester / "notes.txt").write_text("first\n")
+    made = tui("send", "--new", "--agent", "tester", "edit the notes", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await ed.conn.load_session(cwd=str(acp_tester), session_id=sid)
+        # Before load answered, the whole history came: the prompt, who sent it, the reply, the
+        # thought, the tool call with its updates, the plan.
+        user = ed.said(sid, "user_message_chunk")
+        assert "edit the notes" in user and "(tui send)" in user
+        assert "Working on: edit the notes" in ed.said(sid)
+        assert "Thinking about it." in ed.said(sid, "agent_thought_chunk")
+        assert [u.title for u in ed.of(sid, "tool_call")] == ["Edit notes.txt"]
+        assert any(u.status == "completed" for u in ed.of(sid, "tool_call_update"))
+        assert ed.of(sid, "plan")
+        replayed = len(ed.updates)
+        code, _, err = await _tui("send", sid, "hello again", "--wait")
+        assert code == 0, err
+        await ed.until(lambda: "Working on: hello again" in ed.said(sid), "the live turn")
+        live = [u for s, u in ed.updates[replayed:] if u.session_update == "user_message_chunk"]
+        assert [u.content.text for u in live] == [
+            "[" + live[0].content.text.split("[", 1)[1].split("]")[0] + "] hello again"
+        ]
+        assert "(tui send)" in live[0].content.text
+        # the editor's own turn in the same session, after another client's
+        answer = await ed.prompt(sid, "recall")
+        assert answer.stop_reason == "end_turn" and "I remember 3 prompts" in ed.said(sid)
+
+
+async def test_resume_follows_without_replaying_and_close_leaves_the_session(acp_tester: Path) -> None:
+    made = tui("send", "--new", "--agent", "tester", "hello", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await ed.conn.resume_session(cwd=str(acp_tester), session_id=sid)
+        assert ed.updates == [], "a resume replays nothing"
+        answer = await ed.prompt(sid, "again")
+        assert answer.stop_reason == "end_turn" and "Working on: again" in ed.said(sid)
+        await ed.conn.close_session(session_id=sid)
+        code, _, err = await _tui("send", sid, "after close", "--wait")
+        assert code == 0, err
+        assert "after close" not in ed.said(sid, "user_message_chunk"), "a closed session is not followed"
+    assert [row["live"] for row in sessions()] == [True]
+
+
+async def test_a_question_answered_by_another_client_is_withdrawn_from_the_editor(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "permission to test"))
+        await ed.until(lambda: ed.asked, "the permission request")
+        [asked] = ed.asked
+        assert [(o.name, o.kind) for o in asked.options] == [
+            ("Allow", "allow_once"),
+            ("Allow (2)", "allow_always"),
+            ("Reject", "reject_once"),
+        ]
+        [call] = ed.of(sid, "tool_call")
+        assert call.title == "Run make test" and asked.tool_call.tool_call_id == call.tool_call_id
+        code, _, err = await _tui("answer", sid[:8], "--option", "3")
+        assert code == 0, err
+        answer = await turn
+        assert answer.stop_reason == "end_turn"
+        assert "permission: reject" in ed.said(sid)
+        assert "answered by" in ed.said(sid) and "(tui answer): Reject" in ed.said(sid)
+        await ed.until(lambda: ed.cancelled, "the request withdrawn")
+        [withdrawn] = ed.cancelled
+        assert ed.sent[withdrawn] == "session/request_permission"
+        assert not asked.answer.done(), "the editor never answered it"
+
+
+async def test_a_question_answered_in_the_editor(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "permission to test"))
+        await ed.until(lambda: ed.asked, "the permission request")
+        ed.asked[0].answer.set_result("2")
+        answer = await turn
+        assert answer.stop_reason == "end_turn" and "permission: allow-always" in ed.said(sid)
+        assert ed.cancelled == []
+
+
+async def test_cancel_interrupts_the_turn(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        turn = asyncio.create_task(ed.prompt(sid, "slow"))
+        await ed.until(lambda: "slowly" in ed.said(sid), "the turn to run")
+        await ed.conn.cancel(session_id=sid)
+        assert (await turn).stop_reason == "cancelled"
+
+
+async def test_a_worker_killed_mid_turn_is_a_failed_turn_and_the_next_prompt_works(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(ed.prompt(sid, RUNS_UNTIL_STOPPED))
+        await ed.until(lambda: "started" in ed.said(sid), "the program to run")
+        os.kill(worker_pid(state_dir, sid), signal.SIGKILL)
+        with pytest.raises(acp.RequestError, match="the turn failed"):
+            await turn
+        answer = await ed.prompt(sid, "print(1 + 1)")
+        assert answer.stop_reason == "end_turn" and "2\n" in ed.said(sid)
+
+
+async def test_a_python_question_is_a_permission_and_free_text_is_said_with_its_command(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(
+            ed.prompt(sid, "x = ask('Proceed?', options=['yes', 'no']); print('got', x)")
+        )
+        await ed.until(lambda: ed.asked, "the question")
+        [asked] = ed.asked
+        assert [(o.option_id, o.name, o.kind) for o in asked.options] == [
+            ("1", "yes", "allow_once"),
+            ("2", "no", "reject_once"),
+        ]
+        assert asked.tool_call.title == "Proceed?"
+        assert f"`tui answer {sid[:8]} --text 'your answer'`" in ed.said(sid)
+        asked.answer.set_result("2")
+        assert (await turn).stop_reason == "end_turn"
+        assert "got no" in ed.said(sid)
+        # a question with no options: said in a message, answered with `tui answer`
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Name?'))"))
+        await ed.until(lambda: "Name?" in ed.said(sid), "the question said")
+        code, _, err = await _tui("answer", sid[:8], "--text", "Ana")
+        assert code == 0, err
+        assert (await turn).stop_reason == "end_turn"
+        assert "got Ana" in ed.said(sid) and len(ed.asked) == 1
+
+
+async def test_an_agents_modes_and_model_are_config_options(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        await ed.prompt(sid, "hello")
+        await ed.until(lambda: ed.of(sid, "config_option_update"), "the agent's settings")
+        options = {o.id: o for o in ed.of(sid, "config_option_update")[-1].config_options}
+        assert options["mode"].current_value == "ask" and options["model"].current_value == "fast"
+        assert [c.value for c in options["model"].options] == ["fast", "smart", "smart[1m]"]
+        changed = await ed.conn.set_config_option(config_id="model", session_id=sid, value="smart")
+        assert {o.id: o.current_value for o in changed.config_options}["model"] == "smart"
+        await ed.conn.set_session_mode(session_id=sid, mode_id="code")
+        await ed.prompt(sid, "which")
+        assert "mode code, model smart" in ed.said(sid)
+        await ed.until(lambda: ed.of(sid, "current_mode_update"), "the mode said")
+        assert ed.of(sid, "current_mode_update")[-1].current_mode_id == "code"
+        commands = ed.of(sid, "available_commands_update")
+        assert [c.name for c in commands[-1].available_commands] == ["review", "compact"]
+
+
+async def test_two_editors_on_one_session_the_first_answer_wins(acp_tester: Path) -> None:
+    async with editor("--agent", "tester") as first, editor() as second:
+        sid = await first.new(acp_tester)
+        await second.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await second.conn.resume_session(cwd=str(acp_tester), session_id=sid)
+        turn = asyncio.create_task(first.prompt(sid, "permission to test"))
+        await first.until(lambda: first.asked, "the request to the first editor")
+        await second.until(lambda: second.asked, "the request to the second editor")
+        assert "] permission to test" in second.said(sid, "user_message_chunk")
+        second.asked[0].answer.set_result("1")
+        assert (await turn).stop_reason == "end_turn"
+        assert "permission: allow-once" in first.said(sid)
+        await first.until(lambda: first.cancelled, "the first editor's request withdrawn")
+        assert "(editor): Allow" in first.said(sid)
+        assert second.cancelled == [] and "answered by" not in second.said(sid)
+
+
+async def test_a_session_stopped_elsewhere_is_started_again_by_the_next_prompt(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        assert (await ed.prompt(sid, "x = 1")).stop_reason == "end_turn"
+        code, _, err = await _tui("stop", sid)
+        assert code == 0, err
+        answer = await ed.prompt(sid, "print('back')")
+        assert answer.stop_reason == "end_turn" and "back" in ed.said(sid)
+
+
+PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+"""A PNG of one pixel, base64."""
+
+
+async def test_an_acp_agents_session_takes_the_prompts_images_and_context(
+    acp_tester: Path, state_dir: Path
+) -> None:
+    async with editor("--agent", "tester") as ed:
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.agent_capabilities.prompt_capabilities.image, "an ACP agent behind takes images"
+        sid = str((await ed.conn.new_session(cwd=str(acp_tester))).session_id)
+        notes = acp.resource_block(acp.embedded_text_resource("file:///notes.txt", "the notes say hi"))
+        blocks = [acp.text_block("look at"), acp.image_block(PIXEL, "image/png"), notes]
+        async with asyncio.timeout(60):
+            answer = await ed.conn.prompt(session_id=sid, prompt=blocks)
+        assert answer.stop_reason == "end_turn"
+        assert "Working on: look at\nfile:///notes.txt:\n```\nthe notes say hi\n```" in ed.said(sid)
+        stored = list((state_dir / "sessions" / sid / "images").iterdir())
+        assert [p.suffix for p in stored] == [".png"]
+    async with editor() as ed:
+        init = await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert not init.agent_capabilities.prompt_capabilities.image, "a python session takes no images"
+
+
+async def test_a_free_text_question_is_a_form_where_the_editor_fills_forms(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        forms = schema.ClientCapabilities(
+            elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+        )
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=forms)
+        sid = str((await ed.conn.new_session(cwd=str(tmp_path))).session_id)
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Name?'))"))
+        await ed.until(lambda: ed.forms, "the form")
+        assert ed.forms[0].tool_call.title == "Name?" and ed.asked == []
+        ed.forms[0].answer.set_result("Ana")
+        assert (await turn).stop_reason == "end_turn" and "got Ana" in ed.said(sid)
+        # answered elsewhere first: the form is withdrawn
+        turn = asyncio.create_task(ed.prompt(sid, "print('got', ask('Town?'))"))
+        await ed.until(lambda: len(ed.forms) == 2, "the second form")
+        code, _, err = await _tui("answer", sid[:8], "--text", "Lyon")
+        assert code == 0, err
+        assert (await turn).stop_reason == "end_turn" and "got Lyon" in ed.said(sid)
+        await ed.until(lambda: ed.cancelled, "the form withdrawn")
+        assert ed.sent[ed.cancelled[0]] == "elicitation/create"
+        assert "(tui answer): 'Lyon'" in ed.said(sid)
+
+
+async def test_closing_the_editor_mid_turn_leaves_the_turn_running(state_dir: Path, tmp_path: Path) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        turn = asyncio.create_task(ed.prompt(sid, RUNS_UNTIL_STOPPED))
+        await ed.until(lambda: "started" in ed.said(sid), "the program to run")
+    with pytest.raises(ConnectionError):
+        await turn
+    [row] = sessions()
+    assert row["state"] == "working" and row["live"]
+    code, _, err = await _tui("interrupt", sid)
+    assert code == 0 and "interrupted the running turn" in err, err

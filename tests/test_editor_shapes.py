@@ -1,0 +1,75 @@
+"""`tui.editor.shapes`: a session's events, questions and prompts in ACP's terms (unit tests of one
+piece; `tests/client/test_editor_e2e.py` runs them end to end)."""
+
+from __future__ import annotations
+
+import acp
+import pytest
+from acp import schema
+
+from tui.editor.shapes import OUTPUT_KEPT, Shaper, permission_options, prompt_text, usage_of
+from tui.protocol import Option, Question, ToolOutput, ToolStarted, TurnEnded, TurnStarted
+from tui.protocol.events import By
+
+
+def test_another_clients_turn_names_who_sent_it_and_the_editors_own_is_not_said_back() -> None:
+    shaper = Shaper(own_requests={"mine"})
+    other = TurnStarted(turn_id="t1", prompt="run it", client_id="tui:vm:7", by=By(name="ana"))
+    [said] = shaper.updates(other)
+    assert said.content.text == "[ana (terminal)] run it"
+    assert shaper.updates(TurnStarted(turn_id="t2", prompt="mine", request_id="mine")) == []
+
+
+def test_a_failed_turn_of_another_client_is_said_and_the_editors_own_is_its_answer() -> None:
+    shaper = Shaper(own_turns={"t2"})
+    [said] = shaper.updates(TurnEnded(turn_id="t1", outcome="failed", error="boom"))
+    assert "the turn failed: boom" in said.content.text
+    assert shaper.updates(TurnEnded(turn_id="t2", outcome="failed", error="boom")) == []
+
+
+def test_a_tool_calls_output_is_said_again_whole_up_to_its_last_16_kib() -> None:
+    shaper = Shaper()
+    [started] = shaper.updates(ToolStarted(turn_id="t", call_id="c", name="run", kind="weird"))
+    assert started.kind == "other" and started.status == "in_progress"
+    shaper.updates(ToolOutput(turn_id="t", call_id="c", text="a" * OUTPUT_KEPT))
+    [update] = shaper.updates(ToolOutput(turn_id="t", call_id="c", text="tail"))
+    [content] = update.content
+    assert len(content.content.text) == OUTPUT_KEPT and content.content.text.endswith("tail")
+
+
+def test_permission_options_keep_an_agents_kinds_and_read_others_by_their_words() -> None:
+    question = Question(
+        turn_id="t",
+        question_id="q",
+        text="Allow?",
+        options=[
+            Option(label="Allow (2)", description="allow always"),
+            Option(label="Reject", description="reject once — why not"),
+            Option(label="yes"),
+            Option(label="No thanks"),
+        ],
+    )
+    kinds = [(o.option_id, o.kind) for o in permission_options(question)]
+    assert kinds == [("1", "allow_always"), ("2", "reject_once"), ("3", "allow_once"), ("4", "reject_once")]
+
+
+def test_a_prompt_keeps_text_and_context_takes_images_and_refuses_sound() -> None:
+    notes = acp.resource_block(acp.embedded_text_resource("file:///n.txt", "hi"))
+    link = acp.resource_link_block("spec", "file:///spec.md")
+    text, pictures = prompt_text([acp.text_block("read"), notes, link, acp.image_block("aGk=", "image/png")])
+    assert text == "read\nfile:///n.txt:\n```\nhi\n```\nfile:///spec.md"
+    assert [(p.data, p.name) for p in pictures] == [(b"hi", "image-1.png")]
+    with pytest.raises(ValueError, match="audio block is not taken here"):
+        prompt_text([acp.audio_block("aGk=", "audio/wav")])
+
+
+def test_usage_is_said_only_when_the_turn_counted_tokens() -> None:
+    assert usage_of({}) is None
+    usage = usage_of({"input": 10, "output": 5, "cached": 3})
+    assert isinstance(usage, schema.Usage)
+    assert (usage.total_tokens, usage.input_tokens, usage.output_tokens, usage.cached_read_tokens) == (
+        15,
+        10,
+        5,
+        3,
+    )

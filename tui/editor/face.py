@@ -1,0 +1,662 @@
+"""The ACP agent side of `tui acp`: an editor's requests made on tui sessions.
+
+Each session the editor opens (``session/new``, ``load``, ``resume``) is an `EditorSession`: a
+link and a `SessionWatch`, and one task that steps the watch and tells the editor what each event
+says (`tui.editor.shapes`). A prompt is a turn sent with its own request id and answered when the
+watch's state says that turn ended; the session's question goes to the editor as
+``session/request_permission`` and is withdrawn (``$/cancel_request``) when another client answers
+it first. Closing a session, or the editor, only lets go of it: the session and its worker go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+import tempfile
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import acp
+from acp import schema
+from acp.connection import Connection, StreamDirection, StreamEvent
+from acp.meta import CLIENT_METHODS
+from pydantic import TypeAdapter
+
+from tui import __version__
+from tui.access.base import SessionAccess
+from tui.editor.shapes import (
+    MODE,
+    MODEL,
+    Picture,
+    Shaper,
+    Update,
+    config_options,
+    permission_options,
+    prompt_text,
+    resolved_text,
+    stop_reason,
+    updates_of_settings,
+    usage_of,
+)
+from tui.errors import Busy, NotFound, TuiError, WorkerUnavailable
+from tui.link.base import AttachLink, Gone, Live, Reconnecting
+from tui.link.follow import backoff_delay
+from tui.link.watch import SessionWatch
+from tui.protocol import (
+    AgentInfo,
+    Event,
+    ImageRef,
+    Info,
+    ModelChanged,
+    PendingQuestion,
+    QuestionResolved,
+    ToolEnded,
+    ToolStarted,
+    Transcript,
+    TurnEnded,
+    TurnRecord,
+    TurnStarted,
+)
+from tui.protocol.ids import short_id
+
+__all__ = ["EditorFace", "EditorSession"]
+
+_ASKING = (CLIENT_METHODS["session_request_permission"], CLIENT_METHODS["elicitation_create"])
+"""The requests that ask the editor a question."""
+_ELICITED: TypeAdapter[schema.CreateElicitationResponse] = TypeAdapter(schema.CreateElicitationResponse)
+
+CANCEL_REQUEST = "$/cancel_request"
+"""ACP's notification that withdraws a request the editor has not answered."""
+
+
+def _error(exc: TuiError) -> acp.RequestError:
+    """A tui error as the editor reads it: its one sentence, its wire code in the data."""
+    return acp.RequestError(-32603, str(exc), {"code": exc.code})
+
+
+class EditorSession:
+    """One tui session an editor follows."""
+
+    def __init__(self, face: EditorFace, link: AttachLink, watch: SessionWatch, info: Info) -> None:
+        self.face = face
+        self.id = link.session_id
+        self.link = link
+        self.watch = watch
+        self.info = info
+        self.shaper = Shaper(own_requests=watch.own_requests, own_turns=watch.own_turns)
+        self.pending: dict[str, asyncio.Future[TurnRecord | None]] = {}
+        """This editor's prompts not ended yet, by request id (None: held in a queue)."""
+        self.usage: dict[str, dict[str, int]] = {}
+        self.asked: dict[str, asyncio.Task[None]] = {}
+        """The questions asked of the editor, by question id, while it has not answered."""
+        self.running: list[str] = []
+        """The tool calls started and not ended, latest last (a question names the last one)."""
+        self.live = asyncio.Event()
+        self.until = 0
+        """The journal's seq a load replays up to before it answers."""
+        self.failure: TuiError | None = None
+        self._pump: asyncio.Task[None] | None = None
+
+    # --- following -------------------------------------------------------------------------------
+    def start(self, until: int = 0) -> None:
+        """Follow the session; a load replays its journal up to seq `until` first."""
+        self.until = until
+        if self.watch.session.last_seq >= until:
+            self.live.set()
+        self._pump = asyncio.create_task(self._run(), name=f"editor {short_id(self.id)}")
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                item = await self.watch.step()
+                if item is not None and not isinstance(item, (Live, Reconnecting, Gone)):
+                    await self._tell_event(item)
+                if not self.live.is_set() and self.watch.session.last_seq >= self.until:
+                    self.live.set()
+                self._settle()
+                if self.live.is_set():
+                    self._ask_pending()
+        except asyncio.CancelledError:
+            raise
+        except TuiError as exc:
+            self.failure = exc
+        except Exception as exc:  # the follower's own failure: each waiting prompt says it
+            self.failure = TuiError(f"following session {short_id(self.id)} failed: {exc}")
+        self.live.set()
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(_error(self.failure))
+
+    async def _tell_event(self, event: Event) -> None:
+        if isinstance(event, ToolStarted):
+            self.running.append(event.call_id)
+        elif isinstance(event, ToolEnded) and event.call_id in self.running:
+            self.running.remove(event.call_id)
+        elif isinstance(event, (TurnStarted, TurnEnded)):
+            self.running.clear()
+        if isinstance(event, TurnEnded):
+            self.usage[event.turn_id] = dict(event.usage)
+        if isinstance(event, QuestionResolved):
+            await self._resolved(event)
+        updates = self.shaper.updates(event)
+        if isinstance(event, (AgentInfo, ModelChanged)):
+            self.info, updates = updates_of_settings(event, self.info)
+        for update in updates:
+            await self.face.tell(self.id, update)
+
+    def _settle(self) -> None:
+        """Answer each prompt whose turn ended (or that waits in a held queue)."""
+        for rid, future in self.pending.items():
+            if future.done():
+                continue
+            turn_id = self.watch.by_request.get(rid)
+            ended = self.watch.ended.get(turn_id) if turn_id is not None else None
+            if ended is not None and ended.outcome is not None:
+                future.set_result(ended)
+            elif self.watch.session.queue_held and any(i.request_id == rid for i in self.watch.queue):
+                future.set_result(None)
+
+    async def _let_go(self) -> None:
+        for task in self.asked.values():
+            task.cancel()
+        self.asked.clear()
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump
+        await self.watch.close()
+        await self.link.close()
+
+    async def close(self) -> None:
+        """Let go of the session (it goes on)."""
+        await self._let_go()
+        for future in self.pending.values():
+            if not future.done():
+                future.set_result(None)
+
+    async def reopen(self) -> None:
+        """Follow the session again after its worker went away for good (a new one is started)."""
+        await self._let_go()
+        self.link, self.watch, self.info, _ = await self.face.connect(self.id, replay=False)
+        self.shaper = Shaper(own_requests=self.watch.own_requests, own_turns=self.watch.own_turns)
+        self.running.clear()
+        self.failure = None
+        self.start()
+
+    # --- turns -----------------------------------------------------------------------------------
+    async def prompt(self, text: str, pictures: Sequence[Picture] = ()) -> schema.PromptResponse:
+        """One turn: sent now, or queued behind another client's; answered when it ends.
+
+        A session whose worker was stopped (``tui stop``, an idle timeout) is started again.
+        """
+        rid = uuid.uuid4().hex
+        for last in (False, True):
+            if self.failure is not None:
+                await self.reopen()
+            self.watch.own_requests.add(rid)
+            try:
+                await self._send(text, rid, await self._upload(pictures))
+                break
+            except WorkerUnavailable:
+                if last or (await self.link.locate()).status != "gone":
+                    raise
+                self.failure = self.failure or WorkerUnavailable("the session's worker was stopped")
+        # Waited for only once it was sent: a follower that ended meanwhile fails waiting prompts.
+        future: asyncio.Future[TurnRecord | None] = asyncio.get_running_loop().create_future()
+        self.pending[rid] = future
+        try:
+            self._settle()
+            if self.failure is not None and not future.done():
+                future.set_exception(_error(self.failure))
+            ended = await future
+        finally:
+            self.pending.pop(rid, None)
+        if ended is None:
+            return schema.PromptResponse(stop_reason="cancelled")
+        if ended.outcome == "failed":
+            raise acp.RequestError(
+                -32603, f"the turn failed: {ended.error or 'no reason given'}", {"code": "turn_failed"}
+            )
+        return schema.PromptResponse(
+            stop_reason=stop_reason(ended.outcome or "failed"),
+            usage=usage_of(self.usage.get(ended.turn_id, {})),
+        )
+
+    async def _upload(self, pictures: Sequence[Picture]) -> list[ImageRef]:
+        """Store the prompt's images where the session's worker reads them."""
+        if not pictures:
+            return []
+        refs = []
+        with tempfile.TemporaryDirectory(prefix="tui-acp-") as folder:
+            for picture in pictures:
+                path = Path(folder) / picture.name
+                await asyncio.to_thread(path.write_bytes, picture.data)
+                refs.append(await self.link.upload_image(path))
+        return refs
+
+    async def _send(self, text: str, rid: str, images: list[ImageRef]) -> None:
+        """Send the turn; a worker that is starting or was restarted is waited for (the request id
+        keeps a turn sent again to one).
+
+        Raises:
+            WorkerUnavailable: no worker came back in time, or it was stopped for good.
+        """
+        attempt, delivery = 0, "now"
+        loop = asyncio.get_running_loop()
+        since = loop.time()
+        while True:
+            try:
+                accepted = await self.link.send_turn(
+                    text,
+                    request_id=rid,
+                    delivery=delivery,  # type: ignore[arg-type]
+                    images=images or None,
+                )
+            except Busy:
+                delivery = "queue"
+                continue
+            except WorkerUnavailable:
+                located = await self.link.locate()
+                if located.status == "gone" or loop.time() - since > self.link.no_worker_timeout:
+                    raise
+                attempt += 1
+                await asyncio.sleep(backoff_delay(self.link.backoff, attempt))
+                continue
+            if accepted.turn_id:
+                self.watch.own_turns.add(accepted.turn_id)
+            return
+
+    async def cancel(self) -> None:
+        """``session/cancel``: end this editor's running turn, take back its queued prompts."""
+        mine = set(self.pending)
+        for item in self.watch.queue:
+            if item.request_id in mine and item.queue_id:
+                with contextlib.suppress(NotFound):
+                    await self.link.unqueue(item.queue_id)
+        current = self.watch.session.current
+        if current is not None and current.head.request_id in mine:
+            await self.link.interrupt()
+        for rid, future in self.pending.items():
+            if not future.done() and rid not in self.watch.by_request:
+                future.set_result(None)
+
+    # --- questions -------------------------------------------------------------------------------
+    def _ask_pending(self) -> None:
+        question = self.watch.question
+        if question is not None and question.question_id not in self.asked:
+            self.asked[question.question_id] = asyncio.create_task(self._ask(question))
+
+    async def _ask(self, question: PendingQuestion) -> None:
+        short = short_id(self.id)
+        options = permission_options(question)
+        call = self.running[-1] if self.running else f"question-{question.question_id}"
+        if not options and self.face.elicits:
+            await self._elicit(question, call)
+            return
+        if question.freeform:
+            command = self.link.command("answer", short, "--text", shlex.quote("your answer"))
+            said = f"\n{question.text}\n" if not options else "\n"
+            await self.face.tell(
+                self.id, acp.update_agent_message_text(f"{said}(free text is answered with `{command}`)\n")
+            )
+        if not options:
+            return
+        tool_call = schema.ToolCallUpdate(tool_call_id=call, title=question.text)
+        try:
+            answer = await self.face.ask(self.id, question.question_id, tool_call, options)
+        except (ConnectionError, acp.RequestError):
+            return
+        outcome = answer.outcome
+        # Conflict: another client answered first (its resolution says who); any other refusal
+        # (a viewer's share, a worker gone) leaves the question to those who can answer it.
+        with contextlib.suppress(TuiError):
+            if isinstance(outcome, schema.AllowedOutcome) and outcome.option_id.isdigit():
+                label = question.options[int(outcome.option_id) - 1].label
+                await self.link.answer(question.question_id, [label], None)
+            else:
+                await self.link.dismiss(question.question_id)
+
+    async def _elicit(self, question: PendingQuestion, call: str) -> None:
+        """A free-text question as a form of one field, where the editor offers forms."""
+        try:
+            answer = await self.face.elicit(self.id, question.question_id, question.text, call)
+        except (ConnectionError, acp.RequestError):
+            return
+        with contextlib.suppress(TuiError):
+            if isinstance(answer, schema.AcceptElicitationResponse) and answer.content:
+                await self.link.answer(question.question_id, [], str(answer.content.get("answer", "")))
+            else:
+                await self.link.dismiss(question.question_id)
+
+    async def _resolved(self, event: QuestionResolved) -> None:
+        """A question was resolved: when the editor was still asked it, withdraw the request and
+        say who answered."""
+        task = self.asked.pop(event.question_id, None)
+        if task is None or event.client_id == self.link.client_id:
+            return
+        if not task.done():
+            await self.face.withdraw(event.question_id)
+            task.cancel()
+        await self.face.tell(self.id, acp.update_agent_message_text(f"\n({resolved_text(event)})\n"))
+
+    # --- settings --------------------------------------------------------------------------------
+    def options(self) -> list[Any]:
+        return config_options(self.info, self.info.model, self.info.models)
+
+    def modes(self) -> schema.SessionModeState | None:
+        if not self.info.modes:
+            return None
+        return schema.SessionModeState(
+            current_mode_id=self.info.mode or self.info.modes[0].value,
+            available_modes=[
+                schema.SessionMode(id=m.value, name=m.name or m.value, description=m.description or None)
+                for m in self.info.modes
+            ],
+        )
+
+    async def set_option(self, config_id: str, value: str) -> None:
+        """Change a mode or setting; the agent takes it in the background, so the options said
+        back hold the value asked for (its `agent_info` says the same once it took it)."""
+        info = self.info
+        if config_id == MODE and info.modes:
+            await self.link.set_model(value, "mode")
+            self.info = info.model_copy(update={"mode": value})
+        elif config_id == MODEL and not any(s.id == MODEL for s in info.settings):
+            await self.link.set_model(value)
+            self.info = info.model_copy(update={"model": value})
+        else:
+            await self.link.set_model(value, config_id)
+            settings = [
+                s.model_copy(update={"current": value}) if s.id == config_id else s for s in info.settings
+            ]
+            self.info = info.model_copy(update={"settings": settings})
+
+
+class EditorFace:
+    """The ACP agent an editor talks to (`acp.interfaces.Agent`'s methods).
+
+    Args:
+        access: where sessions are (this machine, or a remote).
+        agent: what a new session runs (None: the machine's default).
+        model: a new model session's model.
+        client_id: this process, as the sessions' turns and presence name it.
+    """
+
+    def __init__(
+        self,
+        access: SessionAccess,
+        *,
+        agent: str | None,
+        model: str | None,
+        client_id: str,
+        images: bool = False,
+    ) -> None:
+        self.access = access
+        self.agent = agent
+        self.model = model
+        self.client_id = client_id
+        self.images = images
+        self.elicits = False
+        """Whether the editor said it fills forms (``elicitation.form``)."""
+        self.conn: Connection | None = None
+        self.sessions: dict[str, EditorSession] = {}
+        self._requests: dict[str, Any] = {}
+        """The JSON-RPC id of each permission request sent, by question id."""
+
+    # --- to the editor ---------------------------------------------------------------------------
+    async def tell(self, session_id: str, update: Update) -> None:
+        """One ``session/update`` to the editor."""
+        assert self.conn is not None
+        note = schema.SessionNotification(session_id=session_id, update=update)
+        with contextlib.suppress(ConnectionError):
+            await self.conn.send_notification(CLIENT_METHODS["session_update"], _dump(note))
+
+    async def ask(
+        self,
+        session_id: str,
+        question_id: str,
+        tool_call: schema.ToolCallUpdate,
+        options: list[schema.PermissionOption],
+    ) -> schema.RequestPermissionResponse:
+        """``session/request_permission``, as the editor answers it."""
+        assert self.conn is not None
+        request = schema.RequestPermissionRequest(
+            session_id=session_id,
+            tool_call=tool_call,
+            options=options,
+            field_meta={"tuiQuestionId": question_id},
+        )
+        try:
+            raw = await self.conn.send_request(CLIENT_METHODS["session_request_permission"], _dump(request))
+        finally:
+            self._requests.pop(question_id, None)
+        return schema.RequestPermissionResponse.model_validate(raw)
+
+    async def elicit(
+        self, session_id: str, question_id: str, text: str, call: str
+    ) -> schema.CreateElicitationResponse:
+        """``elicitation/create``: a form of one text field, as the editor answers it."""
+        assert self.conn is not None
+        request = schema.CreateFormSessionElicitationRequest(
+            mode="form",
+            session_id=session_id,
+            tool_call_id=call,
+            message=text,
+            requested_schema=schema.ElicitationSchema(
+                properties={"answer": schema.ElicitationStringPropertySchema(type="string", title="Answer")},
+                required=["answer"],
+            ),
+            field_meta={"tuiQuestionId": question_id},
+        )
+        try:
+            raw = await self.conn.send_request(CLIENT_METHODS["elicitation_create"], _dump(request))
+        finally:
+            self._requests.pop(question_id, None)
+        answer: schema.CreateElicitationResponse = _ELICITED.validate_python(raw)
+        return answer
+
+    def seen(self, event: StreamEvent) -> None:
+        """Each message on the wire: the id of each question's request (a permission, a form) is
+        kept, so that it can be withdrawn."""
+        message = event.message
+        if event.direction is StreamDirection.OUTGOING and message.get("method") in _ASKING:
+            meta = (message.get("params") or {}).get("_meta") or {}
+            if "tuiQuestionId" in meta:
+                self._requests[meta["tuiQuestionId"]] = message.get("id")
+
+    async def withdraw(self, question_id: str) -> None:
+        """Withdraw the request of `question_id` (another client answered it)."""
+        request_id = self._requests.pop(question_id, None)
+        if request_id is not None and self.conn is not None:
+            with contextlib.suppress(ConnectionError):
+                await self.conn.send_notification(CANCEL_REQUEST, {"requestId": request_id})
+
+    # --- sessions --------------------------------------------------------------------------------
+    async def connect(self, session_id: str, *, replay: bool) -> tuple[AttachLink, SessionWatch, Info, int]:
+        """A link to the session (its worker started if none runs) and a watch on it: from the
+        start of its journal when `replay`, else from now; and the journal's last seq now."""
+        try:
+            sid = await self.access.resolve(session_id)
+            await self.access.wake(sid)
+            link = await self.access.link(sid, client_id=self.client_id)
+        except TuiError as exc:
+            raise _error(exc) from None
+        try:
+            now = await link.transcript(limit=0)
+            info = await link.info()
+        except TuiError as exc:
+            await link.close()
+            raise _error(exc) from None
+        return link, SessionWatch(link, Transcript() if replay else now), info, now.cursor
+
+    async def _open(self, session_id: str, *, replay: bool) -> EditorSession:
+        link, watch, info, cursor = await self.connect(session_id, replay=replay)
+        if link.session_id in self.sessions:
+            await self.sessions.pop(link.session_id).close()
+        session = EditorSession(self, link, watch, info)
+        self.sessions[link.session_id] = session
+        session.start(until=cursor if replay else 0)
+        return session
+
+    def _session(self, session_id: str) -> EditorSession:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise acp.RequestError.invalid_params(
+                {
+                    "sessionId": session_id,
+                    "detail": "no such session open here: session/load or session/resume it first",
+                }
+            )
+        return session
+
+    async def close(self) -> None:
+        for session in list(self.sessions.values()):
+            await session.close()
+        self.sessions.clear()
+        await self.access_close()
+
+    async def access_close(self) -> None:
+        closing = getattr(self.access, "close", None)
+        if closing is not None:
+            with contextlib.suppress(Exception):
+                await closing()
+
+    # --- the ACP agent ---------------------------------------------------------------------------
+    async def initialize(
+        self,
+        protocol_version: int,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        **kwargs: Any,
+    ) -> schema.InitializeResponse:
+        forms = client_capabilities.elicitation if client_capabilities is not None else None
+        self.elicits = forms is not None and forms.form is not None
+        return schema.InitializeResponse(
+            protocol_version=min(protocol_version, acp.PROTOCOL_VERSION),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(
+                    image=self.images, audio=False, embedded_context=True
+                ),
+                session_capabilities=schema.SessionCapabilities(
+                    list=schema.SessionListCapabilities(),
+                    resume=schema.SessionResumeCapabilities(),
+                    close=schema.SessionCloseCapabilities(),
+                ),
+            ),
+            agent_info=schema.Implementation(name="tui", title="tui", version=__version__),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> schema.NewSessionResponse:
+        try:
+            sid = await self.access.create(working_directory=cwd, agent=self.agent, model=self.model)
+        except TuiError as exc:
+            raise _error(exc) from None
+        session = await self._open(sid, replay=False)
+        return schema.NewSessionResponse(
+            session_id=sid, config_options=session.options() or None, modes=session.modes()
+        )
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.LoadSessionResponse:
+        session = await self._open(session_id, replay=True)
+        await session.live.wait()
+        if session.failure is not None:
+            raise _error(session.failure)
+        return schema.LoadSessionResponse(config_options=session.options() or None, modes=session.modes())
+
+    async def resume_session(self, session_id: str, cwd: str, **kwargs: Any) -> schema.ResumeSessionResponse:
+        session = await self._open(session_id, replay=False)
+        return schema.ResumeSessionResponse(config_options=session.options() or None, modes=session.modes())
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            await session.close()
+        return schema.CloseSessionResponse()
+
+    async def list_sessions(
+        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
+    ) -> schema.ListSessionsResponse:
+        try:
+            rows = await self.access.list_sessions()
+        except TuiError as exc:
+            raise _error(exc) from None
+        return schema.ListSessionsResponse(
+            sessions=[
+                schema.SessionInfo(
+                    session_id=row.id,
+                    cwd=row.folder,
+                    title=row.title or None,
+                    updated_at=(row.updated_at or row.created_at).isoformat(),
+                )
+                for row in rows
+                if cwd is None or row.folder == cwd
+            ]
+        )
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> schema.PromptResponse:
+        session = self._session(session_id)
+        try:
+            text, pictures = prompt_text(prompt)
+        except ValueError as exc:
+            raise acp.RequestError.invalid_params({"detail": str(exc)}) from None
+        try:
+            return await session.prompt(text, pictures)
+        except TuiError as exc:
+            raise _error(exc) from None
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        session = self.sessions.get(session_id)
+        if session is not None:
+            with contextlib.suppress(TuiError):
+                await session.cancel()
+
+    async def set_session_mode(
+        self, session_id: str, mode_id: str, **kwargs: Any
+    ) -> schema.SetSessionModeResponse:
+        try:
+            await self._session(session_id).set_option(MODE, mode_id)
+        except TuiError as exc:
+            raise _error(exc) from None
+        return schema.SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> schema.SetSessionConfigOptionResponse:
+        session = self._session(session_id)
+        try:
+            await session.set_option(config_id, str(value))
+        except TuiError as exc:
+            raise _error(exc) from None
+        return schema.SetSessionConfigOptionResponse(config_options=session.options())
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def serve(
+    access: SessionAccess, *, agent: str | None, model: str | None, client_id: str, images: bool = False
+) -> None:
+    """Be the ACP agent on stdin/stdout until the editor closes them (`images`: whether the agent
+    behind the sessions takes images)."""
+    from acp.agent.router import build_agent_router
+    from acp.stdio import stdio_streams
+
+    face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images)
+    reader, writer = await stdio_streams(limit=64 * 2**20)
+    conn = Connection(
+        build_agent_router(face, use_unstable_protocol=True),  # type: ignore[arg-type]
+        writer,
+        reader,
+        observers=[face.seen],
+        listening=False,
+    )
+    face.conn = conn
+    try:
+        await conn.main_loop()
+    finally:
+        await face.close()
+        await conn.close()
