@@ -149,7 +149,7 @@ def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
 ) -> None:
     import asyncio
 
-    import tui.worker.core as core
+    import tui.worker.writer as core
 
     monkeypatch.setattr(core, "CHECKPOINT_EVERY", 50)
     state, sid = _session(tmp_path, 100)
@@ -178,7 +178,7 @@ def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
 _KILLED = """
 import os, sys
 from pathlib import Path
-import tui.worker.core as core
+import tui.worker.writer as core
 from tui.protocol import TextChunk, TurnStarted
 from tui.store import StatePaths, get_session, Journal
 from tui.store.checkpoint import read_checkpoint
@@ -194,7 +194,7 @@ checkpoint = read_checkpoint(paths.checkpoint)
 journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
 worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
 worker.load(checkpoint)
-worker._quiet = True
+worker.writer.quiet = True
 for i in range(int(sys.argv[3])):
     worker.emit(TurnStarted(turn_id=f"k-{i}", prompt="x"))
     worker.emit(TextChunk(turn_id=f"k-{i}", text="y"))
