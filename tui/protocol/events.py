@@ -65,6 +65,9 @@ class By(BaseModel):
     """`owner` for the machine's user, `participant` for a share."""
     name: str = ""
     """The login name of the owner, or the participant's share name."""
+    share: Literal["collaborator", "viewer"] | None = Field(default=None, exclude=True)
+    """A participant's share, as the web bridge says it in ``X-Tui-By`` (server side: never
+    written into an event; who is attached says it as `Presence.kind`)."""
 
 
 class Presence(BaseModel):
