@@ -15,8 +15,8 @@ import httpx
 import pytest
 from helpers import TIMEOUT, Sse, read_sse, stop_workers, wait_until
 
+from tui.link.launch import start_worker
 from tui.store import StatePaths, WorkerSidecar, create_session, is_live
-from tui.worker.launch import start_worker
 
 
 @dataclass
