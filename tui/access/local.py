@@ -22,6 +22,7 @@ from tui.store import (
     get_session,
     is_live,
     list_sessions,
+    live_worker,
     read_sidecar,
     resolve_id,
 )
@@ -162,7 +163,7 @@ class LocalAccess(SessionAccess):
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         paths = self.state.session(session_id)
         get_session(self.state, session_id)
-        car = read_sidecar(paths.sidecar) if is_live(paths.lock) else None
+        car = live_worker(paths)
         if car is None:
             return False
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
