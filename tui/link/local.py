@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from tui.errors import TuiError, WorkerStarting
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
-from tui.link.launch import start_worker_async, stop_worker
+from tui.link.launch import stop_worker
 from tui.protocol import (
     WorkerLeaving,
 )
@@ -133,6 +133,8 @@ class LocalLink(BridgedLink):
                 f"the worker of session {self.short} died {self._restarts}; "
                 f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
             )
+
+        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
 
         launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
         self._starting = asyncio.create_task(launch)
