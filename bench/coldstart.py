@@ -30,9 +30,9 @@ import httpx
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 from tui.link.client import BridgeClient  # noqa: E402
+from tui.link.launch import start_worker  # noqa: E402
 from tui.protocol import Status, TextChunk, TurnEnded, TurnRecord, TurnStarted, WorkerLeaving, WorkerStarted  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
-from tui.worker.launch import start_worker  # noqa: E402
 
 
 def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:
@@ -89,7 +89,7 @@ def _attach_once(state: StatePaths, sid: str) -> float:
     asyncio.run(_transcript(car.socket))
     took = time.perf_counter() - t
     asyncio.run(_leave(car.socket))
-    from tui.link.local import wait_for_release
+    from tui.link.launch import wait_for_release
 
     asyncio.run(wait_for_release(state.session(sid).lock, 10.0))
     return took

@@ -31,8 +31,8 @@ import httpx
 # the repository, not bench/ itself, first on the path (bench/tui.py would hide the package)
 sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from tui.link.launch import start_worker  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
-from tui.worker.launch import start_worker  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -35,8 +35,8 @@ sys.path[0] = str(Path(__file__).resolve().parent.parent / "tests")
 
 from fake_model_server import FakeModelServer, Hang, Text  # noqa: E402
 
+from tui.link.launch import start_worker  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
-from tui.worker.launch import start_worker  # noqa: E402
 
 TOKENS = 5_000
 PAIRS = 5

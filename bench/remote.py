@@ -25,11 +25,11 @@ from pathlib import Path
 import httpx
 
 from tui.cli import main as tui_main
+from tui.link.launch import start_worker
 from tui.store import StatePaths, create_session, read_sidecar
 from tui.store.remotes import Remote, add_remote
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
-from tui.worker.launch import start_worker
 
 Factory = Callable[[], httpx.AsyncClient]
 

@@ -22,9 +22,9 @@ from pathlib import Path  # noqa: E402
 
 import httpx  # noqa: E402
 
+from tui.link.launch import start_worker  # noqa: E402
 from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted  # noqa: E402
 from tui.store import Journal, StatePaths, create_session  # noqa: E402
-from tui.worker.launch import start_worker  # noqa: E402
 
 WORDS = [
     "the",

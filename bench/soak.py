@@ -38,11 +38,11 @@ import httpx
 from tui.errors import TuiError, WorkerUnavailable
 from tui.link.base import Gone
 from tui.link.follow import Follower
+from tui.link.launch import start_worker
 from tui.link.local import LocalLink
 from tui.protocol import TurnEnded
 from tui.protocol.events import EventBase
 from tui.store import StatePaths, create_session, is_live, read_sidecar
-from tui.worker.launch import start_worker
 
 DEADLINE = 300.0
 """Seconds the whole run may take."""

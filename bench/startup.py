@@ -40,8 +40,8 @@ import httpx
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import tui as tui_package  # noqa: E402
+from tui.link.launch import start_worker  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
-from tui.worker.launch import start_worker  # noqa: E402
 
 
 def _median_ms(times: list[float]) -> str:

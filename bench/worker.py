@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
+from tui.link.launch import start_worker
 from tui.protocol import TextChunk
 from tui.store import Journal, StatePaths, create_session, read_sidecar
-from tui.worker.launch import start_worker
 
 
 async def _events(

@@ -28,9 +28,9 @@ from worker.conftest import Worker
 
 from tui.codemode import Limits, PythonSession
 from tui.config import config_dir
+from tui.link.launch import start_worker
 from tui.store import StatePaths, create_session
 from tui.store.paths import socket_fallback_dirs
-from tui.worker.launch import start_worker
 
 
 async def in_worker(spec: dict[str, Any]) -> dict[str, Any]:

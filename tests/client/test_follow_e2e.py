@@ -14,9 +14,9 @@ from client.helpers import journal_seqs, kill_worker
 from tui.access.local import LocalAccess
 from tui.link.base import Gone, Live, Reconnecting
 from tui.link.follow import Follower
+from tui.link.launch import start_worker
 from tui.protocol import Event, TextChunk, TurnEnded, WorkerStarted
 from tui.store import StatePaths, create_session, is_live
-from tui.worker.launch import start_worker
 
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
 
@@ -108,8 +108,8 @@ async def test_a_slow_worker_start_is_starting_not_gone(
 ) -> None:
     """A restart that outlasts the start timeout (a long journal) leaves the session starting."""
     from tui.errors import WorkerStarting
+    from tui.link import launch
     from tui.link.local import LocalLink
-    from tui.worker import launch
 
     state = StatePaths(state_dir)
     sid = create_session(state, working_directory=state_dir).id

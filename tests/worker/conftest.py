@@ -15,8 +15,8 @@ import httpx
 import pytest
 from helpers import TIMEOUT, Sse, read_sse, stop_workers, wait_until
 
+from tui.link.launch import start_worker
 from tui.store import StatePaths, WorkerSidecar, create_session, is_live
-from tui.worker.launch import start_worker
 
 
 @dataclass
@@ -69,8 +69,10 @@ class Worker:
         self.clients.append(c)
         return c
 
-    def follow(self, cursor: int = 0, client_id: str | None = None) -> Follower:
-        """A task reading ``/events`` from `cursor` into a `Follower`."""
+    def follow(
+        self, cursor: int = 0, client_id: str | None = None, headers: dict[str, str] | None = None
+    ) -> Follower:
+        """A task reading ``/events`` from `cursor` into a `Follower` (sending `headers`)."""
         follower = Follower()
         client = self.client()
 
@@ -78,7 +80,9 @@ class Worker:
             params: dict[str, Any] = {"cursor": cursor}
             if client_id:
                 params["client_id"] = client_id
-            async with client.stream("GET", "/events", params=params, timeout=None) as response:
+            async with client.stream(
+                "GET", "/events", params=params, headers=headers, timeout=None
+            ) as response:
                 assert response.status_code == 200, await response.aread()
                 async for event in read_sse(response):
                     follower.events.append(event)

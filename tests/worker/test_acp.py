@@ -14,8 +14,8 @@ import pytest
 from acp_agent import agent_pids, configure
 from helpers import TIMEOUT, eventually, stop_workers, wait_until
 
+from tui.link.launch import start_worker
 from tui.store import StatePaths, create_session
-from tui.worker.launch import start_worker
 from worker.conftest import Worker
 
 

@@ -72,7 +72,8 @@ async def run(worker: SessionWorker, script: Callable[[TurnIO], Any], **request:
     FakeAgent.script = script
     try:
         accepted = worker.submit(TurnRequest(prompt="go", **request))
-        task = worker._turn.task if worker._turn is not None else None  # the turn's own task: its end
+        turn = worker.control.turn
+        task = turn.task if turn is not None else None  # the turn's own task: its end
         assert task is not None
         await asyncio.wait_for(task, TIMEOUT)
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT
 
-from tui.protocol import QueueChanged, QueueItem, TextChunk, TurnEnded, TurnStarted, WorkerStarted
+from tui.protocol import Note, QueueChanged, QueueItem, TextChunk, TurnEnded, TurnStarted, WorkerStarted
 from tui.protocol.state import SessionState
 from tui.store import Journal, SessionPaths, StatePaths, TurnStore, create_session
 from tui.store.checkpoint import read_checkpoint, write_checkpoint
@@ -149,7 +149,7 @@ def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
 ) -> None:
     import asyncio
 
-    import tui.worker.core as core
+    import tui.worker.writer as core
 
     monkeypatch.setattr(core, "CHECKPOINT_EVERY", 50)
     state, sid = _session(tmp_path, 100)
@@ -178,7 +178,7 @@ def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
 _KILLED = """
 import os, sys
 from pathlib import Path
-import tui.worker.core as core
+import tui.worker.writer as core
 from tui.protocol import TextChunk, TurnStarted
 from tui.store import StatePaths, get_session, Journal
 from tui.store.checkpoint import read_checkpoint
@@ -194,7 +194,7 @@ checkpoint = read_checkpoint(paths.checkpoint)
 journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
 worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
 worker.load(checkpoint)
-worker._quiet = True
+worker.writer.quiet = True
 for i in range(int(sys.argv[3])):
     worker.emit(TurnStarted(turn_id=f"k-{i}", prompt="x"))
     worker.emit(TextChunk(turn_id=f"k-{i}", text="y"))
@@ -219,4 +219,22 @@ def test_killed_mid_way_the_next_worker_starts_right(tmp_path: Path) -> None:
         assert worker.journal.resumed == checkpoint.mark
         assert 0 < worker.replayed < 7  # only the tail after the last checkpoint
         assert worker.state.model_dump() == _rebuilt(state, sid)
+        worker.journal.close()
+
+
+def test_a_worker_started_on_a_journal_keeps_the_notes_it_holds(tmp_path: Path) -> None:
+    """Every type of event the reducer applies is read back at start: a note said during the turn
+    left running is in the state a new worker rebuilds, as in one that saw every event."""
+    state, sid = _session(tmp_path, 2)
+    paths = state.session(sid)
+    with Journal.open_for_append(paths.journal) as journal:
+        journal.append(Note(text="the agent's process restarted", source="python"))
+    expected = SessionState()
+    with Journal.open_for_reading(paths.journal) as journal:
+        for line in journal.read_after(0, journal.last_seq):
+            expected.apply(line.decode())
+    worker = _worker(state, sid, resume=False)
+    try:
+        assert worker.state.model_dump() == expected.model_dump()
+    finally:
         worker.journal.close()

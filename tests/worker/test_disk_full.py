@@ -99,7 +99,7 @@ async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWorke
 
 
 async def _turn_end(worker: SessionWorker) -> None:
-    turn = worker._turn
+    turn = worker.control.turn
     if turn is not None and turn.task is not None:
         await asyncio.wait_for(asyncio.shield(turn.task), TIMEOUT)
 
@@ -276,13 +276,13 @@ class LoudAgent(Agent):
 def _retry_timers(worker: SessionWorker) -> int:
     loop = asyncio.get_running_loop()
     scheduled = loop._scheduled  # type: ignore[attr-defined]
-    return sum(1 for h in scheduled if not h.cancelled() and h._callback == worker._try_resume)
+    return sum(1 for h in scheduled if not h.cancelled() and h._callback == worker.writer._try_resume)
 
 
 async def test_a_full_disk_keeps_one_retry_and_bounded_output_and_says_what_it_dropped(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui.worker import core
+    from tui.worker import writer as core
 
     worker = worker_here(state_dir, tmp_path, "loud")
     disk = Disk(worker.journal, monkeypatch)
@@ -292,14 +292,14 @@ async def test_a_full_disk_keeps_one_retry_and_bounded_output_and_says_what_it_d
     assert worker.disk_full is not None
     for _ in range(5):
         # Each try that fails leaves one timer for the next, not one more each time.
-        worker._try_resume()
+        worker.writer._try_resume()
         assert _retry_timers(worker) == 1
-    assert worker._held_chars <= core.HELD_OUTPUT
-    held = sum(len(getattr(e, "text", "")) for e in worker._held)
+    assert worker.writer._held_chars <= core.HELD_OUTPUT
+    held = sum(len(getattr(e, "text", "")) for e in worker.writer._held)
     assert held <= core.HELD_OUTPUT + 1000, "output held past the bound"
     disk.full = False
-    worker._try_resume()
-    assert not worker._held and worker.disk_full is None
+    worker.writer._try_resume()
+    assert not worker.writer._held and worker.disk_full is None
     assert_whole(worker)
     events = lines(worker)
     dropped = [e for e in events if e["type"] == "note" and "were not kept" in e["text"]]

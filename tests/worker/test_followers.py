@@ -13,8 +13,8 @@ import httpx
 import pytest
 from helpers import TIMEOUT, eventually, read_sse, stop_workers
 
+from tui.link.launch import start_worker
 from tui.store import StatePaths, create_session, read_sidecar
-from tui.worker.launch import start_worker
 from worker.conftest import Follower, Worker
 
 PRINTER = "import time\nfor i in range(400):\n    print({}, i, flush=True)\n    time.sleep(0.001)"

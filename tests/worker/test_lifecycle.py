@@ -15,8 +15,8 @@ import pytest
 from helpers import TIMEOUT, eventually
 
 from tui.errors import NotFound, WorkerUnavailable
+from tui.link.launch import is_live, live_sidecar, start_worker
 from tui.store import StatePaths, read_sidecar
-from tui.worker.launch import is_live, live_sidecar, start_worker
 from worker.conftest import Worker
 
 

@@ -4,6 +4,7 @@ over the whole session, a turn's whole output, and the queue held after an inter
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import ClassVar
@@ -13,7 +14,8 @@ from helpers import RUNS_UNTIL_STOPPED, TIMEOUT, worker_here
 
 from tui.errors import InvalidRequest, NotFound, UnknownCall, UnknownTurn
 from tui.link.local import LocalLink
-from tui.protocol import TurnRequest
+from tui.protocol import Event, TurnRequest
+from tui.protocol.state import SessionState
 from tui.worker.agent import Agent, AgentContext, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.core import SessionWorker
@@ -160,7 +162,7 @@ async def in_process(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWo
 
 async def _run(worker: SessionWorker, prompt: str) -> str:
     accepted = worker.submit(TurnRequest(prompt=prompt))
-    task = worker._turn.task if worker._turn is not None else None
+    task = worker.control.turn.task if worker.control.turn is not None else None
     assert task is not None and accepted.turn_id is not None
     await asyncio.wait_for(task, TIMEOUT)
     return accepted.turn_id
@@ -176,3 +178,23 @@ async def test_search_finds_words_in_a_tools_arguments_and_output(in_process: Se
     assert [(h.turn_id, h.where) for h in args.hits] == [(second, "tool")]
     record = in_process.turn_store.get(second)
     assert in_process.turn_output(second, record.tools[0].call_id).startswith("found: Kingfisher of beta\n")
+
+
+async def test_each_written_event_is_handed_on_with_the_state_after_it(in_process: SessionWorker) -> None:
+    """`SessionWorker.listeners` hear every event once it is in the journal, in order, with the
+    state it made; a listener that fails neither stops the turn nor the listeners after it."""
+    seen: list[tuple[int, str, str]] = []
+
+    def broken(event: Event, state: SessionState) -> None:
+        raise RuntimeError("a broken listener")
+
+    in_process.listeners.append(broken)
+    in_process.listeners.append(lambda event, state: seen.append((event.seq, event.type, state.state)))
+    turn_id = await _run(in_process, "gamma")
+    written = [json.loads(line) for line in in_process.paths.journal.read_bytes().splitlines()]
+    first = seen[0][0]
+    tail = [(e["seq"], e["type"]) for e in written if e["seq"] >= first]
+    assert [(seq, typ) for seq, typ, _ in seen] == tail
+    assert ("turn_started", "working") in [(typ, state) for _, typ, state in seen]
+    assert ("turn_ended", "idle") in [(typ, state) for _, typ, state in seen]
+    assert in_process.turn_output(turn_id) == "done"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import json
 import stat
 
 import httpx
@@ -187,6 +188,24 @@ async def test_the_status_says_what_each_person_is_attached_with(worker: Worker)
         {"name": getpass.getuser(), "kind": "owner", "via": ["script", "terminal"]}
     ]
     assert one.task is not None
+
+
+async def test_a_participant_the_web_bridge_names_is_attached_with_their_share(worker: Worker) -> None:
+    """``X-Tui-By`` names a participant and their share: the status lists them with it, their turn
+    is marked with their name, and the share is not written into the journal."""
+    by = json.dumps({"kind": "participant", "name": "carol", "share": "collaborator"})
+    follower = worker.follow(client_id="script:test:1", headers={"X-Tui-By": by})
+    status = await follower.until(
+        lambda e: e.type == "status" and any(p["name"] == "carol" for p in e.data["attached"])
+    )
+    assert {"name": "carol", "kind": "collaborator", "via": ["script"]} in status.data["attached"]
+    sent = await worker.client().post("/turn", json={"prompt": "1"}, headers={"X-Tui-By": by})
+    assert sent.status_code == 202, sent.text
+    started = await follower.until(lambda e: e.type == "turn_started")
+    assert started.data["by"] == {"kind": "participant", "name": "carol"}
+    bad = json.dumps({"kind": "participant", "name": "carol", "share": "owner"})
+    refused = await worker.client().post("/turn", json={"prompt": "2"}, headers={"X-Tui-By": bad})
+    assert refused.status_code == 400 and "X-Tui-By" in refused.text
 
 
 async def test_many_streams_opening_at_once_are_told_in_a_few_statuses(worker: Worker) -> None:

@@ -13,9 +13,9 @@ import pytest
 from helpers import TIMEOUT, stop_workers
 
 from tui.config import load_config
+from tui.link.launch import start_worker
 from tui.store import StatePaths, create_session
 from tui.worker.agents.python import PythonAgent
-from tui.worker.launch import start_worker
 from worker.conftest import Worker
 
 HAVE_BWRAP = shutil.which("bwrap") is not None or Path("/usr/bin/bwrap").exists()

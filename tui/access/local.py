@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
-from tui.link.local import LocalLink, wait_for_release
+from tui.errors import TuiError, WorkerRunning
+from tui.link.launch import start_worker_async, stop_worker
+from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
 from tui.store import (
     SessionRecord,
@@ -22,6 +22,7 @@ from tui.store import (
     get_session,
     is_live,
     list_sessions,
+    live_worker,
     read_sidecar,
     resolve_id,
 )
@@ -150,48 +151,19 @@ class LocalAccess(SessionAccess):
         return record.id
 
     async def wake(self, session_id: str, *, wait: float = 10.0) -> None:
-        from tui.worker.launch import start_worker_async
-
         get_session(self.state, session_id)
         await start_worker_async(self.state.root, session_id, timeout=wait)
 
     async def stop(self, session_id: str) -> bool:
-        paths = self.state.session(session_id)
         get_session(self.state, session_id)
-        if not is_live(paths.lock):
-            return False
-        car = read_sidecar(paths.sidecar)
-        asked = False
-        if car is not None:
-            from tui.link.client import BridgeClient  # httpx only when a worker is asked
-
-            client = BridgeClient(
-                socket_path=car.socket, label=f"the worker of session {short_id(session_id)}"
-            )
-            try:
-                await client.leave()
-                asked = True
-            except WorkerUnavailable:
-                pass  # its socket is gone or it does not answer: SIGTERM (below) at once
-            finally:
-                await client.close()
-        if (asked or car is None) and await wait_for_release(paths.lock, 10.0):
-            return True
-        # The worker did not leave when asked: end its process the way `kill` would.
-        if car is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(car.pid, signal.SIGTERM)
-            if await wait_for_release(paths.lock, 5.0):
-                return True
-        raise WorkerUnavailable(
-            f"the worker of session {short_id(session_id)} did not stop; "
-            f"`{self.command('stop', short_id(session_id))}` tries again"
+        return await stop_worker(
+            self.state.session(session_id), again=self.command("stop", short_id(session_id))
         )
 
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         paths = self.state.session(session_id)
         get_session(self.state, session_id)
-        car = read_sidecar(paths.sidecar) if is_live(paths.lock) else None
+        car = live_worker(paths)
         if car is None:
             return False
         from tui.link.client import BridgeClient  # httpx only when a worker is asked

@@ -58,6 +58,9 @@ __all__ = [
 
 CHILD_SCRIPT = Path(__file__).with_name("_child.py")
 CHILD_PATH = "/run/tui-codemode/child.py"
+CONFINE_SCRIPT = CHILD_SCRIPT.with_name("_child_confine.py")
+"""What the runner loads beside itself to confine itself (the seccomp filter, Landlock)."""
+CONFINE_PATH = "/run/tui-codemode/_child_confine.py"
 _counter = itertools.count(1)
 
 
@@ -177,7 +180,7 @@ def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected:
         bwrap=bwrap,
         workdir=workdir,
         protected=protected,
-        files={str(CHILD_SCRIPT): CHILD_PATH},
+        files={str(CHILD_SCRIPT): CHILD_PATH, str(CONFINE_SCRIPT): CONFINE_PATH},
         env=_program_env(workdir, "/tmp"),
     )
     nproc = cgroup is None and os.geteuid() != 0

@@ -1,9 +1,10 @@
 """`PythonSession`: programs in a warm, sandboxed CPython process.
 
-The parent keeps one sandboxed interpreter per session and talks to it over two pipes with
-length-prefixed frames (see ``_child.py``). Output arrives as raw bytes and is decoded here, so
-the output limit is enforced by the parent, which the program cannot tamper with; so are the
-wall-clock limit and the broker that runs tool handlers.
+The parent keeps one sandboxed interpreter per session (`tui.codemode.interpreter`: the process
+and its pipes) and talks to it with length-prefixed frames (``_child.py`` is the other end).
+Output arrives as raw bytes and is decoded here, so the output limit is enforced by the parent,
+which the program cannot tamper with; so are the wall-clock limit and the broker that runs tool
+handlers.
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import functools
 import json
 import logging
 import os
 import shutil
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,15 +31,13 @@ from tui.codemode.errors import (
     SandboxError,
     SessionBusy,
 )
-from tui.codemode.framing import KIND_OUTPUT, FrameReader, decode_message, encode_message
+from tui.codemode.interpreter import START_TIMEOUT, Interpreter
 from tui.codemode.output import shorten
 from tui.codemode.sandbox import (
     Mechanism,
     PidsCgroup,
     SandboxPlan,
     cpu_seconds_of,
-    interpreter_pid,
-    open_io,
     plan_sandbox,
     written_bytes,
 )
@@ -50,12 +47,10 @@ __all__ = ["PythonSession"]
 
 log = logging.getLogger("tui.codemode")
 
-_READ_SIZE = 65536  # larger reads allocate (and free) that much each time, slowing every round trip
 _STOP_GRACE = 1.0
 _CPU_CHECK = 0.1
 _CPU_GRACE = 0.3  # the runner notices first; the parent steps in when it cannot
 _CANCEL_GRACE = 0.08
-_START_TIMEOUT = 15.0
 _LOST = "[the interpreter exited; its variables were lost]\n"
 _RESTARTED = (
     "[the program did not stop within 1 s of being interrupted; "
@@ -90,27 +85,6 @@ class _Program:
         text = "".join(self.chunks)
         self.chunks.clear()
         return text
-
-
-class _Interpreter:
-    """One sandboxed interpreter process and its two pipes."""
-
-    def __init__(
-        self, process: asyncio.subprocess.Process, to_child: int, replies: int, from_child: int
-    ) -> None:
-        self.process = process
-        self.to_child = to_child
-        self.replies = replies
-        self.from_child = from_child
-        self.frames = FrameReader()
-        self.host_pid: int | None = None
-        self.io_fd: int | None = None
-        """``/proc/PID/io`` of the interpreter, kept open: one read per check."""
-        self.received = 0
-        """Bytes read from the child's pipe: its own writes that are not the program's."""
-        self.printed = 0
-        """Of those, output bytes, which may also have been written once to fd 1 or 2 before."""
-        self.alive = True
 
 
 class PythonSession:
@@ -165,7 +139,7 @@ class PythonSession:
         """What programs cannot see or change, computed when the session starts."""
         self._plan: SandboxPlan | None = None
         self._cgroup: PidsCgroup | None = None
-        self._interp: _Interpreter | None = None
+        self._interp: Interpreter | None = None
         self._active: _Program | None = None
         # the program the interpreter runs: the active one, or one terminated by a cancelled
         # context that has not yet reported its end
@@ -178,7 +152,6 @@ class PythonSession:
         self._stray_bytes = 0
         self._note = ""
         self._restart: asyncio.Task[None] | None = None
-        self._ready: asyncio.Future[dict[str, Any]] | None = None
 
     # lifecycle -------------------------------------------------------------------------------
 
@@ -237,68 +210,14 @@ class PythonSession:
 
     async def _spawn(self) -> None:
         assert self._plan is not None
-        loop = asyncio.get_running_loop()
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
-        replies_r, replies_w = os.pipe()
-        config = {
-            **self._plan.config,
-            "in_fd": to_child_r,
-            "reply_fd": replies_r,
-            "out_fd": from_child_w,
-            "limits": {
-                "memory_bytes": self.limits.memory_bytes,
-                "open_files": self.limits.open_files,
-                "file_size_bytes": self.limits.file_size_bytes,
-                "processes": self.limits.processes + 8,
-                "cpu_seconds": self.limits.cpu_seconds,
-            },
-        }
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *self._plan.argv,
-                json.dumps(config),
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.PIPE,
-                pass_fds=(to_child_r, from_child_w, replies_r),
-                start_new_session=True,
-                env=self._plan.env,
-                cwd=self._plan.cwd,
-            )
-        except OSError as exc:
-            for fd in (to_child_r, to_child_w, from_child_r, from_child_w, replies_r, replies_w):
-                os.close(fd)
-            raise SandboxError(f"the sandbox could not be started: {exc}") from exc
-        for fd in (to_child_r, from_child_w, replies_r):
-            os.close(fd)
-        os.set_blocking(from_child_r, False)
-        interp = _Interpreter(process, to_child_w, replies_w, from_child_r)
-        self._interp = interp
-        self._ready = loop.create_future()
-        loop.add_reader(from_child_r, self._on_readable, interp)
-        try:
-            await asyncio.wait_for(asyncio.shield(self._ready), _START_TIMEOUT)
-            if self.limits.cpu_seconds is not None or self.limits.write_bytes is not None:
-                interp.host_pid = await asyncio.to_thread(interpreter_pid, process.pid, self._plan.argv[-1])
-                if interp.host_pid is not None and self.limits.write_bytes is not None:
-                    interp.io_fd = open_io(interp.host_pid)
-        except (TimeoutError, SandboxError) as exc:
-            detail = await self._stderr_text(process)
-            await self._kill(interp)
-            raise SandboxError(
-                f"the sandboxed interpreter did not start: {detail or exc or 'no reason given'}"
-            ) from exc
-
-    @staticmethod
-    async def _stderr_text(process: asyncio.subprocess.Process) -> str:
-        if process.stderr is None:
-            return ""
-        try:
-            data = await asyncio.wait_for(process.stderr.read(8192), 1.0)
-        except (TimeoutError, OSError):
-            return ""
-        return data.decode(errors="replace").strip()
+        self._interp = await Interpreter.spawn(
+            self._plan,
+            self.limits,
+            on_output=self._on_output,
+            on_message=self._on_message,
+            on_gone=self._on_child_gone,
+            cgroup=self._cgroup,
+        )
 
     async def close(self) -> None:
         """End any program and release the sandbox; a second call does nothing.
@@ -322,7 +241,7 @@ class PythonSession:
         interp, self._interp = self._interp, None
         ended = True
         if interp is not None:
-            ended = await self._kill(interp)
+            ended = await interp.kill(self._cgroup)
         emptied = await self._release_cgroup()
         if not (ended and emptied):
             raise CleanupError(
@@ -341,72 +260,7 @@ class PythonSession:
         removed = await asyncio.to_thread(cgroup.remove)
         return emptied and removed
 
-    async def _kill(self, interp: _Interpreter) -> bool:
-        """Kill the interpreter and everything it started; return whether they all ended."""
-        if interp.alive:
-            self._detach(interp)
-        # the process group (the interpreter leads it): without bubblewrap, what the program
-        # started is in it. Signal with os.kill, never Popen.kill: that polls first, and a poll
-        # that reaps the dead interpreter steals its exit from asyncio's child watcher, which
-        # then logs "Unknown child process pid" and reports 255.
-        try:
-            os.killpg(interp.process.pid, signal.SIGKILL)
-        except PermissionError:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(interp.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        emptied = True
-        if self._cgroup is not None:
-            emptied = await asyncio.to_thread(self._cgroup.kill_all)
-        try:
-            await asyncio.wait_for(interp.process.wait(), 3.0)
-        except TimeoutError:
-            return False
-        finally:
-            for fd in (interp.to_child, interp.replies, interp.io_fd):
-                if fd is None:
-                    continue
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-            interp.io_fd = None
-        return emptied
-
-    def _detach(self, interp: _Interpreter) -> None:
-        if not interp.alive:
-            return
-        interp.alive = False
-        loop = asyncio.get_running_loop()
-        loop.remove_reader(interp.from_child)
-        with contextlib.suppress(OSError):
-            os.close(interp.from_child)
-
-    # the pipe from the child -----------------------------------------------------------------
-
-    def _on_readable(self, interp: _Interpreter) -> None:
-        try:
-            data = os.read(interp.from_child, _READ_SIZE)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self._on_child_gone(interp)
-            return
-        interp.received += len(data)
-        try:
-            for kind, payload in interp.frames.feed(data):
-                if kind == KIND_OUTPUT:
-                    interp.printed += len(payload)
-                    self._on_output(payload)
-                else:
-                    self._on_message(interp, decode_message(payload))
-        except ValueError as exc:
-            # the program wrote into the runner's pipe: the stream cannot be trusted any more
-            log.warning("the sandboxed interpreter broke its protocol (%s); replacing it", exc)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(interp.process.pid, signal.SIGKILL)
-            self._on_child_gone(interp)
+    # what the interpreter says -----------------------------------------------------------------
 
     def _on_output(self, payload: bytes) -> None:
         program = self._running
@@ -433,7 +287,7 @@ class PythonSession:
         program.output_bytes += len(payload)
         program.chunks.append(program.decoder.decode(payload))
 
-    def _on_message(self, interp: _Interpreter, message: dict[str, Any]) -> None:
+    def _on_message(self, interp: Interpreter, message: dict[str, Any]) -> None:
         kind = message.get("t")
         if kind == "call":
             program = self._active
@@ -446,13 +300,8 @@ class PythonSession:
                 self._check_writes(program, interp, again=False)
                 if not program.done.done():
                     program.done.set_result(message)
-        elif kind == "ready" and self._ready is not None and not self._ready.done():
-            self._ready.set_result(message)
 
-    def _on_child_gone(self, interp: _Interpreter) -> None:
-        self._detach(interp)
-        if self._ready is not None and not self._ready.done():
-            self._ready.set_exception(SandboxError("the interpreter exited during start"))
+    def _on_child_gone(self, interp: Interpreter) -> None:
         program = self._running
         if program is not None and self._interp is interp:
             self._running = None
@@ -460,20 +309,6 @@ class PythonSession:
                 program.note = _LOST
             if not program.done.done():
                 program.done.set_result({"t": "gone"})
-
-    def _reply(self, interp: _Interpreter, reply: dict[str, Any]) -> None:
-        if interp.alive:
-            self._send(interp, reply, interp.replies)
-
-    def _send(self, interp: _Interpreter, message: dict[str, Any], fd: int | None = None) -> None:
-        data = encode_message(message)
-        try:
-            while data:
-                written = os.write(interp.to_child if fd is None else fd, data)
-                data = data[written:]
-        except OSError:
-            # the child is gone; the reader notices EOF and ends the program
-            pass
 
     # control operations ----------------------------------------------------------------------
 
@@ -528,7 +363,7 @@ class PythonSession:
             self._numbers += 1
             program = _Program(
                 number=self._numbers,
-                broker=Broker(tools, functools.partial(self._reply, interp)),
+                broker=Broker(tools, interp.reply),
                 done=loop.create_future(),
             )
             if self._note or self._stray:
@@ -558,8 +393,7 @@ class PythonSession:
                 if written is not None:
                     program.write_base = (*written, interp.received + interp.printed)
                     program.write_timer = loop.call_later(_CPU_CHECK, self._check_writes, program, interp)
-            self._send(
-                interp,
+            interp.send(
                 {
                     "t": "run",
                     "id": program.number,
@@ -701,7 +535,7 @@ class PythonSession:
             return
         program.cpu_timer = asyncio.get_running_loop().call_later(_CPU_CHECK, self._check_cpu, program, pid)
 
-    def _check_writes(self, program: _Program, interp: _Interpreter, again: bool = True) -> None:
+    def _check_writes(self, program: _Program, interp: Interpreter, again: bool = True) -> None:
         """End the program once it (with its processes) wrote more than ``write_bytes`` in total.
 
         The kernel's counts include what the runner sent us, and output a subprocess wrote to
@@ -742,7 +576,7 @@ class PythonSession:
         interp = self._interp
         if interp is None:
             return
-        self._send(interp, {"t": "interrupt"})
+        interp.send({"t": "interrupt"})
         if program.kill_timer is None:
             loop = asyncio.get_running_loop()
             program.kill_timer = loop.call_later(_STOP_GRACE, self._kill_unresponsive, program)
@@ -765,7 +599,7 @@ class PythonSession:
         self._running = None
         interp, self._interp = self._interp, None
         if interp is not None:
-            await self._kill(interp)
+            await interp.kill(self._cgroup)
         await self._spawn()
 
     async def _terminate(
@@ -780,7 +614,7 @@ class PythonSession:
             if not program.done.done() and grace >= _STOP_GRACE:
                 self._kill_unresponsive(program)
             if not program.done.done() and self._restart is not None and grace >= _STOP_GRACE:
-                await asyncio.wait({program.done}, timeout=_START_TIMEOUT)
+                await asyncio.wait({program.done}, timeout=START_TIMEOUT)
         else:
             program.stopping = program.limit is None
         if program.done.done():

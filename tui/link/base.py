@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from tui.errors import WorkerUnavailable
 from tui.protocol import Event, ImageRef, Info, SearchResult, Stats, Transcript, TurnAccepted
 from tui.protocol.principal import Principal
 
@@ -56,7 +57,7 @@ class Gone:
     """No worker is coming back (stopped on purpose, deleted, refused): the attach is over."""
 
     reason: str
-    exit_code: int = 4
+    exit_code: int = WorkerUnavailable.exit_code
 
 
 LinkState = Live | Reconnecting | Gone
@@ -68,7 +69,7 @@ class Located:
 
     status: Literal["live", "starting", "gone"]
     reason: str = ""
-    exit_code: int = 4
+    exit_code: int = WorkerUnavailable.exit_code
     version: str = ""
     """The live worker's version, when known."""
     epoch: int = 0

@@ -98,7 +98,8 @@ class Follower:
         try:
             return await self.link.locate()
         except (Refused, NotFound) as exc:
-            return Located("gone", str(exc), exc.exit_code if isinstance(exc, Refused) else 4)
+            code = exc.exit_code if isinstance(exc, Refused) else WorkerUnavailable.exit_code
+            return Located("gone", str(exc), code)
         except (WorkerUnavailable, Unreachable) as exc:
             return Located("starting", str(exc))
 
@@ -147,7 +148,7 @@ class Follower:
                 except (WorkerUnavailable, Unreachable) as exc:
                     reason = str(exc)
                 except (Refused, NotFound) as exc:
-                    code = exc.exit_code if isinstance(exc, Refused) else 4
+                    code = exc.exit_code if isinstance(exc, Refused) else WorkerUnavailable.exit_code
                     self.state = Gone(str(exc), code)
                     yield self.state
                     return
@@ -166,7 +167,7 @@ class Follower:
                 if leaving is not None:
                     why = leaving.reason or "stopped"
                     again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
-                    self.state = Gone(f"the worker stopped ({why}); `{again}` starts it again", 4)
+                    self.state = Gone(f"the worker stopped ({why}); `{again}` starts it again")
                     yield self.state
                     return
                 if delivered:
@@ -182,7 +183,7 @@ class Follower:
             elif now - no_worker_since > self.link.no_worker_timeout:
                 again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
                 waited = self.link.no_worker_timeout
-                self.state = Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again", 4)
+                self.state = Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again")
                 yield self.state
                 return
             attempt += 1

@@ -8,43 +8,29 @@ a worker lives, and reads the journal's last event to tell a worker that stopped
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.errors import TuiError, WorkerStarting, WorkerUnavailable
+from tui.errors import TuiError, WorkerStarting
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
+from tui.link.launch import stop_worker
 from tui.protocol import (
     WorkerLeaving,
 )
 from tui.protocol.ids import Surface, make_client_id, short_id
-from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, read_sidecar
+from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, live_worker, read_sidecar
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
 
-__all__ = ["LocalLink", "local_client_id", "wait_for_release"]
+__all__ = ["LocalLink", "local_client_id"]
 
 
 def local_client_id(surface: Surface = "tui") -> str:
     """This client process: ``tui:<host>:<pid>`` for the app, ``send:<host>:<pid>`` for ``tui send`` …"""
     return make_client_id(surface, socket.gethostname(), os.getpid())
-
-
-async def wait_for_release(lock: Path, seconds: float) -> bool:
-    """Wait until no worker holds `lock`; False when one still does after `seconds`."""
-    deadline = time.monotonic() + seconds
-    pause = 0.005
-    while is_live(lock):
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(pause)
-        pause = min(0.1, pause * 1.5)
-    return True
 
 
 class LocalLink(BridgedLink):
@@ -83,7 +69,7 @@ class LocalLink(BridgedLink):
     # --- finding the worker --------------------------------------------------------------------
     def bridge_client(self) -> BridgeClient:
         """The client for the live worker's socket (a new one when the socket moved)."""
-        car = read_sidecar(self.paths.sidecar)
+        car = live_worker(self.paths)
         path = car.socket if car is not None else str(self.paths.socket)
         if self._client is None or self._client.socket_path != path:
             if self._client is not None:
@@ -147,7 +133,8 @@ class LocalLink(BridgedLink):
                 f"the worker of session {self.short} died {self._restarts}; "
                 f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
             )
-        from tui.worker.launch import start_worker_async
+
+        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
 
         launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
         self._starting = asyncio.create_task(launch)
@@ -155,16 +142,8 @@ class LocalLink(BridgedLink):
 
     # --- the session -----------------------------------------------------------------------------
     async def stop_worker(self) -> None:
-        """Ask the worker to leave and wait until it let go of the session."""
-        if not is_live(self.paths.lock):
-            return
-        with contextlib.suppress(WorkerUnavailable):
-            await self.bridge_client().leave()
-        if not await wait_for_release(self.paths.lock, 10.0):
-            raise WorkerUnavailable(
-                f"the worker of session {self.short} did not stop within 10 s; "
-                f"`{self.command('stop', self.short)}` tries again"
-            )
+        """Ask the worker to leave and wait until it let go of the session (SIGTERM if it does not)."""
+        await stop_worker(self.paths, again=self.command("stop", self.short))
 
     async def delete_session(self) -> None:
         await self.stop_worker()

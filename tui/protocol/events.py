@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
+    "EVENT_TYPES",
     "AgentChoice",
     "AgentCommand",
     "AgentInfo",
@@ -65,6 +66,9 @@ class By(BaseModel):
     """`owner` for the machine's user, `participant` for a share."""
     name: str = ""
     """The login name of the owner, or the participant's share name."""
+    share: Literal["collaborator", "viewer"] | None = Field(default=None, exclude=True)
+    """A participant's share, as the web bridge says it in ``X-Tui-By`` (server side: never
+    written into an event; who is attached says it as `Presence.kind`)."""
 
 
 class Presence(BaseModel):
@@ -368,6 +372,11 @@ Event = KnownEvent | UnknownEvent
 EventBody = Event
 """Any event; `UnknownEvent` for a type this version does not know."""
 
+EVENT_TYPES: frozenset[str] = frozenset(
+    model.model_fields["type"].default for model in get_args(get_args(KnownEvent)[0])
+)
+"""The type of every event this version knows (read from `KnownEvent`, where each is listed once)."""
+
 
 @cache
 def _known() -> Callable[[str | bytes], Any]:
@@ -398,28 +407,6 @@ def decode_event(data: str | bytes) -> Event:
             unknown = UnknownEvent.model_validate_json(data)
         except ValidationError:
             raise ValueError(f"not an event: {exc.errors()[0]['msg']}") from exc
-        if unknown.type in _KNOWN_TYPES:
+        if unknown.type in EVENT_TYPES:
             raise ValueError(f"malformed {unknown.type} event: {exc.errors()[0]['msg']}") from exc
         return unknown
-
-
-_KNOWN_TYPES = {
-    "worker_started",
-    "turn_started",
-    "text",
-    "tool_started",
-    "tool_updated",
-    "tool_output",
-    "thinking",
-    "plan",
-    "agent_info",
-    "tool_ended",
-    "question_asked",
-    "question_resolved",
-    "turn_ended",
-    "queue_changed",
-    "status",
-    "model_changed",
-    "note",
-    "worker_leaving",
-}

@@ -12,6 +12,8 @@ needs), and a client's UI hides with it what the session's machine would refuse.
 
 from __future__ import annotations
 
+import getpass
+import os
 from datetime import datetime
 from typing import Literal
 
@@ -20,10 +22,19 @@ from pydantic import BaseModel, ConfigDict, Field
 from tui.errors import NotPermitted
 from tui.protocol.ids import short_id
 
-__all__ = ["Permission", "Principal"]
+__all__ = ["Permission", "Principal", "owner_name"]
 
 Permission = Literal["any", "read", "write", "owner"]
 """What a route or an action needs."""
+
+
+def owner_name() -> str:
+    """The login name of this machine's user, the owner of its sessions (their uid when the
+    system has no name for it)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 class Principal(BaseModel):

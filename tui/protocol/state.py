@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_serializer
 
 from tui.protocol.events import (
+    EVENT_TYPES,
     AgentChoice,
     AgentCommand,
     AgentInfo,
@@ -97,21 +98,6 @@ KEEP_NOTES = 20
 """The most notes kept between two turns (a note said again while kept is not kept twice)."""
 RUNNING = "running"
 """A tool call's status until it ends."""
-_KNOWN = frozenset(
-    {
-        *_TURN_DETAIL,
-        *_NO_STATE,
-        "worker_started",
-        "turn_started",
-        "question_asked",
-        "question_resolved",
-        "turn_ended",
-        "queue_changed",
-        "status",
-        "model_changed",
-        "agent_info",
-    }
-)
 
 
 def tool_record(event: ToolStarted) -> ToolRecord:
@@ -441,7 +427,7 @@ class SessionState(BaseModel):
 
     def wants(self, typ: str) -> bool:
         """Whether an event of type `typ` can change anything now (else it need not be decoded)."""
-        if typ not in _KNOWN or typ in _NO_STATE:
+        if typ not in EVENT_TYPES or typ in _NO_STATE:
             return False
         return typ not in _TURN_DETAIL or self.current is not None
 

@@ -17,7 +17,7 @@ from tui.store.sessions import (
     resolve_id,
     save_session,
 )
-from tui.store.sidecar import WorkerSidecar, read_sidecar, write_sidecar
+from tui.store.sidecar import WorkerSidecar, live_worker, read_sidecar, write_sidecar
 from tui.store.turns import TurnStore
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "is_live",
     "is_session_id",
     "list_sessions",
+    "live_worker",
     "new_session_id",
     "read_sidecar",
     "resolve_id",

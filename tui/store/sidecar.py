@@ -8,8 +8,10 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from tui.store._atomic import write_atomic
+from tui.store.lock import is_live
+from tui.store.paths import SessionPaths
 
-__all__ = ["WorkerSidecar", "read_sidecar", "write_sidecar"]
+__all__ = ["WorkerSidecar", "live_worker", "read_sidecar", "write_sidecar"]
 
 
 class WorkerSidecar(BaseModel):
@@ -37,3 +39,11 @@ def read_sidecar(path: Path) -> WorkerSidecar | None:
 def write_sidecar(path: Path, sidecar: WorkerSidecar) -> None:
     """Write the sidecar atomically (mode 0600)."""
     write_atomic(path, sidecar.model_dump_json(indent=2) + "\n")
+
+
+def live_worker(paths: SessionPaths) -> WorkerSidecar | None:
+    """Where the session's worker is: the sidecar of the worker holding its lock now; None when
+    no worker is live or its bridge is not up yet (it writes ``worker.json`` once it listens)."""
+    if not is_live(paths.lock):
+        return None
+    return read_sidecar(paths.sidecar)

@@ -6,11 +6,10 @@ cookie) is never looked at. What each may do is `Principal.check`, from the rout
 
 from __future__ import annotations
 
-import getpass
-
 from tui.errors import TokenExpired, TokenRevoked, Unauthorized
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
+from tui.protocol.principal import owner_name as _login
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.tokens import matches
 
@@ -83,10 +82,3 @@ def principal_of(person: Participant) -> Principal:
         participant_id=person.id,
         expires_at=person.expires_at,
     )
-
-
-def _login() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "owner"

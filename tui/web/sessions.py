@@ -13,7 +13,7 @@ from tui.access.local import LocalAccess
 from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, WorkerUnavailable
 from tui.protocol.ids import short_id
 from tui.protocol.web import SessionSummary, WorkerView
-from tui.store import Journal, StatePaths, get_session, is_live, read_sidecar, resolve_id
+from tui.store import Journal, StatePaths, get_session, is_live, live_worker, read_sidecar, resolve_id
 
 __all__ = ["LocalSessions"]
 
@@ -81,8 +81,8 @@ class LocalSessions:
         """
         get_session(self.state, session_id)
         paths = self.state.session(session_id)
-        car = read_sidecar(paths.sidecar)
-        if car is None or not is_live(paths.lock):
+        car = live_worker(paths)
+        if car is None:
             raise WorkerUnavailable(
                 f"session {short_id(session_id)} has no live worker; wake it (POST …/wake) "
                 f"or `tui attach {short_id(session_id)}`"

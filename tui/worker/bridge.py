@@ -7,7 +7,6 @@ Refusals are ``{"error": code, "detail": sentence, …}`` from the `tui.errors` 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -69,20 +68,16 @@ def _by(request: Request) -> By | None:
     try:
         return By.model_validate_json(raw)
     except ValidationError:
-        raise InvalidRequest("X-Tui-By: not a {kind, name} object", field="X-Tui-By") from None
+        raise InvalidRequest("X-Tui-By: not a {kind, name, share} object", field="X-Tui-By") from None
 
 
 def _present(request: Request) -> Presence:
-    """Whose stream this is: the web bridge names a participant's share in ``X-Tui-By``
+    """Whose stream this is: the web bridge names a participant and their share in ``X-Tui-By``
     (``share``: collaborator or viewer); anyone else on this socket is the owner."""
     by = _by(request)
     if by is None or by.kind == "owner":
         return Presence(name=(by.name if by and by.name else owner().name), kind="owner")
-    try:
-        share = json.loads(request.headers.get("x-tui-by", "")).get("share")
-    except (ValueError, AttributeError):
-        share = None
-    return Presence(name=by.name, kind="collaborator" if share == "collaborator" else "viewer")
+    return Presence(name=by.name, kind=by.share or "viewer")
 
 
 def _sse(line: JournalLine) -> bytes:

@@ -1,4 +1,5 @@
-"""Start a session's worker, detached, and wait until its bridge answers.
+"""A session's worker as a client of this machine starts and stops it: `start_worker` starts one,
+detached, and waits until its bridge answers; `stop_worker` asks it to leave, then ends it.
 
 The worker writes ``worker.json`` only once its bridge listens, so a launcher waits for a sidecar
 naming the process it started (with a short, growing pause between looks), then asks
@@ -9,7 +10,9 @@ before it exits, and a new one starts after.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -21,10 +24,10 @@ from pathlib import Path
 
 from tui.errors import WorkerStarting, WorkerUnavailable, os_error
 from tui.protocol.ids import short_id
-from tui.store import StatePaths, WorkerSidecar, read_sidecar
+from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
 
-__all__ = ["is_live", "live_sidecar", "start_worker", "start_worker_async"]
+__all__ = ["is_live", "live_sidecar", "start_worker", "start_worker_async", "stop_worker", "wait_for_release"]
 
 
 def _state(state_dir: StatePaths | str | os.PathLike[str]) -> StatePaths:
@@ -38,10 +41,7 @@ def is_live(state_dir: StatePaths | str | os.PathLike[str], session_id: str) -> 
 
 def live_sidecar(state_dir: StatePaths | str | os.PathLike[str], session_id: str) -> WorkerSidecar | None:
     """The sidecar of the session's live worker; None when no worker is live or its bridge is not up yet."""
-    paths = _state(state_dir).session(session_id)
-    if not _lock_is_live(paths.lock):
-        return None
-    return read_sidecar(paths.sidecar)
+    return live_worker(_state(state_dir).session(session_id))
 
 
 def _pauses(first: float = 0.002, factor: float = 1.5, cap: float = 0.05) -> Callable[[], float]:
@@ -217,3 +217,57 @@ async def start_worker_async(
 ) -> WorkerSidecar:
     """`start_worker` without blocking the event loop."""
     return await asyncio.to_thread(start_worker, state_dir, session_id, timeout=timeout, on_wait=on_wait)
+
+
+async def wait_for_release(lock: Path, seconds: float) -> bool:
+    """Wait until no worker holds `lock`; False when one still does after `seconds`."""
+    deadline = time.monotonic() + seconds
+    pause = 0.005
+    while _lock_is_live(lock):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(pause)
+        pause = min(0.1, pause * 1.5)
+    return True
+
+
+async def stop_worker(paths: SessionPaths, *, again: str) -> bool:
+    """Ask the session's worker to leave (``POST /leave``) and wait until it let go of the session;
+    one that does not go (or cannot be asked) is sent SIGTERM, the way `kill` would end it.
+
+    Args:
+        paths: the session's files.
+        again: the command that tries again, named when the worker did not stop.
+
+    Returns:
+        False when no worker was live.
+
+    Raises:
+        WorkerUnavailable: the worker still holds the session after SIGTERM.
+    """
+    if not _lock_is_live(paths.lock):
+        return False
+    car = read_sidecar(paths.sidecar)
+    session_id = paths.root.name
+    asked = False
+    if car is not None:
+        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        try:
+            await client.leave()
+            asked = True
+        except WorkerUnavailable:
+            pass  # its socket is gone or it does not answer: SIGTERM (below) at once
+        finally:
+            await client.close()
+    if (asked or car is None) and await wait_for_release(paths.lock, 10.0):
+        return True
+    if car is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(car.pid, signal.SIGTERM)
+        if await wait_for_release(paths.lock, 5.0):
+            return True
+    raise WorkerUnavailable(
+        f"the worker of session {short_id(session_id)} did not stop; `{again}` tries again"
+    )

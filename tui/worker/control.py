@@ -1,0 +1,531 @@
+"""Turn and question control of a session's worker: a turn started now or queued, the queue,
+interrupting, the question a turn asks and its answer. Every change is an event written by the
+session's `EventWriter` (`tui.worker.writer`); this module decides which, and when.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from tui.errors import (
+    Busy,
+    DiskFull,
+    InvalidAnswer,
+    InvalidRequest,
+    NotFound,
+    QuestionNotPending,
+    ServerStopping,
+)
+from tui.protocol import (
+    AnswerRequest,
+    By,
+    Diff,
+    ImageRef,
+    Note,
+    Option,
+    PendingQuestion,
+    Plan,
+    PlanEntry,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    QueueItem,
+    TextChunk,
+    Thinking,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    ToolUpdated,
+    TurnAccepted,
+    TurnEnded,
+    TurnRequest,
+    TurnStarted,
+)
+from tui.protocol.state import SessionState
+from tui.store import SessionPaths, SessionRecord
+from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
+from tui.worker.writer import EventWriter
+
+__all__ = ["INTERRUPT_GRACE", "TurnControl"]
+
+log = logging.getLogger("tui.worker")
+
+INTERRUPT_GRACE = 3.0
+"""Seconds an interrupted turn gets to end by itself before its task is cancelled."""
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(5)}"
+
+
+class _Turn:
+    """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`): each call one event."""
+
+    def __init__(self, control: TurnControl, started: TurnStarted, images: Sequence[ImageRef] = ()) -> None:
+        self._control = control
+        self._writer = writer = control.writer
+        self.started = started
+        self._images = tuple(writer.paths.images / image.file for image in images)
+        self.interrupted = False
+        self.hold_queue = False
+        """Someone interrupted it: the queue waits after it until someone resumes it."""
+        self.task: asyncio.Task[None] | None = None
+        self.spent: dict[str, int] = {}
+        """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
+        current = writer.state.current
+        self.number = current.head.number if current is not None else 0
+
+    @property
+    def turn_id(self) -> str:
+        return self.started.turn_id
+
+    @property
+    def prompt(self) -> str:
+        return self.started.prompt
+
+    @property
+    def images(self) -> Sequence[Path]:
+        return self._images
+
+    def text(self, text: str) -> None:
+        if text:
+            self._writer.emit_turn(TextChunk(turn_id=self.turn_id, text=text))
+
+    def thinking(self, text: str) -> None:
+        if text:
+            self._writer.emit_turn(Thinking(turn_id=self.turn_id, text=text))
+
+    def plan(self, entries: Sequence[PlanEntry]) -> None:
+        self._writer.emit_turn(Plan(turn_id=self.turn_id, entries=list(entries)))
+
+    def tool_started(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        locations: Sequence[str] = (),
+    ) -> str:
+        call_id = new_id("call")
+        self._writer.emit_turn(
+            ToolStarted(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                name=name,
+                args=args,
+                title=title,
+                kind=kind,
+                locations=list(locations),
+            )
+        )
+        return call_id
+
+    def tool_output(self, call_id: str, text: str, diff: Diff | None = None) -> None:
+        if text or diff is not None:
+            self._writer.emit_turn(ToolOutput(turn_id=self.turn_id, call_id=call_id, text=text, diff=diff))
+
+    def tool_updated(
+        self,
+        call_id: str,
+        *,
+        title: str | None = None,
+        kind: str | None = None,
+        args: dict[str, Any] | None = None,
+        locations: Sequence[str] | None = None,
+        output: str | None = None,
+        diffs: Sequence[Diff] | None = None,
+    ) -> None:
+        self._writer.emit_turn(
+            ToolUpdated(
+                turn_id=self.turn_id,
+                call_id=call_id,
+                title=title,
+                kind=kind,
+                args=args,
+                locations=None if locations is None else list(locations),
+                output=output,
+                diffs=None if diffs is None else list(diffs),
+            )
+        )
+
+    def tool_ended(
+        self,
+        call_id: str,
+        status: Literal["completed", "still_working", "terminated", "error"],
+        value: Any = None,
+        error: str | None = None,
+    ) -> None:
+        self._writer.emit_turn(
+            ToolEnded(turn_id=self.turn_id, call_id=call_id, status=status, value=value, error=error)
+        )
+
+    def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
+        for kind, tokens in (("input", input), ("output", output), ("cached", cached)):
+            if tokens:
+                self.spent[kind] = self.spent.get(kind, 0) + tokens
+
+    def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
+        self._writer.context = (used, limit)
+        if cost is not None:
+            self._writer.cost = cost
+        self._writer.status_changed()
+
+    def activity(self, text: str) -> None:
+        self._writer.activity = text
+        self._writer.status_changed()
+
+    def note(self, text: str) -> None:
+        self._writer.emit_turn(Note(text=text, source=self._control.agent.name))
+
+    async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
+        return await self._control.ask(self, text, options, multiple=multiple, freeform=freeform)
+
+
+class TurnControl:
+    """The running turn, the queue and the pending question of one session."""
+
+    def __init__(self, writer: EventWriter, agent: Agent, record: SessionRecord, by: By) -> None:
+        self.writer = writer
+        self.agent = agent
+        self.record = record
+        self.by = by
+        """Who a request comes from when nobody else is named: the machine's owner."""
+        self.turn: _Turn | None = None
+        """The running turn, if any."""
+        self._queued_images: dict[str, list[ImageRef]] = {}
+        """The images sent with each queued prompt, by queue id, until it starts."""
+        self._question_future: asyncio.Future[Answer] | None = None
+        writer.on_disk_full = self._disk_full
+        writer.on_space_back = self._space_back
+
+    @property
+    def state(self) -> SessionState:
+        return self.writer.state
+
+    @property
+    def paths(self) -> SessionPaths:
+        return self.writer.paths
+
+    def _disk_full(self) -> None:
+        if self.turn is not None and not self.turn.interrupted:
+            self.interrupt()
+
+    def _space_back(self) -> None:
+        with contextlib.suppress(DiskFull):
+            self.kick_queue()
+
+    @property
+    def running(self) -> bool:
+        return self.turn is not None
+
+    def refuse_if_leaving(self) -> None:
+        if self.writer.leaving:
+            raise ServerStopping("this session's worker is stopping; attach again to start a new one")
+
+    def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:
+        """Start a turn now, or queue it. Idempotent by `request.request_id`.
+
+        `by` names a participant when the web bridge forwards their turn (the owner otherwise).
+
+        Raises:
+            Conflict: ``busy`` when delivery is ``now`` and a turn runs.
+            InvalidRequest: an image it names is not in this session.
+        """
+        if request.request_id and request.request_id in self.state.requests:
+            return self.state.requests[request.request_id]
+        self.refuse_if_leaving()
+        for i, image in enumerate(request.images):
+            if "/" in image.file or not (self.paths.images / image.file).is_file():
+                raise InvalidRequest(
+                    f"images[{i}].file: no image {image.file!r} in this session; upload it with POST /images"
+                )
+        if request.delivery == "now":
+            if self.running:
+                raise Busy(
+                    "a turn is running; queue this prompt (delivery queue) or wait for the turn to end"
+                )
+            started = self._start(
+                request.prompt,
+                request.client_id,
+                request.request_id,
+                None,
+                "user",
+                by=by,
+                images=request.images,
+            )
+            return TurnAccepted(turn_id=started.turn_id, seq=started.seq)
+        item = QueueItem(
+            queue_id=new_id("q"),
+            request_id=request.request_id,
+            prompt=request.prompt,
+            client_id=request.client_id,
+            by=by or self.by,
+        )
+        if request.images:
+            self._queued_images[item.queue_id] = list(request.images)
+        changed = self.writer.emit(QueueChanged(items=[*self.state.queue, item], held=self.state.queue_held))
+        accepted = TurnAccepted(queue_id=item.queue_id, seq=changed.seq)
+        self.kick_queue()
+        return accepted
+
+    def unqueue(self, queue_id: str) -> None:
+        """Take a queued prompt back.
+
+        Raises:
+            NotFound: it started already, or never was.
+        """
+        items = [i for i in self.state.queue if i.queue_id != queue_id]
+        if len(items) == len(self.state.queue):
+            raise NotFound(f"queue item {queue_id!r} is not queued: it started already, or never was")
+        self._queued_images.pop(queue_id, None)
+        # An empty queue holds nothing.
+        self.writer.emit(QueueChanged(items=items, held=self.state.queue_held and bool(items)))
+
+    def resume_queue(self) -> bool:
+        """Let a queue held after an interrupt run again: its next prompt starts when no turn runs.
+
+        Returns:
+            False when the queue was not held.
+        """
+        self.refuse_if_leaving()
+        if not self.state.queue_held:
+            return False
+        self.writer.emit(QueueChanged(items=list(self.state.queue), held=False))
+        self.kick_queue()
+        return True
+
+    def kick_queue(self) -> None:
+        """Start the next queued prompt when no turn runs and the queue is not held."""
+        writer = self.writer
+        if self.running or writer.leaving or writer.holding or self.state.queue_held or not self.state.queue:
+            return
+        item, *rest = self.state.queue
+        self.writer.emit(QueueChanged(items=rest))
+        images = self._queued_images.pop(item.queue_id, [])
+        try:
+            self._start(
+                item.prompt,
+                item.client_id,
+                item.request_id,
+                item.queue_id,
+                "queue",
+                by=item.by,
+                images=images,
+            )
+        except DiskFull:
+            # The prompt left the queue but did not start: put it back once space returns.
+            if images:
+                self._queued_images[item.queue_id] = images
+            self.writer.hold(QueueChanged(items=[item, *rest]))
+
+    def _start(
+        self,
+        prompt: str,
+        client_id: str | None,
+        request_id: str | None,
+        queue_id: str | None,
+        origin: Literal["user", "queue", "note"],
+        by: By | None = None,
+        images: Sequence[ImageRef] = (),
+    ) -> TurnStarted:
+        started = self.writer.emit(
+            TurnStarted(
+                turn_id=new_id("t"),
+                prompt=prompt,
+                client_id=client_id,
+                request_id=request_id,
+                queue_id=queue_id,
+                by=by or self.by,
+                origin=origin,
+            )
+        )
+        assert isinstance(started, TurnStarted)
+        if not self.record.title:
+            self._title_from(prompt)
+        turn = _Turn(self, started, images)
+        self.turn = turn
+        turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
+        return started
+
+    def _title_from(self, prompt: str) -> None:
+        from tui.errors import TuiError
+        from tui.store import get_session, save_session
+        from tui.store.paths import StatePaths
+
+        first = next((ln.strip() for ln in prompt.splitlines() if ln.strip()), "")
+        state = StatePaths(self.paths.root.parent.parent)
+        # Re-read first: a command may have changed the record (archived it) since this worker read it.
+        with contextlib.suppress(OSError, TuiError):
+            current = get_session(state, self.record.id)
+            if not current.title:
+                self.record = current.model_copy(update={"title": first[:60]})
+                save_session(state, self.record)
+
+    async def _run(self, turn: _Turn) -> None:
+        log.info("turn %s started (%s, %d characters)", turn.turn_id, turn.started.origin, len(turn.prompt))
+        try:
+            result = await self.agent.run_turn(turn)
+        except asyncio.CancelledError:
+            result = TurnOutcome("interrupted", "the turn did not stop when asked and was cut off")
+        except Exception as exc:
+            log.exception("turn %s: the agent failed", turn.turn_id)
+            result = TurnOutcome("failed", f"the worker failed running this turn: {exc!r}")
+        usage = {**turn.spent, **result.usage}
+        self.writer.activity = ""
+        if turn.interrupted:
+            result = TurnOutcome("interrupted", result.error)
+        self._cancel_question()
+        current = self.state.current
+        reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
+        self.writer.emit_turn(
+            TurnEnded(
+                turn_id=turn.turn_id,
+                outcome=result.outcome,
+                reply=reply,
+                error=result.error,
+                usage=usage,
+            )
+        )
+        log.info("turn %s ended %s", turn.turn_id, result.outcome)
+        self.turn = None
+        with contextlib.suppress(DiskFull):
+            if turn.hold_queue and self.state.queue and not self.state.queue_held and not self.writer.leaving:
+                # After an interrupt, what was queued behind the turn waits for someone to resume it.
+                self.writer.emit(QueueChanged(items=list(self.state.queue), held=True))
+            self.kick_queue()
+
+    def interrupt(self, *, hold: bool = False) -> bool:
+        """Ask the running turn to end ``interrupted``; False when none runs.
+
+        Args:
+            hold: someone asked (``POST /interrupt``): the queue then waits after the turn until
+                someone resumes it (``POST /queue/resume``), instead of starting its next prompt.
+        """
+        turn = self.turn
+        if turn is None:
+            return False
+        turn.hold_queue = turn.hold_queue or hold
+        if not turn.interrupted:
+            turn.interrupted = True
+            self._cancel_question()
+            self.agent.interrupt()
+            asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._cut_off, turn)
+        return True
+
+    def _cut_off(self, turn: _Turn) -> None:
+        if self.turn is turn and turn.task is not None and not turn.task.done():
+            log.warning("turn %s did not stop within %.0f s; cutting it off", turn.turn_id, INTERRUPT_GRACE)
+            turn.task.cancel()
+
+    # --- questions ---------------------------------------------------------------------------
+    async def ask(
+        self, turn: _Turn, text: str, options: list[Option], *, multiple: bool, freeform: bool
+    ) -> Answer:
+        """Put a question to the people attached and wait for the first answer."""
+        if self._question_future is not None:
+            raise Busy("a question is already pending in this session; ask the next one after its answer")
+        future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._question_future = future
+        question_id = new_id("ask")
+        self.writer.emit(
+            QuestionAsked(
+                turn_id=turn.turn_id,
+                question_id=question_id,
+                text=text,
+                options=options,
+                multiple=multiple,
+                freeform=freeform,
+            )
+        )
+        try:
+            return await future
+        finally:
+            if self._question_future is future:
+                self._question_future = None
+            if self.state.question is not None and self.state.question.question_id == question_id:
+                self.writer.emit_turn(QuestionResolved(question_id=question_id, how="cancelled"))
+
+    def _pending(self, question_id: str) -> PendingQuestion:
+        question = self.state.question
+        if question is None or question.question_id != question_id:
+            raise QuestionNotPending(
+                f"question {question_id!r} is not pending (already answered, dismissed or withdrawn)"
+            )
+        return question
+
+    def answer(self, request: AnswerRequest, by: By | None = None) -> None:
+        """Answer the pending question; the first answer wins.
+
+        Raises:
+            Conflict: ``question_not_pending``.
+            InvalidRequest: ``invalid_answer``.
+        """
+        question = self._pending(request.question_id)
+        labels = [o.label for o in question.options]
+        for label in request.selected:
+            if label not in labels:
+                offered = ", ".join(repr(x) for x in labels) or "none"
+                raise InvalidAnswer(f"{label!r} is not one of the options offered ({offered})")
+        if len(request.selected) > 1 and not question.multiple:
+            raise InvalidAnswer("this question takes one option, not several")
+        if len(set(request.selected)) != len(request.selected):
+            raise InvalidAnswer("an option was chosen twice")
+        freeform = request.freeform if request.freeform else None
+        if freeform is not None and not question.freeform:
+            raise InvalidAnswer("this question takes only its options, not free text")
+        if not request.selected and freeform is None:
+            raise InvalidAnswer("an answer needs an option or some text")
+        self.writer.emit(
+            QuestionResolved(
+                question_id=question.question_id,
+                how="answered",
+                selected=list(request.selected),
+                freeform=freeform,
+                client_id=request.client_id,
+                by=by or self.by,
+            )
+        )
+        self._settle(Answer(list(request.selected), freeform))
+
+    def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
+        """Dismiss the pending question (the program sees ``ToolError("dismissed")``)."""
+        question = self._pending(question_id)
+        self.writer.emit(
+            QuestionResolved(
+                question_id=question.question_id, how="dismissed", client_id=client_id, by=by or self.by
+            )
+        )
+        self._settle(QuestionDismissed("dismissed"))
+
+    def _cancel_question(self) -> None:
+        question = self.state.question
+        if question is not None:
+            self.writer.emit_turn(QuestionResolved(question_id=question.question_id, how="cancelled"))
+        self._settle(QuestionCancelled("cancelled"))
+
+    def _settle(self, outcome: Answer | Exception) -> None:
+        future, self._question_future = self._question_future, None
+        if future is None or future.done():
+            return
+        if isinstance(outcome, Exception):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    def agent_note(self, text: str) -> None:
+        if self.writer.leaving:
+            return
+        if self.turn is not None:
+            self.writer.emit_turn(Note(text=text, source=self.agent.name))
+            return
+        try:
+            self.writer.emit(Note(text=text, source=self.agent.name))
+        except DiskFull:
+            log.warning("a note of the agent was not kept, the disk is full: %s", text)
