@@ -38,6 +38,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "share": ("ID --name N --kind K", "invite someone to a session", "machines"),
     "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
     "agents": ("[--json]", "the ACP coding agents, and whether each is installed", "machines"),
+    "notify": ("test [--session ID]", "send a sample to [notify]'s webhook and command", "machines"),
 }
 _SUBCOMMANDS = (*_COMMANDS, "relay")
 """`relay` is not listed: an SSH remote's connection runs it (docs/remote.md)."""
@@ -174,6 +175,10 @@ def build_subparsers() -> argparse.ArgumentParser:
 
     p = add("agents", _command("sessions", "run_agents"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
+
+    p = add("notify", _command("notify", "run_notify"), remote=False)
+    p.add_argument("action", choices=("test",), help="test: send a sample and say how it went")
+    p.add_argument("--session", metavar="ID", help="name this session in the sample")
 
     p = add("answer", _command("sessions", "run_answer"))
     p.add_argument("id")

@@ -262,6 +262,8 @@ class SessionWorker:
         self.leaving = False
         self.left = asyncio.Event()
         """Set once the worker let go of its session (journal closed, lock released)."""
+        self.listeners: list[Callable[[Event, SessionState], None]] = []
+        """Called with each event written and the state after it (`tui.worker.notify`)."""
         self.on_leaving: Callable[[], None] | None = None
         """Called once leaving begins (the process marks its sidecar)."""
         self.idle_timeout: Callable[[], float] = lambda: 0.0
@@ -388,6 +390,8 @@ class SessionWorker:
         typed: Event = stamped  # type: ignore[assignment]
         ended = self.state.apply(typed).ended_by(typed)
         self.hub.publish(line)
+        for listener in self.listeners:
+            listener(typed, self.state)
         if ended is not None:
             try:
                 self.turn_store.save(ended)
