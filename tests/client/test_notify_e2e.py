@@ -1,0 +1,191 @@
+"""``[notify]`` as a user has it: real workers tell a loopback webhook and run a command.
+
+Nothing here waits on a clock: to know that something was *not* told, a test makes the worker
+tell something later (a turn that fails, a second question) and looks at what came before it:
+one worker delivers its notices in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import wait_until
+
+from client.helpers import kill_worker, tui
+from tui.store import StatePaths
+
+SECRET = "s3cret-topic-7f3a"
+"""A part of the webhook's URL that must never reach the journal or a log."""
+
+
+class Hook:
+    """A loopback webhook (port 0): the JSON bodies it received, in order."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.fail_next = 0
+        lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with lock:
+                    if hook.fail_next:
+                        hook.fail_next -= 1
+                        self.send_response(500)
+                        self.end_headers()
+                        return
+                    hook.paths.append(self.path)
+                    hook.bodies.append(json.loads(data))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook/{SECRET}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def events(self) -> list[tuple[str, str]]:
+        return [(b["event"], b["key"]) for b in list(self.bodies)]
+
+    def wait_for(self, count: int) -> None:
+        wait_until(lambda: len(self.bodies) >= count, f"{count} notices at the webhook (got {self.events()})")
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    served = Hook()
+    yield served
+    served.server.shutdown()
+    served.server.server_close()
+
+
+def configure(text: str) -> None:
+    Path(os.environ["TUI_CONFIG_DIR"], "config.toml").write_text(text)
+
+
+def journal(state_dir: Path, sid: str) -> list[dict[str, Any]]:
+    path = StatePaths(state_dir).session(sid).journal
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def new_session(prompt: str, *, wait: bool = False) -> tuple[str, int]:
+    out = tui("send", "--new", prompt, *(["--wait"] if wait else []))
+    sid = out.stderr.strip().splitlines()[0]
+    assert len(sid) == 16, out.stderr
+    return sid, out.returncode
+
+
+def pending(state_dir: Path, sid: str, text: str) -> bool:
+    asked = {
+        e["question_id"]
+        for e in journal(state_dir, sid)
+        if e["type"] == "question_asked" and e["text"] == text
+    }
+    resolved = {e["question_id"] for e in journal(state_dir, sid) if e["type"] == "question_resolved"}
+    return bool(asked - resolved)
+
+
+def test_a_detached_sessions_question_reaches_the_webhook_once_and_an_answer_sends_nothing_more(
+    state_dir: Path, hook: Hook, tmp_path: Path
+) -> None:
+    said = tmp_path / "said.txt"
+    writer = "import sys; open(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\n')"
+    argv = [sys.executable, "-c", writer, str(said), "{event}", "{short_id}", "{question}", "{answer}"]
+    configure(
+        f'[notify]\non = ["question", "turn_failed"]\nafter = 1\nwebhook = "{hook.url}"\n'
+        f"command = {json.dumps(argv)}\n"
+    )
+    sid, code = new_session("x = ask('Deploy now?', options=['yes', 'no'])\nraise ValueError(f'after {x}')")
+    assert code == 0
+    hook.wait_for(1)
+    (question,) = hook.bodies
+    assert question["event"] == "question"
+    assert question["session_id"] == sid
+    assert question["question"]["text"] == "Deploy now?"
+    assert [o["label"] for o in question["question"]["options"]] == ["yes", "no"]
+    command = question["answer"]["commands"][0]
+    assert f"answer {sid[:8]} --option 1" in command
+    assert "Deploy now?" in question["body"] and command in question["body"]
+
+    # Answered in a terminal, as the notice says: the program goes on and its turn fails.
+    answered = tui(*command.split()[1:])
+    assert answered.returncode == 0, answered.stderr
+    hook.wait_for(2)
+    assert hook.events() == [("question", question["key"]), ("turn_failed", hook.bodies[1]["key"])]
+    assert "after yes" in hook.bodies[1]["body"]
+
+    wait_until(lambda: said.exists() and len(said.read_text().splitlines()) == 2, "the command's two runs")
+    runs = [eval(line) for line in said.read_text().splitlines()]  # noqa: S307 (our own repr)
+    assert runs[0][:3] == ["question", sid[:8], "Deploy now?"] and command in runs[0][3]
+    assert runs[1][0] == "turn_failed"
+
+    paths = StatePaths(state_dir).session(sid)
+    told = [e for e in journal(state_dir, sid) if e["type"] == "notified"]
+    assert [e["event"] for e in told] == ["question", "turn_failed"]
+    assert told[0]["told"] == ["webhook (127.0.0.1)", f"command ({Path(sys.executable).name})"]
+    assert all(SECRET not in p.read_text() for p in (paths.journal, paths.log))
+    assert hook.paths == [f"/hook/{SECRET}"] * 2
+
+
+def test_an_answer_within_after_tells_nothing(state_dir: Path, hook: Hook) -> None:
+    configure(f'[notify]\non = ["question"]\nafter = 8\nwebhook = "{hook.url}"\n')
+    sid, _ = new_session(
+        "a = ask('First?', options=['yes', 'no'])\nb = ask('Second?', options=['yes', 'no'])"
+    )
+    wait_until(lambda: pending(state_dir, sid, "First?"), "the first question")
+    answered = tui("answer", sid, "--option", "2")
+    assert answered.returncode == 0, answered.stderr
+    # The second question, asked after the first, is told after the same wait: the first would
+    # have come before it.
+    hook.wait_for(1)
+    assert [b["question"]["text"] for b in hook.bodies] == ["Second?"]
+
+
+def test_a_new_worker_after_kill_9_tells_nothing_twice(state_dir: Path, hook: Hook) -> None:
+    configure(f'[notify]\non = ["turn_failed", "worker_died"]\nwebhook = "{hook.url}"\n')
+    sid, code = new_session("raise ValueError('first')", wait=True)
+    assert code == 1
+    hook.wait_for(1)
+    wait_until(
+        lambda: any(e["type"] == "notified" for e in journal(state_dir, sid)), "the notice in the journal"
+    )
+    kill_worker(state_dir, sid)
+    again = tui("send", sid, "raise ValueError('second')", "--wait")
+    assert again.returncode == 1, again.stderr
+    hook.wait_for(3)
+    events = hook.events()
+    assert [e for e, _ in events] == ["turn_failed", "worker_died", "turn_failed"], events
+    assert "first" in hook.bodies[0]["body"] and "second" in hook.bodies[2]["body"]
+    assert len({key for _, key in events}) == 3
+
+
+def test_notify_test_says_what_happened(state_dir: Path, hook: Hook) -> None:
+    configure("")
+    nothing = tui("notify", "test")
+    assert nothing.returncode == 1
+    assert "names no webhook and no command" in nothing.stderr and len(nothing.stderr.splitlines()) == 1
+
+    configure(f'[notify]\nwebhook = "{hook.url}"\nretries = 1\n')
+    told = tui("notify", "test")
+    assert told.returncode == 0, told.stderr
+    assert told.stderr.strip() == "tui: told webhook (127.0.0.1)"
+    assert hook.bodies[0]["event"] == "test" and "answer" in hook.bodies[0]["answer"]["commands"][0]
+
+    hook.fail_next = 2
+    failed = tui("notify", "test")
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "tui: not told: webhook (127.0.0.1): HTTP 500 (2 tries)"
+    assert SECRET not in failed.stderr
