@@ -37,7 +37,7 @@ class Hook:
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with lock:
                     if hook.fail_next:
@@ -102,7 +102,7 @@ def test_a_detached_sessions_question_reaches_the_webhook_once_and_an_answer_sen
     state_dir: Path, hook: Hook, tmp_path: Path
 ) -> None:
     said = tmp_path / "said.txt"
-    writer = "import sys; open(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\n')"
+    writer = "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"
     argv = [sys.executable, "-c", writer, str(said), "{event}", "{short_id}", "{question}", "{answer}"]
     configure(
         f'[notify]\non = ["question", "turn_failed"]\nafter = 1\nwebhook = "{hook.url}"\n'
@@ -128,7 +128,7 @@ def test_a_detached_sessions_question_reaches_the_webhook_once_and_an_answer_sen
     assert "after yes" in hook.bodies[1]["body"]
 
     wait_until(lambda: said.exists() and len(said.read_text().splitlines()) == 2, "the command's two runs")
-    runs = [eval(line) for line in said.read_text().splitlines()]  # noqa: S307 (our own repr)
+    runs = [json.loads(line) for line in said.read_text().splitlines()]
     assert runs[0][:3] == ["question", sid[:8], "Deploy now?"] and command in runs[0][3]
     assert runs[1][0] == "turn_failed"
 
