@@ -1,0 +1,96 @@
+"""A desktop notification through the terminal when the app is not in front.
+
+When a question arrives or a turn ends while the terminal's window is not the one in front
+(Textual's ``AppBlur``/``AppFocus``, from the terminal's focus reports), the app writes one
+notification: OSC 9 (iTerm2, WezTerm, kitty, Ghostty) or OSC 777 (foot) where the terminal is
+known to show them, else the bell (which most terminals and tmux turn into an urgent window).
+config.toml's ``[notify] terminal`` chooses (``auto``, ``osc9``, ``osc777``, ``bell``, ``off``).
+What is written is cleaned first: no control character of a program's text reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from textual.app import App
+
+from tui.protocol import QuestionAsked, TurnEnded
+
+__all__ = ["Alerts", "alert", "pick"]
+
+Mode = Literal["auto", "osc9", "osc777", "bell", "off"]
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+LIMIT = 180
+"""Characters of a notification's text at most."""
+
+
+def pick(environ: Mapping[str, str]) -> Literal["osc9", "osc777", "bell"]:
+    """The way `auto` rings the terminal of `environ`: by what it says it is."""
+    term = environ.get("TERM", "")
+    program = environ.get("TERM_PROGRAM", "")
+    if "TMUX" in environ or term.startswith(("screen", "tmux")):
+        return "bell"  # tmux passes a bell on as an alert, and swallows the OSCs
+    if program in ("iTerm.app", "WezTerm", "ghostty") or term in ("xterm-kitty", "xterm-ghostty"):
+        return "osc9"
+    if "KITTY_WINDOW_ID" in environ:
+        return "osc9"
+    if term.startswith("foot"):
+        return "osc777"
+    return "bell"
+
+
+def _clean(text: str, limit: int = LIMIT) -> str:
+    text = _CONTROL.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def sequence(mode: Literal["osc9", "osc777", "bell"], title: str, body: str) -> str:
+    """What is written to the terminal for one notification."""
+    if mode == "osc9":
+        return f"\x1b]9;{_clean(f'{title}: {body}' if body else title)}\x07"
+    if mode == "osc777":
+        return f"\x1b]777;notify;{_clean(title).replace(';', ',')};{_clean(body).replace(';', ',')}\x07"
+    return "\x07"
+
+
+class Alerts:
+    """The app's notifications: `saw` is given what the link delivered."""
+
+    def __init__(
+        self, mode: Mode = "auto", label: str = "tui", environ: Mapping[str, str] | None = None
+    ) -> None:
+        chosen = pick(os.environ if environ is None else environ) if mode == "auto" else mode
+        self.mode: Literal["osc9", "osc777", "bell", "off"] = chosen
+        self.label = label
+        self.sent: list[str] = []
+        """Every sequence written (or that would have been, headless), newest last."""
+
+    def saw(self, app: App[Any], items: Iterable[object]) -> None:
+        """Ring once for what arrived at once, when the terminal is not in front: a question
+        before a turn's end."""
+        if self.mode == "off" or app.app_focus:
+            return
+        said: tuple[str, str] | None = None
+        for item in items:
+            if isinstance(item, QuestionAsked):
+                said = (f"{self.label} asks", item.text)
+            elif isinstance(item, TurnEnded) and (said is None or not said[0].endswith("asks")):
+                said = (f"{self.label}: turn {item.outcome}", item.error or item.reply[-LIMIT:])
+        if said is None:
+            return
+        data = sequence(self.mode, *said)
+        self.sent.append(data)
+        driver = app._driver  # Textual writes its own escapes the same way (App.bell)
+        if not app.is_headless and driver is not None:
+            driver.write(data)
+
+
+def alert(app: App[Any], items: Iterable[object]) -> None:
+    """Hand `items` to the app's `Alerts`, when it has one."""
+    alerts = getattr(app, "alerts", None)
+    if isinstance(alerts, Alerts):
+        alerts.saw(app, items)
