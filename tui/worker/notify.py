@@ -21,6 +21,7 @@ name the webhook by its host (``webhook (ntfy.sh)``) and a command by its name.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import json
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import platformdirs
 
@@ -330,7 +331,13 @@ def _headers(settings: NotifySettings, environ: Mapping[str, str], content_type:
 
 
 def _post(url: str, data: bytes, headers: dict[str, str], timeout: float) -> None:
-    """One POST; the reasons it raises never hold the URL."""
+    """One POST; the reasons it raises never hold the URL. A user and password in the URL are
+    sent as basic authentication."""
+    parts = urlsplit(url)
+    if parts.username is not None:
+        credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        headers = {"Authorization": "Basic " + base64.b64encode(credentials).decode(), **headers}
+        url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
     request = urllib.request.Request(url, data=data, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
