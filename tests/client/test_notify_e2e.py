@@ -33,14 +33,23 @@ class Hook:
         self.bodies: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.fail_next = 0
+        self.fail_all = False
+        self.hang = threading.Event()
+        """Set: each request waits for `release` (and counts in `waiting`) before it is answered."""
+        self.release = threading.Event()
+        self.waiting = 0
         lock = threading.Lock()
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if hook.hang.is_set():
+                    with lock:
+                        hook.waiting += 1
+                    hook.release.wait(60)
                 with lock:
-                    if hook.fail_next:
+                    if hook.fail_all or hook.fail_next:
                         hook.fail_next -= 1
                         self.send_response(500)
                         self.end_headers()
@@ -68,6 +77,7 @@ class Hook:
 def hook() -> Iterator[Hook]:
     served = Hook()
     yield served
+    served.release.set()
     served.server.shutdown()
     served.server.server_close()
 
@@ -189,3 +199,29 @@ def test_notify_test_says_what_happened(state_dir: Path, hook: Hook) -> None:
     assert failed.returncode == 1
     assert failed.stderr.strip() == "tui: not told: webhook (127.0.0.1): HTTP 500 (2 tries)"
     assert SECRET not in failed.stderr
+
+
+def test_a_webhook_that_hangs_or_fails_never_holds_a_turn_and_a_failure_is_one_line(
+    state_dir: Path, hook: Hook
+) -> None:
+    configure(f'[notify]\non = ["turn_ended"]\nwebhook = "{hook.url}"\ntimeout = 60\nretries = 0\n')
+    hook.hang.set()
+    sid, code = new_session("print('one')", wait=True)
+    assert code == 0
+    wait_until(lambda: hook.waiting == 1, "the first notice to hang at the webhook")
+    # The worker is still telling of turn 1: turn 2 runs and ends all the same.
+    second = tui("send", sid, "print('two')", "--wait")
+    assert (second.returncode, second.stdout) == (0, "two\n")
+    assert hook.bodies == []
+
+    hook.fail_all = True
+    hook.release.set()
+    notified = lambda: [e for e in journal(state_dir, sid) if e["type"] == "notified"]  # noqa: E731
+    wait_until(lambda: len(notified()) == 2, "both notices to fail")
+    assert [e["failed"] for e in notified()] == [["webhook (127.0.0.1): HTTP 500"]] * 2
+    statuses = [e["activity"] for e in journal(state_dir, sid) if e["type"] == "status"]
+    assert "notify: webhook (127.0.0.1): HTTP 500" in statuses
+    log = StatePaths(state_dir).session(sid).log.read_text()
+    lines = [line for line in log.splitlines() if "tui.worker.notify" in line]
+    assert len(lines) == 2 and all("HTTP 500" in line and "WARNING" in line for line in lines), lines
+    assert SECRET not in log

@@ -570,7 +570,7 @@ class Notifier:
         if told:
             log.info("told %s of %s (%s)", ", ".join(told), notice.event, notice.key)
         for why in failed:
-            log.warning("notify: %s was not told of %s (%s)", why, notice.event, notice.key)
+            log.warning("notify: %s (%s) not told: %s", notice.event, notice.key, why)
         if failed:
             worker.activity = f"notify: {failed[0]}"
             worker.status_changed()
