@@ -29,8 +29,6 @@ import logging
 import os
 import re
 import shlex
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -150,6 +148,8 @@ def _command(state_root: Path | None, *words: str) -> str:
 
 def _label(session_id: str, title: str) -> str:
     short = short_id(session_id)
+    if len(title) > 40:
+        title = title[:39].rstrip() + "…"
     return f"tui {short} ({title})" if title else f"tui {short}"
 
 
@@ -169,8 +169,9 @@ def question_notice(
     if question.freeform or not question.options:
         commands.append(_command(state_root, "answer", short, "--text", "your answer"))
     lines = [question.text]
+    width = max((len(o.label) for o in question.options), default=0)
     for i, option in enumerate(question.options):
-        lines.append(f"  {i + 1}. {option.label}   {commands[i]}")
+        lines.append(f"  {i + 1}. {option.label.ljust(width)}   {commands[i]}")
     if question.freeform or not question.options:
         lines.append(f"free text: {commands[-1]}")
     if link:
@@ -333,6 +334,9 @@ def _headers(settings: NotifySettings, environ: Mapping[str, str], content_type:
 def _post(url: str, data: bytes, headers: dict[str, str], timeout: float) -> None:
     """One POST; the reasons it raises never hold the URL. A user and password in the URL are
     sent as basic authentication."""
+    import urllib.error  # here: a worker that tells nothing does not load http.client and ssl
+    import urllib.request
+
     parts = urlsplit(url)
     if parts.username is not None:
         credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
