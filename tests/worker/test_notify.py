@@ -135,7 +135,7 @@ async def test_headers_and_headers_from_the_environment(server: Server) -> None:
     assert headers["Title"] == "tui" and headers["Authorization"] == f"Bearer {SECRET}"
     _, failed = await deliver(settings, NOTICE, {})
     assert failed == [
-        "webhook (127.0.0.1): header Authorization: NTFY_AUTH is not set in the worker's environment"
+        "webhook (127.0.0.1): header Authorization: NTFY_AUTH is not set in the environment"
     ]
 
 

@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from tui.config import config_path, load_config
-from tui.errors import TuiError
+from tui.errors import TuiError, UsageError
 from tui.store import StatePaths, get_session, resolve_id
 from tui.worker.notify import deliver, sample_notice
 
@@ -17,6 +17,8 @@ __all__ = ["run_notify"]
 def run_notify(args: argparse.Namespace) -> int:
     """Tell the webhook and run the command of ``[notify]`` once, as a question would; say how
     each went. Exit 0 when every one took it, 1 (one line each) otherwise."""
+    if getattr(args, "remote", None):
+        raise UsageError("`tui notify test` tells what this machine's config.toml names; leave --remote out")
     config = load_config()
     settings = config.notify
     if settings.webhook is None and not settings.command:

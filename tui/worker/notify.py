@@ -326,7 +326,7 @@ def _headers(settings: NotifySettings, environ: Mapping[str, str], content_type:
     for header, variable in settings.headers_env.items():
         value = environ.get(variable)
         if not value:
-            raise _Failed(f"header {header}: {variable} is not set in the worker's environment", again=False)
+            raise _Failed(f"header {header}: {variable} is not set in the environment", again=False)
         headers[header] = value
     return headers
 
