@@ -134,9 +134,7 @@ async def test_headers_and_headers_from_the_environment(server: Server) -> None:
     headers, _ = server.got[-1]
     assert headers["Title"] == "tui" and headers["Authorization"] == f"Bearer {SECRET}"
     _, failed = await deliver(settings, NOTICE, {})
-    assert failed == [
-        "webhook (127.0.0.1): header Authorization: NTFY_AUTH is not set in the environment"
-    ]
+    assert failed == ["webhook (127.0.0.1): header Authorization: NTFY_AUTH is not set in the environment"]
 
 
 async def test_a_command_gets_placeholders_and_variables(tmp_path: Path) -> None:
