@@ -96,3 +96,22 @@ def test_nothing_rings_for_other_events() -> None:
     off = Alerts("off")
     off.saw(Blurred(), [asked])  # type: ignore[arg-type]
     assert off.sent == []
+
+
+def test_a_scripts_quick_turns_ring_once_and_a_question_always() -> None:
+    class Blurred:
+        app_focus = False
+        is_headless = True
+        _driver = None
+
+    now = [100.0]
+    alerts = Alerts("bell", clock=lambda: now[0])
+    ended = TurnEnded(turn_id="t", outcome="completed")
+    asked = QuestionAsked(turn_id="t", question_id="q", text="why?")
+    for _ in range(3):
+        alerts.saw(Blurred(), [ended])  # type: ignore[arg-type]
+    alerts.saw(Blurred(), [asked])  # type: ignore[arg-type]
+    assert len(alerts.sent) == 2
+    now[0] += 11
+    alerts.saw(Blurred(), [ended])  # type: ignore[arg-type]
+    assert len(alerts.sent) == 3

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from textual.app import App
@@ -24,6 +25,9 @@ __all__ = ["Alerts", "alert", "pick"]
 Mode = Literal["auto", "osc9", "osc777", "bell", "off"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
+QUIET = 10.0
+"""Seconds after a turn's end was told in which the next turn's end is not (a script's quick
+turns ring once); a question always rings."""
 LIMIT = 180
 """Characters of a notification's text at most."""
 
@@ -61,11 +65,17 @@ class Alerts:
     """The app's notifications: `saw` is given what the link delivered."""
 
     def __init__(
-        self, mode: Mode = "auto", label: str = "tui", environ: Mapping[str, str] | None = None
+        self,
+        mode: Mode = "auto",
+        label: str = "tui",
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         chosen = pick(os.environ if environ is None else environ) if mode == "auto" else mode
         self.mode: Literal["osc9", "osc777", "bell", "off"] = chosen
         self.label = label
+        self.clock = clock
+        self._turn_told = -QUIET
         self.sent: list[str] = []
         """Every sequence written (or that would have been, headless), newest last."""
 
@@ -82,6 +92,10 @@ class Alerts:
                 said = (f"{self.label}: turn {item.outcome}", item.error or item.reply[-LIMIT:])
         if said is None:
             return
+        if not said[0].endswith("asks"):
+            if self.clock() - self._turn_told < QUIET:
+                return
+            self._turn_told = self.clock()
         data = sequence(self.mode, *said)
         self.sent.append(data)
         driver = app._driver  # Textual writes its own escapes the same way (App.bell)
