@@ -225,3 +225,18 @@ def test_a_webhook_that_hangs_or_fails_never_holds_a_turn_and_a_failure_is_one_l
     lines = [line for line in log.splitlines() if "tui.worker.notify" in line]
     assert len(lines) == 2 and all("HTTP 500" in line and "WARNING" in line for line in lines), lines
     assert SECRET not in log
+
+
+def test_a_failed_turn_a_killed_worker_had_not_told_is_told_by_the_next(state_dir: Path, hook: Hook) -> None:
+    configure(f'[notify]\non = ["turn_failed"]\nwebhook = "{hook.url}"\ntimeout = 60\nretries = 0\n')
+    hook.hang.set()
+    sid, code = new_session("raise ValueError('untold')", wait=True)
+    assert code == 1
+    wait_until(lambda: hook.waiting == 1, "the notice to hang at the webhook")
+    kill_worker(state_dir, sid)  # while it was telling
+    hook.hang.clear()
+    back = tui("send", sid, "print('back')", "--wait")
+    assert back.returncode == 0, back.stderr
+    hook.wait_for(1)
+    assert [e for e, _ in hook.events()] == ["turn_failed"]
+    assert "untold" in hook.bodies[0]["body"]
