@@ -318,10 +318,6 @@ class WorkerSettings(_Settings):
         return parse_duration(value, off=True)
 
 
-NOTIFY_EVENTS = ("question", "turn_failed", "turn_ended", "worker_died")
-"""What ``[notify] on`` may name."""
-
-
 class NotifySettings(_Settings):
     """The ``[notify]`` table: who is told when a session needs someone (docs/cli.md, "Notifications").
 
@@ -359,8 +355,12 @@ class NotifySettings(_Settings):
     @field_validator("after", mode="before")
     @classmethod
     def _after(cls, value: object) -> float:
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise ValueError("write seconds or a duration such as 30s or 2m")
+        if (
+            not isinstance(value, str | int | float)
+            or isinstance(value, bool)
+            or str(value).strip().lower() in ("off", "never")
+        ):
+            raise ValueError("write the seconds a question waits before anyone is told (30, 2m; 0: at once)")
         return parse_duration(value, off=True)
 
     @field_validator("webhook")
