@@ -176,3 +176,20 @@ def test_the_reducer_keeps_what_was_told() -> None:
     for n in range(100):
         state.apply(Notified(seq=3 + n, key=f"turn_ended:t-{n}", event="turn_ended"))
     assert len(state.notified) == 64 and state.notified[-1] == "turn_ended:t-99"
+
+
+def test_a_notify_table_that_is_wrong_is_one_line_naming_its_line_and_no_secret(tmp_path: Path) -> None:
+    from tui.config import load_config
+    from tui.errors import TuiError
+
+    (tmp_path / "config.toml").write_text(
+        f'theme = "nord"\n\n[notify]\non = ["question"]\nwebhook = "ftp://{SECRET}"\n'
+    )
+    with pytest.raises(TuiError) as refused:
+        load_config(tmp_path)
+    said = str(refused.value)
+    assert said.startswith(f"{tmp_path / 'config.toml'}, line 5: notify.webhook: ") and "http" in said
+    assert SECRET not in said and "\n" not in said
+    (tmp_path / "config.toml").write_text('[notify]\nterminal = false\nafter = "2m"\n')
+    settings = load_config(tmp_path).notify
+    assert (settings.terminal, settings.after, settings.anywhere) == ("off", 120.0, False)
