@@ -59,13 +59,10 @@ def server() -> Iterator[Server]:
     served.http.server_close()
 
 
-NOTICE = question_notice(
-    "3f2a1b2c9d8e7f60",
-    Question(
-        turn_id="t-1", question_id="ask-1", text="Deploy?", options=[Option(label="yes"), Option(label="no")]
-    ),
-    title="deploy",
+NOTICE_QUESTION = Question(
+    turn_id="t-1", question_id="ask-1", text="Deploy?", options=[Option(label="yes"), Option(label="no")]
 )
+NOTICE = question_notice("3f2a1b2c9d8e7f60", NOTICE_QUESTION, title="deploy")
 
 
 class Sleeps:
@@ -193,3 +190,18 @@ def test_a_notify_table_that_is_wrong_is_one_line_naming_its_line_and_no_secret(
     (tmp_path / "config.toml").write_text('[notify]\nterminal = false\nafter = "2m"\n')
     settings = load_config(tmp_path).notify
     assert (settings.terminal, settings.after, settings.anywhere) == ("off", 120.0, False)
+
+
+def test_the_link_names_the_running_tui_web(tmp_path: Path) -> None:
+    import os
+
+    from tui.worker.notify import web_link
+
+    assert web_link(tmp_path, "3f2a1b2c9d8e7f60") is None
+    (tmp_path / "web").mkdir()
+    running = {"url": "http://127.0.0.1:7433", "pid": os.getpid()}
+    (tmp_path / "web" / "server.json").write_text(json.dumps(running))
+    assert web_link(tmp_path, "3f2a1b2c9d8e7f60") == "http://127.0.0.1:7433/api/sessions/3f2a1b2c9d8e7f60"
+    notice = question_notice("3f2a1b2c9d8e7f60", NOTICE_QUESTION, link=web_link(tmp_path, "3f2a1b2c9d8e7f60"))
+    assert notice.as_json()["answer"]["link"].endswith("/api/sessions/3f2a1b2c9d8e7f60")
+    assert "on the web: http://127.0.0.1:7433/api/sessions/3f2a1b2c9d8e7f60" in notice.body

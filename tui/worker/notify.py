@@ -43,6 +43,7 @@ from tui.errors import DiskFull
 from tui.protocol import (
     Event,
     Notified,
+    Option,
     Question,
     QuestionAsked,
     QuestionResolved,
@@ -264,8 +265,6 @@ def death_notice(
 
 def sample_notice(session_id: str = "0" * 16, *, title: str = "", state_root: Path | None = None) -> Notice:
     """What `tui notify test` sends: a question as one would come (nothing to answer)."""
-    from tui.protocol import Option
-
     question = Question(
         turn_id="t-sample",
         question_id="ask-sample",
