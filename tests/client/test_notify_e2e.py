@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_until
+from helpers import RUNS_UNTIL_STOPPED, wait_until
 
 from client.helpers import kill_worker, tui
 from tui.store import StatePaths
@@ -240,3 +240,19 @@ def test_a_failed_turn_a_killed_worker_had_not_told_is_told_by_the_next(state_di
     hook.wait_for(1)
     assert [e for e, _ in hook.events()] == ["turn_failed"]
     assert "untold" in hook.bodies[0]["body"]
+
+
+def test_a_worker_killed_mid_turn_is_told_once_as_its_death(state_dir: Path, hook: Hook) -> None:
+    configure(f'[notify]\non = ["turn_failed", "worker_died"]\nwebhook = "{hook.url}"\n')
+    sid, code = new_session(RUNS_UNTIL_STOPPED)
+    assert code == 0
+    wait_until(
+        lambda: any(e.get("text") == "started\n" for e in journal(state_dir, sid)), "the program to start"
+    )
+    kill_worker(state_dir, sid)
+    assert tui("send", sid, "raise ValueError('after')", "--wait").returncode == 1
+    hook.wait_for(2)
+    assert [e for e, _ in hook.events()] == ["worker_died", "turn_failed"], hook.events()
+    died, failed = hook.bodies
+    assert "turn 1, running then, failed" in died["body"] and died["turn"]["number"] == 1
+    assert "after" in failed["body"] and failed["turn"]["number"] == 2
