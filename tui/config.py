@@ -347,10 +347,10 @@ class NotifySettings(_Settings):
     """Seconds one try of the webhook or the command may take."""
     retries: int = Field(default=2, ge=0, le=10)
     """Tries after a failed one (1 s, 2 s, 4 s … apart)."""
-    terminal: Literal["auto", "osc9", "osc777", "bell", "off"] = "auto"
-    """The app's desktop notification when its terminal is not in front: ``auto`` (OSC 9 or
-    OSC 777 where the terminal is known to show them, else the bell), one of those, or ``off``;
-    ``true``/``false`` read as ``auto``/``off``."""
+    terminal: Literal["auto", "osc9", "osc99", "osc777", "bell", "off"] = "auto"
+    """The app's desktop notification when its terminal is not in front: ``auto`` (OSC 9, OSC 99
+    or OSC 777 where the terminal is known to show them, else the bell), one of those, or
+    ``off``; ``true``/``false`` read as ``auto``/``off``."""
 
     @field_validator("after", mode="before")
     @classmethod

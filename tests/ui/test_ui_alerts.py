@@ -64,7 +64,8 @@ async def test_a_question_and_a_turns_end_ring_the_terminal_only_when_it_is_not_
 
 def test_auto_picks_what_the_terminal_shows() -> None:
     assert pick({"TERM_PROGRAM": "iTerm.app", "TERM": "xterm-256color"}) == "osc9"
-    assert pick({"TERM": "xterm-kitty"}) == "osc9"
+    assert pick({"TERM": "xterm-kitty"}) == "osc99"
+    assert pick({"TERM_PROGRAM": "WezTerm", "TERM": "xterm-256color"}) == "osc9"
     assert pick({"TERM": "foot"}) == "osc777"
     assert pick({"TERM": "xterm-kitty", "TMUX": "/tmp/tmux-0/default,1,0"}) == "bell"
     assert pick({"TERM": "xterm-256color"}) == "bell"
@@ -77,6 +78,7 @@ def test_what_is_written_carries_no_control_character() -> None:
         == "\x1b]777;notify;tui 3f2a,x;a ]0,pwned b\x07"
     )
     assert sequence("bell", "t", "b") == "\x07"
+    assert sequence("osc99", "t", "b\x1b\\") == "\x1b]99;;t: b \\\x1b\\"
     assert sequence("osc9", "t", "\x9b" + "x" * 500).count("x") < 200
 
 

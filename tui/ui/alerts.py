@@ -2,9 +2,10 @@
 
 When a question arrives or a turn ends while the terminal's window is not the one in front
 (Textual's ``AppBlur``/``AppFocus``, from the terminal's focus reports), the app writes one
-notification: OSC 9 (iTerm2, WezTerm, kitty, Ghostty) or OSC 777 (foot) where the terminal is
-known to show them, else the bell (which most terminals and tmux turn into an urgent window).
-config.toml's ``[notify] terminal`` chooses (``auto``, ``osc9``, ``osc777``, ``bell``, ``off``).
+notification: OSC 9 (iTerm2, WezTerm, Ghostty), OSC 99 (kitty) or OSC 777 (foot) where the
+terminal is known to show them, else the bell (which most terminals and tmux turn into an urgent
+window). config.toml's ``[notify] terminal`` chooses (``auto``, ``osc9``, ``osc99``, ``osc777``,
+``bell``, ``off``).
 What is written is cleaned first: no control character of a program's text reaches the terminal.
 """
 
@@ -22,7 +23,8 @@ from tui.protocol import QuestionAsked, TurnEnded
 
 __all__ = ["Alerts", "alert", "pick"]
 
-Mode = Literal["auto", "osc9", "osc777", "bell", "off"]
+Mode = Literal["auto", "osc9", "osc99", "osc777", "bell", "off"]
+Way = Literal["osc9", "osc99", "osc777", "bell"]
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 QUIET = 10.0
@@ -32,15 +34,15 @@ LIMIT = 180
 """Characters of a notification's text at most."""
 
 
-def pick(environ: Mapping[str, str]) -> Literal["osc9", "osc777", "bell"]:
+def pick(environ: Mapping[str, str]) -> Way:
     """The way `auto` rings the terminal of `environ`: by what it says it is."""
     term = environ.get("TERM", "")
     program = environ.get("TERM_PROGRAM", "")
     if "TMUX" in environ or term.startswith(("screen", "tmux")):
         return "bell"  # tmux passes a bell on as an alert, and swallows the OSCs
-    if program in ("iTerm.app", "WezTerm", "ghostty") or term in ("xterm-kitty", "xterm-ghostty"):
-        return "osc9"
-    if "KITTY_WINDOW_ID" in environ:
+    if term == "xterm-kitty" or "KITTY_WINDOW_ID" in environ:
+        return "osc99"
+    if program in ("iTerm.app", "WezTerm", "ghostty") or term == "xterm-ghostty":
         return "osc9"
     if term.startswith("foot"):
         return "osc777"
@@ -52,10 +54,12 @@ def _clean(text: str, limit: int = LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def sequence(mode: Literal["osc9", "osc777", "bell"], title: str, body: str) -> str:
+def sequence(mode: Way, title: str, body: str) -> str:
     """What is written to the terminal for one notification."""
     if mode == "osc9":
         return f"\x1b]9;{_clean(f'{title}: {body}' if body else title)}\x07"
+    if mode == "osc99":
+        return f"\x1b]99;;{_clean(f'{title}: {body}' if body else title)}\x1b\\"
     if mode == "osc777":
         return f"\x1b]777;notify;{_clean(title).replace(';', ',')};{_clean(body).replace(';', ',')}\x07"
     return "\x07"
@@ -72,7 +76,7 @@ class Alerts:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         chosen = pick(os.environ if environ is None else environ) if mode == "auto" else mode
-        self.mode: Literal["osc9", "osc777", "bell", "off"] = chosen
+        self.mode: Way | Literal["off"] = chosen
         self.label = label
         self.clock = clock
         self._turn_told = -QUIET
