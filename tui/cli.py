@@ -39,6 +39,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "models": ("[--json]", "the model profiles, and whether each has its key", "machines"),
     "agents": ("[--json]", "the ACP coding agents, and whether each is installed", "machines"),
     "acp": ("[--agent NAME]", "be an ACP agent on stdin/stdout, for an editor (Zed …)", "machines"),
+    "notify": ("test [--session ID]", "send a sample to [notify]'s webhook and command", "machines"),
 }
 _SUBCOMMANDS = (*_COMMANDS, "relay")
 """`relay` is not listed: an SSH remote's connection runs it (docs/remote.md)."""
@@ -181,6 +182,9 @@ def build_subparsers() -> argparse.ArgumentParser:
         "--agent", metavar="NAME", help="what new sessions run (default: config.toml's, else python)"
     )
     p.add_argument("--model", metavar="NAME", help="new sessions are model sessions with this model")
+    p = add("notify", _command("notify", "run_notify"), remote=False)
+    p.add_argument("action", choices=("test",), help="test: send a sample and say how it went")
+    p.add_argument("--session", metavar="ID", help="name this session in the sample")
 
     p = add("answer", _command("sessions", "run_answer"))
     p.add_argument("id")

@@ -25,6 +25,7 @@ __all__ = [
     "AgentProfile",
     "Config",
     "ModelProfile",
+    "NotifySettings",
     "SandboxSettings",
     "WorkerSettings",
     "config_dir",
@@ -317,6 +318,71 @@ class WorkerSettings(_Settings):
         return parse_duration(value, off=True)
 
 
+class NotifySettings(_Settings):
+    """The ``[notify]`` table: who is told when a session needs someone (docs/cli.md, "Notifications").
+
+    The session's worker tells a `webhook` and runs a `command` (either or both), so a session
+    no one is attached to is heard of; the app rings the terminal it runs in (`terminal`).
+    """
+
+    on: list[Literal["question", "turn_failed", "turn_ended", "worker_died"]] = ["question", "turn_failed"]
+    """What is told: a question waiting `after` seconds, a failed turn, every ended turn, a
+    worker found dead by the next one."""
+    after: float = 30.0
+    """Seconds a question waits unanswered before anyone is told (0: at once); a duration."""
+    webhook: str | None = None
+    """An ``http(s)://`` URL the worker POSTs to. A secret: never written to a journal or a log."""
+    format: Literal["json", "text", "slack", "discord"] = "json"
+    """The webhook's body: ``json`` (every field), ``text`` (plain text, e.g. ntfy), ``slack``
+    (``{"text": …}``) or ``discord`` (``{"content": …}``)."""
+    headers: dict[str, str] = {}
+    """Headers sent with the webhook (secrets too: they are never logged)."""
+    headers_env: dict[str, str] = {}
+    """Headers whose value is read from an environment variable of the worker: header → variable."""
+    command: list[str] = []
+    """A command run for each notification: argv with ``{title}``, ``{body}``, ``{event}``,
+    ``{session_id}``, ``{short_id}``, ``{question}``, ``{answer}``, ``{link}``; the same in
+    ``TUI_NOTIFY_*`` variables."""
+    timeout: float = Field(default=10.0, gt=0)
+    """Seconds one try of the webhook or the command may take."""
+    retries: int = Field(default=2, ge=0, le=10)
+    """Tries after a failed one (1 s, 2 s, 4 s … apart)."""
+    terminal: Literal["auto", "osc9", "osc99", "osc777", "bell", "off"] = "auto"
+    """The app's desktop notification when its terminal is not in front: ``auto`` (OSC 9, OSC 99
+    or OSC 777 where the terminal is known to show them, else the bell), one of those, or
+    ``off``; ``true``/``false`` read as ``auto``/``off``."""
+
+    @field_validator("after", mode="before")
+    @classmethod
+    def _after(cls, value: object) -> float:
+        if (
+            not isinstance(value, str | int | float)
+            or isinstance(value, bool)
+            or str(value).strip().lower() in ("off", "never")
+        ):
+            raise ValueError("write the seconds a question waits before anyone is told (30, 2m; 0: at once)")
+        return parse_duration(value, off=True)
+
+    @field_validator("webhook")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"https?://[^/\s]+", value):
+            raise ValueError("the webhook must be an http:// or https:// URL")
+        return value
+
+    @field_validator("terminal", mode="before")
+    @classmethod
+    def _terminal(cls, value: object) -> object:
+        if isinstance(value, bool):
+            return "auto" if value else "off"
+        return value
+
+    @property
+    def anywhere(self) -> bool:
+        """Whether the worker tells anyone (a webhook or a command is set, and something is on)."""
+        return bool(self.on) and (self.webhook is not None or bool(self.command))
+
+
 class Config(_Settings):
     """The user's settings; every field has a default, so an empty file is a whole configuration."""
 
@@ -329,6 +395,7 @@ class Config(_Settings):
     """The ``[agents]`` tables over `BUILTIN_AGENTS`."""
     sandbox: SandboxSettings = SandboxSettings()
     workers: WorkerSettings = WorkerSettings()
+    notify: NotifySettings = NotifySettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)
@@ -465,6 +532,12 @@ def _line_of(text: str, keys: list[str]) -> int | None:
         if len(keys) == 2:
             return start + 1
         key = keys[2]
+    elif len(keys) >= 2 and keys[0] in ("notify", "workers", "sandbox"):
+        header = re.compile(rf"^\s*\[\s*{re.escape(keys[0])}\s*\]")
+        start = next((i for i, ln in enumerate(lines) if header.match(ln)), -1)
+        if start < 0:
+            return None
+        key = keys[1]
     pattern = re.compile(rf"^\s*\"?{re.escape(key)}\"?\s*=")
     for i in range(start, len(lines)):
         if start and i > start and lines[i].lstrip().startswith("["):

@@ -112,9 +112,10 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
     link, where = connected[0]
 
     try:
-        theme = load_config().theme
+        config = load_config()
+        theme, alerts = config.theme, config.notify.terminal
     except TuiError:
-        theme = None  # a broken config.toml is said by the commands that read the rest of it
+        theme, alerts = None, "auto"  # a broken config.toml is said by the commands that read the rest of it
 
     app = TuiApp(
         link,
@@ -123,6 +124,7 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         folder=where,
         theme=theme,
         keep_theme=lambda chosen: save_setting("theme", chosen),
+        alerts=alerts,
     )
     app.run()
     code = app.return_code or 0

@@ -27,6 +27,7 @@ __all__ = [
     "KnownEvent",
     "ModelChanged",
     "Note",
+    "Notified",
     "Option",
     "Plan",
     "PlanEntry",
@@ -335,6 +336,23 @@ class Note(EventBase):
     source: str = ""
 
 
+class Notified(EventBase):
+    """Someone was told of something of this session (config.toml's ``[notify]``), once: a new
+    worker reads what was told from the journal and tells none of it again. It names the kinds
+    of places told and a host at most, never a URL, a header or a command's arguments."""
+
+    type: Literal["notified"] = "notified"
+    key: str
+    """What was told, unique in the session: ``question:ASK_ID``, ``turn_failed:TURN_ID``,
+    ``turn_ended:TURN_ID``, ``worker_died:EPOCH``."""
+    event: str
+    """``question``, ``turn_failed``, ``turn_ended`` or ``worker_died``."""
+    told: list[str] = []
+    """The places that took it: ``webhook (HOST)``, ``command (NAME)``."""
+    failed: list[str] = []
+    """Those that did not, each with why (``webhook (HOST): HTTP 500, 3 tries``)."""
+
+
 class WorkerLeaving(EventBase):
     type: Literal["worker_leaving"] = "worker_leaving"
     reason: str = ""
@@ -365,6 +383,7 @@ KnownEvent = Annotated[
     | Status
     | ModelChanged
     | Note
+    | Notified
     | WorkerLeaving,
     Field(discriminator="type"),
 ]

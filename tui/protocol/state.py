@@ -34,6 +34,7 @@ from tui.protocol.events import (
     Event,
     ModelChanged,
     Note,
+    Notified,
     Plan,
     PlanEntry,
     Presence,
@@ -94,6 +95,8 @@ _TURN_DETAIL = frozenset(
 )
 # Known events that change nothing here.
 _NO_STATE = frozenset({"worker_leaving"})
+KEEP_NOTIFIED = 64
+"""The most keys of `notified` kept (the newest): enough for what a new worker could tell again."""
 KEEP_NOTES = 20
 """The most notes kept between two turns (a note said again while kept is not kept twice)."""
 RUNNING = "running"
@@ -386,6 +389,8 @@ class SessionState(BaseModel):
     """The agent's own settings (its model among them, when it says one)."""
     cost: str = ""
     """What the session cost so far, as the agent reported it."""
+    notified: list[str] = []
+    """The keys of what someone was told of (`Notified.key`), the last `KEEP_NOTIFIED`."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -563,6 +568,9 @@ class SessionState(BaseModel):
                 self.mode = event.mode
                 self.modes = list(event.modes)
                 self.settings = list(event.settings)
+            case Notified():
+                if event.key not in self.notified:
+                    self.notified = [*self.notified, event.key][-KEEP_NOTIFIED:]
             case Note():
                 line = note_line(event)
                 if current is not None:

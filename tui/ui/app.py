@@ -13,6 +13,8 @@ from textual.timer import Timer
 
 from tui.errors import TuiError
 from tui.link.base import AttachLink, Reconnecting
+from tui.protocol.ids import short_id
+from tui.ui.alerts import Alerts, Mode
 from tui.ui.screens.session import SessionScreen
 from tui.ui.seen import SeenStore
 
@@ -105,8 +107,11 @@ class TuiApp(App[int]):
         folder: str = "",
         theme: str | None = None,
         keep_theme: Callable[[str], object] | None = None,
+        alerts: Mode = "auto",
     ) -> None:
         super().__init__()
+        self.alerts = Alerts(alerts, label=f"tui {short_id(link.session_id)}")
+        """The desktop notification of a question or a turn's end while the terminal is not in front."""
         self._saved_theme = theme
         """The theme of ``config.toml`` (shown from the start), then the one last kept."""
         self.keep_theme = keep_theme

@@ -45,6 +45,7 @@ from tui.worker.agent import Agent, AgentContext
 from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
 from tui.worker.core import SessionWorker
+from tui.worker.notify import watch
 
 __all__ = ["agent_context", "bind_socket", "main"]
 
@@ -182,6 +183,7 @@ async def _serve(
     worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
     worker.load(checkpoint)
+    watch(worker, context.config.notify)
     worker.begin()
     sock_path = paths.socket
     sock = bind_socket(sock_path)

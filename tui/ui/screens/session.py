@@ -65,6 +65,7 @@ from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model, note_line, who
 from tui.terminal import visible, visible_data
 from tui.ui import slash
+from tui.ui.alerts import alert
 from tui.ui.messages import Attached, LinkEvents, LinkStateChanged
 from tui.ui.pieces import duration_text
 from tui.ui.screens.pager import OutputPager
@@ -497,6 +498,7 @@ class SessionScreen(Screen[None]):
 
     # --- events --------------------------------------------------------------------------------
     async def on_link_events(self, message: LinkEvents) -> None:
+        alert(self.app, message.items)  # a desktop notification, when the terminal is not in front
         self.call_after_refresh(self._painted)
         applied = False
         whole = _whole_turns(message.items)
