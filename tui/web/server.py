@@ -19,7 +19,8 @@ import uvicorn
 from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
-from tui.web.app import WebBridge, create_app
+from tui.web.app import create_app
+from tui.web.bridge import WebBridge
 from tui.web.limits import GuardedH11, connection_limit
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token, read_token_file, write_token_file
