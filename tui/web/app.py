@@ -48,6 +48,7 @@ from tui.protocol.web import (
     WorkerView,
 )
 from tui.serve import (
+    Handler,
     decode,
     flag,
     handlers,
@@ -65,7 +66,9 @@ from tui.web.bridge import FEATURES, STREAM_CAP, WATCH_EVERY, WebBridge
 from tui.web.fanout import FollowResponse
 from tui.web.forward import FORWARDED_HEADERS, OpenStream
 from tui.web.gate import Endpoint, Gate, bridge_of, guard, session_of
+from tui.web.page import page_routes, signin, signout
 from tui.web.participants import parse_ttl
+from tui.web.signin import link
 
 __all__ = ["FEATURES", "STREAM_CAP", "WebBridge", "create_app"]
 
@@ -221,6 +224,7 @@ async def share(request: Request, principal: Principal, sid: str) -> Shared:
         token=token,
         url=bridge.url,
         command=f"tui remote add NAME {bridge.url} --token-file FILE",
+        link=link(bridge.url, bridge.signins.new_code(person.id)),
     )
 
 
@@ -371,7 +375,10 @@ OWN: dict[str, Endpoint] = {
     "share": share,
     "revoke": revoke,
 }
-"""The endpoints of the routes of `WEB`, served here."""
+"""The endpoints of the routes of `WEB`, served here (after their guard)."""
+
+OPEN: dict[str, Handler] = {"signin": signin, "signout": signout}
+"""The routes of `WEB` served without a guard."""
 
 
 def create_app(bridge: WebBridge) -> Starlette:
@@ -390,8 +397,13 @@ def create_app(bridge: WebBridge) -> Starlette:
     outside = [spec for spec in WEB.values() if spec not in inside]
     mounted = [*inside, *remote]
     endpoints = {**OWN, **passed}
+    # Signing in and out need no token: the code, or the cookie, is what they are about.
+    handlers_outside = {
+        spec.name: guard(spec, endpoints[spec.name]) for spec in outside if spec.name not in OPEN
+    }
     served = [
-        *routes(outside, {spec.name: guard(spec, endpoints[spec.name]) for spec in outside}),
+        *page_routes(),
+        *routes(outside, {**handlers_outside, **OPEN}),
         Mount(
             SESSION_PREFIX,
             routes=routes(

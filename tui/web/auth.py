@@ -14,7 +14,7 @@ from tui.protocol.principal import Principal
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.tokens import matches
 
-__all__ = ["authenticate", "describe", "principal_of"]
+__all__ = ["authenticate", "describe", "owner_name", "principal_of"]
 
 
 def describe(principal: Principal, store: ParticipantStore) -> Principal:
@@ -48,7 +48,7 @@ def authenticate(authorization: str | None, owner_digest: str, store: Participan
             "`tui remote add NAME URL --token-file F` sets one up"
         )
     if owner_digest and matches(token, owner_digest):
-        return Principal(kind="owner", name=_login(), token_digest=owner_digest)
+        return Principal(kind="owner", name=owner_name(), token_digest=owner_digest)
     person = store.find(token)
     if person is None:
         raise Unauthorized(
@@ -85,7 +85,8 @@ def principal_of(person: Participant) -> Principal:
     )
 
 
-def _login() -> str:
+def owner_name() -> str:
+    """The owner's name: this machine's login."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

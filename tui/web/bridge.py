@@ -17,6 +17,7 @@ from tui.web.forward import KEEPALIVE, Forwarder, OpenStream
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 from tui.web.sessions import LocalSessions
+from tui.web.signin import SignIns
 
 __all__ = ["FEATURES", "STREAM_CAP", "WATCH_EVERY", "WebBridge"]
 
@@ -52,6 +53,7 @@ class WebBridge:
     def __post_init__(self) -> None:
         self.web = WebPaths.of(self.state.root)
         self.participants = ParticipantStore(self.web)
+        self.signins = SignIns(self.web)
         self.sessions = LocalSessions(self.state)
         self.forwarder = Forwarder()
         self.fanouts = FanOuts(BRIDGE["events"].path)

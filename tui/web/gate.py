@@ -13,15 +13,24 @@ from typing import Any
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tui.errors import Forbidden, Misdirected, NotFound, ServerStopping, TuiError
+from tui.errors import Forbidden, Misdirected, NotFound, ServerStopping, TokenRevoked, TuiError, Unauthorized
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.routes import RouteSpec
 from tui.serve import Handler, refusal
-from tui.web.auth import authenticate
+from tui.web.auth import authenticate, owner_name, principal_of
 from tui.web.bridge import WebBridge
+from tui.web.signin import COOKIE, OWNER, PAGE_HEADER
 
-__all__ = ["Endpoint", "Gate", "bridge_of", "guard", "principal_of_request", "session_of"]
+__all__ = [
+    "Endpoint",
+    "Gate",
+    "bridge_of",
+    "cookie_principal",
+    "guard",
+    "principal_of_request",
+    "session_of",
+]
 
 Endpoint = Callable[[Request, Principal, str], Awaitable[Any]]
 """A route's work once its guard passed: the request, who asks, and the session's full id."""
@@ -67,15 +76,43 @@ def bridge_of(request: Request) -> WebBridge:
 
 
 def principal_of_request(request: Request) -> Principal:
-    """Who makes `request`: the trusted principal (``tui relay``), else its bearer token.
+    """Who makes `request`: the trusted principal (``tui relay``), else its bearer token, else
+    the page's session cookie (`tui.web.signin`), which counts only with the page's header.
 
     Raises:
-        Refused: no token, or an unknown, revoked or expired one.
+        Refused: no token, or an unknown, revoked or expired one; a cookie without the header,
+            or one signed out, expired or of a revoked share.
     """
     bridge = bridge_of(request)
     if bridge.trusted is not None:
         return bridge.trusted
+    cookie = request.cookies.get(COOKIE)
+    if request.headers.get("authorization") is None and cookie:
+        return cookie_principal(bridge, request, cookie)
     return authenticate(request.headers.get("authorization"), bridge.owner_digest, bridge.participants)
+
+
+def cookie_principal(bridge: WebBridge, request: Request, cookie: str) -> Principal:
+    """The principal a session cookie was given for, as it stands now.
+
+    Raises:
+        Refused: see `principal_of_request`.
+    """
+    if request.headers.get(PAGE_HEADER) != "1":
+        raise Forbidden(
+            f"a request signed in by cookie needs the header {PAGE_HEADER}: 1 (the page sends it)"
+        )
+    grant = bridge.signins.cookie(cookie)
+    if grant is None:
+        raise Unauthorized("this page is signed out; open a new sign-in link (`tui web --link`, `tui share`)")
+    if grant.who == OWNER:
+        if grant.owner_digest != bridge.owner_digest:
+            raise TokenRevoked("the owner token changed since this page signed in; open a new sign-in link")
+        return Principal(kind="owner", name=owner_name(), token_digest=grant.digest)
+    person = bridge.participants.get(grant.who)
+    if person is None:
+        raise TokenRevoked("the share this page signed in with no longer exists; ask for a new one")
+    return principal_of(person)
 
 
 def guard(spec: RouteSpec, fn: Endpoint) -> Handler:
