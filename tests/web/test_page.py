@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -257,3 +258,74 @@ def test_the_page_fits_a_phone_and_enter_sends_shift_enter_breaks_a_line(web: We
     assert width <= PHONE["width"], width  # nothing wider than the phone
     status = page.inner_text("#status")
     assert "python" in status and "idle" in status and "tokens" in status
+
+
+def test_revoking_the_share_ends_the_pages_stream_and_the_page_says_so(web: Web, page_of: Any) -> None:
+    sid = web.session()
+    wake(web, sid)
+    link = _share(web, sid, "--name", "rex", "--kind", "collaborator")
+    page = page_of(PHONE)
+    page.goto(link)
+    page.wait_for_selector("#prompt")
+    page.wait_for_selector("#status .here:has-text('rex')")  # its stream is open: the worker counts it
+    revoked = subprocess.run(
+        [sys.executable, "-m", "tui", "share", "revoke", sid, "--participant", "rex"],
+        env={**os.environ, "TUI_STATE_DIR": str(web.state)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    page.wait_for_selector("#banner:has-text('This share was revoked')")
+    assert page.query_selector("#prompt") is None
+
+
+NOTIFICATIONS = """
+window.__notes = [];
+window.Notification = class { constructor(title, o) { window.__notes.push(title + ' | ' + (o && o.body)); } };
+window.Notification.permission = 'granted';
+window.Notification.requestPermission = async () => 'granted';
+Object.defineProperty(document, 'hidden', { get: () => true });
+"""
+
+
+def test_a_hidden_tab_is_notified_when_a_question_waits_and_when_a_turn_ends(web: Web, page_of: Any) -> None:
+    sid = web.session()
+    wake(web, sid)
+    page = page_of(DESKTOP)
+    page.add_init_script(NOTIFICATIONS)  # the tab hidden, notifications allowed
+    page.goto(web.link)
+    page.wait_for_selector("#newsession")
+    page.goto(f"{web.url}/#s={sid}")
+    page.wait_for_selector("#prompt")
+    _turn(web, sid, "x = ask('Deploy now?', options=['yes', 'no'])")
+    page.wait_for_selector("#question button:has-text('yes')").click()
+    page.wait_for_selector(".turn .outcome.completed")
+    notes = page.evaluate("window.__notes")
+    assert notes[0] == f"A question waits in session {sid[:8]} | Deploy now?"
+    assert notes[1].startswith(f"Turn #1 completed in session {sid[:8]}")
+
+
+def test_tui_web_serves_the_page_over_tls_with_a_secure_cookie(state_dir: Path) -> None:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (apt-get install openssl)")
+    cert, key = state_dir / "cert.pem", state_dir / "key.pem"
+    subject = ["-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *subject],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    web = start_web(state_dir, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        assert web.url.startswith("https://") and web.link.startswith(web.url + "/#code=")
+        b = httpx.Client(base_url=web.url, verify=False, timeout=TIMEOUT)
+        web.clients.append(b)
+        assert "tui" in b.get("/").text
+        code = web.link.split("#code=")[1]
+        signed = b.post("/api/signin", json={"code": code}, headers={"X-Tui-Page": "1", "Origin": web.url})
+        assert signed.status_code == 200, signed.text
+        assert "secure" in {part.strip().lower() for part in signed.headers["set-cookie"].split(";")}
+    finally:
+        web.stop()
