@@ -800,7 +800,7 @@ class SessionView {
   }
 
   composer() {
-    const text = el("textarea", { id: "prompt", rows: 2, placeholder: "prompt (Enter sends, Shift+Enter a new line; /resume runs a held queue)", autocomplete: "off" });
+    const text = el("textarea", { id: "prompt", rows: 2, placeholder: "prompt: Enter sends, Shift+Enter a new line", autocomplete: "off" });
     const submit = async (delivery) => {
       const prompt = text.value;
       if (!prompt.trim()) return;
@@ -882,17 +882,25 @@ function steps(r) {
 
 function toolNode(t) {
   const title = t.title || t.name;
-  const args = t.args && Object.keys(t.args).length ? JSON.stringify(t.args) : "";
+  const args = t.args || {};
+  const output = t.output || "";
+  const short = output.split("\n").length <= 12 && (args.code || "").split("\n").length <= 12;
   const node = el(
     "details",
-    { class: "tool status-" + t.status, open: t.status === "running" || t.status === "error" ? true : null },
+    { class: "tool status-" + t.status, open: t.status === "running" || t.status === "error" || short ? true : null },
     el("summary", {}, el("span", { class: "tname", text: title }), el("span", { class: "tstatus", text: t.status })),
   );
-  if (args && title === t.name) node.appendChild(el("pre", { class: "args", text: args }));
-  if (t.output) node.appendChild(el("pre", { class: "output", text: t.output }));
+  // A program's code as code; other arguments one a line; a question's are shown by its box.
+  if (typeof args.code === "string") node.appendChild(el("pre", { class: "code", text: args.code }));
+  else if (t.name !== "ask_user" && title === t.name && Object.keys(args).length) {
+    const lines = Object.entries(args).map(([k, v]) => k + ": " + (typeof v === "string" ? v : JSON.stringify(v)));
+    node.appendChild(el("pre", { class: "args", text: lines.join("\n") }));
+  }
+  if (output) node.appendChild(el("pre", { class: "output", text: output }));
   for (const d of t.diffs || []) node.appendChild(diffNode(d));
   if (t.error) node.appendChild(el("pre", { class: "error", text: t.error }));
-  else if (t.value !== null && t.value !== undefined) node.appendChild(el("pre", { class: "value", text: typeof t.value === "string" ? t.value : JSON.stringify(t.value) }));
+  else if (t.value !== null && t.value !== undefined && t.name !== "ask_user")
+    node.appendChild(el("pre", { class: "value", text: typeof t.value === "string" ? t.value : JSON.stringify(t.value) }));
   return node;
 }
 
