@@ -329,3 +329,49 @@ def test_tui_web_serves_the_page_over_tls_with_a_secure_cookie(state_dir: Path) 
         assert "secure" in {part.strip().lower() for part in signed.headers["set-cookie"].split(";")}
     finally:
         web.stop()
+
+
+def test_the_owners_list_marks_a_waiting_question_and_who_is_here_and_starts_a_session(
+    web: Web, page_of: Any, tmp_path: Path
+) -> None:
+    sid = web.session()
+    wake(web, sid)
+    _turn(web, sid, "x = ask('Ready?')")
+    # a follower in another terminal
+    follower = web.client().stream("GET", f"/api/sessions/{sid}/events", params={"client_id": "tui:box:1"})
+    with follower as follow:
+        assert follow.status_code == 200
+        page = page_of(PHONE)
+        page.goto(web.link)
+        row = page.wait_for_selector(f".row:has(a[href='#s={sid}'])")
+        page.wait_for_selector(f".row:has(a[href='#s={sid}']) .badge:has-text('question waiting')")
+        page.wait_for_selector(f".row:has(a[href='#s={sid}']) .here:has-text('here:')")
+        assert str(web.state) in row.inner_text()
+    page.fill("#newsession input[name=folder]", str(tmp_path))
+    page.fill("#newsession input[name=agent]", "python")
+    page.click("#newsession button[type=submit]")
+    page.wait_for_selector("#prompt")
+    new = page.url.split("#s=")[1]
+    assert new != sid
+    shown = web.client().get(f"/api/sessions/{new}").json()
+    assert shown["folder"] == str(tmp_path) and shown["agent"] == "python"
+
+
+def test_older_turns_load_when_the_view_reaches_its_top(web: Web, page_of: Any) -> None:
+    sid = web.session()
+    wake(web, sid)
+    c = web.client()
+    for n in range(1, 26):
+        queued = {"prompt": f"print('turn {n}')", "delivery": "queue"}
+        reply = c.post(f"/api/sessions/{sid}/turn", json=queued)
+        assert reply.status_code == 202, reply.text
+    page = page_of(DESKTOP)
+    page.goto(web.link)
+    page.wait_for_selector("#newsession")
+    page.goto(f"{web.url}/#s={sid}")
+    page.wait_for_selector("#transcript :text('turn 25')")
+    assert len(page.query_selector_all(".turn")) < 25  # one page of turns at first
+    page.eval_on_selector("#transcript", "t => t.scrollTop = 0")
+    page.wait_for_selector(".turn .num:text-is('#1')")
+    nums = [n.inner_text() for n in page.query_selector_all(".turn .num")]
+    assert nums == [f"#{n}" for n in range(1, 26)]

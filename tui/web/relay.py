@@ -11,7 +11,6 @@ closed, or the client went away. Workers it started keep running.
 from __future__ import annotations
 
 import contextlib
-import getpass
 import os
 import signal
 import socket
@@ -22,6 +21,7 @@ from typing import BinaryIO, TextIO
 from tui import __version__
 from tui.protocol.principal import Principal
 from tui.store import StatePaths
+from tui.web.auth import owner_name
 from tui.web.bridge import WebBridge
 from tui.web.server import server_for
 
@@ -32,11 +32,7 @@ RELAY_HOST = "tui-relay"
 
 
 def _owner() -> Principal:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        name = "owner"
-    return Principal(kind="owner", name=name)
+    return Principal(kind="owner", name=owner_name())
 
 
 def relay(state: StatePaths, *, stdin: BinaryIO | None = None, out: TextIO = sys.stdout) -> int:
