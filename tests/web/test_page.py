@@ -375,3 +375,26 @@ def test_older_turns_load_when_the_view_reaches_its_top(web: Web, page_of: Any) 
     page.wait_for_selector(".turn .num:text-is('#1')")
     nums = [n.inner_text() for n in page.query_selector_all(".turn .num")]
     assert nums == [f"#{n}" for n in range(1, 26)]
+
+
+def test_a_question_of_several_choices_or_free_text_is_answered_from_the_page(web: Web, page_of: Any) -> None:
+    sid = web.session()
+    wake(web, sid)
+    page = page_of(PHONE)
+    page.goto(web.link)
+    page.wait_for_selector("#newsession")
+    page.goto(f"{web.url}/#s={sid}")
+    page.wait_for_selector("#prompt")
+    several = "ask('Which?', options=['a', 'b', 'c'], multiple=True, freeform=False)"
+    _turn(web, sid, f"picked = {several}\nprint(picked)")
+    page.wait_for_selector("#question input[value=a]").check()
+    page.check("#question input[value=c]")
+    assert page.query_selector("#question .freeform") is None
+    page.click("#question button:has-text('Answer')")
+    page.wait_for_selector(".line.answered:has-text('answered by') >> text=a, c")
+    page.wait_for_selector("#transcript :text(\"['a', 'c']\")")
+    _turn(web, sid, "print('hello', ask('Your name?'))")
+    page.wait_for_selector("#question .freeform").fill("Ada")
+    page.press("#question .freeform", "Enter")
+    page.wait_for_selector("#transcript :text('hello Ada')")
+    assert page.query_selector("#question").is_hidden()

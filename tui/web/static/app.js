@@ -880,6 +880,8 @@ function steps(r) {
   return out;
 }
 
+const ASKS = new Set(["ask", "ask_user"]); // a question's call: its box and its answered line say it
+
 function toolNode(t) {
   const title = t.title || t.name;
   const args = t.args || {};
@@ -892,14 +894,14 @@ function toolNode(t) {
   );
   // A program's code as code; other arguments one a line; a question's are shown by its box.
   if (typeof args.code === "string") node.appendChild(el("pre", { class: "code", text: args.code }));
-  else if (t.name !== "ask_user" && title === t.name && Object.keys(args).length) {
+  else if (!ASKS.has(t.name) && title === t.name && Object.keys(args).length) {
     const lines = Object.entries(args).map(([k, v]) => k + ": " + (typeof v === "string" ? v : JSON.stringify(v)));
     node.appendChild(el("pre", { class: "args", text: lines.join("\n") }));
   }
   if (output) node.appendChild(el("pre", { class: "output", text: output }));
   for (const d of t.diffs || []) node.appendChild(diffNode(d));
   if (t.error) node.appendChild(el("pre", { class: "error", text: t.error }));
-  else if (t.value !== null && t.value !== undefined && t.name !== "ask_user")
+  else if (t.value !== null && t.value !== undefined && !ASKS.has(t.name))
     node.appendChild(el("pre", { class: "value", text: typeof t.value === "string" ? t.value : JSON.stringify(t.value) }));
   return node;
 }
