@@ -113,7 +113,12 @@ class SignIns:
         """A cookie value for what `grant` signs in, lasting until `expires_at` (None: the share's end)."""
         value = new_token()
         cookie = grant.model_copy(update={"digest": digest(value), "expires_at": expires_at})
-        self._change(lambda f: f.cookies.append(cookie))
+
+        def change(f: _File) -> None:
+            now = _now()
+            f.cookies = [*(g for g in f.cookies if not _gone(g, now)), cookie]
+
+        self._change(change)
         return value
 
     def cookie(self, value: str) -> Grant | None:
