@@ -398,3 +398,27 @@ def test_a_question_of_several_choices_or_free_text_is_answered_from_the_page(we
     page.press("#question .freeform", "Enter")
     page.wait_for_selector("#transcript :text('hello Ada')")
     assert page.query_selector("#question").is_hidden()
+
+
+def test_queue_interrupt_and_resume_from_the_page(web: Web, page_of: Any) -> None:
+    sid = web.session()
+    wake(web, sid)
+    page = page_of(PHONE)
+    page.goto(web.link)
+    page.wait_for_selector("#newsession")
+    page.goto(f"{web.url}/#s={sid}")
+    box = page.wait_for_selector("#prompt")
+    box.fill("import time\nprint('long one')\ntime.sleep(600)")
+    page.click("#send")
+    page.wait_for_selector("#transcript :text('long one')")
+    box.fill("print('queued one')")
+    page.click("#queue-btn")
+    page.wait_for_selector("#queue .queued:has-text(\"print('queued one')\")")
+    page.click("#interrupt")
+    page.wait_for_selector(".turn .outcome.interrupted")
+    page.wait_for_selector("#queue .qhead:has-text('held')")  # a queue waits after an interrupt
+    box.fill("/resume")
+    box.press("Enter")
+    page.wait_for_selector("#transcript :text-is('queued one')")
+    page.wait_for_selector(".turn:nth-of-type(2) .outcome.completed")
+    assert page.query_selector("#queue").is_hidden()
