@@ -422,3 +422,15 @@ def test_queue_interrupt_and_resume_from_the_page(web: Web, page_of: Any) -> Non
     page.wait_for_selector("#transcript :text-is('queued one')")
     page.wait_for_selector(".turn:nth-of-type(2) .outcome.completed")
     assert page.query_selector("#queue").is_hidden()
+
+
+def test_signing_out_ends_the_pages_cookie(web: Web, page_of: Any) -> None:
+    page = page_of(PHONE)
+    page.goto(web.link)
+    page.wait_for_selector("#newsession")
+    assert page.evaluate("document.cookie") == ""  # HttpOnly: no script of the page can read it
+    page.click("#signout")
+    page.wait_for_selector("#banner:has-text('Signed out')")
+    page.reload()
+    page.wait_for_selector("#main .hint:has-text('sign-in link')")
+    assert page.query_selector("#newsession") is None
