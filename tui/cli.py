@@ -227,6 +227,11 @@ def build_subparsers() -> argparse.ArgumentParser:
     )
     p.add_argument("--port", type=int, default=7433, metavar="P", help="0 picks a free one, printed")
     p.add_argument("--token-file", metavar="F", help="where the owner token is written (0600)")
+    p.add_argument("--tls-cert", metavar="PEM", help="serve https with this certificate (and --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    p.add_argument(
+        "--link", action="store_true", help="print a fresh sign-in link for the running tui web, and exit"
+    )
 
     p = add("remote", _command("web", "run_remote"), remote=False)
     rsub = p.add_subparsers(dest="action", required=True)

@@ -31,6 +31,8 @@ class Web:
     token: str
     state: Path
     proc: subprocess.Popen[str]
+    link: str = ""
+    """The owner's sign-in link `tui web` printed at start."""
     clients: list[httpx.Client] = field(default_factory=list)
 
     @property
@@ -109,7 +111,9 @@ def start_web(state: Path, *args: str) -> Web:
         _, err = proc.communicate(5)
         raise AssertionError(f"tui web did not start: {line!r} {err}")
     url = line.split()[-1]
-    return Web(url=url, token=token_file.read_text().strip(), state=state, proc=proc)
+    assert proc.stdout is not None
+    link = proc.stdout.readline().split()[-1]  # printed with the line above: read already, or at once
+    return Web(url=url, token=token_file.read_text().strip(), state=state, proc=proc, link=link)
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from tui.store import StatePaths
 from tui.web.app import WebBridge, create_app
 from tui.web.openapi import document, operations
+from tui.web.page import PAGE_PATHS
 
 from .conftest import TIMEOUT, Web, start_web, wake
 
@@ -39,7 +40,7 @@ def test_the_document_lists_exactly_the_apps_routes() -> None:
     with tempfile.TemporaryDirectory(prefix="tui-", dir="/tmp") as d:
         app = create_app(WebBridge(StatePaths(Path(d)), "0" * 64))
     documented = {(spec.method.lower(), spec.path) for spec in operations()}
-    assert _served(app.routes) == documented
+    assert _served(app.routes) == documented | PAGE_PATHS
     paths = document()["paths"]
     assert {(m, p) for p, ops in paths.items() for m in ops} == documented
 
@@ -176,6 +177,10 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
             chk.answered.add(("get", sp + "/events"))
         shared = session("post", "/participants", json={"name": "ana", "kind": "viewer"})
         assert shared["token"]
+        code = shared["link"].split("#code=")[1]
+        browser = w.client(token=None, headers={"X-Tui-Page": "1"})
+        chk.check("post", "/api/signin", browser.post("/api/signin", json={"code": code}))
+        chk.check("post", "/api/signout", browser.post("/api/signout"))
         session("get", "/participants")
         session("delete", "/participants", params={"participant": "ana"})
         # A python session has no models: the switch is refused, with the document's refusal.

@@ -201,7 +201,7 @@ def test_the_link_names_the_running_tui_web(tmp_path: Path) -> None:
     (tmp_path / "web").mkdir()
     running = {"url": "http://127.0.0.1:7433", "pid": os.getpid()}
     (tmp_path / "web" / "server.json").write_text(json.dumps(running))
-    assert web_link(tmp_path, "3f2a1b2c9d8e7f60") == "http://127.0.0.1:7433/api/sessions/3f2a1b2c9d8e7f60"
+    assert web_link(tmp_path, "3f2a1b2c9d8e7f60") == "http://127.0.0.1:7433/#s=3f2a1b2c9d8e7f60"
     notice = question_notice("3f2a1b2c9d8e7f60", NOTICE_QUESTION, link=web_link(tmp_path, "3f2a1b2c9d8e7f60"))
-    assert notice.as_json()["answer"]["link"].endswith("/api/sessions/3f2a1b2c9d8e7f60")
-    assert "on the web: http://127.0.0.1:7433/api/sessions/3f2a1b2c9d8e7f60" in notice.body
+    assert notice.as_json()["answer"]["link"].endswith("/#s=3f2a1b2c9d8e7f60")
+    assert "on the web: http://127.0.0.1:7433/#s=3f2a1b2c9d8e7f60" in notice.body

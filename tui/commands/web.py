@@ -33,12 +33,35 @@ def run_web(args: argparse.Namespace) -> int:
     from tui.web.server import serve
 
     state = _state(args)
+    if args.link:
+        return _print_owner_link(state)
     if args.token_file:
         remember_token_file(args.token_file, state.root)
     suggested = _home(default_token_file("web-owner"))
     return serve(
-        state, host=args.host, port=args.port, token_file=args.token_file, suggested_token_file=suggested
+        state,
+        host=args.host,
+        port=args.port,
+        token_file=args.token_file,
+        suggested_token_file=suggested,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
     )
+
+
+def _print_owner_link(state: StatePaths) -> int:
+    """``tui web --link``: a fresh sign-in link for the owner, for the ``tui web`` running here."""
+    from tui.web.paths import WebPaths
+    from tui.web.server import owner_link, read_owner_digest, read_server
+    from tui.web.signin import CODE_TTL, SignIns
+
+    server = read_server(state)
+    web = WebPaths.of(state.root)
+    if server is None:
+        raise UsageError("tui web is not running here; start it with `tui web`: it prints a sign-in link")
+    page = owner_link(SignIns(web), str(server["url"]), read_owner_digest(web))
+    print(f"open in a browser (signs you in once, for {CODE_TTL // 60} minutes): {page}")
+    return 0
 
 
 def _home(path: Path) -> str:
@@ -187,7 +210,7 @@ def run_share(args: argparse.Namespace) -> int:
         raise UsageError("--turns limits a collaborator's turns; a viewer sends none")
     if args.ttl:
         parse_ttl(args.ttl)
-    person, token, url = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
+    person, token, url, page = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
     limits = [person.kind, f"expires {_when(person.expires_at)}"]
     if person.turns is not None:
         limits.append(f"{person.turns} turns")
@@ -206,7 +229,9 @@ def run_share(args: argparse.Namespace) -> int:
     if url is None:
         url = "http://HOST:7433"
         print("tui web is not running here: start it (`tui web --host ADDR`) and put its address in:")
-    print(f"for {person.name}, with the token saved in a file F:")
+    if page is not None:
+        print(f"for {person.name} in a browser (the link works once, for 10 minutes): {page}")
+    print(f"for {person.name} in a terminal, with the token saved in a file F:")
     print(f"  tui remote add NAME {url} --token-file F")
     print(f"  tui --remote NAME attach {short_id(sid)}")
     return 0
@@ -229,7 +254,7 @@ class _Shares:
 
     def add(
         self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
-    ) -> tuple[View, str, str | None]:
+    ) -> tuple[View, str, str | None, str | None]:
         raise NotImplementedError
 
 
@@ -252,15 +277,19 @@ class _LocalShares(_Shares):
 
     def add(
         self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
-    ) -> tuple[View, str, str | None]:
+    ) -> tuple[View, str, str | None, str | None]:
         from tui.web.participants import parse_ttl
         from tui.web.server import read_server
+        from tui.web.signin import SignIns, link
 
         person, token = self.store.add(
             sid, name=name, kind=kind, ttl=parse_ttl(ttl) if ttl else None, turns=turns
         )
         server = read_server(self.state)
-        return person.view(), token, str(server["url"]) if server else None
+        if server is None:
+            return person.view(), token, None, None
+        url = str(server["url"])
+        return person.view(), token, url, link(url, SignIns(self.store.paths).new_code(person.id))
 
 
 class _RemoteShares(_Shares):
@@ -292,10 +321,10 @@ class _RemoteShares(_Shares):
 
     def add(
         self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
-    ) -> tuple[View, str, str | None]:
+    ) -> tuple[View, str, str | None, str | None]:
         share = ShareRequest.model_validate({"name": name, "kind": kind, "ttl": ttl, "turns": turns})
         made: Shared = self._ask(WEB["share"], share, id=sid)
-        return made.participant, made.token, self.access.web.url
+        return made.participant, made.token, self.access.web.url, made.link
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> None:

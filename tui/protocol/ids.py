@@ -19,7 +19,7 @@ SHORT = 8
 Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp"]
 """What a client is: the full-screen app, one of the session commands, or a piped script."""
 
-_LABELS = {"tui": "terminal", "script": "script", "acp": "editor"}
+_LABELS = {"tui": "terminal", "script": "script", "acp": "editor", "page": "browser"}
 
 
 def short_id(session_id: str) -> str:

@@ -232,6 +232,16 @@ WEB = _routes(
     ),
     RouteSpec("openapi", "GET", "/api/openapi.json", "this document", "any"),
     RouteSpec(
+        "signin",
+        "POST",
+        "/api/signin",
+        "a sign-in link's one-time code for a session cookie (no token needed)",
+        "any",
+        request=w.SignInRequest,
+        answer=w.SignedIn,
+    ),
+    RouteSpec("signout", "POST", "/api/signout", "end the session cookie", "any", answer=w.SignedOut),
+    RouteSpec(
         "sessions",
         "GET",
         "/api/sessions",

@@ -27,6 +27,9 @@ __all__ = [
     "Share",
     "ShareRequest",
     "Shared",
+    "SignInRequest",
+    "SignedIn",
+    "SignedOut",
     "StopRequest",
     "Stopped",
     "WakeRequest",
@@ -191,6 +194,21 @@ class Shared(_Answer):
     """Shown once; only its digest is kept."""
     url: str
     command: str
+    link: str | None = None
+    """A link that signs a browser in as this participant (a one-time code in its fragment)."""
+
+
+class SignInRequest(_Body):
+    code: str = Field(max_length=200)
+    """The one-time code of a sign-in link's fragment."""
+
+
+class SignedIn(_Answer):
+    principal: Principal
+
+
+class SignedOut(_Answer):
+    signed_out: bool = True
 
 
 class Revoked(_Answer):

@@ -1,6 +1,7 @@
 """The web bridge (``tui web``): this machine's sessions for other machines, behind bearer tokens."""
 
-from tui.web.app import FEATURES, WebBridge, create_app
+from tui.web.app import create_app
+from tui.web.bridge import FEATURES, WebBridge
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.paths import WebPaths
 from tui.web.server import read_server, serve

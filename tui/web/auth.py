@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from tui.errors import TokenExpired, TokenRevoked, Unauthorized
 from tui.protocol.ids import short_id
-from tui.protocol.principal import Principal
-from tui.protocol.principal import owner_name as _login
+from tui.protocol.principal import Principal, owner_name
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.tokens import matches
 
@@ -47,7 +46,7 @@ def authenticate(authorization: str | None, owner_digest: str, store: Participan
             "`tui remote add NAME URL --token-file F` sets one up"
         )
     if owner_digest and matches(token, owner_digest):
-        return Principal(kind="owner", name=_login(), token_digest=owner_digest)
+        return Principal(kind="owner", name=owner_name(), token_digest=owner_digest)
     person = store.find(token)
     if person is None:
         raise Unauthorized(

@@ -21,7 +21,7 @@ from typing import BinaryIO, TextIO
 from tui import __version__
 from tui.protocol.principal import Principal, owner_name
 from tui.store import StatePaths
-from tui.web.app import WebBridge
+from tui.web.bridge import WebBridge
 from tui.web.server import server_for
 
 __all__ = ["RELAY_HOST", "relay"]

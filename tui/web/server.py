@@ -19,12 +19,23 @@ import uvicorn
 from tui.errors import UsageError
 from tui.store import StatePaths
 from tui.store._atomic import write_atomic
-from tui.web.app import WebBridge, create_app
+from tui.web.app import create_app
+from tui.web.bridge import WebBridge
 from tui.web.limits import GuardedH11, connection_limit
 from tui.web.paths import WebPaths
+from tui.web.signin import CODE_TTL, OWNER, SignIns, link
 from tui.web.tokens import digest, new_token, read_token_file, write_token_file
 
-__all__ = ["OwnerToken", "check_owner_token", "is_loopback", "read_server", "serve", "setup_owner_token"]
+__all__ = [
+    "OwnerToken",
+    "check_owner_token",
+    "is_loopback",
+    "owner_link",
+    "read_owner_digest",
+    "read_server",
+    "serve",
+    "setup_owner_token",
+]
 
 SHUTDOWN_GRACE = 2
 """Seconds an open connection gets to finish once ``tui web`` is asked to stop."""
@@ -114,6 +125,11 @@ def _read_digest(web: WebPaths) -> str:
     return lines[0].strip() if lines else ""
 
 
+def read_owner_digest(web: WebPaths) -> str:
+    """The stored owner token's digest ("" when none was made yet)."""
+    return _read_digest(web)
+
+
 def _only_printed(web: WebPaths) -> bool:
     """Whether the stored owner token was only ever printed (never written to a token file)."""
     try:
@@ -155,9 +171,10 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def server_for(bridge: WebBridge) -> _Server:
+def server_for(bridge: WebBridge, *, tls_cert: str | None = None, tls_key: str | None = None) -> _Server:
     """uvicorn serving `bridge`'s app, as `tui web` and `tui relay` both run it: the guarded
-    protocol with its connection bound, no access log, no proxy headers, a short graceful stop."""
+    protocol with its connection bound, no access log, no proxy headers, a short graceful stop;
+    over TLS when given a certificate and its key (PEM files)."""
     GuardedH11.max_connections = connection_limit()
     config = uvicorn.Config(
         create_app(bridge),
@@ -168,6 +185,8 @@ def server_for(bridge: WebBridge) -> _Server:
         access_log=False,
         proxy_headers=False,
         server_header=False,
+        ssl_certfile=str(Path(tls_cert).expanduser()) if tls_cert else None,
+        ssl_keyfile=str(Path(tls_key).expanduser()) if tls_key else None,
     )
     return _Server(config, bridge)
 
@@ -179,6 +198,8 @@ def serve(
     port: int = 7433,
     token_file: str | None = None,
     suggested_token_file: str = "FILE",
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     """Run ``tui web`` until it is stopped (Ctrl+C, SIGTERM). `suggested_token_file`: where the
@@ -188,6 +209,11 @@ def serve(
         UsageError: a non-loopback address without a token set up, or an address in use.
     """
     web = WebPaths.of(state.root)
+    if (tls_cert is None) != (tls_key is None):
+        raise UsageError("TLS needs both files: `tui web --tls-cert CERT.pem --tls-key KEY.pem`")
+    for given in (tls_cert, tls_key):
+        if given is not None and not Path(given).expanduser().is_file():
+            raise UsageError(f"no such file: {given}; give the PEM files of the certificate and its key")
     if not is_loopback(host) and token_file is None and (not _read_digest(web) or _only_printed(web)):
         raise UsageError(
             f"`tui web --host {host}` serves other machines, so it needs a token first: "
@@ -210,15 +236,15 @@ def serve(
     sock.listen(128)
     sock.set_inheritable(True)
     bound_port = sock.getsockname()[1]
-    bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port)
+    bridge = WebBridge(state, owner.digest, host=host.strip("[]"), port=bound_port, tls=tls_cert is not None)
     logging.getLogger("uvicorn.error").addFilter(_not_tallied)
-    server = server_for(bridge)
+    server = server_for(bridge, tls_cert=tls_cert, tls_key=tls_key)
     # A SIGTERM from now on stops the server (uvicorn takes the signal over while it runs and
     # raises it again once it has shut down: it then lands here, and the cleanup below runs).
     previous = signal.signal(signal.SIGTERM, server.handle_exit)
     try:
         write_atomic(web.server, json.dumps({"url": bridge.url, "pid": os.getpid()}) + "\n")
-        _announce(out, bridge.url, owner)
+        _announce(out, bridge.url, owner, owner_link(bridge.signins, bridge.url, owner.digest))
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -235,8 +261,14 @@ def _not_tallied(record: logging.LogRecord) -> bool:
     return record.getMessage() != "Invalid HTTP request received."
 
 
-def _announce(out: TextIO, url: str, owner: OwnerToken) -> None:
+def owner_link(signins: SignIns, url: str, owner_digest: str) -> str:
+    """A fresh sign-in link for the owner (its code works once, for `CODE_TTL` seconds)."""
+    return link(url, signins.new_code(OWNER, owner_digest=owner_digest))
+
+
+def _announce(out: TextIO, url: str, owner: OwnerToken, page: str) -> None:
     print(f"tui web: serving this machine's sessions on {url}", file=out)
+    print(f"in a browser (this link signs you in once, for {CODE_TTL // 60} minutes): {page}", file=out)
     if owner.token is not None and owner.written_to is None:
         print(f"owner token (shown once, keep it secret): {owner.token}", file=out)
     if owner.written_to is not None:

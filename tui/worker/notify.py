@@ -276,7 +276,7 @@ def sample_notice(session_id: str = "0" * 16, *, title: str = "", state_root: Pa
 
 
 def web_link(state_root: Path, session_id: str) -> str | None:
-    """The session on the `tui web` of this state dir, when one runs (``web/server.json``, which
+    """The session's page on the `tui web` of this state dir, when one runs (``web/server.json``, which
     `tui web` writes while it serves, names its address and pid)."""
     try:
         data = json.loads((state_root / "web" / "server.json").read_text())
@@ -284,7 +284,7 @@ def web_link(state_root: Path, session_id: str) -> str | None:
         os.kill(pid, 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return f"{url.rstrip('/')}/api/sessions/{session_id}"
+    return f"{url.rstrip('/')}/#s={session_id}"
 
 
 # --- delivering -----------------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""Signing a browser in: a sign-in link's one-time code for a cookie bound to its principal, on a
+real `tui web`; the cookie counts only with the page's header, from the page's own origin."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tui.web.paths import WebPaths
+from tui.web.signin import SignIns
+
+from .conftest import Web, wake
+
+PAGE = {"X-Tui-Page": "1"}
+
+
+def _code(link: str) -> str:
+    assert "/#code=" in link, link
+    return link.split("#code=", 1)[1]
+
+
+def _browser(web: Web) -> httpx.Client:
+    return web.client(token=None)
+
+
+def _sign_in(web: Web, link: str) -> httpx.Client:
+    b = _browser(web)
+    reply = b.post("/api/signin", json={"code": _code(link)}, headers=PAGE)
+    assert reply.status_code == 200, reply.text
+    return b
+
+
+def test_the_owners_link_signs_in_once_for_an_httponly_strict_cookie(web: Web) -> None:
+    assert web.link.startswith(web.url + "/#code=")
+    b = _browser(web)
+    reply = b.post("/api/signin", json={"code": _code(web.link)}, headers=PAGE)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["principal"]["kind"] == "owner"
+    cookie = reply.headers["set-cookie"]
+    assert cookie.startswith("tui_session=")
+    flags = {part.strip().lower() for part in cookie.split(";")}
+    assert {"httponly", "samesite=strict", "path=/"} <= flags
+    assert "secure" not in flags  # plain http: a Secure cookie would never be sent back
+    assert b.get("/api/info", headers=PAGE).json()["principal"]["kind"] == "owner"
+    # the code works once
+    again = _browser(web).post("/api/signin", json={"code": _code(web.link)}, headers=PAGE)
+    assert again.status_code == 401 and "used already or has expired" in again.json()["detail"]
+
+
+def test_a_cookie_counts_only_with_the_pages_header_and_from_its_own_origin(web: Web) -> None:
+    b = _sign_in(web, web.link)
+    bare = b.get("/api/info")
+    assert bare.status_code == 403 and "X-Tui-Page" in bare.json()["detail"]
+    foreign = b.get("/api/info", headers={**PAGE, "Origin": "http://evil.example"})
+    assert foreign.status_code == 403
+    ours = b.get("/api/info", headers={**PAGE, "Origin": web.url})
+    assert ours.status_code == 200
+    # signing in needs the header too (a form of another site cannot send it)
+    assert _browser(web).post("/api/signin", json={"code": "x"}).status_code == 403
+
+
+def test_sign_out_ends_the_cookie_and_bearer_tokens_keep_working(web: Web) -> None:
+    b = _sign_in(web, web.link)
+    kept = dict(b.cookies)
+    assert b.post("/api/signout", headers=PAGE).status_code == 200
+    assert "tui_session" not in b.cookies
+    replay = _browser(web)
+    replay.cookies.update(kept)
+    refused = replay.get("/api/info", headers=PAGE)
+    assert refused.status_code == 401 and "signed out" in refused.json()["detail"]
+    assert web.client().get("/api/info").json()["principal"]["kind"] == "owner"
+
+
+def test_an_expired_code_is_refused(web: Web) -> None:
+    code = SignIns(WebPaths.of(web.state)).new_code("owner", owner_digest="x", ttl=0)
+    reply = _browser(web).post("/api/signin", json={"code": code}, headers=PAGE)
+    assert reply.status_code == 401
+
+
+def _share(web: Web, sid: str, *args: str) -> str:
+    env = {**os.environ, "TUI_STATE_DIR": str(web.state)}
+    command = [sys.executable, "-m", "tui", "share", sid, *args]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "in a browser" in ln)
+    return line.split()[-1]
+
+
+def test_tui_shares_link_signs_in_as_that_participant_with_its_limits(web: Web) -> None:
+    sid = web.session()
+    wake(web, sid)
+    link = _share(web, sid, "--name", "vi", "--kind", "viewer", "--ttl", "1h")
+    assert link.startswith(web.url + "/#code=")
+    b = _sign_in(web, link)
+    me = b.get("/api/info", headers=PAGE).json()["principal"]
+    assert me["kind"] == "viewer" and me["name"] == "vi" and me["session_id"] == sid and me["expires_at"]
+    assert b.get(f"/api/sessions/{sid}/transcript", headers=PAGE).status_code == 200
+    turn = b.post(f"/api/sessions/{sid}/turn", json={"prompt": "1"}, headers=PAGE)
+    assert turn.status_code == 403 and turn.json()["error"] == "not_permitted"
+    other = web.session()
+    assert b.get(f"/api/sessions/{other}", headers=PAGE).status_code == 403
+
+
+def test_revoking_the_share_ends_the_cookie_and_its_open_stream(web: Web) -> None:
+    sid = web.session()
+    wake(web, sid)
+    link = _share(web, sid, "--name", "co", "--kind", "collaborator", "--turns", "1")
+    b = _sign_in(web, link)
+    me = b.get("/api/info", headers=PAGE).json()["principal"]
+    assert me["kind"] == "collaborator" and me["turns_left"] == 1
+    with b.stream("GET", f"/api/sessions/{sid}/events", headers=PAGE) as stream:
+        assert stream.status_code == 200
+        revoked = subprocess.run(
+            [sys.executable, "-m", "tui", "share", "revoke", sid, "--participant", "co"],
+            env={**os.environ, "TUI_STATE_DIR": str(web.state)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert revoked.returncode == 0, revoked.stderr
+        for _ in stream.iter_raw():  # the stream ends by itself once the share is revoked
+            pass
+    after = b.get("/api/info", headers=PAGE)
+    assert after.status_code == 401 and after.json()["error"] == "token_revoked"
+
+
+def test_tui_web_link_prints_a_fresh_owner_link(web: Web) -> None:
+    env = {**os.environ, "TUI_STATE_DIR": str(web.state)}
+    out = subprocess.run(
+        [sys.executable, "-m", "tui", "web", "--link"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    link = out.stdout.split()[-1]
+    assert link != web.link
+    b = _sign_in(web, link)
+    assert b.get("/api/info", headers=PAGE).json()["principal"]["kind"] == "owner"
+
+
+def test_tui_web_link_without_a_running_tui_web_says_what_to_do(state_dir: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tui", "web", "--link"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode != 0
+    assert "tui web is not running here" in out.stderr and "Traceback" not in out.stderr
