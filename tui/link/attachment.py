@@ -27,10 +27,11 @@ events itself::
     outcome = await attachment.command("/stats")  # `StatsShown(line)`, `Failed(...)`, ...
     await attachment.close()
 
-`next()` takes what arrived as one batch (at least one item; a client that draws takes a batch
-per repaint, and a turn that starts and ends within one batch comes as one `CaughtUp`); `step()`
-takes one item at a time (a script waiting on a turn). Both apply in the caller's task, so what
-`session` says is what the changes handed out so far say.
+`next()` takes what arrived as one batch (at least one item; a turn that starts and ends within
+one batch comes as one `CaughtUp`); `step()` takes one item at a time (a script waiting on a
+turn). A client that draws waits with `ready()` in one task and applies with `take()` where it
+draws, one batch per repaint. Items are applied only when taken, so what `session` says is what
+the changes handed out so far say.
 """
 
 from __future__ import annotations
@@ -246,7 +247,20 @@ class Attachment:
             principal = self.link.principal
         return _Attached(transcript, info, principal)
 
-    async def _take(self, within: float | None, every: bool) -> list[_Item] | None:
+    @property
+    def ended(self) -> bool:
+        """Whether a `LinkChanged(Gone)` was handed out: nothing more comes."""
+        return self._ended
+
+    async def ready(self, within: float | None = None) -> bool:
+        """Wait until something arrived (True), or `within` seconds passed first (False); what
+        arrived is applied by `take`.
+
+        Raises:
+            EOFError: called again after the session was gone.
+            Exception: what the link raised that no follower expects.
+        """
+        self.start()
         while not self._inbox:
             if self._ended:
                 raise EOFError("the attachment ended: the session is gone")
@@ -255,16 +269,20 @@ class Attachment:
                 async with asyncio.timeout(within):
                     await self._arrived.wait()
             except TimeoutError:
-                return None
+                return False
+        head = self._inbox[0]
+        if isinstance(head, BaseException):
+            self._inbox.popleft()
+            raise head
+        return True
+
+    def take(self) -> list[ch.Change]:
+        """Apply everything that arrived (up to an error, which the next `ready` raises) and
+        hand it out as changes, in order."""
         taken: list[_Item] = []
-        while self._inbox:
-            item = self._inbox.popleft()
-            if isinstance(item, BaseException):
-                raise item
-            taken.append(item)
-            if not every:
-                break
-        return taken
+        while self._inbox and not isinstance(self._inbox[0], BaseException):
+            taken.append(self._inbox.popleft())  # type: ignore[arg-type]
+        return self._apply_batch(taken)
 
     async def next(self, within: float | None = None) -> list[ch.Change] | None:
         """Everything that arrived since the last call (waiting for at least one item), applied
@@ -274,21 +292,17 @@ class Attachment:
             EOFError: called again after the session was gone.
             Exception: what the link raised that no follower expects.
         """
-        self.start()
-        taken = await self._take(within, every=True)
-        return None if taken is None else self._apply_batch(taken)
+        return self.take() if await self.ready(within) else None
 
     async def step(
         self, within: float | None = None
     ) -> tuple[Event | LinkState | None, list[ch.Change]] | None:
         """The next item alone, applied: the event or link state (None for a change of the
         outbox) and its changes; None when `within` seconds passed first."""
-        self.start()
-        taken = await self._take(within, every=False)
-        if taken is None:
+        if not await self.ready(within):
             return None
-        item = taken[0]
-        changes = self._apply_batch(taken)
+        item = self._inbox.popleft()
+        changes = self._apply_batch([item])  # type: ignore[list-item]
         internal = isinstance(item, (_Attached, ch.OutboxChanged, ch.SendFailed, ch.PrincipalChanged))
         return (None if internal else item), changes  # type: ignore[return-value]
 
@@ -377,14 +391,14 @@ class Attachment:
         self._shown_turn = None
         return [*self._question(), ch.TurnEnded(record)]
 
-    def _drop_sent(self, request_id: str | None) -> list[ch.Change]:
-        """The prompt that started a turn leaves the outbox (the worker took it)."""
-        kept = [o for o in self.outbox if o.request_id != request_id]
+    def _drop_sent(self, event: TurnStarted) -> list[ch.Change]:
+        """The prompt that started a turn leaves the outbox: the worker took it."""
+        kept = [o for o in self.outbox if o.request_id != event.request_id]
         if len(kept) == len(self.outbox):
             return []
         for item in self.outbox:
-            if item.request_id == request_id and not item.settled:
-                item.settled = True
+            if item.request_id == event.request_id:
+                item.settled, item.waiting, item.turn_id = True, "", event.turn_id
         self.outbox = kept
         return [self._outbox_change()]
 
@@ -396,7 +410,7 @@ class Attachment:
         state.apply(event)
         out = self._ended_turn(running)
         if isinstance(event, TurnStarted):
-            out.extend(self._drop_sent(event.request_id))
+            out.extend(self._drop_sent(event))
             assert state.current is not None
             own = event.request_id in self.requests
             self._shown_turn = event.turn_id
@@ -443,7 +457,7 @@ class Attachment:
             self._shown_turn = None
             out.extend([*self._question(), ch.TurnEnded(record)])
         if isinstance(event, TurnStarted):
-            self.outbox = [o for o in self.outbox if o.request_id != event.request_id]
+            self._drop_sent(event)  # the outbox is shown with the turns caught up
         elif isinstance(event, TurnEnded) and (record := state.turns.get(event.turn_id)) is not None:
             caught_up.append(record)
         return out
@@ -569,7 +583,7 @@ class Attachment:
                 except (Conflict, TuiError) as exc:
                     self._settle(item, exc)
                     continue
-                item.turn_id = accepted.turn_id or None
+                item.turn_id = accepted.turn_id or item.turn_id
                 self._settle(item)
                 if self.principal.turns_left is not None:
                     with contextlib.suppress(TuiError):
@@ -634,12 +648,12 @@ class Attachment:
     async def _model(self, rest: str) -> ch.Outcome:
         if not rest:
             return ch.Usage("/model", "Type /model NAME.")
-        return await self._call("model", self.link.set_model(rest), lambda _: ch.Done("model", rest))
+        return await self._call("model", self.link.set_model(rest), lambda _: ch.Done("model"))
 
     async def _mode(self, rest: str) -> ch.Outcome:
         if not rest:
             return ch.Usage("/mode", "Type /mode NAME (Tab completes).")
-        return await self._call("mode", self.link.set_model(rest, "mode"), lambda _: ch.Done("mode", rest))
+        return await self._call("mode", self.link.set_model(rest, "mode"), lambda _: ch.Done("mode"))
 
     async def _queue(self, rest: str) -> ch.Outcome:
         if not rest:
