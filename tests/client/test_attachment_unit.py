@@ -16,7 +16,7 @@ from tui.errors import WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.link.base import Gone, Live, Located, Reconnecting
-from tui.link.mock import MockLink
+from tui.link.mock import MockLink, MockRequest
 from tui.protocol import TextChunk, Transcript
 from tui.protocol.principal import Principal
 
@@ -202,3 +202,31 @@ async def test_what_this_client_may_not_do_is_refused_in_one_line(line: str, say
     assert isinstance(refused, ch.NotPermitted) and says in refused.text
     assert not any(r.route in ("stop_worker", "send_turn") for r in link.requests)
     await attachment.close()
+
+
+async def test_a_scripts_prompt_refused_as_busy_is_sent_again_once_the_session_is_idle() -> None:
+    """`SessionWatch.send` (``tui send --wait``, the piped surface) goes through the outbox: a
+    turn of another client runs, so the prompt waits for idle rather than queueing."""
+    from tui.link.watch import SessionWatch
+
+    tried = asyncio.Event()
+
+    def note(request: MockRequest) -> object:
+        if request.route == "send_turn":
+            tried.set()
+        return NotImplemented  # answered as the scripted worker does: busy, the first time
+
+    link = MockLink(handler=note)
+    other = link.start_turn("someone_elses()")
+    watch = await SessionWatch.open(link)
+    sending = asyncio.create_task(watch.send("print('mine')"))
+    async with asyncio.timeout(TIMEOUT):
+        await tried.wait()
+        link.reply("theirs\n")
+        rid = await sending
+        turn = watch.by_request[rid]
+    assert turn != other and rid in watch.own_requests and turn in watch.own_turns
+    sent = [r.body for r in link.requests if r.route == "send_turn"]
+    assert {s["request_id"] for s in sent} == {rid} and all(s["delivery"] == "now" for s in sent)
+    assert len(sent) == 2  # refused as busy once, then taken
+    await watch.close()
