@@ -6,12 +6,12 @@ The same attachment runs against real workers in test_attachment_e2e.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from helpers import TIMEOUT
 
+from client.helpers import changes_until, link_became, of
 from tui.errors import WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
@@ -21,42 +21,26 @@ from tui.protocol import TextChunk, Transcript
 from tui.protocol.principal import Principal
 
 
-async def until(attachment: Attachment, found: Callable[[ch.Change], bool]) -> list[ch.Change]:
-    """The changes handed out up to the first that `found` accepts (the limit guards a hang)."""
-    seen: list[ch.Change] = []
-    async with asyncio.timeout(TIMEOUT):
-        while True:
-            batch = await attachment.next()
-            assert batch is not None
-            seen.extend(batch)
-            if any(found(c) for c in batch):
-                return seen
-
-
-def of(kind: type, changes: list[ch.Change]) -> list[Any]:
-    return [c for c in changes if isinstance(c, kind)]
-
-
 async def attached(link: MockLink) -> Attachment:
     attachment = Attachment(link)
-    await until(attachment, lambda c: isinstance(c, ch.LinkChanged) and isinstance(c.state, Live))
+    await changes_until(attachment, link_became(Live))
     return attachment
 
 
 async def test_a_turn_comes_as_typed_changes_in_order() -> None:
     link = MockLink()
     attachment = Attachment(link)
-    first = await until(attachment, lambda c: isinstance(c, ch.Attached))
+    first = await changes_until(attachment, lambda c: isinstance(c, ch.Attached))
     assert of(ch.Attached, first)[0].info is not None
     turn = link.start_turn("print(1)")
-    started = await until(attachment, lambda c: isinstance(c, ch.TurnStarted))
+    started = await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
     assert of(ch.TurnStarted, started)[0].record.turn_id == turn
     assert ch.StateChanged("working") in started
     link.emit(TextChunk(turn_id=turn, text="1\n"))
-    said = await until(attachment, lambda c: isinstance(c, ch.Output))
+    said = await changes_until(attachment, lambda c: isinstance(c, ch.Output))
     assert [c.event.text for c in of(ch.Output, said)] == ["1\n"]
     link.end_turn()
-    ended = await until(attachment, lambda c: isinstance(c, ch.TurnEnded))
+    ended = await changes_until(attachment, lambda c: isinstance(c, ch.TurnEnded))
     record = of(ch.TurnEnded, ended)[0].record
     assert (record.turn_id, record.outcome, record.reply) == (turn, "completed", "1\n")
     assert attachment.session.state == "idle"
@@ -69,7 +53,7 @@ async def test_turns_that_start_and_end_in_one_batch_come_caught_up_once() -> No
     for n in range(3):
         link.start_turn(f"print({n})")
         link.reply(f"{n}\n")
-    batch = await until(attachment, lambda c: isinstance(c, ch.CaughtUp))
+    batch = await changes_until(attachment, lambda c: isinstance(c, ch.CaughtUp))
     caught = of(ch.CaughtUp, batch)
     assert [r.reply for c in caught for r in c.records] == ["0\n", "1\n", "2\n"]
     assert not of(ch.TurnStarted, batch) and not of(ch.Output, batch)
@@ -82,13 +66,13 @@ async def test_a_prompt_typed_while_the_worker_is_away_is_sent_once_when_it_is_b
     attachment = await attached(link)
     link.located = Located("starting")
     link.drop("the worker restarted")
-    await until(attachment, lambda c: isinstance(c, ch.LinkChanged) and isinstance(c.state, Reconnecting))
+    await changes_until(attachment, link_became(Reconnecting))
     sent = attachment.submit("print(2)")
-    waiting = await until(attachment, lambda c: isinstance(c, ch.OutboxChanged) and c.waiting)
+    waiting = await changes_until(attachment, lambda c: isinstance(c, ch.OutboxChanged) and c.waiting)
     assert [o.prompt for o in of(ch.OutboxChanged, waiting)[-1].items] == ["print(2)"]
     link.located = Located("live")
     attachment.retry_now()
-    started = await until(attachment, lambda c: isinstance(c, ch.TurnStarted))
+    started = await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
     assert of(ch.TurnStarted, started)[0].own
     assert sent.settled and sent.turn_id == of(ch.TurnStarted, started)[0].record.turn_id
     assert len({r.body["request_id"] for r in link.requests if r.route == "send_turn"}) == 1
@@ -136,7 +120,7 @@ async def test_no_worker_for_the_links_timeout_is_gone() -> None:
     link.retry_hint = None
     link.no_worker_timeout = 0.0
     attachment = Attachment(link)
-    changes = await until(attachment, lambda c: isinstance(c, ch.LinkChanged) and isinstance(c.state, Gone))
+    changes = await changes_until(attachment, link_became(Gone))
     gone = of(ch.LinkChanged, changes)[-1].state
     assert "no worker was live for 0 s" in gone.reason and "tui attach 3f2a9c0e" in gone.reason
     assert attachment.ended
@@ -148,11 +132,11 @@ async def test_a_worker_gone_ends_the_running_turn_and_the_question() -> None:
     attachment = await attached(link)
     link.start_turn("ask()")
     link.ask("Ready?", ["yes"])
-    asked = await until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
+    asked = await changes_until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
     assert of(ch.QuestionChanged, asked)[-1].question.text == "Ready?"
     link.located = Located("gone", "the session was deleted")
     link.drop()
-    changes = await until(attachment, lambda c: isinstance(c, ch.StateChanged) and c.state == "ended")
+    changes = await changes_until(attachment, lambda c: isinstance(c, ch.StateChanged) and c.state == "ended")
     ended = of(ch.TurnEnded, changes)[0].record
     assert ended.outcome == "interrupted" and "the session was deleted" in (ended.error or "")
     assert of(ch.QuestionChanged, changes) == [ch.QuestionChanged(None)]
@@ -164,9 +148,11 @@ async def test_an_answer_resolves_the_question_with_its_line() -> None:
     attachment = await attached(link)
     link.start_turn("ask()")
     qid = link.ask("Ready?", ["yes", "no"])
-    await until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
+    await changes_until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
     await link.answer(qid, ["yes"])
-    resolved = of(ch.QuestionResolved, await until(attachment, lambda c: isinstance(c, ch.QuestionResolved)))
+    resolved = of(
+        ch.QuestionResolved, await changes_until(attachment, lambda c: isinstance(c, ch.QuestionResolved))
+    )
     assert resolved[0].question_id == qid and "yes" in resolved[0].line and not resolved[0].elsewhere
     await attachment.close()
 
@@ -186,7 +172,7 @@ async def test_slash_commands_answer_with_what_they_did() -> None:
     assert await attachment.command("/detach") == ch.Leave()
     link.start_turn("slow()")
     assert await attachment.command("/queue print(3)") == ch.Done("queue")
-    await until(attachment, lambda c: isinstance(c, ch.QueueChanged) and len(c.queue) == 1)
+    await changes_until(attachment, lambda c: isinstance(c, ch.QueueChanged) and len(c.queue) == 1)
     unqueued = await attachment.command("/unqueue")
     assert isinstance(unqueued, ch.Unqueued) and unqueued.item is not None
     assert unqueued.item.prompt == "print(3)"
