@@ -153,20 +153,19 @@ class Attachment:
         self.disk_full = ""
         """The worker's sentence while its disk is full (`Live.disk_full`)."""
         self.follower: Follower | None = None
-        self._first = transcript
-        if transcript is not None:
-            self._attach(transcript)
-            self.follower = Follower(link, transcript.cursor, sleep=self._wait)
         self._inbox: deque[_Item | BaseException] = deque()
         self._arrived = asyncio.Event()
         self._retry_now = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
         self._delivering: asyncio.Task[None] | None = None
-        self._asked: str | None = self.session.question.question_id if self.session.question else None
+        self._asked: str | None = None
         """The question last handed out as pending."""
-        self._shown_turn: str | None = self.session.current.turn_id if self.session.current else None
+        self._shown_turn: str | None = None
         """The turn last handed out as running (`TurnStarted`, or the transcript's current one)."""
         self._ended = False
+        if transcript is not None:
+            self._attach(transcript)
+            self.follower = Follower(link, transcript.cursor, sleep=self._wait)
 
     # --- following ---------------------------------------------------------------------------
     @property
