@@ -13,25 +13,21 @@ A client (the app's session screen, the piped surface and ``tui send --wait`` th
 `SessionWatch`, a browser page's server side, an editor's ACP endpoint) never follows or applies
 events itself::
 
-    attachment = Attachment(link)
-    attachment.start()
+    attachment = Attachment(link)  # it starts reading when first asked for changes
     HANDLERS = {changes.TurnStarted: show_turn, changes.Output: show_output, ...}
     async for batch in attachment:  # what arrived since the last batch, applied, in order
         for change in batch:
-            handler = HANDLERS.get(type(change))
-            if handler is not None:
-                handler(change)
+            HANDLERS.get(type(change), ignore)(change)  # a type it does not show: skipped
     # the iteration ends after a batch holding `LinkChanged(Gone(...))`
 
     attachment.submit("print(1)")  # sent now, or when the worker is live again
     outcome = await attachment.command("/stats")  # `StatsShown(line)`, `Failed(...)`, ...
     await attachment.close()
 
-`next()` takes what arrived as one batch (at least one item; a turn that starts and ends within
-one batch comes as one `CaughtUp`); `step()` takes one item at a time (a script waiting on a
-turn). A client that draws waits with `ready()` in one task and applies with `take()` where it
-draws, one batch per repaint. Items are applied only when taken, so what `session` says is what
-the changes handed out so far say.
+`next()` takes what arrived as one batch (a turn that starts and ends within it comes as one
+`CaughtUp`); `step()` one item (a script waiting on a turn); a client that draws waits with
+`ready()` and applies with `take()` where it draws, a batch per repaint. Items are applied only
+when taken: `session` says what the changes handed out so far say.
 """
 
 from __future__ import annotations
@@ -622,10 +618,7 @@ class Attachment:
             return ch.Failed(what, exc)
         return done(result)
 
-    async def _detach(self, rest: str) -> ch.Outcome:
-        return ch.Leave()
-
-    async def _stop(self, delete: bool) -> ch.Outcome:
+    async def _stop(self, rest: str, *, delete: bool = False) -> ch.Outcome:
         try:
             await self.link.stop_worker()
             if delete:
@@ -633,12 +626,6 @@ class Attachment:
         except TuiError as exc:
             return ch.Failed("exit", exc)
         return ch.Stopped(delete)
-
-    async def _exit(self, rest: str) -> ch.Outcome:
-        return await self._stop(False)
-
-    async def _exit_delete(self, rest: str) -> ch.Outcome:
-        return await self._stop(True)
 
     async def _archive(self, rest: str) -> ch.Outcome:
         done = ch.Done("archive", "The session is archived; it keeps running.")
@@ -683,6 +670,10 @@ class Attachment:
         )
 
 
+async def _leave() -> ch.Outcome:
+    return ch.Leave()
+
+
 def _whole_turns(items: Sequence[object]) -> set[str]:
     """The turns that both start and end among `items` (events as they arrived at once)."""
     started = {i.turn_id for i in items if isinstance(i, TurnStarted)}
@@ -692,9 +683,9 @@ def _whole_turns(items: Sequence[object]) -> set[str]:
 
 
 _COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
-    "/detach": Attachment._detach,
-    "/exit": Attachment._exit,
-    "/exit --delete": Attachment._exit_delete,
+    "/detach": lambda attachment, rest: _leave(),
+    "/exit": Attachment._stop,
+    "/exit --delete": lambda attachment, rest: attachment._stop(rest, delete=True),
     "/archive": Attachment._archive,
     "/model": Attachment._model,
     "/mode": Attachment._mode,
