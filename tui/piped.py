@@ -10,7 +10,8 @@ error. It follows the session with the same `SessionWatch` as ``tui send --wait`
 
 Exit codes (`tui.link.outcomes`): 0 every turn completed; 1 a turn failed or was interrupted, a
 timeout, any other error; 3 a question nobody answered; 4 the worker went away; 5 a reply with
-nothing in it (a model that said nothing). Slash commands are the core's table (`tui.link.slash`).
+nothing in it (a model that said nothing). Slash commands are the core's table (`tui.link.slash`),
+carried out by the attachment (`Attachment.command`), as the app's are.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from pathlib import Path
 from typing import IO, Any, Literal, cast
 
 from tui.access.base import SessionAccess
-from tui.errors import TuiError, UsageError
+from tui.errors import NotPermitted, TuiError, UsageError
+from tui.link import changes
 from tui.link import slash as commands
 from tui.link.base import AttachLink, LinkState, Reconnecting
 from tui.link.local import local_client_id
@@ -301,39 +303,44 @@ class _Run:
         return going
 
     async def slash(self, line: str) -> bool | None:
-        """Run a slash command; None ends the script (``/detach``, ``/exit``)."""
+        """Run a slash command (the attachment's, as the app's are); None ends the script
+        (``/detach``, ``/exit``)."""
         assert self.watch is not None
         word, rest = commands.parse(line)
-        if commands.find(word, "piped") is None:
-            names = ", ".join(c.name for c in commands.commands_for("piped"))
-            raise UsageError(f"unknown command {word}; piped input takes {names}")
-        if word == "/model":
-            if not rest:
-                raise UsageError("/model needs a name: `/model NAME`")
-            await self.link.set_model(rest)
-            self.say(f"model is now {rest}")
-        elif word == "/queue":
-            if not rest:
-                items = [item.prompt.splitlines()[0] if item.prompt else "" for item in self.watch.queue]
-                self.say(f"queue: {len(items)} waiting" + "".join(f"\n  {i}" for i in items))
-                return True
+        if word == "/queue" and rest and commands.find(word, "piped") is not None:
+            # A script's queued prompt is sent now and its turn reported when it ends.
             self.turns += 1
             rid = await self.watch.send(rest, delivery="queue")
             self.queued.append((self.turns, rid))
-        elif word == "/stats":
-            self.say(commands.format_stats(await self.link.stats()))
-        elif word == "/resume":
-            resumed = await self.link.resume_queue()
-            self.say("the held queue runs again" if resumed else "the queue was not held")
-        elif word == "/detach":
-            return None
-        elif word == "/exit":
+            return True
+        if word == "/exit":
             await self._report_queued(wait=True)
-            await self.link.stop_worker()
+        outcome = await self.watch.attachment.command(line, surface="piped")
+        if isinstance(outcome, changes.Unknown):
+            names = ", ".join(c.name for c in commands.commands_for("piped"))
+            raise UsageError(f"unknown command {word}; piped input takes {names}")
+        if isinstance(outcome, changes.Usage):
+            raise UsageError(f"{word} needs a name: `{word} NAME`")
+        if isinstance(outcome, changes.NotPermitted):
+            raise NotPermitted(outcome.text)
+        if isinstance(outcome, changes.Failed):
+            raise outcome.error
+        if isinstance(outcome, changes.Done) and outcome.name == "model":
+            self.say(f"model is now {rest}")
+        elif isinstance(outcome, changes.QueueShown):
+            items = [item.prompt.splitlines()[0] if item.prompt else "" for item in outcome.queue]
+            self.say(f"queue: {len(items)} waiting" + "".join(f"\n  {i}" for i in items))
+        elif isinstance(outcome, changes.StatsShown):
+            self.say(outcome.line)
+        elif isinstance(outcome, changes.Resumed):
+            self.say("the held queue runs again" if outcome.resumed else "the queue was not held")
+        elif isinstance(outcome, changes.Stopped):
             self.say(
                 f"stopped session {short_id(self.link.session_id)}: what it held in memory "
                 "(its programs' variables) is gone; its transcript stays"
             )
+            return None
+        elif isinstance(outcome, changes.Leave):
             return None
         return True
 

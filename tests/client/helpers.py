@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tui.link import changes as ch
+from tui.link.attachment import Attachment
 from tui.store import StatePaths, read_sidecar
 
 TIMEOUT = 60
@@ -60,3 +63,26 @@ def kill_worker(state_dir: Path, sid: str) -> int:
 def journal_seqs(state_dir: Path, sid: str) -> list[int]:
     path = StatePaths(state_dir).session(sid).journal
     return [json.loads(line)["seq"] for line in path.read_text().splitlines() if line.strip()]
+
+
+async def changes_until(attachment: Attachment, found: Any) -> list[ch.Change]:
+    """The changes `attachment` hands out up to the first that `found` accepts (the limit only
+    guards against a hang)."""
+    seen: list[ch.Change] = []
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            batch = await attachment.next()
+            assert batch is not None
+            seen.extend(batch)
+            if any(found(c) for c in batch):
+                return seen
+
+
+def of(kind: type, changes: list[ch.Change]) -> list[Any]:
+    """The changes of type `kind`."""
+    return [c for c in changes if isinstance(c, kind)]
+
+
+def link_became(kind: type) -> Any:
+    """Accepts a `LinkChanged` to a state of type `kind` (`Live`, `Reconnecting`, `Gone`)."""
+    return lambda c: isinstance(c, ch.LinkChanged) and isinstance(c.state, kind)

@@ -13,7 +13,8 @@ import pytest
 from textual import events
 
 from tui.access.local import LocalAccess
-from tui.protocol import QuestionAsked, TurnEnded
+from tui.link.changes import QuestionChanged, TurnEnded
+from tui.protocol import PendingQuestion, TurnRecord
 from tui.store import StatePaths, read_sidecar
 from tui.ui import TuiApp
 from tui.ui.alerts import Alerts, pick, sequence
@@ -91,8 +92,8 @@ def test_nothing_rings_for_other_events() -> None:
     alerts = Alerts("bell")
     alerts.saw(Blurred(), [])  # type: ignore[arg-type]
     assert alerts.sent == []
-    ended = TurnEnded(turn_id="t", outcome="failed", error="boom")
-    asked = QuestionAsked(turn_id="t", question_id="q", text="why?")
+    ended = TurnEnded(TurnRecord(turn_id="t", prompt="p", outcome="failed", error="boom"))
+    asked = QuestionChanged(PendingQuestion(turn_id="t", question_id="q", text="why?"))
     alerts.saw(Blurred(), [asked, ended])  # type: ignore[arg-type]
     assert alerts.sent == ["\x07"]
     off = Alerts("off")
@@ -108,8 +109,8 @@ def test_a_scripts_quick_turns_ring_once_and_a_question_always() -> None:
 
     now = [100.0]
     alerts = Alerts("bell", clock=lambda: now[0])
-    ended = TurnEnded(turn_id="t", outcome="completed")
-    asked = QuestionAsked(turn_id="t", question_id="q", text="why?")
+    ended = TurnEnded(TurnRecord(turn_id="t", prompt="p", outcome="completed"))
+    asked = QuestionChanged(PendingQuestion(turn_id="t", question_id="q", text="why?"))
     for _ in range(3):
         alerts.saw(Blurred(), [ended])  # type: ignore[arg-type]
     alerts.saw(Blurred(), [asked])  # type: ignore[arg-type]

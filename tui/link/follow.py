@@ -30,7 +30,7 @@ from tui.link.base import AttachLink, Backoff, Gone, LinkState, Live, Located, R
 from tui.protocol import Event, WorkerLeaving, WorkerStarted
 from tui.protocol.ids import short_id
 
-__all__ = ["Follower", "backoff_delay"]
+__all__ = ["Follower", "Retries", "backoff_delay"]
 
 
 def backoff_delay(backoff: Backoff, attempt: int, *, rng: random.Random | None = None) -> float:
@@ -38,6 +38,45 @@ def backoff_delay(backoff: Backoff, attempt: int, *, rng: random.Random | None =
     base = min(backoff.cap, backoff.first * backoff.factor ** max(0, attempt - 1))
     spread = (rng or random).uniform(-backoff.jitter, backoff.jitter)
     return max(0.0, min(backoff.cap, base * (1.0 + spread)))
+
+
+class Retries:
+    """The one retry policy of a client: each try waits `backoff_delay` (jitter included), at
+    least the link's last ``retry:`` hint; once no worker was live for the link's
+    ``no_worker_timeout`` it gives up with `Gone`. `Follower` follows with it, and
+    `tui.link.attachment.Attachment` fetches its first transcript with it.
+
+    The caller waits each `Reconnecting.delay` its own way (a client may cut it short: Ctrl+R).
+    """
+
+    def __init__(self, link: AttachLink) -> None:
+        self.link = link
+        self.attempt = 0
+        self._no_worker_since: float | None = None
+
+    def live(self) -> None:
+        """A worker answered: the no-worker clock stops."""
+        self._no_worker_since = None
+
+    def reset(self) -> None:
+        """Something was delivered: the next drop starts from the first delay again."""
+        self.attempt = 0
+        self._no_worker_since = None
+
+    def next(self, reason: str) -> Reconnecting | Gone:
+        """The next try (its delay), or `Gone` once no worker was live for too long."""
+        now = time.monotonic()
+        if self._no_worker_since is None:
+            self._no_worker_since = now
+        elif now - self._no_worker_since > self.link.no_worker_timeout:
+            again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
+            waited = self.link.no_worker_timeout
+            return Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again")
+        self.attempt += 1
+        delay = backoff_delay(self.link.backoff, self.attempt)
+        if self.link.retry_hint is not None:
+            delay = max(delay, self.link.retry_hint)
+        return Reconnecting(self.attempt, delay, reason)
 
 
 class Follower:
@@ -104,8 +143,7 @@ class Follower:
             return Located("starting", str(exc))
 
     async def _run(self) -> AsyncIterator[Event | LinkState]:
-        attempt = 0
-        no_worker_since: float | None = None
+        retries = Retries(self.link)
         reason = "connecting"
         located = await self._locate()
         while True:
@@ -120,7 +158,7 @@ class Follower:
                     async for item in self.link.open_stream(self.cursor):
                         if isinstance(item, Live):
                             # The stream is open: a worker is live, whatever it sends next.
-                            no_worker_since = None
+                            retries.live()
                             live = self._live(
                                 item.version or located.version, item.epoch or located.epoch, item.disk_full
                             )
@@ -132,8 +170,7 @@ class Follower:
                             continue
                         if not delivered:
                             delivered = True
-                            attempt = 0
-                            no_worker_since = None
+                            retries.reset()
                             live = self._live(located.version, located.epoch)
                             if live is not None:
                                 yield live
@@ -177,20 +214,10 @@ class Follower:
                 # A stream that delivered nothing and dropped: back off before the next try.
             else:
                 reason = located.reason or "the worker is starting"
-            now = time.monotonic()
-            if no_worker_since is None:
-                no_worker_since = now
-            elif now - no_worker_since > self.link.no_worker_timeout:
-                again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
-                waited = self.link.no_worker_timeout
-                self.state = Gone(f"no worker was live for {waited:g} s ({reason}); `{again}` tries again")
-                yield self.state
+            step = retries.next(reason)
+            self.state = step
+            yield step
+            if isinstance(step, Gone):
                 return
-            attempt += 1
-            delay = backoff_delay(self.link.backoff, attempt)
-            if self.link.retry_hint is not None:
-                delay = max(delay, self.link.retry_hint)
-            self.state = Reconnecting(attempt, delay, reason)
-            yield self.state
-            await self._sleep(delay)
+            await self._sleep(step.delay)
             located = await self._locate()

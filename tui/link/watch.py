@@ -2,15 +2,14 @@
 
 `SessionWatch` keeps a session's state (idle/working/asking, the pending question, which turn
 each request started, how each turn ended: a `SessionState`, the one reducer of
-`tui.protocol.state`) current from one `Follower`, pumped in a task so
-that waiting can time out or be interrupted without breaking the stream. `wait_idle` and
+`tui.protocol.state`) current from one `tui.link.attachment.Attachment`, which reads the stream
+in a task so that waiting can time out or be interrupted without breaking the stream. `wait_idle` and
 `run_turn` wait on it; questions are answered by a `QuestionPolicy` or end the wait with
 `Unanswered` (exit 3), a worker that went away for good with `WorkerGoneError` (exit 4 or 6).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fnmatch
 import json
@@ -23,17 +22,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tui.errors import (
-    Busy,
     Conflict,
     DiskFull,
     InvalidRequest,
     Refused,
     TuiError,
     WorkerGone,
-    WorkerUnavailable,
 )
+from tui.link.attachment import Attachment
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
-from tui.link.follow import Follower, backoff_delay
+from tui.link.follow import Follower
 from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
 from tui.protocol.ids import short_id
 from tui.protocol.state import SessionState, State
@@ -207,7 +205,7 @@ class QuestionPolicy:
 
 @dataclass
 class SessionWatch:
-    """A session's state, kept current from one follower.
+    """A session's state, kept current from one `Attachment` (the one every client uses).
 
     Args:
         link: the session.
@@ -223,22 +221,33 @@ class SessionWatch:
     gone: Gone | None = None
     own_requests: set[str] = field(default_factory=set)
     own_turns: set[str] = field(default_factory=set)
-    disk_full: str = ""
-    """The worker's sentence while its disk is full (`Live.disk_full`)."""
 
     def __post_init__(self) -> None:
-        self.session = SessionState.from_transcript(self.transcript, keep_turns=None)
-        """The session's state: every ended turn is kept, for `wait_turn`."""
+        self.attachment = Attachment(self.link, self.transcript, keep_turns=None)
+        """What follows the session and applies its events: every ended turn is kept, for
+        `wait_turn`."""
         self._accepted: dict[str, str] = {}
         """The turn each of this client's requests started, as the worker answered it."""
-        self.follower = Follower(self.link, self.transcript.cursor)
-        self._items: asyncio.Queue[Event | LinkState | Exception] = asyncio.Queue(maxsize=4096)
-        self._pump: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, link: AttachLink, **kwargs: Any) -> SessionWatch:
         """Read the session's state now and start following it from there."""
         return cls(link, await link.transcript(limit=0), **kwargs)
+
+    @property
+    def session(self) -> SessionState:
+        """The session's state (the one reducer's)."""
+        return self.attachment.session
+
+    @property
+    def follower(self) -> Follower:
+        assert self.attachment.follower is not None
+        return self.attachment.follower
+
+    @property
+    def disk_full(self) -> str:
+        """The worker's sentence while its disk is full (`Live.disk_full`)."""
+        return self.attachment.disk_full
 
     @property
     def cursor(self) -> int:
@@ -266,49 +275,31 @@ class SessionWatch:
         """Every turn that ended while this watch followed, by id."""
         return self.session.turns
 
-    async def _run_pump(self) -> None:
-        try:
-            async for item in self.follower:
-                await self._items.put(item)
-                if isinstance(item, Gone):
-                    return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # handed to the consumer, which raises it
-            await self._items.put(exc)
-
     def _apply(self, item: Event | LinkState) -> None:
         if isinstance(item, (Live, Reconnecting, Gone)):
             if isinstance(item, Gone):
                 self.gone = item
-            if isinstance(item, Live):
-                self.disk_full = item.disk_full
             if self.on_state is not None:
                 self.on_state(item)
             return
-        self.session.apply(item)
         if isinstance(item, TurnStarted) and item.request_id in self.own_requests:
             self.own_turns.add(item.turn_id)
         if self.on_event is not None:
             self.on_event(item)
 
     async def step(self, within: float | None = None) -> Event | LinkState | None:
-        """Apply the next event or link change; None when `within` seconds passed first.
+        """Apply the next event or link change; None when `within` seconds passed first (or
+        only the prompts on their way changed).
 
         Raises:
             WorkerGoneError: the worker went away for good.
         """
         if self.gone is not None:
             raise gone_error(self.gone)
-        if self._pump is None:
-            self._pump = asyncio.create_task(self._run_pump())
-        try:
-            async with asyncio.timeout(within):
-                item = await self._items.get()
-        except TimeoutError:
+        stepped = await self.attachment.step(within)
+        item = stepped[0] if stepped is not None else None
+        if item is None:
             return None
-        if isinstance(item, Exception):
-            raise item
         self._apply(item)
         if isinstance(item, Gone):
             raise gone_error(item)
@@ -316,11 +307,7 @@ class SessionWatch:
 
     async def close(self) -> None:
         """Stop following."""
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(BaseException):
-                await self._pump
-        await self.follower.aclose()
+        await self.attachment.close()
 
     # --- waiting ---------------------------------------------------------------------------------
     async def _handle_question(self, policy: QuestionPolicy | None, handled: dict[str, float]) -> None:
@@ -380,31 +367,25 @@ class SessionWatch:
         waits (the link restarts a dead one); the request id keeps a retried turn to one.
 
         Raises:
-            WorkerUnavailable: no worker came back within the link's ``no_worker_timeout``.
+            WorkerGoneError: no worker came back within the link's ``no_worker_timeout``.
+            TuiError: the worker refused the turn.
         """
         rid = request_id or uuid.uuid4().hex
         self.own_requests.add(rid)
-        attempt = 0
-        since = time.monotonic()
-        while True:
-            try:
-                accepted = await self.link.send_turn(prompt, request_id=rid, delivery=delivery)
-            except Busy:
-                await self.wait_idle()
-                continue
-            except WorkerUnavailable as exc:
-                # The worker died before the turn reached it: the link restarts it (within its
-                # budget) and the same request id makes sending again safe.
-                located = await self.link.locate()
-                if located.status == "gone" or time.monotonic() - since > self.link.no_worker_timeout:
-                    raise exc from None
-                attempt += 1
-                await asyncio.sleep(backoff_delay(self.link.backoff, attempt))
-                continue
-            if accepted.turn_id:
-                self._accepted[rid] = accepted.turn_id
-                self.own_turns.add(accepted.turn_id)
-            return rid
+        # The attachment's outbox sends it, again with the same request id once a worker is
+        # live (the link restarts a dead one; the follower's retries say when one is back).
+        item = self.attachment.submit(prompt, delivery, request_id=rid, when_busy="wait")
+        while not item.settled:
+            if item.waiting == "idle" and self.session.state != "idle":
+                await self.wait_idle()  # sent again once the session is idle
+            else:
+                await self.step()
+        if item.error is not None:
+            raise item.error
+        if item.turn_id:
+            self._accepted[rid] = item.turn_id
+            self.own_turns.add(item.turn_id)
+        return rid
 
     async def _follow_a_stopping_worker(self) -> None:
         """A turn ended interrupted: when its worker is stopping (``tui stop``, an idle timeout),

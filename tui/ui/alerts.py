@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from textual.app import App
 
-from tui.protocol import QuestionAsked, TurnEnded
+from tui.link.changes import CaughtUp, QuestionChanged, TurnEnded
 
 __all__ = ["Alerts", "alert", "pick"]
 
@@ -90,10 +90,11 @@ class Alerts:
             return
         said: tuple[str, str] | None = None
         for item in items:
-            if isinstance(item, QuestionAsked):
-                said = (f"{self.label} asks", item.text)
-            elif isinstance(item, TurnEnded) and (said is None or not said[0].endswith("asks")):
-                said = (f"{self.label}: turn {item.outcome}", item.error or item.reply[-LIMIT:])
+            if isinstance(item, QuestionChanged) and item.question is not None:
+                said = (f"{self.label} asks", item.question.text)
+            elif isinstance(item, TurnEnded | CaughtUp) and (said is None or not said[0].endswith("asks")):
+                record = item.record if isinstance(item, TurnEnded) else item.records[-1]
+                said = (f"{self.label}: turn {record.outcome}", record.error or record.reply[-LIMIT:])
         if said is None:
             return
         if not said[0].endswith("asks"):

@@ -15,7 +15,7 @@ from tui.errors import TuiError
 from tui.link.base import AttachLink, Reconnecting
 from tui.protocol.ids import short_id
 from tui.ui.alerts import Alerts, Mode
-from tui.ui.screens.session import SessionScreen
+from tui.ui.screens.session import GONE_EXIT_AFTER, SessionScreen
 from tui.ui.seen import SeenStore
 
 __all__ = ["TuiApp"]
@@ -103,7 +103,7 @@ class TuiApp(App[int]):
         first_prompt: str | None = None,
         state_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
-        gone_exit_after: float | None = 3.0,
+        gone_exit_after: float | None = GONE_EXIT_AFTER,
         folder: str = "",
         theme: str | None = None,
         keep_theme: Callable[[str], object] | None = None,

@@ -1,4 +1,5 @@
-"""What the link tells the app, as typed messages: the UI reacts to these, it never polls."""
+"""What the session's attachment tells the app, as typed messages: the UI reacts to these, it
+never polls."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from dataclasses import dataclass
 from textual.message import Message
 
 from tui.link.base import LinkState
-from tui.protocol import Event, Info, Transcript
 
-__all__ = ["Attached", "LinkEvents", "LinkMessage", "LinkStateChanged"]
+__all__ = ["Arrived", "LinkMessage", "LinkStateChanged"]
 
 
 @dataclass
@@ -18,15 +18,13 @@ class LinkMessage(Message, bubble=False):
 
 
 @dataclass
-class LinkEvents(LinkMessage):
-    """Events of the session's journal and link state changes, in order, each once.
+class Arrived(LinkMessage):
+    """Something arrived for the session's attachment: its handler takes it all (`take`) and
+    draws the changes.
 
-    One message carries everything that arrived while the previous one was being handled: the
-    follower appends to `items` until the screen takes the batch, so a burst of 20,000 chunks
-    costs a handful of messages, not 20,000.
+    What arrives while one is handled waits for the next, posted once the screen was painted,
+    so a burst of 20,000 chunks costs a handful of messages, not 20,000.
     """
-
-    items: list[Event | LinkState]
 
 
 @dataclass
@@ -34,11 +32,3 @@ class LinkStateChanged(LinkMessage):
     """The link went live, is reconnecting, or is gone."""
 
     state: LinkState
-
-
-@dataclass
-class Attached(LinkMessage):
-    """The session's last turns, pending question and queue: shown before any event."""
-
-    transcript: Transcript
-    info: Info | None

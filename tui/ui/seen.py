@@ -14,7 +14,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Seen", "SeenStore"]
+from tui.protocol import Transcript
+
+__all__ = ["Seen", "SeenStore", "since_seen"]
 
 
 @dataclass(frozen=True)
@@ -83,3 +85,26 @@ class SeenStore:
             os.replace(tmp, self.path)
         except OSError:
             Path(tmp).unlink(missing_ok=True)
+
+
+def since_seen(seen: Seen | None, transcript: Transcript) -> tuple[list[str], str | None]:
+    """What happened since this user last saw the session (``2 turns ended (1 failed)``, ``a
+    turn is running``, ``a question is waiting``) and the first turn that ended since, if any."""
+    if seen is None or transcript.cursor <= seen.cursor:
+        return [], None
+    new = [t for t in transcript.turns if (t.ended_seq or 0) > seen.cursor]
+    failed = sum(1 for t in new if t.outcome in ("failed", "interrupted"))
+    parts = []
+    if new:
+        at_least = transcript.has_more and len(new) == len(transcript.turns)
+        count = f"{'at least ' if at_least else ''}{len(new)}"
+        parts.append(
+            f"{count} turn{'s' if len(new) != 1 else ''} ended" + (f" ({failed} failed)" if failed else "")
+        )
+    current = transcript.current
+    if current is not None and current.started_seq > seen.cursor:
+        parts.append("a turn is running")
+    question = transcript.question
+    if question is not None and question.question_id != seen.question_id:
+        parts.append("a question is waiting")
+    return parts, (new[0].turn_id if new and parts else None)

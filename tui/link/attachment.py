@@ -1,0 +1,698 @@
+"""`Attachment`: one client's attachment to one session, the code every client shares.
+
+It fetches the session's first transcript (retrying under the one policy, `tui.link.follow.Retries`:
+jitter, the stream's ``retry:`` hint, the link's no-worker timeout), then follows the session with
+one `Follower`, applies each event with the one reducer (`tui.protocol.state.SessionState`) and
+hands out what changed as typed changes (`tui.link.changes`): it compares the state before and
+after each event once, so that a client only shows what it is told. It keeps the outbox, the
+prompts not taken by the worker yet (typed while the link is down, or while another turn starts),
+each with its request id, and sends them when the worker is live again; and it carries out the
+slash commands of `tui.link.slash`, answering each with an `Outcome` the client shows.
+
+A client (the app's session screen, the piped surface and ``tui send --wait`` through
+`SessionWatch`, a browser page's server side, an editor's ACP endpoint) never follows or applies
+events itself::
+
+    attachment = Attachment(link)  # it starts reading when first asked for changes
+    HANDLERS = {changes.TurnStarted: show_turn, changes.Output: show_output, ...}
+    async for batch in attachment:  # what arrived since the last batch, applied, in order
+        for change in batch:
+            HANDLERS.get(type(change), ignore)(change)  # a type it does not show: skipped
+    # the iteration ends after a batch holding `LinkChanged(Gone(...))`
+
+    attachment.submit("print(1)")  # sent now, or when the worker is live again
+    outcome = await attachment.command("/stats")  # `StatsShown(line)`, `Failed(...)`, ...
+    await attachment.close()
+
+`next()` takes what arrived as one batch (a turn that starts and ends within it comes as one
+`CaughtUp`); `step()` one item (a script waiting on a turn); a client that draws waits with
+`ready()` and applies with `take()` where it draws, a batch per repaint. Items are applied only
+when taken: `session` says what the changes handed out so far say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal
+
+from tui.errors import (
+    Busy,
+    Conflict,
+    NotFound,
+    Refused,
+    TuiError,
+    Unreachable,
+    WorkerUnavailable,
+)
+from tui.link import changes as ch
+from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
+from tui.link.follow import Follower, Retries
+from tui.link.slash import Surface, find, format_stats, needs, parse
+from tui.protocol import (
+    AgentInfo,
+    Event,
+    Info,
+    ModelChanged,
+    Note,
+    Plan,
+    QuestionAsked,
+    QuestionResolved,
+    QueueChanged,
+    Status,
+    TextChunk,
+    Thinking,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    ToolUpdated,
+    Transcript,
+    TurnEnded,
+    TurnRecord,
+    TurnStarted,
+    UnknownEvent,
+    WorkerLeaving,
+    WorkerStarted,
+)
+from tui.protocol.principal import Permission, Principal
+from tui.protocol.state import SessionState, note_line
+
+__all__ = ["PAGE", "Attachment", "Surface"]
+
+PAGE = 40
+"""How many ended turns the first transcript holds."""
+
+_OUTPUT = (TextChunk, Thinking, ToolStarted, ToolUpdated, ToolOutput, ToolEnded, Plan)
+"""The running turn's output: handed out as `changes.Output`."""
+
+_WITHIN_TURN = (*_OUTPUT, TurnStarted, TurnEnded, Status, QueueChanged, QuestionAsked, QuestionResolved, Note)
+"""Events inside a turn that starts and ends within one batch: applied to the state only, then
+handed out once as `changes.CaughtUp` (its notes in their place in it; other lines still come
+where they came)."""
+
+
+class _Attached:
+    """The first transcript read (an item of the inbox)."""
+
+    def __init__(self, transcript: Transcript, info: Info | None, principal: Principal) -> None:
+        self.transcript, self.info, self.principal = transcript, info, principal
+
+
+_Item = (
+    Event | Live | Reconnecting | Gone | _Attached | ch.OutboxChanged | ch.SendFailed | ch.PrincipalChanged
+)
+
+
+class Attachment:
+    """One client's attachment to one session (see the module's docstring for how it is used).
+
+    Args:
+        link: the session.
+        transcript: where to start, when the client read it already (no `Attached` is handed
+            out then); None: `start` reads the last `page` turns, retrying until a worker answers.
+        page: how many ended turns that first transcript holds.
+        keep_turns: how many ended turns `session` keeps (None: all, as a script's waits need).
+        shown: what every item read from the link goes through first (the app passes
+            `tui.terminal.visible_data`: what a session holds is shown, never acts on a terminal).
+
+    Attributes:
+        session: the session's state as the changes handed out so far say.
+        link_state: the link's last state (None before the first).
+        outbox: the prompts not taken by the worker yet, oldest first.
+        principal: who this client acts as (asked at attach and after each turn a share counts).
+        info: the worker's ``/info`` when attached (None when it could not be read).
+    """
+
+    def __init__(
+        self,
+        link: AttachLink,
+        transcript: Transcript | None = None,
+        *,
+        page: int = PAGE,
+        keep_turns: int | None = 1,
+        shown: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.link = link
+        self.page = page
+        self.keep_turns = keep_turns
+        self._shown: Callable[[Any], Any] = shown or (lambda item: item)
+        self.session = SessionState(keep_turns=keep_turns)
+        self.link_state: LinkState | None = None
+        self.outbox: list[ch.Outgoing] = []
+        self.requests: set[str] = set()
+        """The request ids of every prompt this attachment sent."""
+        self.principal: Principal = link.principal
+        self.info: Info | None = None
+        self.disk_full = ""
+        """The worker's sentence while its disk is full (`Live.disk_full`)."""
+        self.follower: Follower | None = None
+        self._inbox: deque[_Item | BaseException] = deque()
+        self._arrived = asyncio.Event()
+        self._retry_now = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._delivering: asyncio.Task[None] | None = None
+        self._asked: str | None = None
+        """The question last handed out as pending."""
+        self._shown_turn: str | None = None
+        """The turn last handed out as running (`TurnStarted`, or the transcript's current one)."""
+        self._ended = False
+        if transcript is not None:
+            self._attach(transcript)
+            self.follower = Follower(link, transcript.cursor, sleep=self._wait)
+
+    # --- following ---------------------------------------------------------------------------
+    @property
+    def cursor(self) -> int:
+        """The last event applied."""
+        return self.session.last_seq
+
+    def start(self) -> None:
+        """Start reading the session (the first transcript, then its events) in a task."""
+        if self._pump is None:
+            self._pump = asyncio.create_task(self._run_pump(), name=f"follow {self.link.session_id}")
+
+    def retry_now(self) -> None:
+        """Cut the wait before the next reconnect try short (Ctrl+R while reconnecting)."""
+        self._retry_now.set()
+
+    async def _wait(self, delay: float) -> None:
+        self._retry_now.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._retry_now.wait(), delay)
+
+    def _put(self, item: _Item | BaseException) -> None:
+        self._inbox.append(item)
+        self._arrived.set()
+
+    async def _run_pump(self) -> None:
+        try:
+            if self.follower is None:
+                first = await self._first_transcript()
+                if first is None:
+                    return
+                self._put(first)
+                self.follower = Follower(self.link, first.transcript.cursor, sleep=self._wait)
+            async for item in self.follower:
+                self._put(self._shown(item))
+                if isinstance(item, Gone):
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the consumer, which raises it
+            self._put(exc)
+
+    async def _first_transcript(self) -> _Attached | None:
+        """The last `page` turns, read under the one retry policy; None once the session is gone
+        (a `Gone` is in the inbox then)."""
+        retries = Retries(self.link)
+        while True:
+            try:
+                transcript: Transcript = self._shown(await self.link.transcript(limit=self.page))
+                break
+            except (WorkerUnavailable, Unreachable) as exc:
+                try:
+                    located = await self.link.locate()
+                except (Refused, NotFound) as refused:
+                    self._put(self._shown(Gone(str(refused), refused.exit_code)))
+                    return None
+                except TuiError:
+                    located = None
+                if located is not None and located.status == "gone":
+                    self._put(self._shown(Gone(located.reason or str(exc), located.exit_code)))
+                    return None
+                step = retries.next(str(exc))
+                self._put(self._shown(step))
+                if isinstance(step, Gone):
+                    return None
+                await self._wait(step.delay)
+            except TuiError as exc:
+                self._put(self._shown(Gone(str(exc), exc.exit_code)))
+                return None
+        info: Info | None
+        try:
+            info = self._shown(await self.link.info())
+        except TuiError:
+            info = None
+        try:
+            principal: Principal = self._shown(await self.link.whoami())
+        except TuiError:
+            principal = self.link.principal
+        return _Attached(transcript, info, principal)
+
+    @property
+    def ended(self) -> bool:
+        """Whether a `LinkChanged(Gone)` was handed out: nothing more comes."""
+        return self._ended
+
+    async def ready(self, within: float | None = None) -> bool:
+        """Wait until something arrived (True), or `within` seconds passed first (False); what
+        arrived is applied by `take`.
+
+        Raises:
+            EOFError: called again after the session was gone.
+            Exception: what the link raised that no follower expects.
+        """
+        self.start()
+        while not self._inbox:
+            if self._ended:
+                raise EOFError("the attachment ended: the session is gone")
+            self._arrived.clear()
+            try:
+                async with asyncio.timeout(within):
+                    await self._arrived.wait()
+            except TimeoutError:
+                return False
+        head = self._inbox[0]
+        if isinstance(head, BaseException):
+            self._inbox.popleft()
+            raise head
+        return True
+
+    def take(self) -> list[ch.Change]:
+        """Apply everything that arrived (up to an error, which the next `ready` raises) and
+        hand it out as changes, in order."""
+        taken: list[_Item] = []
+        while self._inbox and not isinstance(self._inbox[0], BaseException):
+            taken.append(self._inbox.popleft())  # type: ignore[arg-type]
+        return self._apply_batch(taken)
+
+    async def next(self, within: float | None = None) -> list[ch.Change] | None:
+        """Everything that arrived since the last call (waiting for at least one item), applied
+        and handed out as changes, in order; None when `within` seconds passed first.
+
+        Raises:
+            EOFError: called again after the session was gone.
+            Exception: what the link raised that no follower expects.
+        """
+        return self.take() if await self.ready(within) else None
+
+    async def step(
+        self, within: float | None = None
+    ) -> tuple[Event | LinkState | None, list[ch.Change]] | None:
+        """The next item alone, applied: the event or link state (None for a change of the
+        outbox) and its changes; None when `within` seconds passed first."""
+        if not await self.ready(within):
+            return None
+        item = self._inbox.popleft()
+        changes = self._apply_batch([item])  # type: ignore[list-item]
+        internal = isinstance(item, (_Attached, ch.OutboxChanged, ch.SendFailed, ch.PrincipalChanged))
+        return (None if internal else item), changes  # type: ignore[return-value]
+
+    def __aiter__(self) -> AsyncIterator[list[ch.Change]]:
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[list[ch.Change]]:
+        while not self._ended:
+            batch = await self.next()
+            if batch is not None:
+                yield batch
+
+    async def close(self) -> None:
+        """Stop following (the outbox is dropped)."""
+        for task in (self._pump, self._delivering):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if self.follower is not None:
+            await self.follower.aclose()
+
+    # --- applying ----------------------------------------------------------------------------
+    def _attach(self, transcript: Transcript, info: Info | None = None) -> None:
+        self.session = SessionState.from_transcript(transcript, keep_turns=self.keep_turns)
+        if info is not None:
+            self.info = info
+            self.session.mode, self.session.modes = info.mode, list(info.modes)
+            self.session.settings = list(info.settings)
+        self._asked = self.session.question.question_id if self.session.question else None
+        self._shown_turn = self.session.current.turn_id if self.session.current else None
+
+    def _apply_batch(self, items: Sequence[_Item]) -> list[ch.Change]:
+        out: list[ch.Change] = []
+        whole = _whole_turns(items)
+        caught_up: list[TurnRecord] = []
+        behind: str | None = None
+        """The turn whose events are applied to the state only."""
+        for item in items:
+            if isinstance(item, (Live, Reconnecting, Gone)):
+                out.extend(self._link(item))
+            elif isinstance(item, _Attached):
+                self.principal = item.principal
+                self._attach(item.transcript, item.info)
+                out.append(ch.Attached(item.transcript, item.info, item.principal))
+            elif isinstance(item, ch.PrincipalChanged):
+                self.principal = item.principal
+                out.append(item)
+            elif isinstance(item, (ch.OutboxChanged, ch.SendFailed)):
+                out.append(item)
+            else:
+                if item.seq and item.seq <= self.cursor:
+                    continue
+                if isinstance(item, TurnStarted) and item.turn_id in whole:
+                    behind = item.turn_id
+                if behind is not None and isinstance(item, _WITHIN_TURN):
+                    out.extend(self._apply_behind(item, caught_up))
+                    if isinstance(item, TurnEnded) and item.turn_id == behind:
+                        behind = None
+                else:
+                    if caught_up:
+                        out.extend(self._caught_up(caught_up))
+                    out.extend(self._apply(item))
+        if caught_up:
+            out.extend(self._caught_up(caught_up))
+        self._after(out)
+        return out
+
+    def _question(self) -> list[ch.Change]:
+        """A `QuestionChanged` when the pending question is not the one last handed out."""
+        question = None if isinstance(self.link_state, Gone) else self.session.question
+        qid = question.question_id if question is not None else None
+        if qid == self._asked:
+            return []
+        self._asked = qid
+        return [ch.QuestionChanged(question)]
+
+    def _ended_turn(self, running: str | None) -> list[ch.Change]:
+        """A `TurnEnded` for the turn that ran before the last event, when that event ended it."""
+        state = self.session
+        if running is None or (state.current is not None and state.current.turn_id == running):
+            return []
+        record = state.turns.get(running)
+        if record is None:
+            return []
+        self._shown_turn = None
+        return [*self._question(), ch.TurnEnded(record)]
+
+    def _drop_sent(self, event: TurnStarted) -> list[ch.Change]:
+        """The prompt that started a turn leaves the outbox: the worker took it."""
+        kept = [o for o in self.outbox if o.request_id != event.request_id]
+        if len(kept) == len(self.outbox):
+            return []
+        for item in self.outbox:
+            if item.request_id == event.request_id:
+                item.settled, item.waiting, item.turn_id = True, "", event.turn_id
+        self.outbox = kept
+        return [self._outbox_change()]
+
+    def _apply(self, event: Event) -> list[ch.Change]:
+        """Apply `event`, and say what it changed."""
+        state = self.session
+        running = state.current.turn_id if state.current is not None else None
+        asked, was = self._asked, state.state
+        state.apply(event)
+        out = self._ended_turn(running)
+        if isinstance(event, TurnStarted):
+            out.extend(self._drop_sent(event))
+            assert state.current is not None
+            own = event.request_id in self.requests
+            self._shown_turn = event.turn_id
+            out.append(ch.TurnStarted(state.current.record(), event.request_id, own))
+        elif isinstance(event, _OUTPUT):
+            out.append(ch.Output(event.turn_id, event))
+        elif isinstance(event, QuestionResolved):
+            if event.question_id == asked and state.current is not None and state.current.answered:
+                self._asked = None
+                elsewhere = event.client_id != self.link.client_id and event.how != "cancelled"
+                out.append(ch.QuestionResolved(event.question_id, state.current.answered[-1], elsewhere))
+        elif isinstance(event, QueueChanged):
+            out.append(ch.QueueChanged(tuple(state.queue), state.queue_held))
+        elif isinstance(event, Status):
+            out.append(self._status())
+        elif isinstance(event, AgentInfo):
+            out.append(
+                ch.AgentChanged(tuple(state.commands), state.mode, tuple(state.modes), tuple(state.settings))
+            )
+        elif isinstance(event, ModelChanged):
+            out.append(ch.ModelChanged(event.model))
+        elif isinstance(event, Note):
+            out.append(ch.Line(note_line(event)))
+        elif isinstance(event, WorkerStarted):
+            out.append(ch.WorkerStarted(event.version, event.agent, state.model))
+        elif isinstance(event, WorkerLeaving):
+            out.append(ch.Line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}"))
+        elif isinstance(event, UnknownEvent):
+            out.append(ch.Line(f"(an event this version does not know: {event.type})"))
+        if state.state != was:
+            out.append(ch.StateChanged(state.state))
+        out.extend(self._question())
+        return out
+
+    def _apply_behind(self, event: Event, caught_up: list[TurnRecord]) -> list[ch.Change]:
+        """An event of a turn that starts and ends within the batch: applied to the state only
+        (a turn shown running that it ends is handed out ended first)."""
+        state = self.session
+        running = state.current.turn_id if state.current is not None else None
+        state.apply(event)
+        out: list[ch.Change] = []
+        superseded = running is not None and (state.current is None or state.current.turn_id != running)
+        if self._shown_turn is not None and superseded and (record := state.turns.get(running or "")):
+            self._shown_turn = None
+            out.extend([*self._question(), ch.TurnEnded(record)])
+        if isinstance(event, TurnStarted):
+            self._drop_sent(event)  # the outbox is shown with the turns caught up
+        elif isinstance(event, TurnEnded) and (record := state.turns.get(event.turn_id)) is not None:
+            caught_up.append(record)
+        return out
+
+    def _caught_up(self, caught_up: list[TurnRecord]) -> list[ch.Change]:
+        """The turns `_apply_behind` ended, and what they changed, handed out once."""
+        records = tuple(caught_up)
+        caught_up.clear()
+        state = self.session
+        return [
+            self._outbox_change(),
+            ch.CaughtUp(records),
+            self._status(),
+            ch.QueueChanged(tuple(state.queue), state.queue_held),
+            ch.StateChanged(state.state),
+            *self._question(),
+        ]
+
+    def _status(self) -> ch.StatusChanged:
+        s = self.session
+        return ch.StatusChanged(
+            model=s.model,
+            context_used=s.context_used,
+            context_limit=s.context_limit,
+            children=dict(s.children),
+            attached=tuple(s.attached),
+            tokens=(s.tokens_in, s.tokens_out),
+            activity=s.activity,
+            cost=s.cost,
+            working=s.state != "idle",
+        )
+
+    def _link(self, state: LinkState) -> list[ch.Change]:
+        was, self.link_state = self.link_state, state
+        out: list[ch.Change] = [ch.LinkChanged(state, was)]
+        if isinstance(state, Live):
+            self.disk_full = state.disk_full
+            for item in self.outbox:
+                if item.waiting == "live":
+                    item.waiting = ""
+            if self.outbox:
+                self._kick()
+        elif isinstance(state, Gone):
+            self._ended = True
+            current = self.session.current
+            if current is not None:
+                # A turn the worker will never end (it is gone) ends here, never spinning.
+                record = current.record(outcome="interrupted", error=f"the worker is gone: {state.reason}")
+                self._shown_turn = None
+                out.extend([*self._question(), ch.TurnEnded(record)])
+            out.append(ch.StateChanged("ended"))
+            out.extend(self._question())
+        return out
+
+    def _after(self, out: Iterable[ch.Change]) -> None:
+        """Send again what waited for the worker or for the session to be idle."""
+        if not self.outbox or isinstance(self.link_state, Gone):
+            return
+        events = any(not isinstance(c, (ch.LinkChanged, ch.OutboxChanged, ch.SendFailed)) for c in out)
+        head = self.outbox[0]
+        if (head.waiting == "live" and events) or (head.waiting == "idle" and self.session.state == "idle"):
+            head.waiting = ""
+            self._kick()
+
+    # --- the outbox --------------------------------------------------------------------------
+    def submit(
+        self,
+        prompt: str,
+        delivery: Literal["now", "queue"] = "now",
+        *,
+        request_id: str | None = None,
+        when_busy: Literal["queue", "wait"] = "queue",
+    ) -> ch.Outgoing:
+        """Put a prompt in the outbox and send it (now, or once the worker is live again).
+
+        Its `settled` says when the worker took it (`turn_id`) or refused it (`error`, also
+        handed out as `SendFailed`); each change of the outbox is an `OutboxChanged`.
+        """
+        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, when_busy)
+        self.requests.add(item.request_id)
+        self.outbox.append(item)
+        self._put(self._outbox_change())
+        self._kick()
+        return item
+
+    def _outbox_change(self, waiting: bool = False) -> ch.OutboxChanged:
+        return ch.OutboxChanged(tuple(o for o in self.outbox if not o.settled), waiting)
+
+    def _kick(self) -> None:
+        if self._delivering is None or self._delivering.done():
+            self._delivering = asyncio.create_task(self._deliver(), name="send prompts")
+
+    def _settle(self, item: ch.Outgoing, error: TuiError | None = None) -> None:
+        item.settled, item.error, item.waiting = True, error, ""
+        if item in self.outbox:
+            self.outbox.remove(item)
+        if error is not None:
+            self._put(ch.SendFailed(item, error))
+        self._put(self._outbox_change())
+
+    async def _deliver(self) -> None:
+        """Send the outbox in order; stop at a prompt that waits (for the worker, or for idle)."""
+        try:
+            while self.outbox and not self.outbox[0].waiting:
+                item = self.outbox[0]
+                try:
+                    accepted = await self.link.send_turn(
+                        item.prompt, request_id=item.request_id, delivery=item.delivery
+                    )
+                except Busy as exc:
+                    if item.delivery != "now":
+                        self._settle(item, exc)
+                    elif item.when_busy == "queue":
+                        item.delivery = "queue"
+                    else:
+                        item.waiting = "idle"  # sent again once the session is idle
+                        self._put(self._outbox_change())
+                    continue
+                except (WorkerUnavailable, Unreachable):
+                    item.waiting = "live"  # sent again once the worker is live
+                    self._put(self._outbox_change(waiting=True))
+                    return
+                except (Conflict, TuiError) as exc:
+                    self._settle(item, exc)
+                    continue
+                item.turn_id = accepted.turn_id or item.turn_id
+                self._settle(item)
+                if self.principal.turns_left is not None:
+                    with contextlib.suppress(TuiError):
+                        self._put(ch.PrincipalChanged(self._shown(await self.link.whoami())))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the consumer, which raises it
+            self._put(exc)
+
+    # --- commands ----------------------------------------------------------------------------
+    def refusal(self, action: Permission, what: str) -> str | None:
+        """Why this client may not do `action` (`what` names it), in one line; None if it may."""
+        p = self.principal
+        if p.may(action):
+            return None
+        if action == "owner":
+            return f"{what} is for the session's owner; you are {p.name}, a {p.kind} here."
+        return f"{what} needs a collaborator's share; you are viewing as {p.name}."
+
+    async def command(self, line: str, surface: Surface = "tui") -> ch.Outcome:
+        """Carry out a slash command of `tui.link.slash` typed on `surface`, and say what it did."""
+        name, rest = parse(line)
+        if find(name, surface) is None:
+            return ch.Unknown(name)
+        need = needs(name, rest)
+        if need is not None and (why := self.refusal(need, name)) is not None:
+            return ch.NotPermitted(why)
+        handler = _COMMANDS.get(name)
+        if handler is None:
+            return ch.Local(name, rest)
+        return await handler(self, rest)
+
+    async def _call(self, what: str, call: Any, done: Callable[[Any], ch.Outcome]) -> ch.Outcome:
+        try:
+            result = await call
+        except TuiError as exc:
+            return ch.Failed(what, exc)
+        return done(result)
+
+    async def _stop(self, rest: str, *, delete: bool = False) -> ch.Outcome:
+        try:
+            await self.link.stop_worker()
+            if delete:
+                await self.link.delete_session()
+        except TuiError as exc:
+            return ch.Failed("exit", exc)
+        return ch.Stopped(delete)
+
+    async def _archive(self, rest: str) -> ch.Outcome:
+        done = ch.Done("archive", "The session is archived; it keeps running.")
+        return await self._call("archive", self.link.archive_session(), lambda _: done)
+
+    async def _model(self, rest: str) -> ch.Outcome:
+        if not rest:
+            return ch.Usage("/model", "Type /model NAME.")
+        return await self._call("model", self.link.set_model(rest), lambda _: ch.Done("model"))
+
+    async def _mode(self, rest: str) -> ch.Outcome:
+        if not rest:
+            return ch.Usage("/mode", "Type /mode NAME (Tab completes).")
+        return await self._call("mode", self.link.set_model(rest, "mode"), lambda _: ch.Done("mode"))
+
+    async def _queue(self, rest: str) -> ch.Outcome:
+        if not rest:
+            return ch.QueueShown(tuple(self.session.queue))
+        self.submit(rest, "queue")
+        return ch.Done("queue")
+
+    async def _unqueue(self, rest: str) -> ch.Outcome:
+        queue = self.session.queue
+        if not queue:
+            return ch.QueueShown(())
+        mine = [i for i in queue if i.client_id == self.link.client_id] or queue
+        item = mine[-1]
+        try:
+            await self.link.unqueue(item.queue_id)
+        except NotFound:
+            return ch.Unqueued(None)
+        except TuiError as exc:
+            return ch.Failed("unqueue", exc)
+        return ch.Unqueued(item)
+
+    async def _resume(self, rest: str) -> ch.Outcome:
+        return await self._call("resume", self.link.resume_queue(), lambda resumed: ch.Resumed(bool(resumed)))
+
+    async def _stats(self, rest: str) -> ch.Outcome:
+        return await self._call(
+            "stats", self.link.stats(), lambda stats: ch.StatsShown(format_stats(self._shown(stats)))
+        )
+
+
+async def _leave() -> ch.Outcome:
+    return ch.Leave()
+
+
+def _whole_turns(items: Sequence[object]) -> set[str]:
+    """The turns that both start and end among `items` (events as they arrived at once)."""
+    started = {i.turn_id for i in items if isinstance(i, TurnStarted)}
+    return (
+        {i.turn_id for i in items if isinstance(i, TurnEnded) and i.turn_id in started} if started else set()
+    )
+
+
+_COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
+    "/detach": lambda attachment, rest: _leave(),
+    "/exit": Attachment._stop,
+    "/exit --delete": lambda attachment, rest: attachment._stop(rest, delete=True),
+    "/archive": Attachment._archive,
+    "/model": Attachment._model,
+    "/mode": Attachment._mode,
+    "/queue": Attachment._queue,
+    "/unqueue": Attachment._unqueue,
+    "/resume": Attachment._resume,
+    "/stats": Attachment._stats,
+}
+"""The commands the attachment carries out; the others of the table (``/copy``, ``/find``,
+``/help``) are the client's own (`changes.Local`)."""

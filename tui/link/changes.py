@@ -1,0 +1,380 @@
+"""What an `Attachment` hands its client: typed changes of the session, and what a command did.
+
+Each change is a small frozen dataclass saying what changed, with what the client needs to show it
+(the attachment compares the session's state before and after each event once, so a client never
+does). A client keeps a table from change type to handler; a type it does not draw it skips.
+
+Changes of the session (`Change`): `Attached` (the first state, before any event), `LinkChanged`,
+`TurnStarted`, `Output` (the running turn's text, thinking, tool calls, plan), `TurnEnded`,
+`CaughtUp` (turns that started and ended while the client was behind, shown at once),
+`QuestionChanged`, `QuestionResolved`, `QueueChanged`, `StateChanged`, `StatusChanged`,
+`AgentChanged`, `ModelChanged`, `WorkerStarted`, `Line` (a line of the transcript outside a turn:
+a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
+
+What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
+`Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`, `Local`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from tui.errors import TuiError
+from tui.link.base import LinkState
+from tui.protocol import (
+    AgentChoice,
+    AgentCommand,
+    AgentSetting,
+    Info,
+    PendingQuestion,
+    Plan,
+    Presence,
+    QueueItem,
+    TextChunk,
+    Thinking,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    ToolUpdated,
+    Transcript,
+    TurnRecord,
+)
+from tui.protocol.principal import Principal
+from tui.protocol.state import State
+
+__all__ = [
+    "AgentChanged",
+    "Attached",
+    "CaughtUp",
+    "Change",
+    "Done",
+    "Failed",
+    "Leave",
+    "Line",
+    "LinkChanged",
+    "Local",
+    "ModelChanged",
+    "NotPermitted",
+    "OutboxChanged",
+    "Outcome",
+    "Outgoing",
+    "Output",
+    "PrincipalChanged",
+    "QuestionChanged",
+    "QuestionResolved",
+    "QueueChanged",
+    "QueueShown",
+    "Resumed",
+    "SendFailed",
+    "StateChanged",
+    "StatsShown",
+    "StatusChanged",
+    "Stopped",
+    "TurnEnded",
+    "TurnStarted",
+    "Unknown",
+    "Unqueued",
+    "Usage",
+    "WorkerStarted",
+]
+
+
+@dataclass
+class Outgoing:
+    """A prompt on its way to the worker: kept in the outbox until the worker took it, sent again
+    (with the same request id, so at most once) when the link comes back."""
+
+    prompt: str
+    request_id: str
+    delivery: Literal["now", "queue"]
+    when_busy: Literal["queue", "wait"] = "queue"
+    """What a ``now`` prompt does when another turn runs: queue behind it (the app), or wait
+    until the session is idle and send it again (a script)."""
+    waiting: Literal["", "live", "idle"] = ""
+    """Why it is not being sent now: the link is down, or another turn runs."""
+    turn_id: str | None = None
+    """The turn it started, once the worker took it (empty for a queued one)."""
+    error: TuiError | None = None
+    """Why the worker refused it."""
+    settled: bool = False
+    """The worker took it or refused it: it left the outbox."""
+
+
+# --- changes of the session --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Attached:
+    """The session as it was when the client attached: shown before any event."""
+
+    transcript: Transcript
+    info: Info | None
+    principal: Principal
+
+
+@dataclass(frozen=True)
+class LinkChanged:
+    """The link went live, is reconnecting, or is gone (`Gone` ends the changes)."""
+
+    state: LinkState
+    was: LinkState | None
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    """A turn started (`record` as it is so far); `own` when this client's prompt started it."""
+
+    record: TurnRecord
+    request_id: str | None
+    own: bool
+
+
+OutputEvent = TextChunk | Thinking | ToolStarted | ToolUpdated | ToolOutput | ToolEnded | Plan
+
+
+@dataclass(frozen=True)
+class Output:
+    """The running turn said something: reply text, thinking, a tool call's start, update,
+    output or end, or its plan (`event`, as the worker wrote it)."""
+
+    turn_id: str
+    event: OutputEvent
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The turn shown running ended (`record`: its whole record)."""
+
+    record: TurnRecord
+
+
+@dataclass(frozen=True)
+class CaughtUp:
+    """Turns that started and ended within what arrived at once (the client was behind, e.g. a
+    script's quick turns): shown ended together, once."""
+
+    records: tuple[TurnRecord, ...]
+
+
+@dataclass(frozen=True)
+class QuestionChanged:
+    """The pending question is now `question` (None: none is pending, or the worker is gone)."""
+
+    question: PendingQuestion | None
+
+
+@dataclass(frozen=True)
+class QuestionResolved:
+    """The question shown was resolved; `line` says how (``answered: yes``)."""
+
+    question_id: str
+    line: str
+    elsewhere: bool
+    """Another client resolved it (and not by cancelling it)."""
+
+
+@dataclass(frozen=True)
+class QueueChanged:
+    queue: tuple[QueueItem, ...]
+    held: bool
+    """The queue waits after an interrupt until someone resumes it."""
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """The session went idle, working or asking (``ended`` once the worker is gone)."""
+
+    state: State | Literal["ended"]
+
+
+@dataclass(frozen=True)
+class StatusChanged:
+    """The worker's figures (a `status` event)."""
+
+    model: str | None
+    context_used: int
+    context_limit: int
+    children: dict[str, int]
+    attached: tuple[Presence, ...]
+    tokens: tuple[int, int]
+    activity: str
+    cost: str
+    working: bool
+
+
+@dataclass(frozen=True)
+class AgentChanged:
+    """The agent's commands, modes or settings changed."""
+
+    commands: tuple[AgentCommand, ...]
+    mode: str | None
+    modes: tuple[AgentChoice, ...]
+    settings: tuple[AgentSetting, ...]
+
+
+@dataclass(frozen=True)
+class ModelChanged:
+    model: str
+
+
+@dataclass(frozen=True)
+class WorkerStarted:
+    """A new worker took the session."""
+
+    version: str
+    agent: str
+    model: str | None
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of the transcript outside a turn: a note, the worker leaving, an unknown event."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class OutboxChanged:
+    """What is not sent yet; `waiting` when the link is down for it."""
+
+    items: tuple[Outgoing, ...]
+    waiting: bool
+
+
+@dataclass(frozen=True)
+class SendFailed:
+    """The worker refused a prompt: it left the outbox unsent."""
+
+    item: Outgoing
+    error: TuiError
+
+
+@dataclass(frozen=True)
+class PrincipalChanged:
+    """Who this client acts as, asked again (a share's turns left went down)."""
+
+    principal: Principal
+
+
+Change = (
+    Attached
+    | LinkChanged
+    | TurnStarted
+    | Output
+    | TurnEnded
+    | CaughtUp
+    | QuestionChanged
+    | QuestionResolved
+    | QueueChanged
+    | StateChanged
+    | StatusChanged
+    | AgentChanged
+    | ModelChanged
+    | WorkerStarted
+    | Line
+    | OutboxChanged
+    | SendFailed
+    | PrincipalChanged
+)
+
+
+# --- what a command did ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Done:
+    """The command was carried out; `text`, when there is one, says so."""
+
+    name: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The session refused the command or could not be asked."""
+
+    name: str
+    error: TuiError
+
+
+@dataclass(frozen=True)
+class NotPermitted:
+    """This client may not do it: `text` says who may (nothing was sent)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The command needs an argument: `text` says how it is typed."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """No such command here."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Leave:
+    """``/detach``: the client leaves; the session keeps running."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """``/exit``: the worker stopped (`deleted`: and the session is deleted)."""
+
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class QueueShown:
+    """``/queue``: the prompts waiting."""
+
+    queue: tuple[QueueItem, ...]
+
+
+@dataclass(frozen=True)
+class Unqueued:
+    """``/unqueue``: `item` was taken back (None: it had started already)."""
+
+    item: QueueItem | None
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """``/resume``: whether a held queue runs again."""
+
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class StatsShown:
+    """``/stats``: its line."""
+
+    line: str
+
+
+@dataclass(frozen=True)
+class Local:
+    """A command the client carries out itself (``/copy``, ``/find TEXT``, ``/help``)."""
+
+    name: str
+    rest: str
+
+
+Outcome = (
+    Done
+    | Failed
+    | NotPermitted
+    | Usage
+    | Unknown
+    | Leave
+    | Stopped
+    | QueueShown
+    | Unqueued
+    | Resumed
+    | StatsShown
+    | Local
+)

@@ -1,0 +1,328 @@
+"""What the session screen does for reading its transcript: the keys that scroll it, select a
+turn and copy from it, and finding text in the whole session (the search bar, ``/find``).
+
+`ReadingScreen` is the base of `tui.ui.screens.session.SessionScreen`: the widgets it reads are
+the session screen's; it asks the link only for search results and a turn's whole output.
+"""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.binding import Binding
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.widgets import TextArea
+
+from tui.errors import TuiError
+from tui.link.base import AttachLink
+from tui.protocol import SearchHit, TurnRecord
+from tui.terminal import visible, visible_data
+from tui.ui.screens.pager import OutputPager
+from tui.ui.widgets.prompt import PromptArea, PromptBox
+from tui.ui.widgets.search import SearchBar
+from tui.ui.widgets.status import StatusRows
+from tui.ui.widgets.transcript import TranscriptView
+from tui.ui.widgets.turn import TurnView
+
+__all__ = ["ReadingScreen", "clip"]
+
+
+class ReadingScreen(Screen[None]):
+    """The session screen's reading keys and search."""
+
+    link: AttachLink
+
+    # Reading the transcript while the prompt keeps the typing: priority bindings, so that the
+    # prompt's own (PageUp/PageDown move its cursor, Shift+Up/Down select) give way to them.
+    BINDINGS = [
+        Binding(
+            "pageup",
+            "scroll_page(-1)",
+            "Scroll",
+            priority=True,
+            id="session.page-up",
+            tooltip="Scroll the transcript a page up (older turns load past the first)",
+        ),
+        Binding(
+            "pagedown",
+            "scroll_page(1)",
+            "Scroll",
+            show=False,
+            priority=True,
+            id="session.page-down",
+            tooltip="Scroll the transcript a page down",
+        ),
+        Binding("shift+up", "scroll_lines(-1)", "Line up", show=False, priority=True, id="session.line-up"),
+        Binding(
+            "shift+down", "scroll_lines(1)", "Line down", show=False, priority=True, id="session.line-down"
+        ),
+        Binding(
+            "ctrl+home",
+            "scroll_top",
+            "Top",
+            show=False,
+            priority=True,
+            id="session.top",
+            tooltip="The first loaded turn; again: older turns",
+        ),
+        Binding(
+            "ctrl+end",
+            "scroll_bottom",
+            "Bottom",
+            show=False,
+            priority=True,
+            id="session.bottom",
+            tooltip="Back to the live bottom",
+        ),
+        Binding(
+            "alt+up",
+            "select(-1)",
+            "Select",
+            priority=True,
+            id="session.select-up",
+            tooltip="Select a turn (then p, y, t copy its prompt, reply, tool output)",
+        ),
+        Binding("alt+down", "select(1)", "Select", show=False, priority=True, id="session.select-down"),
+        Binding(
+            "ctrl+f",
+            "find",
+            "Find",
+            priority=True,
+            id="session.find",
+            tooltip="Find text in the whole session (/find TEXT)",
+        ),
+        Binding("p", "copy('prompt')", "Copy prompt", id="session.copy-prompt"),
+        Binding("y", "copy('reply')", "Copy reply", id="session.copy-reply"),
+        Binding("t", "copy('tool')", "Copy output", id="session.copy-tool"),
+        Binding("o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"),
+        Binding("enter", "toggle_tools", "Tool output", id="session.toggle-tools"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._hits: list[SearchHit] = []
+        """The matches of the search shown."""
+        self._hit = 0
+        self._total = 0
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A toast; its text is never read as Rich markup (it holds prompts, answers, reasons), and
+        its control characters are shown, never sent to the terminal."""
+        shown, title = visible(message), visible(title)
+        super().notify(shown, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    # --- getters -------------------------------------------------------------------------------
+    @property
+    def transcript(self) -> TranscriptView:
+        return self.query_one("#transcript", TranscriptView)
+
+    @property
+    def search_bar(self) -> SearchBar:
+        return self.query_one("#search", SearchBar)
+
+    @property
+    def reading(self) -> bool:
+        """Whether a turn is selected or the search bar is open (Esc leaves that first)."""
+        if not self.is_mounted:
+            return False
+        return self.transcript.selected is not None or self.search_bar.is_open
+
+    @property
+    def prompt(self) -> PromptArea:
+        return self.query_one("#prompt", PromptArea)
+
+    @property
+    def prompt_box(self) -> PromptBox:
+        return self.query_one("#prompt-box", PromptBox)
+
+    @property
+    def status(self) -> StatusRows:
+        return self.query_one("#status", StatusRows)
+
+    def _failed(self, what: str, exc: TuiError) -> None:
+        """Every failed request is shown here, in one way."""
+        self.notify(str(exc), title=f"{exc.title}: {what}", severity="error")
+
+    # --- reading the transcript ------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("copy", "open_output", "toggle_tools"):
+            return self.is_mounted and self.transcript.selected is not None
+        return True
+
+    def action_scroll_page(self, direction: int) -> None:
+        if direction < 0:
+            self.transcript.action_page_older()
+        else:
+            self.transcript.action_page_newer()
+
+    def action_scroll_lines(self, lines: int) -> None:
+        self.transcript.scroll_lines(lines)
+
+    def action_scroll_top(self) -> None:
+        self.transcript.action_top()
+
+    def action_scroll_bottom(self) -> None:
+        self.transcript.action_bottom()
+
+    def action_select(self, step: int) -> None:
+        transcript = self.transcript
+        transcript.move_selection(step)
+        if transcript.selected is not None:
+            transcript.focus()
+        self.refresh_bindings()
+
+    def leave_reading(self) -> None:
+        """Esc while reading: close the search (and its highlights), leave the selection."""
+        transcript = self.transcript
+        if self.search_bar.is_open:
+            self.search_bar.close()
+            transcript.set_highlight("")
+            self._hits = []
+        transcript.select(None)
+        if self.prompt_box.display:
+            self.prompt.focus()
+        else:
+            transcript.focus()
+        self.refresh_bindings()
+
+    def _selected_record(self) -> TurnRecord | None:
+        view = self.transcript.selected_view
+        return view.record if view is not None else None
+
+    def action_copy(self, what: str) -> None:
+        record = self._selected_record()
+        if record is None:
+            return
+        if what == "prompt":
+            text, name = record.prompt, "prompt"
+        elif what == "reply":
+            text, name = record.reply, "reply"
+        else:
+            text, name = "\n".join(t.output for t in record.tools if t.output), "tool output"
+        number = getattr(record, "number", 0)
+        turn = f"turn {number}" if number else "the selected turn"
+        if not text:
+            self.notify(f"{turn.capitalize()} has no {name}.", title="Nothing copied", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        lines = len(text.splitlines())
+        self.notify(
+            f"The {name} of {turn}: {lines} line{'s' if lines != 1 else ''}, {len(text)} characters.",
+            title="Copied",
+        )
+
+    def action_toggle_tools(self) -> None:
+        view = self.transcript.selected_view
+        if view is not None:
+            view.action_toggle_tools()
+
+    def action_open_output(self) -> None:
+        record = self._selected_record()
+        if record is None:
+            return
+        title = clip(record.prompt, 60)
+        self.app.push_screen(OutputPager(self.link, record.turn_id, call_id=None, title=title))
+
+    @on(TextArea.Changed, "#prompt")
+    def _typing(self) -> None:
+        """Typing a prompt goes back to the live bottom (a prompt cleared by sending is not typing)."""
+        transcript = self.transcript
+        if not self.prompt.text:
+            return
+        if transcript.selected is not None:
+            transcript.select(None)
+        if not transcript.at_live_end or transcript.scroll_y < transcript.max_scroll_y:
+            self.run_worker(transcript.to_live_end(), group="transcript-window", exit_on_error=False)
+
+    def action_find(self) -> None:
+        self.open_search("")
+
+    def open_search(self, text: str) -> None:
+        """Open the search bar; with `text`, search for it at once (as Enter in the bar does)."""
+        bar = self.search_bar
+        bar.open(text)
+        if text.strip():
+            bar.searched = text
+            self._search(text)
+        self.refresh_bindings()
+
+    @on(SearchBar.Find)
+    def _find(self, message: SearchBar.Find) -> None:
+        self._search(message.text)
+
+    @on(SearchBar.Step)
+    def _step(self, message: SearchBar.Step) -> None:
+        if not self._hits:
+            return
+        self._hit = (self._hit + message.step) % len(self._hits)
+        self._show_hit()
+
+    @work(group="search", exclusive=True, exit_on_error=False)
+    async def _search(self, text: str) -> None:
+        bar = self.search_bar
+        bar.show_count("searching…")
+        try:
+            result = visible_data(await self.link.search(text))
+        except TuiError as exc:
+            bar.show_count("")
+            self._failed("search", exc)
+            return
+        self._hits, self._hit, self._total = list(result.hits), 0, result.total
+        if not self._hits:
+            self.transcript.set_highlight("")
+            bar.show_count("no match")
+            return
+        self.transcript.set_highlight(text)
+        await self._go_to_hit()
+
+    @work(group="search", exclusive=True, exit_on_error=False)
+    async def _show_hit(self) -> None:
+        await self._go_to_hit()
+
+    async def _go_to_hit(self) -> None:
+        hit: SearchHit = self._hits[self._hit]
+        more = "+" if self._total > len(self._hits) else ""
+        count = f"{self._hit + 1} of {self._total}{more} · {hit.where}"
+        self.search_bar.show_count(count)
+        if not await self.transcript.go_to(hit.turn_id):
+            self.search_bar.show_count(f"{self._hit + 1} of {self._total}{more} · not loaded")
+            return
+        view = self.transcript.selected_view
+        if view is not None and hit.where == "tool" and not view.expanded:
+            view.expanded = True  # the match is in a call: its output shows
+        if view is not None:
+            self.call_after_refresh(self._say_if_folded, view, hit, count)
+
+    def _say_if_folded(self, view: TurnView, hit: SearchHit, count: str) -> None:
+        """A match in the lines a long output folds away is not on the screen: the count says
+        which line it is, so the reader knows where (the fold line says how to open it all)."""
+        text = self.search_bar.searched.lower()
+        if not text or hit.where == "prompt" or not view.is_attached or _draws(view, text):
+            return
+        record = view.record
+        source = record.reply if hit.where == "reply" else "\n".join(t.output for t in record.tools)
+        at = source.lower().find(text)
+        if at < 0:
+            return
+        line = source.count("\n", 0, at) + 1
+        self.search_bar.show_count(f"{count} line {line:,} (folded)")  # "1 of 2 · reply line 501 (folded)"
+
+
+def _draws(view: TurnView, text: str) -> bool:
+    """Whether `view` draws `text` (lower case) on one of its lines at its width, below its
+    prompt (a hit in the reply or a call is not the one a prompt shows)."""
+    width = view.content_size.width
+    return any(text in strip.text.lower() for block in view.blocks[1:] for strip in block.lines(view, width))
+
+
+def clip(text: str, limit: int = 40) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
