@@ -90,11 +90,12 @@ class LocalAccess(SessionAccess):
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
             from tui.link.client import BridgeClient
+            from tui.protocol.routes import BRIDGE
 
             client = BridgeClient(socket_path=car.socket, timeout=2.0)
             try:
-                now = await client.transcript(limit=0)
-                info = await client.info()
+                now = await client.call(BRIDGE["transcript"], query={"limit": 0})
+                info = await client.call(BRIDGE["info"])
                 idle = (info.idle_seconds, info.idle_timeout)
                 if record.status != "archived":
                     state = now.state
@@ -195,10 +196,13 @@ class LocalAccess(SessionAccess):
         if car is None:
             return False
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
+        from tui.protocol import InterruptRequest
+        from tui.protocol.routes import BRIDGE
 
         client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
         try:
-            return await client.interrupt(client_id)
+            reply = await client.call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
+            return bool(reply.interrupted)
         finally:
             await client.close()
 

@@ -84,6 +84,19 @@ class RouteSpec:
         """The path with its parameters filled in (each quoted)."""
         return self.path.format(**{k: quote(v, safe="") for k, v in params.items()})
 
+    def params(self, **values: Any) -> dict[str, Any]:
+        """A query of this route: the values given, those that are None left out.
+
+        Raises:
+            TypeError: a name that is not one of the route's `query` parameters (a mistake in code).
+        """
+        names = {param.name for param in self.query}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            given = ", ".join(unknown)
+            raise TypeError(f"{self.name} takes no query parameter {given} (only {sorted(names)})")
+        return {name: value for name, value in values.items() if value is not None}
+
     @cached_property
     def _adapter(self) -> TypeAdapter[Any] | None:
         return TypeAdapter(self.answer) if self.answer is not None else None
