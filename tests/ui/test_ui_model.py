@@ -1,11 +1,11 @@
-"""What a model session shows (MockLink): reasoning folded, tokens and retries in the status row,
+"""What a model session shows (WorkerLink): reasoning folded, tokens and retries in the status row,
 ``/model`` completing profile names."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import Status, TextChunk, Thinking
 from tui.ui import TuiApp
 from tui.ui.widgets.prompt import PromptArea
@@ -19,7 +19,7 @@ async def _started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no
 
 
 async def test_reasoning_is_folded_and_the_reply_follows_it(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local")
+    link = WorkerLink(agent="model", reply_format="markdown", model="local")
     app = TuiApp(link)
     async with app.run_test(size=(100, 30)) as pilot:
         await _started(app, pilot, until)
@@ -34,7 +34,7 @@ async def test_reasoning_is_folded_and_the_reply_follows_it(until: Until) -> Non
 
 
 async def test_the_status_row_shows_tokens_context_and_a_retry(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local")
+    link = WorkerLink(agent="model", reply_format="markdown", model="local")
     app = TuiApp(link)
     async with app.run_test(size=(140, 30)) as pilot:
         await _started(app, pilot, until)
@@ -57,7 +57,7 @@ async def test_the_status_row_shows_tokens_context_and_a_retry(until: Until) -> 
 
 
 async def test_tab_completes_model_profiles_after_slash_model(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local", models=["local", "sonnet"])
+    link = WorkerLink(agent="model", reply_format="markdown", model="local", models=["local", "sonnet"])
     app = TuiApp(link)
     async with app.run_test(size=(100, 30)) as pilot:
         await _started(app, pilot, until)

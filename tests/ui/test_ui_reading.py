@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
-from tui.link.mock import MockLink, MockRequest
+from tui.link.double import LinkRequest, WorkerLink
 from tui.protocol import By, TextChunk, TurnRecord
 from tui.store import StatePaths
 from tui.ui import TuiApp
@@ -40,7 +40,7 @@ def history(n: int, words: dict[int, str] | None = None) -> list[TurnRecord]:
     ]
 
 
-def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+def routes(link: WorkerLink, route: str) -> list[dict[str, object]]:
     return [r.body for r in link.requests if r.route == route]
 
 
@@ -61,7 +61,7 @@ async def attached(app: TuiApp, pilot: Pilot[object], until: Until) -> None:
 
 class TestScrolling:
     async def test_keys_scroll_the_transcript_while_the_prompt_keeps_the_text(self, until: Until) -> None:
-        link = MockLink(history=history(100))
+        link = WorkerLink(history=history(100))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -80,7 +80,7 @@ class TestScrolling:
             assert app.focused is app.session.prompt
 
     async def test_ctrl_end_and_typing_go_back_to_the_bottom(self, until: Until) -> None:
-        link = MockLink(history=history(30))
+        link = WorkerLink(history=history(30))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -98,12 +98,12 @@ class TestScrolling:
     async def test_paging_older_turns_in_keeps_the_turn_under_the_eye_on_its_row(self, until: Until) -> None:
         gate = asyncio.Event()
 
-        async def slow_older(request: MockRequest) -> object:
-            if request.route == "transcript" and request.body["before"]:
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
                 await gate.wait()
             return NotImplemented
 
-        link = MockLink(history=history(300), handler=slow_older)
+        link = WorkerLink(history=history(300), handler=slow_older)
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -126,12 +126,12 @@ class TestScrolling:
     async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
         gate = asyncio.Event()
 
-        async def slow_older(request: MockRequest) -> object:
-            if request.route == "transcript" and request.body["before"]:
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
                 await gate.wait()
             return NotImplemented
 
-        link = MockLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
+        link = WorkerLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -148,7 +148,7 @@ class TestScrolling:
             assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
 
     async def test_a_long_session_paged_to_its_first_turn_keeps_memory_bounded(self, until: Until) -> None:
-        link = MockLink(history=history(1_000))
+        link = WorkerLink(history=history(1_000))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -178,14 +178,14 @@ class TestQuickTurns:
     ) -> None:
         """A script's quick turns reach a watching app all at once: each shows ended (no live
         view), only a window of them is mounted, and what is typed meanwhile is kept."""
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             for n in range(500):  # no await between them: they arrive as one batch
                 turn = link.start_turn(f"print({n})", by="root")
                 link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
-                link.end_turn()
+                await link.end_turn()
             transcript = app.session.transcript
             await app_until_done(  # however long the batch takes: bounded by the events applied
                 pilot,
@@ -204,7 +204,7 @@ class TestQuickTurns:
 
 class TestSelection:
     async def test_alt_up_selects_a_turn_and_y_copies_its_reply(self, until: Until) -> None:
-        link = MockLink(history=history(5))
+        link = WorkerLink(history=history(5))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -226,14 +226,14 @@ class TestSelection:
 
 class TestSearch:
     async def test_ctrl_f_finds_a_word_in_an_old_turn_and_enter_moves_to_the_next(self, until: Until) -> None:
-        link = MockLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
+        link = WorkerLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             transcript = app.session.transcript
             await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
             await until(pilot, lambda: transcript.selected == "h3")
-            assert routes(link, "search")[0]["text"] == "zebra"
+            assert routes(link, "search")[0]["q"] == "zebra"
             view = transcript.selected_view
             assert view is not None
             assert getattr(view, "highlight", "") == "zebra"
@@ -249,7 +249,7 @@ class TestSearch:
             assert all(getattr(v, "highlight", "") == "" for v in transcript.turn_views())
 
     async def test_slash_find_searches_at_once(self, until: Until) -> None:
-        link = MockLink(history=history(50, {10: "needle"}))
+        link = WorkerLink(history=history(50, {10: "needle"}))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)

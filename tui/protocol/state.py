@@ -1,9 +1,10 @@
 """A session's state as a pure function of its events: the one reducer.
 
-The worker, `SessionWatch`, `MockLink` and the app all keep a `SessionState` and feed it every
-event in order (`apply`); none of them keeps the turn, the question, the queue or the status in
-bookkeeping of its own. The state is a pydantic model with a `schema_version`, so it can be
-checkpointed (`model_dump_json`) and resumed (`model_validate_json`) at any event.
+The worker (which the test link `WorkerLink` runs in-process too), `SessionWatch` and the app
+all keep a `SessionState` and feed it every event in order (`apply`); none of them keeps the
+turn, the question, the queue or the status in bookkeeping of its own. The state is a pydantic
+model with a `schema_version`, so it can be checkpointed (`model_dump_json`) and resumed
+(`model_validate_json`) at any event.
 
 Rules it follows (protocol.md):
 - events apply strictly in order; one whose ``seq`` was already applied changes nothing;
