@@ -9,24 +9,23 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
-from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Gone, Live, Located, Reconnecting
+from tui.link.base import AttachLink, Backoff, Gone, Live, Located, Reconnecting, RouteCall
 from tui.link.client import BridgeClient
 from tui.link.follow import Follower, backoff_delay
 from tui.protocol import Event, ModelRequest, TurnRequest
-from tui.protocol.routes import BRIDGE, RouteSpec
+from tui.protocol.routes import BRIDGE
 
 
 def _event(seq: int, typ: str = "note", **fields: Any) -> str:
@@ -120,16 +119,8 @@ class SocketLink(AttachLink):
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         return self.client.events(cursor, announce_open=True)
 
-    async def call(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        **path: str,
-    ) -> Any:
-        return await self.client.call(route, body, query=query, content=content, **path)
+    async def handle(self, call: RouteCall) -> Any:
+        return await self.client.handle(call)
 
 
 async def _collect(follower: Follower) -> list[Event | object]:

@@ -2,8 +2,8 @@
 where its session is, and the requests it makes there.
 
 Like httpx's ``BaseTransport``, a link implements a few methods and gets the rest: where the
-worker is (`locate`), its event stream (`open_stream`) and one route of the table
-(`tui.protocol.routes.BRIDGE`) called with its body or query (`call`). Every typed request
+worker is (`locate`), its event stream (`open_stream`) and one request of a route of the table
+(`tui.protocol.routes.BRIDGE`), a `RouteCall` (`handle`). Every typed request
 (`transcript`, `send_turn`, `answer` …) is written once here, on top of `call`, from the route's
 `Param`s and models; a new route needs no new method on any link (``link.call(BRIDGE["x"], …)``).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -52,11 +52,13 @@ from tui.protocol.routes import BRIDGE, RouteSpec
 __all__ = [
     "AttachLink",
     "Backoff",
+    "Caller",
     "Gone",
     "LinkState",
     "Live",
     "Located",
     "Reconnecting",
+    "RouteCall",
 ]
 
 
@@ -114,12 +116,78 @@ class Backoff:
     cap: float = 30.0
 
 
-class AttachLink(ABC):
+@dataclass(frozen=True)
+class RouteCall:
+    """One request of a route of `BRIDGE`, as a link or a client hands it on (httpx's ``Request``)."""
+
+    route: RouteSpec
+    body: BaseModel | None = None
+    """Its JSON body."""
+    query: Mapping[str, Any] = field(default_factory=dict)
+    content: bytes | None = None
+    """A raw body instead (``POST /images``)."""
+    path: Mapping[str, str] = field(default_factory=dict)
+    """What fills the route's path (``queue_id``, ``turn_id``)."""
+
+    @property
+    def url(self) -> str:
+        return self.route.url(**self.path)
+
+    def json(self) -> Any:
+        """The body as JSON (None without one)."""
+        return self.body.model_dump(mode="json", exclude_none=True) if self.body is not None else None
+
+    def fields(self) -> dict[str, Any]:
+        """Its body's, query's and path's fields in one mapping (what a test looks at)."""
+        body = self.body.model_dump() if self.body is not None else {}
+        return {**body, **self.query, **self.path}
+
+
+class Caller(ABC):
+    """Whatever sends routes' requests (a link, `BridgeClient`): it implements `handle` (and
+    `handle_text` for the routes that answer streamed text) once; callers use `call` and
+    `stream_text`."""
+
+    @abstractmethod
+    async def handle(self, call: RouteCall) -> Any:
+        """One request: its answer decoded into the route's answer type.
+
+        Raises:
+            TuiError: the worker's refusal as its exception; `WorkerUnavailable` or `Unreachable`
+                when it could not be asked.
+        """
+
+    async def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        """A request whose answer is streamed text, as it arrives. Default: refused."""
+        raise InvalidRequest(f"this session cannot answer {call.route.method} {call.route.path} here")
+        yield ""  # type: ignore[unreachable]  # makes this an async generator, as the others are
+
+    async def call(
+        self,
+        route: RouteSpec,
+        body: BaseModel | None = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+        **path: str,
+    ) -> Any:
+        """Route `route` of `BRIDGE`: `body` as its JSON (or `content` as its raw body), `query` as
+        its query, `path` filling its path; its answer decoded into the route's answer type."""
+        return await self.handle(RouteCall(route, body, query or {}, content, path))
+
+    def stream_text(
+        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
+    ) -> AsyncIterator[str]:
+        """Route `route` of `BRIDGE`, answering streamed text (``turn_output``), as it arrives."""
+        return self.handle_text(RouteCall(route, None, query or {}, None, path))
+
+
+class AttachLink(Caller):
     """One attached session, wherever it is.
 
-    A link implements three methods (`locate`, `open_stream`, `call`) and may give three more
-    (`stream_text` for the routes that answer streamed text, and the session's `stop_worker`,
-    `delete_session`, `archive_session`); the typed requests are built on them.
+    A link implements three methods (`locate`, `open_stream`, `handle`: one route's request) and
+    may give four more (`handle_text` for the routes that answer streamed text, and the session's
+    `stop_worker`, `delete_session`, `archive_session`); the typed requests are built on them.
 
     Attributes:
         session_id: the session's full id.
@@ -163,34 +231,6 @@ class AttachLink(ABC):
             Refused, NotFound: gone for good.
         """
 
-    @abstractmethod
-    async def call(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        **path: str,
-    ) -> Any:
-        """One route of `BRIDGE`: `body` as its JSON (or `content` as its raw body), `query` as its
-        query, `path` filling its path; its answer decoded into the route's answer type.
-
-        Raises:
-            TuiError: the worker's refusal as its exception; `WorkerUnavailable` or `Unreachable`
-                when it could not be asked.
-        """
-
-    async def stream_text(
-        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
-    ) -> AsyncIterator[str]:
-        """A route of `BRIDGE` that answers streamed text (``turn_output``), as it arrives.
-
-        Default: refused, this link cannot stream text.
-        """
-        raise InvalidRequest(f"this session cannot answer {route.method} {route.path} here")
-        yield ""  # type: ignore[unreachable]  # makes this an async generator, as the links' are
-
     async def stop_worker(self) -> None:
         """`/exit`: the worker ends its turn, says `worker_leaving` and exits.
 
@@ -217,7 +257,7 @@ class AttachLink(ABC):
         """
         return " ".join(("tui", *words))
 
-    async def close(self) -> None:  # noqa: B027 - optional, does nothing by default
+    async def close(self) -> None:
         """The attach is over: let go of connections."""
 
     # --- the typed requests, each written once on `call` ----------------------------------------

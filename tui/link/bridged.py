@@ -6,14 +6,11 @@ from __future__ import annotations
 import time
 from abc import abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from tui.link.base import AttachLink, Live
+from tui.link.base import AttachLink, Live, RouteCall
 from tui.protocol import Event
-from tui.protocol.routes import RouteSpec
 
 if TYPE_CHECKING:  # httpx is imported only once a worker is asked something
     from tui.link.client import BridgeClient
@@ -53,18 +50,8 @@ class BridgedLink(AttachLink):
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         return self.bridge_client().events(cursor, client_id=self.client_id, announce_open=True)
 
-    async def call(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        **path: str,
-    ) -> Any:
-        return await self.bridge_client().call(route, body, query=query, content=content, **path)
+    async def handle(self, call: RouteCall) -> Any:
+        return await self.bridge_client().handle(call)
 
-    def stream_text(
-        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
-    ) -> AsyncIterator[str]:
-        return self.bridge_client().stream_text(route, query=query, **path)
+    def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        return self.bridge_client().handle_text(call)

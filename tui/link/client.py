@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
 from tui.errors import (
     TuiError,
@@ -26,16 +25,16 @@ from tui.errors import (
     WorkerUnavailable,
     error_from_wire,
 )
-from tui.link.base import Live
+from tui.link.base import Caller, Live, RouteCall
 from tui.protocol import Event, LeaveRequest, Left, decode_event
-from tui.protocol.routes import BRIDGE, RouteSpec
+from tui.protocol.routes import BRIDGE
 
 __all__ = ["BridgeClient"]
 
 log = logging.getLogger("tui.link.client")
 
 
-class BridgeClient:
+class BridgeClient(Caller):
     """Requests and the event stream of one session's bridge.
 
     Args:
@@ -104,34 +103,16 @@ class BridgeClient:
             decoded = None
         raise error_from_wire(decoded, response.status_code, who=self.label)
 
-    async def call(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        **path: str,
-    ) -> Any:
-        """One route of the table: its answer decoded into the route's answer type."""
-        return await self._request(route, body, query, content, path)
-
-    async def _request(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None,
-        query: Mapping[str, Any] | None,
-        content: bytes | None,
-        path: Mapping[str, str],
-        seconds: float | None = None,
-    ) -> Any:
+    async def handle(self, call: RouteCall, seconds: float | None = None) -> Any:
+        """One request of a route of the table: its answer decoded into the route's answer type,
+        within `seconds` (the client's timeout unless given)."""
+        route = call.route
         kwargs: dict[str, Any] = {}
         if seconds is not None:
             kwargs["timeout"] = seconds
-        json_body = body.model_dump(mode="json", exclude_none=True) if body is not None else None
         try:
             response = await self._http.request(
-                route.method, route.url(**path), json=json_body, content=content, params=query, **kwargs
+                route.method, call.url, json=call.json(), content=call.content, params=call.query, **kwargs
             )
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
@@ -144,16 +125,14 @@ class BridgeClient:
                 "is it the same version of tui?"
             ) from exc
 
-    async def stream_text(
-        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
-    ) -> AsyncIterator[str]:
-        """A route that answers streamed text (``turn_output``): its text as it arrives."""
+    async def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        """A request whose answer is streamed text (``turn_output``): its text as it arrives."""
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
         try:
             async with self._http.stream(
-                route.method, route.url(**path), params=query, timeout=timeout
+                call.route.method, call.url, params=call.query, timeout=timeout
             ) as response:
-                if response.status_code != route.status:
+                if response.status_code != call.route.status:
                     self._raise_for(response, await response.aread())
                 async for text in response.aiter_text():
                     yield text
@@ -162,8 +141,8 @@ class BridgeClient:
 
     async def leave(self, wait: float = 2.0) -> bool:
         """``POST /leave``: the worker ends its turn, writes ``worker_leaving`` and exits."""
-        body = LeaveRequest(wait=wait)
-        left: Left = await self._request(BRIDGE["leave"], body, None, None, {}, seconds=wait + 10.0)
+        call = RouteCall(BRIDGE["leave"], LeaveRequest(wait=wait))
+        left: Left = await self.handle(call, seconds=wait + 10.0)
         return left.released
 
     # --- the event stream ------------------------------------------------------------------------

@@ -29,17 +29,16 @@ import itertools
 import shutil
 import tempfile
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
 import httpx
-from pydantic import BaseModel
 
 from tui.errors import TuiError, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Live, Located
+from tui.link.base import AttachLink, Backoff, Live, Located, RouteCall
 from tui.link.client import BridgeClient, _SseReader
 from tui.protocol import By, Event, Presence, TurnRecord, TurnRequest, decode_event
 from tui.protocol.events import (
@@ -52,7 +51,6 @@ from tui.protocol.events import (
     TurnStarted,
 )
 from tui.protocol.principal import Principal
-from tui.protocol.routes import RouteSpec
 from tui.protocol.state import SessionState
 from tui.store import Journal, JournalLine, SessionRecord, StatePaths, save_session
 from tui.store.checkpoint import Checkpoint
@@ -514,37 +512,20 @@ class WorkerLink(AttachLink):
             answer = await answer
         return answer
 
-    @staticmethod
-    def _fields(
-        body: BaseModel | None, query: Mapping[str, Any] | None, path: Mapping[str, str]
-    ) -> dict[str, Any]:
-        fields = body.model_dump() if body is not None else {}
-        return {**fields, **(query or {}), **path}
-
-    async def call(
-        self,
-        route: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: Mapping[str, Any] | None = None,
-        content: bytes | None = None,
-        **path: str,
-    ) -> Any:
-        answer = await self._handled(route.name, self._fields(body, query, path))
+    async def handle(self, call: RouteCall) -> Any:
+        answer = await self._handled(call.route.name, call.fields())
         if answer is not NotImplemented:
             return answer
-        if route.name == "turn" and self.located.status != "live":
+        if call.route.name == "turn" and self.located.status != "live":
             raise WorkerUnavailable("the worker is not running")
-        return await self._http.call(route, body, query=query, content=content, **path)
+        return await self._http.handle(call)
 
-    async def stream_text(
-        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
-    ) -> AsyncIterator[str]:
-        answer = await self._handled(route.name, self._fields(None, query, path))
+    async def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        answer = await self._handled(call.route.name, call.fields())
         if answer is not NotImplemented:
             yield str(answer)
             return
-        async for text in self._http.stream_text(route, query=query, **path):
+        async for text in self._http.handle_text(call):
             yield text
 
     async def stop_worker(self) -> None:
