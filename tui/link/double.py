@@ -168,6 +168,12 @@ class _ClockedJournal(Journal):
         return stamped, JournalLine(stamped.seq, typ, raw)
 
 
+def _let_go(journal: Journal, root: Path) -> None:
+    """What a `WorkerLink` leaves once it is gone: its journal's files and its state dir."""
+    journal.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
 class WorkerLink(AttachLink):
     """A real worker core in this process behind the `AttachLink` interface.
 
@@ -224,7 +230,6 @@ class WorkerLink(AttachLink):
         self._asking: set[asyncio.Task[None]] = set()
 
         self._root = Path(tempfile.mkdtemp(prefix="tui-link-"))
-        weakref.finalize(self, shutil.rmtree, self._root, True)
         state = StatePaths(self._root / "state")
         paths = state.session(session_id)
         for folder in (paths.root, paths.turns, paths.images):
@@ -242,6 +247,7 @@ class WorkerLink(AttachLink):
         journal = _ClockedJournal.open_for_append(paths.journal)
         assert isinstance(journal, _ClockedJournal)
         self._journal = journal
+        weakref.finalize(self, _let_go, journal, self._root)
         kind = type(
             "ScriptedAgent",
             (ScriptedAgent,),
