@@ -256,3 +256,13 @@ async def test_stop_ends_the_attach(kit: Kit, follow: Callable[[int], Follow]) -
     await kit.link.stop_worker()
     gone = await events.until(lambda e: isinstance(e, Gone), "the end")
     assert isinstance(gone, Gone) and gone.exit_code == 4
+
+
+def test_a_link_implements_three_methods_and_the_typed_calls_come_from_the_table() -> None:
+    """What a new link writes (httpx's transport: one method per concern), and a typed call's
+    query checked against its route's `Param`s, so a mistyped name fails where it is written."""
+    assert AttachLink.__abstractmethods__ == {"locate", "open_stream", "handle"}
+    route = BRIDGE["transcript"]
+    assert route.params(limit=5, before=None, after="t1") == {"limit": 5, "after": "t1"}
+    with pytest.raises(TypeError, match="transcript takes no query parameter befor"):
+        route.params(befor="t1")
