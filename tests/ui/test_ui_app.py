@@ -200,7 +200,7 @@ class TestTurns:
             link.start_turn("while True: pass")
             await until(pilot, lambda: app.session.busy)
             link.emit(WorkerStarted(epoch=2, pid=4343, version="0.1.0", agent="python"))
-            await until(pilot, lambda: not app.session.busy)
+            await until(pilot, lambda: not app.session.busy and app.session.query(TurnView))
             record = app.session.query(TurnView).last().record
             assert record.outcome == "failed"
             assert "restarted" in (record.error or "")
