@@ -876,9 +876,16 @@ class TestAway:
         first = TuiApp(link, state_dir=tmp_path)
         async with first.run_test() as pilot:
             await started(first, pilot, until)
-            link.start_turn("seen()")
+            turn = link.start_turn("seen()")
             await link.end_turn("completed")
-            await until(pilot, lambda: first.session.session_state.current is None)
+            store = first.session.seen_store
+            assert store is not None
+
+            def remembered() -> bool:
+                seen = store.get(link.where, link.session_id)
+                return seen is not None and seen.turn_id == turn
+
+            await until(pilot, remembered)  # this window showed the turn's end, and remembers it
             second = TuiApp(link, state_dir=tmp_path)  # another window of the same user
             async with second.run_test() as two:
                 await started(second, two, until)
