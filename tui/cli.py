@@ -166,6 +166,9 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--dir", metavar="D", help="with --new: the new session's folder")
     p.add_argument("--agent", metavar="NAME", help="with --new: what the new session runs")
     p.add_argument("--model", metavar="NAME", help="with --new: a model session with this model")
+    p.add_argument(
+        "--parent", metavar="ID", help="with --new: a child of session ID (in its folder unless --dir)"
+    )
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")

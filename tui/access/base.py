@@ -36,7 +36,12 @@ class SessionAccess(ABC):
 
     @abstractmethod
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         """A new session with its worker started; returns its id.
 
@@ -44,6 +49,7 @@ class SessionAccess(ABC):
             working_directory: the session's folder.
             agent: what it runs; None: the machine's ``default_agent`` (config.toml), else python.
             model: its model, for a model-backed agent.
+            parent_id: the session that starts it (its child); NotFound when there is none.
 
         Raises:
             InvalidRequest: an agent this machine cannot run (nothing is created).

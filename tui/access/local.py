@@ -120,6 +120,7 @@ class LocalAccess(SessionAccess):
             agent=record.agent,
             model=record.model,
             archived=record.status == "archived",
+            parent_id=record.parent_id,
             memory=memory,
             idle_seconds=idle[0],
             idle_timeout=idle[1],
@@ -138,7 +139,12 @@ class LocalAccess(SessionAccess):
         return await self._state_of(get_session(self.state, session_id))
 
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         from tui.config import load_config
         from tui.worker.agents import check_agent
@@ -146,7 +152,11 @@ class LocalAccess(SessionAccess):
         config = load_config()
         agent = agent or ("model" if model is not None else config.default_agent)
         model = check_agent(agent, config, model)
-        record = create_session(self.state, working_directory=working_directory, agent=agent, model=model)
+        if parent_id is not None:
+            get_session(self.state, parent_id)
+        record = create_session(
+            self.state, working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+        )
         await self.wake(record.id)
         return record.id
 

@@ -80,13 +80,19 @@ class RemoteAccess(SessionAccess):
         return summary
 
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         # This machine's current folder means nothing there: leave the choice to the remote
         # (the folder its `tui web` was started in) unless a folder was asked for.
         body = CreateRequest(
             agent=agent,
             model=model,
+            parent_id=parent_id,
             idle=True,
             wait=WAIT_SLICE,
             working_directory=working_directory if _asked_for(working_directory) else None,

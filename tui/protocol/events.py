@@ -21,6 +21,9 @@ __all__ = [
     "AgentInfo",
     "AgentSetting",
     "By",
+    "ChildAsking",
+    "ChildEnded",
+    "ChildStarted",
     "Diff",
     "Event",
     "EventBody",
@@ -340,6 +343,39 @@ class WorkerLeaving(EventBase):
     reason: str = ""
 
 
+class ChildStarted(EventBase):
+    """The session started a child session (`tui send --new --parent`, ``delegate``)."""
+
+    type: Literal["child_started"] = "child_started"
+    child_id: str
+    prompt: str = ""
+    """The child's first turn."""
+    agent: str = "python"
+    model: str | None = None
+    turn_id: str | None = None
+    """This session's turn that started it (None: started from outside a turn)."""
+
+
+class ChildAsking(EventBase):
+    """A child's question is pending (`question`), or no longer is (None)."""
+
+    type: Literal["child_asking"] = "child_asking"
+    child_id: str
+    question: Question | None = None
+
+
+class ChildEnded(EventBase):
+    """A child's delegated turn ended; its tokens so far are added to this session's."""
+
+    type: Literal["child_ended"] = "child_ended"
+    child_id: str
+    outcome: Literal["completed", "failed", "interrupted"]
+    error: str | None = None
+    tokens_in: int = 0
+    """The child's tokens in (its own and its children's) when it ended."""
+    tokens_out: int = 0
+
+
 class UnknownEvent(EventBase):
     """An event of a type this version does not know; its fields are kept as they came."""
 
@@ -365,7 +401,10 @@ KnownEvent = Annotated[
     | Status
     | ModelChanged
     | Note
-    | WorkerLeaving,
+    | WorkerLeaving
+    | ChildStarted
+    | ChildAsking
+    | ChildEnded,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | UnknownEvent

@@ -23,6 +23,7 @@ __all__ = [
     "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
+    "ChildView",
     "DismissRequest",
     "Dismissed",
     "ImageRef",
@@ -254,6 +255,21 @@ class PendingQuestion(Question):
     """The question waiting for an answer, as `/transcript` gives it."""
 
 
+class ChildView(_Wire):
+    """A child session as its parent knows it (from `child_started`, `child_asking`, `child_ended`)."""
+
+    child_id: str
+    state: Literal["running", "asking", "completed", "failed", "interrupted"] = "running"
+    prompt: str = ""
+    agent: str = "python"
+    model: str | None = None
+    question: Question | None = None
+    """The child's pending question (while ``asking``)."""
+    error: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
 class Transcript(_Wire):
     turns: list[TurnRecord] = []
     current: TurnRecord | None = None
@@ -274,6 +290,8 @@ class Transcript(_Wire):
     """How many turns the session started so far (the next one is ``#turns_started + 1``)."""
     notes: list[str] = []
     """Notes said since the last turn ended, while no turn ran (the next turn's ``before`` lines)."""
+    children: list[ChildView] = []
+    """The sessions this one started, oldest first, and how each stands."""
 
 
 class SearchHit(_Wire):

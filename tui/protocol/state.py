@@ -31,6 +31,9 @@ from tui.protocol.events import (
     AgentInfo,
     AgentSetting,
     By,
+    ChildAsking,
+    ChildEnded,
+    ChildStarted,
     Event,
     ModelChanged,
     Note,
@@ -54,6 +57,7 @@ from tui.protocol.events import (
 )
 from tui.protocol.ids import client_label
 from tui.protocol.messages import (
+    ChildView,
     PendingQuestion,
     ToolRecord,
     Transcript,
@@ -372,6 +376,10 @@ class SessionState(BaseModel):
     activity: str = ""
     """What the running turn waits for, as the last `status` said (``retrying in 4 s``)."""
     children: dict[str, int] = {}
+    """How many children stand how (``running``, ``asking``, ``completed``, ``failed``), as the
+    last `status` said."""
+    child_sessions: dict[str, ChildView] = {}
+    """The sessions this one started, oldest first (`child_started` … `child_ended`)."""
     attached: list[Presence] = []
     """Who has an event stream open, as the last `status` said."""
     commands: list[AgentCommand] = []
@@ -398,6 +406,7 @@ class SessionState(BaseModel):
             queue_held=transcript.queue_held,
             attached=list(transcript.attached),
             notes=list(transcript.notes),
+            child_sessions={child.child_id: child for child in transcript.children},
         )
         for record in transcript.turns:
             state._keep(record)
@@ -569,9 +578,50 @@ class SessionState(BaseModel):
                     current.add_line("note", line)
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
+            case ChildStarted():
+                self.child_sessions = {
+                    **self.child_sessions,
+                    event.child_id: ChildView(
+                        child_id=event.child_id, prompt=event.prompt, agent=event.agent, model=event.model
+                    ),
+                }
+            case ChildAsking():
+                child = self.child_sessions.get(event.child_id)
+                if child is not None and child.state in ("running", "asking"):
+                    state = "running" if event.question is None else "asking"
+                    self.child_sessions = {
+                        **self.child_sessions,
+                        event.child_id: child.model_copy(update={"question": event.question, "state": state}),
+                    }
+            case ChildEnded():
+                child = self.child_sessions.get(event.child_id)
+                if child is not None:
+                    ending: dict[str, object] = {
+                        "state": event.outcome,
+                        "error": event.error,
+                        "question": None,
+                        "tokens_in": event.tokens_in,
+                        "tokens_out": event.tokens_out,
+                    }
+                    self.child_sessions = {
+                        **self.child_sessions,
+                        event.child_id: child.model_copy(update=ending),
+                    }
+                # A child's tokens count as this session's (its status and stats show the sum).
+                self.tokens_in += event.tokens_in
+                self.tokens_out += event.tokens_out
             case _:
                 pass
         return self
+
+    def children_counts(self) -> dict[str, int]:
+        """How many children stand how: ``running``, ``asking``, ``completed``, ``failed``
+        (an interrupted child counts as failed); only the states some child is in."""
+        counts: dict[str, int] = {}
+        for child in self.child_sessions.values():
+            state = "failed" if child.state == "interrupted" else child.state
+            counts[state] = counts.get(state, 0) + 1
+        return counts
 
     def ended_by(self, event: Event) -> TurnRecord | None:
         """The record of the turn `event` ended (or amended), when applying it did so."""

@@ -51,6 +51,8 @@ class CreateRequest(_Body):
     agent: str | None = None
     """What the session runs; None: the machine's default (config.toml's ``default_agent``)."""
     model: str | None = None
+    parent_id: str | None = None
+    """The session that starts this one (its child); it must exist."""
     prompt: str | None = None
     idle: bool = False
     client_id: str | None = None
@@ -87,6 +89,8 @@ class SessionSummary(_Answer):
     agent: str = "python"
     model: str | None = None
     archived: bool = False
+    parent_id: str | None = None
+    """The session that started this one, for a child."""
     memory: int | None = None
     """A live worker's resident memory in bytes, its own and its children's (sandbox, agent)."""
     idle_seconds: float | None = None

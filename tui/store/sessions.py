@@ -72,7 +72,7 @@ def create_session(
         title: a title for lists; empty until the first prompt names one.
         agent: which agent runs its turns (``python`` by default).
         model: the agent's model, if it has models.
-        parent_id: the session this one was forked from.
+        parent_id: the session that started this one (it is that session's child).
 
     Returns:
         The new record.

@@ -314,8 +314,13 @@ def create_app(bridge: WebBridge) -> Starlette:
     async def create(request: Request, principal: Principal, sid: str) -> Created:
         """A new session, its worker started; its first turn when ``prompt`` is given."""
         body = await parse_body(request, CreateRequest)
-        folder = body.working_directory or bridge.started_in
-        new_id = await s.create(working_directory=folder, agent=body.agent, model=body.model, wait=body.wait)
+        parent = None if body.parent_id is None else _session_of(principal, body.parent_id)
+        # A child works in its parent's folder unless it is given one.
+        inherited = None if parent is None else (await s.show(parent)).folder
+        folder = body.working_directory or inherited or bridge.started_in
+        new_id = await s.create(
+            working_directory=folder, agent=body.agent, model=body.model, wait=body.wait, parent_id=parent
+        )
         created = Created(id=new_id, short_id=short_id(new_id))
         if body.prompt and not body.idle:
             turn = TurnRequest(prompt=body.prompt, client_id=body.client_id, request_id=body.request_id)

@@ -91,11 +91,19 @@ class LocalSessions:
 
     # --- changing --------------------------------------------------------------------------
     async def create(
-        self, *, working_directory: str, agent: str | None, model: str | None, wait: float
+        self,
+        *,
+        working_directory: str,
+        agent: str | None,
+        model: str | None,
+        wait: float,
+        parent_id: str | None = None,
     ) -> str:
         """A new session with its worker started; its id."""
         _check_folder(working_directory)
-        new_id = await self.access.create(working_directory=working_directory, agent=agent, model=model)
+        new_id = await self.access.create(
+            working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+        )
         return new_id
 
     async def wake(self, session_id: str, *, wait: float) -> WorkerView:

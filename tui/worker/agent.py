@@ -190,6 +190,20 @@ class TurnIO(Protocol):
     def note(self, text: str) -> None:
         """Put a line in the transcript about the session, not part of the reply (a `note` event)."""
 
+    async def delegate(
+        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        """Start a child session with `prompt` as its first turn (`tui.worker.children`).
+
+        Returns:
+            With `wait`, the child's reply once that turn completed; else the child's id.
+
+        Raises:
+            ChildFailed: (with `wait`) the child's turn failed or was interrupted, or its worker
+                went away; TuiError: the child could not be made.
+        """
+        ...
+
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         """Ask the people attached; waits for the first answer.
 

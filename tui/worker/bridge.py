@@ -153,12 +153,14 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def answer(request: Request) -> Answered:
         body = await parse_body(request, AnswerRequest)
-        worker.answer(body, _by(request))
+        if not await worker.answer_child(body):  # a child's question, answered from here
+            worker.answer(body, _by(request))
         return Answered(question_id=body.question_id)
 
     async def dismiss(request: Request) -> Dismissed:
         body = await parse_body(request, DismissRequest)
-        worker.dismiss(body.question_id, body.client_id, _by(request))
+        if not await worker.answer_child(body):
+            worker.dismiss(body.question_id, body.client_id, _by(request))
         return Dismissed(question_id=body.question_id)
 
     async def interrupt(request: Request) -> Interrupted:

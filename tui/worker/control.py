@@ -50,6 +50,7 @@ from tui.protocol import (
 from tui.protocol.state import SessionState
 from tui.store import SessionPaths, SessionRecord
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
+from tui.worker.children import Children
 from tui.worker.writer import EventWriter
 
 __all__ = ["INTERRUPT_GRACE", "TurnControl"]
@@ -187,6 +188,14 @@ class _Turn:
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         return await self._control.ask(self, text, options, multiple=multiple, freeform=freeform)
 
+    async def delegate(
+        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        children = self._control.children
+        if children is None:
+            raise InvalidRequest("this session cannot start children (its worker has no state dir)")
+        return await children.delegate(prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id)
+
 
 class TurnControl:
     """The running turn, the queue and the pending question of one session."""
@@ -199,6 +208,8 @@ class TurnControl:
         """Who a request comes from when nobody else is named: the machine's owner."""
         self.turn: _Turn | None = None
         """The running turn, if any."""
+        self.children: Children | None = None
+        """Starts and follows this session's children (set by the worker)."""
         self._queued_images: dict[str, list[ImageRef]] = {}
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None

@@ -33,6 +33,7 @@ from tui.protocol import (
     AgentSetting,
     AnswerRequest,
     By,
+    DismissRequest,
     Event,
     ImageRef,
     Info,
@@ -55,6 +56,7 @@ from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
 from tui.store.checkpoint import Checkpoint
 from tui.store.reading import SessionReader
 from tui.worker.agent import Agent
+from tui.worker.children import Children
 from tui.worker.control import TurnControl
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
@@ -89,6 +91,7 @@ class SessionWorker:
         state = SessionState(model=agent.model)
         self.writer = EventWriter(paths, journal, state, follower_limit=follower_limit)
         self.control = TurnControl(self.writer, agent, record, owner())
+        self.control.children = Children(self.writer, record, paths.root.parent.parent)
         self.reader = SessionReader(paths, journal, self.writer.turn_store)
         self.started_monotonic = time.monotonic()
         self.left = asyncio.Event()
@@ -272,6 +275,23 @@ class SessionWorker:
     def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
         self.control.dismiss(question_id, client_id, by)
 
+    async def answer_child(self, request: AnswerRequest | DismissRequest) -> bool:
+        """Answer (or dismiss) a child's pending question, when `request` names one; False when
+        it names none (it is then this session's own question, or none).
+
+        Raises:
+            Conflict: ``question_not_pending``: the child's question was answered first elsewhere.
+            InvalidRequest: ``invalid_answer``, as the child's worker said.
+        """
+        children = self.control.children
+        for child in self.state.child_sessions.values():
+            if child.question is not None and child.question.question_id == request.question_id:
+                if children is None:
+                    return False
+                await children.answer(child.child_id, request)
+                return True
+        return False
+
     # --- the rest of the routes ----------------------------------------------------------------
     def info(self) -> Info:
         return Info(
@@ -395,6 +415,8 @@ class SessionWorker:
                     turn.task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await asyncio.wait_for(turn.task, 0.5)
+        if self.control.children is not None:
+            await self.control.children.close()  # they run on: sessions of their own
         try:
             self.emit(WorkerLeaving(reason=reason))
         except DiskFull:

@@ -33,7 +33,15 @@ from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
 from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO
 
-__all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
+__all__ = [
+    "DELEGATE_SCHEMA",
+    "OBSERVE_SECONDS",
+    "Sandbox",
+    "ask_options",
+    "delegate_tool",
+    "tui_folders_of",
+    "tui_token_files",
+]
 
 log = logging.getLogger("tui.worker.sandbox")
 
@@ -51,6 +59,42 @@ _ASK_SCHEMA: dict[str, Any] = {
     "required": ["question"],
     "additionalProperties": False,
 }
+
+
+DELEGATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "minLength": 1},
+        "agent": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "wait": {"type": "boolean"},
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+DELEGATE_DESCRIPTION = (
+    "Start a child session (a session of its own, in this session's folder) with `prompt` as its "
+    "first turn: a program for a python child (the default), prose for a model child (model=NAME). "
+    "With wait=True (the default) returns the child's reply as text and raises ToolError with the "
+    "child's error when its turn fails; with wait=False returns the child's id at once."
+)
+
+
+def delegate_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``delegate`` of a program run in `turn`: a child session."""
+
+    async def delegate(
+        prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        try:
+            return await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+        except TuiError as exc:
+            raise ToolError(exc.detail) from None
+
+    return Tool(
+        name="delegate", description=DELEGATE_DESCRIPTION, parameters=DELEGATE_SCHEMA, handler=delegate
+    )
 
 
 def ask_options(raw: list[Any] | None) -> list[Option]:
@@ -223,7 +267,7 @@ class Sandbox:
         if turn.interrupted:
             context.cancel()
         until = None if budget is None else time.monotonic() + budget
-        catalog = [self.ask_tool(turn)]
+        catalog = [self.ask_tool(turn), delegate_tool(turn)]
         try:
             if resume:
                 result = await session.wait(context=context)

@@ -1,0 +1,138 @@
+"""Children, sessions that start sessions, end to end: real `tui` processes and real workers, the
+parent's worker starting each child through the same access layer as the commands."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from helpers import wait_until
+
+from client.helpers import sessions, tui
+from tui.store import StatePaths
+
+DELEGATE = 'r = delegate("print(6*7)"); print("child said", r.strip())'
+ASKING_CHILD = "x = ask('Go on?', options=['yes', 'no']); print('child got', x)"
+
+
+def journal(state_dir: Path, sid: str) -> list[dict[str, Any]]:
+    path = StatePaths(state_dir).session(sid).journal
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def of_type(state_dir: Path, sid: str, typ: str) -> list[dict[str, Any]]:
+    return [e for e in journal(state_dir, sid) if e["type"] == typ]
+
+
+def test_delegate_returns_the_childs_reply_and_sessions_draws_the_tree(state_dir: Path) -> None:
+    out = tui("send", "--new", DELEGATE, "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "child said 42\n"
+    parent = out.stderr.strip().splitlines()[0]
+
+    rows = {r["id"]: r for r in sessions()}
+    (child,) = [sid for sid, r in rows.items() if r["parent_id"] == parent]
+    assert rows[parent]["parent_id"] is None
+    assert rows[child]["folder"] == rows[parent]["folder"]
+
+    # The parent's journal says where the child started and ended, with its id.
+    (started,) = of_type(state_dir, parent, "child_started")
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert started["child_id"] == child and started["prompt"] == "print(6*7)"
+    assert ended["child_id"] == child and ended["outcome"] == "completed"
+    status = of_type(state_dir, parent, "status")[-1]
+    assert status["children"] == {"completed": 1}
+
+    table = tui("sessions").stdout.splitlines()
+    at = next(i for i, line in enumerate(table) if line.startswith(parent[:8]))
+    assert table[at + 1].startswith(child[:8]), table
+    assert re.search(r"└ print\(6\*7\)", table[at + 1]), table
+
+
+def test_send_new_parent_makes_a_child_in_the_parents_folder(state_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    first = tui("send", "--new", "--dir", str(folder), "print('parent')", "--wait")
+    assert first.returncode == 0, first.stderr
+    parent = first.stderr.strip().splitlines()[0]
+
+    out = tui("send", "--new", "--parent", parent[:6], "import os; print(os.getcwd())", "--wait")
+    assert out.returncode == 0, out.stderr
+    child = out.stderr.strip().splitlines()[0]
+    assert out.stdout == f"{folder}\n"
+    (row,) = [r for r in sessions() if r["id"] == child]
+    assert row["parent_id"] == parent and row["folder"] == str(folder)
+
+    missing = tui("send", "--new", "--parent", "ffffffff", "print(1)")
+    assert missing.returncode != 0
+    assert len(missing.stderr.strip().splitlines()) == 1 and "ffffffff" in missing.stderr
+    misused = tui("send", parent, "print(1)", "--parent", parent)
+    assert misused.returncode == 2 and "--parent goes with --new" in misused.stderr
+
+
+def test_a_failing_child_raises_tool_error_with_its_error(state_dir: Path) -> None:
+    program = 'try:\n    delegate("1/0")\nexcept ToolError as e:\n    print("child failed:", e)'
+    out = tui("send", "--new", program, "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("child failed: child ")
+    assert "ZeroDivisionError" in out.stdout
+    parent = out.stderr.strip().splitlines()[0]
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["outcome"] == "failed" and "ZeroDivisionError" in ended["error"]
+
+
+def test_delegate_without_wait_returns_the_childs_id(state_dir: Path) -> None:
+    out = tui("send", "--new", 'print(delegate("print(1)", wait=False))', "--wait")
+    assert out.returncode == 0, out.stderr
+    parent = out.stderr.strip().splitlines()[0]
+    child = out.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{16}", child)
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the child to end")
+    assert [r["parent_id"] for r in sessions() if r["id"] == child] == [parent]
+
+
+def test_nested_children_two_deep(state_dir: Path) -> None:
+    program = (
+        "r = delegate(\"print('middle', delegate('print(6*7)').strip())\"); print('top', r.strip())"
+    )
+    out = tui("send", "--new", program, "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "top middle 42\n"
+    top = out.stderr.strip().splitlines()[0]
+    rows = {r["id"]: r for r in sessions()}
+    (middle,) = [sid for sid, r in rows.items() if r["parent_id"] == top]
+    (bottom,) = [sid for sid, r in rows.items() if r["parent_id"] == middle]
+    table = tui("sessions").stdout.splitlines()
+    order = [line[:8] for line in table[1:]]
+    assert order.index(top[:8]) + 1 == order.index(middle[:8])
+    assert order.index(middle[:8]) + 1 == order.index(bottom[:8])
+    assert "  └ print(6*7)" in table[order.index(bottom[:8]) + 1]
+
+
+def test_a_childs_question_is_answered_from_the_parents_side(state_dir: Path) -> None:
+    program = f"r = delegate({ASKING_CHILD!r})"
+    waited = tui("send", "--new", program, "--wait")
+    # The parent waits for its child, which waits for an answer: exit 3, the child's commands.
+    assert waited.returncode == 3, waited.stderr
+    parent = waited.stderr.strip().splitlines()[0]
+    (started,) = of_type(state_dir, parent, "child_started")
+    child = started["child_id"]
+    assert f"waits for its child {child[:8]}" in waited.stderr
+    assert f"tui answer {child[:8]} --option 1" in waited.stderr
+    asking = of_type(state_dir, parent, "child_asking")
+    assert asking[-1]["child_id"] == child and asking[-1]["question"]["text"] == "Go on?"
+
+    # Answered through the parent: its worker hands the answer to the child's.
+    answered = tui("answer", parent[:8], "--option", "1")
+    assert answered.returncode == 0, answered.stderr
+    got = tui("send", parent[:8], "print(r.strip())", "--wait")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "child got yes\n"
+    assert of_type(state_dir, parent, "child_asking")[-1]["question"] is None
+    resolved = of_type(state_dir, child, "question_resolved")
+    assert [e["how"] for e in resolved] == ["answered"] and resolved[0]["selected"] == ["yes"]
+    # The child's own clients see it answered: a second answer finds nothing pending.
+    late = tui("answer", child[:8], "--option", "2")
+    assert late.returncode != 0
