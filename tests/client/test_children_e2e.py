@@ -94,9 +94,7 @@ def test_delegate_without_wait_returns_the_childs_id(state_dir: Path) -> None:
 
 
 def test_nested_children_two_deep(state_dir: Path) -> None:
-    program = (
-        "r = delegate(\"print('middle', delegate('print(6*7)').strip())\"); print('top', r.strip())"
-    )
+    program = "r = delegate(\"print('middle', delegate('print(6*7)').strip())\"); print('top', r.strip())"
     out = tui("send", "--new", program, "--wait")
     assert out.returncode == 0, out.stderr
     assert out.stdout == "top middle 42\n"

@@ -279,9 +279,7 @@ async def send(
                 parent = getattr(args, "parent", None)
                 parent = None if parent is None else await access.resolve(parent)
                 # A child works in its parent's folder unless --dir says otherwise.
-                folder = (
-                    (await access.show(parent)).folder if parent and not args.dir else _abspath(args.dir)
-                )
+                folder = (await access.show(parent)).folder if parent and not args.dir else _abspath(args.dir)
                 sid = await access.create(
                     working_directory=folder,
                     agent=getattr(args, "agent", None),
