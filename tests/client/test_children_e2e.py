@@ -4,10 +4,14 @@ parent's worker starting each child through the same access layer as the command
 from __future__ import annotations
 
 import json
+import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+from fake_model_server import Call, FakeModelServer
 from helpers import wait_until
 
 from client.helpers import sessions, tui
@@ -134,3 +138,41 @@ def test_a_childs_question_is_answered_from_the_parents_side(state_dir: Path) ->
     # The child's own clients see it answered: a second answer finds nothing pending.
     late = tui("answer", child[:8], "--option", "2")
     assert late.returncode != 0
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as running:
+        config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
+        config.write_text(
+            f'[models.local]\nprovider = "openai"\nmodel = "fake-1"\nbase_url = "{running.url}"\n'
+        )
+        yield running
+
+
+def test_a_model_parent_delegates_and_counts_its_childrens_tokens(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    # The model calls delegate twice: a python child, then a model child (whose own request the
+    # server answers by echoing its prompt).
+    server.script(
+        Call("delegate", {"prompt": "print(6*7)"}),
+        Call("delegate", {"prompt": "hello child", "model": "local"}),
+    )
+    out = tui("send", "--new", "--model", "local", "split the work", "--wait")
+    assert out.returncode == 0, out.stderr
+    parent = out.stderr.strip().splitlines()[0]
+    assert "You said: hello child" in out.stdout  # the model read its model child's reply
+    told = json.dumps(server.requests[-1]["messages"])  # the parent's last request
+    assert "42" in told and "You said: hello child" in told  # both children's replies
+    children = [r for r in sessions() if r["parent_id"] == parent]
+    assert sorted(r["agent"] for r in children) == ["model", "python"]
+
+    ended = of_type(state_dir, parent, "child_ended")
+    assert [e["outcome"] for e in ended] == ["completed", "completed"]
+    child_in = sum(e["tokens_in"] for e in ended)
+    assert child_in > 0  # the model child spent tokens
+    own_in = sum(e["usage"].get("input", 0) for e in of_type(state_dir, parent, "turn_ended"))
+    status = of_type(state_dir, parent, "status")[-1]
+    assert status["tokens_in"] == own_in + child_in
+    assert status["children"] == {"completed": 2}

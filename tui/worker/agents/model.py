@@ -58,7 +58,7 @@ from pydantic_ai.settings import ModelSettings
 
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
-from tui.errors import InvalidModel
+from tui.errors import InvalidModel, TuiError
 from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
 from tui.worker.agents import register
 from tui.worker.agents._history import MessageLog, fit_context, repair
@@ -108,6 +108,8 @@ program that runs longer than about {budget:.0f} s returns `still_working` with 
 then call wait_python() to keep waiting or stop_python() to stop it.
 - ask_user(question, options, multiple, freeform): ask the person when you need a decision or a fact \
 only they have.
+- delegate(prompt, agent, model, wait): start a child session on a piece of the work (a Python program \
+by default; prose with model=NAME) and get its reply.
 
 Inside programs, ask(question, options=None, multiple=False, freeform=True) asks the person too.
 Answer in Markdown, briefly; show results rather than describing what you will do."""
@@ -558,11 +560,38 @@ class ModelAgent(Agent):
             turn.tool_ended(call_id, "completed", value=value)
             return json.dumps(value)
 
+        async def delegate(
+            prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+        ) -> str:
+            """Start a child session (its own interpreter, in this session's folder) on a piece of
+            the work, and by default wait for its reply.
+
+            Args:
+                prompt: the child's first turn: a Python program for a python child (the default),
+                    or prose for a model child (give `model`).
+                agent: what the child runs (``python`` by default, ``model`` with `model`).
+                model: the child's model profile, for a model child.
+                wait: wait for the child's reply (else its id is returned at once).
+            """
+            args = {"prompt": prompt, "agent": agent, "model": model, "wait": wait}
+            running.flush()
+            running.calls_made += 1
+            call_id = turn.tool_started("delegate", args, kind="other")
+            try:
+                reply = await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+            except TuiError as exc:
+                turn.tool_ended(call_id, "error", error=exc.detail)
+                return f"The child did not complete: {exc.detail}"
+            turn.tool_output(call_id, reply)
+            turn.tool_ended(call_id, "completed")
+            return reply if wait else f"Started child session {reply}."
+
         return [
             PydanticTool(run_python),
             PydanticTool(wait_python),
             PydanticTool(stop_python),
             PydanticTool(ask_user),
+            PydanticTool(delegate),
         ]
 
     async def _observe(self, turn: TurnIO, call_id: str, code: str, *, resume: bool) -> str:
