@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 from fake_model_server import Call, FakeModelServer
 from helpers import wait_until
 
-from client.helpers import sessions, tui
+from client.helpers import kill_worker, sessions, tui
 from tui.store import StatePaths
 
 DELEGATE = 'r = delegate("print(6*7)"); print("child said", r.strip())'
@@ -176,3 +178,57 @@ def test_a_model_parent_delegates_and_counts_its_childrens_tokens(
     status = of_type(state_dir, parent, "status")[-1]
     assert status["tokens_in"] == own_in + child_in
     assert status["children"] == {"completed": 2}
+
+
+def test_a_childs_worker_dying_fails_the_waiting_delegate_in_one_line(state_dir: Path) -> None:
+    slow = "import time; print('child up', flush=True); time.sleep(60)"
+    program = f"try:\n    delegate({slow!r})\nexcept ToolError as e:\n    print('failed:', e)"
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", "--new", program, "--wait"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert waiting.stderr is not None
+        parent = waiting.stderr.readline().strip()
+        wait_until(lambda: of_type(state_dir, parent, "child_started"), "the child to start")
+        child = of_type(state_dir, parent, "child_started")[0]["child_id"]
+        wait_until(
+            lambda: any("child up" in e.get("text", "") for e in of_type(state_dir, child, "text")),
+            "the child's program to run",
+        )
+        kill_worker(state_dir, child)
+        out, _ = waiting.communicate(timeout=60)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 0
+    (line,) = out.splitlines()
+    assert line.startswith(f"failed: child {child[:8]} failed: ") and "killed or crashed" in line
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["outcome"] == "failed"
+
+
+def test_stopping_archiving_deleting_a_parent_leaves_its_children(state_dir: Path) -> None:
+    out = tui("send", "--new", DELEGATE, "--wait")
+    assert out.returncode == 0, out.stderr
+    parent = out.stderr.strip().splitlines()[0]
+    (child,) = [r["id"] for r in sessions() if r["parent_id"] == parent]
+
+    stopped = tui("stop", parent[:8])
+    assert stopped.returncode == 0, stopped.stderr
+    assert "its child stays as it is (a child is a session of its own, not stopped" in stopped.stderr
+    assert f"`tui stop {child[:8]}`" in stopped.stderr
+    assert [r["live"] for r in sessions() if r["id"] == child] == [True]
+
+    archived = tui("archive", parent[:8])
+    assert archived.returncode == 0 and f"`tui archive {child[:8]}`" in archived.stderr
+    # Its parent no longer listed, the child is at the top of the tree.
+    table = tui("sessions").stdout
+    assert parent[:8] not in table and re.search(rf"^{child[:8]}\s+print", table, re.M), table
+
+    deleted = tui("delete", parent[:8])
+    assert deleted.returncode == 0 and f"`tui delete {child[:8]}`" in deleted.stderr
+    assert [r["parent_id"] for r in sessions() if r["id"] == child] == [parent]

@@ -469,6 +469,21 @@ def run_interrupt(args: argparse.Namespace) -> int:
     return _run(body)
 
 
+async def _say_children(access: SessionAccess, sid: str, verb: str, done: str) -> None:
+    """The one rule for a parent's children: a child is a session of its own, so stopping,
+    archiving or deleting its parent leaves it as it is. Say so, with the command for each."""
+    rows = await access.list_sessions(include_archived=True)
+    children = [r for r in rows if r.parent_id == sid]
+    if not children:
+        return
+    each = ", ".join(f"`{access.command(verb, short_id(c.id))}`" for c in children)
+    count = "its child stays" if len(children) == 1 else f"its {len(children)} children stay"
+    _say(
+        f"{count} as {'it is' if len(children) == 1 else 'they are'} (a child is a session of its own, "
+        f"not {done} with its parent): {each}"
+    )
+
+
 def run_stop(args: argparse.Namespace) -> int:
     """``tui stop ID``: stop the worker; the session stays."""
     access = open_access(args)
@@ -514,6 +529,7 @@ def run_stop(args: argparse.Namespace) -> int:
             )
         else:
             _say(f"session {short} had no live worker; `{access.command('attach', short)}` resumes it")
+        await _say_children(access, sid, "stop", "stopped")
         return 0
 
     return _run(body)
@@ -527,6 +543,7 @@ def run_archive(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
         _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
+        await _say_children(access, sid, "archive", "archived")
         return 0
 
     return _run(body)
@@ -560,6 +577,7 @@ def run_delete(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.delete(sid, force=args.force)
         _say(f"deleted session {short_id(sid)}")
+        await _say_children(access, sid, "delete", "deleted")
         return 0
 
     return _run(body)
