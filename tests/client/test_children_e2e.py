@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_model_server import Call, FakeModelServer
+from fake_model_server import Call, FakeModelServer, Text
 from helpers import wait_until
 
 from client.helpers import kill_worker, sessions, tui
@@ -232,3 +232,24 @@ def test_stopping_archiving_deleting_a_parent_leaves_its_children(state_dir: Pat
     deleted = tui("delete", parent[:8])
     assert deleted.returncode == 0 and f"`tui delete {child[:8]}`" in deleted.stderr
     assert [r["parent_id"] for r in sessions() if r["id"] == child] == [parent]
+
+
+def test_a_model_parent_answers_its_childs_question_when_its_profile_allows(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
+    config.write_text(config.read_text() + 'answers_children = "options"\n')
+    # The model delegates to a python child that asks; the model is asked, and picks "yes".
+    server.script(Call("delegate", {"prompt": ASKING_CHILD}), Text(["yes"]))
+    out = tui("send", "--new", "--model", "local", "go", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert "child got yes" in out.stdout
+    parent = out.stderr.strip().splitlines()[0]
+    assert "Go on?" in json.dumps(server.requests[1]["messages"])
+    (child,) = [r["id"] for r in sessions() if r["parent_id"] == parent]
+
+    # Marked in both transcripts.
+    child_text = tui("transcript", child[:8]).stdout
+    assert f"answered by parent {parent[:8]}: yes" in child_text, child_text
+    notes = [e["text"] for e in of_type(state_dir, parent, "note")]
+    assert f"answered by parent: child {child[:8]} asked 'Go on?': yes" in notes

@@ -343,7 +343,8 @@ async def _wait_turn_or_child(
     asked = asyncio.Event()
 
     def look() -> None:
-        if any(c.question is not None for c in watch.session.child_sessions.values()):
+        # A question the parent's own model is answering is not one for this command.
+        if any(c.question is not None and not c.answering for c in watch.session.child_sessions.values()):
             asked.set()
 
     def on_event(event: Event) -> None:
@@ -364,7 +365,9 @@ async def _wait_turn_or_child(
                 await waiting
     if waiting.done() and not waiting.cancelled():
         return waiting.result()
-    child = next(c for c in watch.session.child_sessions.values() if c.question is not None)
+    child = next(
+        c for c in watch.session.child_sessions.values() if c.question is not None and not c.answering
+    )
     assert child.question is not None
     question = PendingQuestion.model_validate(child.question.model_dump())
     link = await access.link(child.child_id, client_id=local_client_id("send"))

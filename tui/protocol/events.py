@@ -362,6 +362,8 @@ class ChildAsking(EventBase):
     type: Literal["child_asking"] = "child_asking"
     child_id: str
     question: Question | None = None
+    answering: bool = False
+    """This session's own agent is answering it (``answers_children``); people may answer first."""
 
 
 class ChildEnded(EventBase):

@@ -265,6 +265,8 @@ class ChildView(_Wire):
     model: str | None = None
     question: Question | None = None
     """The child's pending question (while ``asking``)."""
+    answering: bool = False
+    """This session's own agent is answering that question."""
     error: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0

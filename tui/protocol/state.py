@@ -55,7 +55,7 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.ids import client_label
+from tui.protocol.ids import BY_PARENT, client_label
 from tui.protocol.messages import (
     ChildView,
     PendingQuestion,
@@ -591,7 +591,9 @@ class SessionState(BaseModel):
                     state = "running" if event.question is None else "asking"
                     self.child_sessions = {
                         **self.child_sessions,
-                        event.child_id: child.model_copy(update={"question": event.question, "state": state}),
+                        event.child_id: child.model_copy(
+                            update={"question": event.question, "state": state, "answering": event.answering}
+                        ),
                     }
             case ChildEnded():
                 child = self.child_sessions.get(event.child_id)
@@ -658,6 +660,9 @@ def apply(state: SessionState, event: Event) -> SessionState:
 def _answered_line(event: QuestionResolved) -> str:
     if event.how == "answered":
         answer = ", ".join([*event.selected, *([event.freeform] if event.freeform else [])])
+        surface, _, rest = (event.client_id or "").partition(":")
+        if surface == BY_PARENT:  # the parent session's model answered, not a person
+            return f"answered by parent {rest.split(':')[0]}: {answer}"
         return f"answered by {who(event.by)}: {answer}"
     if event.how == "dismissed":
         return f"question dismissed by {who(event.by)}"

@@ -17,7 +17,16 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry, TurnRecord
+from tui.protocol import (
+    AgentChoice,
+    AgentCommand,
+    AgentSetting,
+    Diff,
+    Option,
+    PlanEntry,
+    Question,
+    TurnRecord,
+)
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
@@ -294,6 +303,17 @@ class Agent(ABC):
             InvalidRequest: ``invalid_model``, saying why.
         """
         raise InvalidModel(f"this session runs the {self.name} agent, which has no {setting} to switch")
+
+    def answers_child(self, question: Question) -> bool:
+        """Whether this agent will try to answer a child session's `question` itself (then
+        `answer_child`). Default: no, the people attached answer; a model agent whose profile's
+        ``answers_children`` allows it says yes."""
+        return False
+
+    async def answer_child(self, child_id: str, question: Question) -> Answer | None:
+        """This agent's answer to a child's question (`answers_child` said it tries), or None:
+        it could not, and the people attached answer."""
+        return None
 
     def info_changed(self) -> None:
         """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker

@@ -14,14 +14,20 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.errors import TuiError
-from tui.protocol import AnswerRequest, ChildAsking, ChildEnded, ChildStarted, DismissRequest, Question
-from tui.protocol.ids import short_id
+from tui.protocol import AnswerRequest, ChildAsking, ChildEnded, ChildStarted, DismissRequest, Note, Question
+from tui.protocol.ids import BY_PARENT, short_id
 from tui.store import SessionRecord, StatePaths
+from tui.worker.agent import Agent
 from tui.worker.writer import EventWriter
+
+if TYPE_CHECKING:
+    from tui.access.local import LocalAccess
 
 __all__ = ["ChildFailed", "ChildResult", "Children"]
 
@@ -56,6 +62,9 @@ class Children:
         self.record = record
         self.state_root = state_root
         self._follows: dict[str, asyncio.Task[ChildResult]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self.agent: Agent | None = None
+        """The parent's agent, which may answer a child's question itself (`Agent.answers_child`)."""
 
     async def delegate(
         self,
@@ -107,12 +116,10 @@ class Children:
             )
         return result.reply
 
-    async def _follow(self, access: object, child: str, prompt: str) -> ChildResult:
+    async def _follow(self, access: LocalAccess, child: str, prompt: str) -> ChildResult:
         """Send `prompt` to the child and follow it until that turn ends; `child_ended` says how."""
-        from tui.access.local import LocalAccess
         from tui.link.watch import QuestionPolicy, SessionWatch
 
-        assert isinstance(access, LocalAccess)
         result = ChildResult(child, "failed", error="the child's worker went away")
         tokens = (0, 0)
         link = None
@@ -126,14 +133,13 @@ class Children:
                 question = watch.question if watch is not None else None
                 if question != asked[0]:
                     asked[0] = question
-                    self._say(
-                        ChildAsking(
-                            child_id=child,
-                            question=None
-                            if question is None
-                            else Question.model_validate(question.model_dump()),
-                        )
-                    )
+                    said = None if question is None else Question.model_validate(question.model_dump())
+                    answering = said is not None and self.agent is not None and self.agent.answers_child(said)
+                    self._say(ChildAsking(child_id=child, question=said, answering=answering))
+                    if said is not None and answering:
+                        task = asyncio.create_task(self._answer_itself(access, child, said))
+                        self._answering.add(task)
+                        task.add_done_callback(self._answering.discard)
 
             watch.on_event = on_event
             rid = await watch.send(prompt)
@@ -170,6 +176,29 @@ class Children:
                     await link.close()
         return result
 
+    async def _answer_itself(self, access: LocalAccess, child: str, question: Question) -> None:
+        """Let the parent's agent answer the child's question; marked "answered by parent" in
+        the child's transcript (its answer's client) and in the parent's (a note)."""
+        assert self.agent is not None
+        try:
+            answer = await self.agent.answer_child(child, question)
+        except Exception:
+            log.exception("the agent's answer to child %s failed", child)
+            answer = None
+        if answer is None:  # the people attached answer it
+            self._say(ChildAsking(child_id=child, question=question, answering=False))
+            return
+        by = f"{BY_PARENT}:{short_id(self.record.id)}:{os.getpid()}"
+        link = await access.link(child, client_id=by)
+        try:
+            await link.answer(question.question_id, list(answer.selected), answer.freeform)
+        except TuiError:  # answered first by someone else, or gone: nothing to add
+            return
+        finally:
+            await link.close()
+        shown = ", ".join([*answer.selected, *([answer.freeform] if answer.freeform else [])])
+        self._say(Note(text=f"answered by parent: child {short_id(child)} asked {question.text!r}: {shown}"))
+
     async def answer(self, child: str, request: AnswerRequest | DismissRequest) -> None:
         """Answer or dismiss the child's pending question from the parent's side (first answer wins)."""
         from tui.access.local import LocalAccess
@@ -184,7 +213,7 @@ class Children:
         finally:
             await link.close()
 
-    def _say(self, event: ChildAsking | ChildEnded) -> None:
+    def _say(self, event: ChildAsking | ChildEnded | Note) -> None:
         """Write a child's event unless the parent's worker is leaving (its journal is closed)."""
         if self.writer.leaving:
             return

@@ -92,6 +92,7 @@ class SessionWorker:
         self.writer = EventWriter(paths, journal, state, follower_limit=follower_limit)
         self.control = TurnControl(self.writer, agent, record, owner())
         self.control.children = Children(self.writer, record, paths.root.parent.parent)
+        self.control.children.agent = agent
         self.reader = SessionReader(paths, journal, self.writer.turn_store)
         self.started_monotonic = time.monotonic()
         self.left = asyncio.Event()

@@ -59,7 +59,16 @@ from pydantic_ai.settings import ModelSettings
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel, TuiError
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.protocol import Question
+from tui.worker.agent import (
+    Agent,
+    AgentContext,
+    Answer,
+    QuestionCancelled,
+    QuestionDismissed,
+    TurnIO,
+    TurnOutcome,
+)
 from tui.worker.agents import register
 from tui.worker.agents._history import MessageLog, fit_context, repair
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
@@ -347,6 +356,47 @@ class ModelAgent(Agent):
         if missing is not None:
             raise InvalidModel(missing)
         self.model = model
+
+    def answers_child(self, question: Question) -> bool:
+        """The profile's ``answers_children``: ``options`` a question with options (the model
+        must name one), ``always`` any; ``never`` (the default) none."""
+        try:
+            profile = self.config.model_profile(self.model or "")
+        except InvalidModel:
+            return False
+        policy = profile.answers_children
+        if policy == "never" or (policy == "options" and not question.options):
+            return False
+        return profile.missing_key(self.model or "") is None
+
+    async def answer_child(self, child_id: str, question: Question) -> Answer | None:
+        if not self.answers_child(question):
+            return None
+        profile = self.config.model_profile(self.model or "")
+        policy = profile.answers_children
+        labels = [option.label for option in question.options]
+        free = question.freeform and policy == "always"
+        ask = f"Your child session {child_id[:8]} (started on part of your work) asks: {question.text}\n"
+        if labels:
+            ask += f"Options: {', '.join(labels)}. Reply with one option's label only"
+            ask += ", or a short answer of your own." if free else "."
+        else:
+            ask += "Reply with a short answer only."
+        agent: PydanticAgent[None, str] = PydanticAgent(
+            _Retrying(self._make_model(profile), waiting=lambda _text: None, sleep=self._sleep),
+            instructions="You answer your child session's question: the answer alone, nothing else.",
+        )
+        try:
+            async with agent.run_stream(ask) as streamed:  # streamed, as every request of ours
+                said = str(await streamed.get_output()).strip()
+        except Exception as exc:  # the people attached answer instead
+            log.warning("the model could not answer child %s's question: %s", child_id, exc)
+            return None
+        bare = said.strip(" .'\"`*").lower()
+        for label in labels:
+            if bare == label.lower():
+                return Answer([label])
+        return Answer([], said) if free and said else None
 
     async def close(self) -> None:
         await self.sandbox.close()
