@@ -382,3 +382,28 @@ def test_a_viewers_send_while_a_question_waits_is_refused_and_offers_no_answer(l
     assert "tui --remote viewer answer" not in refused.err
     owner = lab.there("send", sid[:8], "print(1)")
     assert owner.code == 3 and f"tui --remote lab answer {sid[:8]} --option 1" in owner.err
+
+
+def test_send_new_parent_makes_a_child_remote_in_the_parents_folder(lab: Lab, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    made = lab.here(
+        "send", "--new", "--dir", str(folder), "print('parent')", "--wait", "--timeout", str(TIMEOUT)
+    )
+    assert made.code == 0, made.err
+    parent = made.err.split()[0]
+    there = lab.there(
+        "send",
+        "--new",
+        "--parent",
+        parent[:8],
+        "import os; print(os.getcwd())",
+        "--wait",
+        "--timeout",
+        str(TIMEOUT),
+    )
+    assert (there.code, there.out) == (0, f"{folder}\n"), there.err
+    child = there.err.split()[0]
+    rows = {row["id"]: row for row in json.loads(lab.there("sessions", "--json").out)}
+    assert rows[child]["parent_id"] == parent and rows[child]["folder"] == str(folder)
+    assert "└ import os" in lab.there("sessions").out
