@@ -322,6 +322,13 @@ class _Run:
             self.queued.append((self.turns, rid))
         elif word == "/stats":
             self.say(commands.format_stats(await self.link.stats()))
+        elif word == "/children":
+            link = self.link
+            self.say(
+                commands.format_children(
+                    self.watch.session.child_sessions.values(), lambda s: link.command("attach", s)
+                )
+            )
         elif word == "/resume":
             resumed = await self.link.resume_queue()
             self.say("the held queue runs again" if resumed else "the queue was not held")

@@ -49,7 +49,12 @@ def test_delegate_returns_the_childs_reply_and_sessions_draws_the_tree(state_dir
     assert started["child_id"] == child and started["prompt"] == "print(6*7)"
     assert ended["child_id"] == child and ended["outcome"] == "completed"
     status = of_type(state_dir, parent, "status")[-1]
-    assert status["children"] == {"completed": 1}
+    assert status["children"] == {"done": 1}
+
+    # /children lists them (the piped surface; the app shares the slash table and the lines).
+    listed = tui("attach", parent[:8], input="/children\n")
+    assert listed.returncode == 0, listed.stderr
+    assert f"{child[:8]}  done  print(6*7)  `tui attach {child[:8]}`" in listed.stdout + listed.stderr
 
     table = tui("sessions").stdout.splitlines()
     at = next(i for i, line in enumerate(table) if line.startswith(parent[:8]))
@@ -177,7 +182,7 @@ def test_a_model_parent_delegates_and_counts_its_childrens_tokens(
     own_in = sum(e["usage"].get("input", 0) for e in of_type(state_dir, parent, "turn_ended"))
     status = of_type(state_dir, parent, "status")[-1]
     assert status["tokens_in"] == own_in + child_in
-    assert status["children"] == {"completed": 2}
+    assert status["children"] == {"done": 2}
 
 
 def test_a_childs_worker_dying_fails_the_waiting_delegate_in_one_line(state_dir: Path) -> None:

@@ -98,6 +98,14 @@ _TURN_DETAIL = frozenset(
 )
 # Known events that change nothing here.
 _NO_STATE = frozenset({"worker_leaving"})
+_CHILD_WORDS = {
+    "running": "running",
+    "asking": "waiting",
+    "completed": "done",
+    "failed": "failed",
+    "interrupted": "failed",
+}
+"""A child's state as `status.children` counts it."""
 KEEP_NOTES = 20
 """The most notes kept between two turns (a note said again while kept is not kept twice)."""
 RUNNING = "running"
@@ -376,8 +384,8 @@ class SessionState(BaseModel):
     activity: str = ""
     """What the running turn waits for, as the last `status` said (``retrying in 4 s``)."""
     children: dict[str, int] = {}
-    """How many children stand how (``running``, ``asking``, ``completed``, ``failed``), as the
-    last `status` said."""
+    """How many children stand how (``running``, ``waiting``, ``done``, ``failed``), as the last
+    `status` said."""
     child_sessions: dict[str, ChildView] = {}
     """The sessions this one started, oldest first (`child_started` … `child_ended`)."""
     attached: list[Presence] = []
@@ -408,6 +416,7 @@ class SessionState(BaseModel):
             notes=list(transcript.notes),
             child_sessions={child.child_id: child for child in transcript.children},
         )
+        state.children = state.children_counts()
         for record in transcript.turns:
             state._keep(record)
         current = transcript.current
@@ -617,13 +626,13 @@ class SessionState(BaseModel):
         return self
 
     def children_counts(self) -> dict[str, int]:
-        """How many children stand how: ``running``, ``asking``, ``completed``, ``failed``
-        (an interrupted child counts as failed); only the states some child is in."""
+        """How many children stand how, in the status row's words: ``running``, ``waiting`` (for
+        an answer), ``done``, ``failed`` (an interrupted child too); only those some child is in."""
         counts: dict[str, int] = {}
         for child in self.child_sessions.values():
-            state = "failed" if child.state == "interrupted" else child.state
-            counts[state] = counts.get(state, 0) + 1
-        return counts
+            said = _CHILD_WORDS[child.state]
+            counts[said] = counts.get(said, 0) + 1
+        return {word: counts[word] for word in ("running", "waiting", "done", "failed") if word in counts}
 
     def ended_by(self, event: Event) -> TurnRecord | None:
         """The record of the turn `event` ended (or amended), when applying it did so."""

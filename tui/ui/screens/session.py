@@ -31,7 +31,7 @@ from textual.worker import Worker, WorkerState
 from tui.errors import Busy, Conflict, NotFound, TuiError, Unreachable, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
-from tui.link.slash import format_stats, needs
+from tui.link.slash import format_children, format_stats, needs
 from tui.protocol import (
     AgentInfo,
     Event,
@@ -886,6 +886,9 @@ class SessionScreen(Screen[None]):
             self.copy_last_reply()
         elif name == "/stats":
             self._stats()
+        elif name == "/children":
+            listed = format_children(self.session_state.child_sessions.values(), self._attach_command)
+            self.run_worker(self.transcript.add_line(visible(listed)), exit_on_error=False)
         elif name == "/find":
             self.open_search(rest)
         elif name == "/help":
@@ -957,6 +960,9 @@ class SessionScreen(Screen[None]):
         which = "The last reply" if last.turn_id == latest.turn_id else f"The reply of turn {last.number}"
         later = "" if last.turn_id == latest.turn_id else " (the turns after it have none)"
         self.notify(f"copied {lines} line{'s' if lines != 1 else ''}{later}", title=which)
+
+    def _attach_command(self, short: str) -> str:
+        return self.link.command("attach", short)
 
     @work(group="requests", exit_on_error=False)
     async def _stats(self) -> None:
