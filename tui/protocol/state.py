@@ -588,6 +588,9 @@ class SessionState(BaseModel):
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
             case ChildStarted():
+                if current is not None:  # the turn's line where the child starts, with its id
+                    first = event.prompt.splitlines()[0] if event.prompt else ""
+                    current.add_line("note", f"child {event.child_id[:8]} started: {first[:60]}")
                 self.child_sessions = {
                     **self.child_sessions,
                     event.child_id: ChildView(
@@ -605,6 +608,9 @@ class SessionState(BaseModel):
                         ),
                     }
             case ChildEnded():
+                if current is not None:
+                    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
+                    current.add_line("note", f"child {event.child_id[:8]} ended {how}"[:200])
                 child = self.child_sessions.get(event.child_id)
                 if child is not None:
                     ending: dict[str, object] = {
@@ -624,6 +630,16 @@ class SessionState(BaseModel):
             case _:
                 pass
         return self
+
+    def child_question(self) -> PendingQuestion | None:
+        """The first child's question waiting for a person (not one this session's own agent is
+        answering), its text naming the child; answering its id here answers it in the child."""
+        for child in self.child_sessions.values():
+            if child.question is not None and not child.answering:
+                asked = child.question
+                text = f"child {child.child_id[:8]} asks: {asked.text}"
+                return PendingQuestion.model_validate({**asked.model_dump(), "text": text})
+        return None
 
     def children_counts(self) -> dict[str, int]:
         """How many children stand how, in the status row's words: ``running``, ``waiting`` (for

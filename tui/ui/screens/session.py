@@ -291,8 +291,9 @@ class SessionScreen(Screen[None]):
 
     @property
     def question(self) -> PendingQuestion | None:
-        """The pending question; none once the worker is gone."""
-        return None if isinstance(self.link_state, Gone) else self.session_state.question
+        """The pending question (the session's own, else a child's); none once the worker is gone."""
+        state = self.session_state
+        return None if isinstance(self.link_state, Gone) else state.question or state.child_question()
 
     @property
     def queue(self) -> list[QueueItem]:
