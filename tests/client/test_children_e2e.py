@@ -258,3 +258,20 @@ def test_a_model_parent_answers_its_childs_question_when_its_profile_allows(
     assert f"answered by parent {parent[:8]}: yes" in child_text, child_text
     notes = [e["text"] for e in of_type(state_dir, parent, "note")]
     assert f"answered by parent: child {child[:8]} asked 'Go on?': yes" in notes
+
+
+def test_a_restarted_parent_worker_follows_its_running_child_again(state_dir: Path) -> None:
+    out = tui("send", "--new", f"cid = delegate({ASKING_CHILD!r}, wait=False)", "--wait")
+    assert out.returncode == 0, out.stderr
+    parent = out.stderr.strip().splitlines()[0]
+    wait_until(lambda: of_type(state_dir, parent, "child_asking"), "the child to ask")
+    child = of_type(state_dir, parent, "child_started")[0]["child_id"]
+    kill_worker(state_dir, parent)
+
+    woken = tui("send", parent[:8], "print('back')")  # a new worker for the parent
+    assert woken.returncode == 0, woken.stderr
+    assert tui("answer", child[:8], "--option", "1").returncode == 0
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the new worker to see the child end")
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert (ended["child_id"], ended["outcome"]) == (child, "completed")
+    assert of_type(state_dir, parent, "status")[-1]["children"] == {"done": 1}

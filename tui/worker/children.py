@@ -104,7 +104,7 @@ class Children:
                 turn_id=turn_id,
             )
         )
-        task = asyncio.create_task(self._follow(access, child, prompt))
+        task = asyncio.create_task(self._follow(access, child, prompt=prompt))
         self._follows[child] = task
         if not wait:
             return child
@@ -116,8 +116,20 @@ class Children:
             )
         return result.reply
 
-    async def _follow(self, access: LocalAccess, child: str, prompt: str) -> ChildResult:
-        """Send `prompt` to the child and follow it until that turn ends; `child_ended` says how."""
+    def resume(self) -> None:
+        """Follow again each child the journal says runs (a predecessor followed it and stopped):
+        until it is idle, then `child_ended` says how its last turn ended."""
+        from tui.access.local import LocalAccess
+
+        access = LocalAccess(StatePaths(self.state_root))
+        for child in self.writer.state.child_sessions.values():
+            if child.state in ("running", "asking") and child.child_id not in self._follows:
+                task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+                self._follows[child.child_id] = task
+
+    async def _follow(self, access: LocalAccess, child: str, *, prompt: str | None) -> ChildResult:
+        """Send `prompt` to the child (None: it was sent by a predecessor) and follow it until that
+        turn ends (None: until the child is idle); `child_ended` says how."""
         from tui.link.watch import QuestionPolicy, SessionWatch
 
         result = ChildResult(child, "failed", error="the child's worker went away")
@@ -125,6 +137,8 @@ class Children:
         link = None
         watch = None
         try:
+            if prompt is None and not (await access.show(child)).live:  # not woken up for this
+                raise ChildFailed("its worker stopped while this session's worker was away")
             link = await access.link(child, client_id=f"parent:{short_id(self.record.id)}")
             watch = await SessionWatch.open(link)
             asked: list[Question | None] = [None]
@@ -142,10 +156,17 @@ class Children:
                         task.add_done_callback(self._answering.discard)
 
             watch.on_event = on_event
-            rid = await watch.send(prompt)
+            on_event(None)  # a question may be pending already
             # Its questions wait for whoever answers first (its clients or the parent's).
-            ended = await watch.wait_turn(rid, QuestionPolicy(timeout=math.inf))
-            result = ChildResult(child, ended.outcome, ended.reply, ended.error)
+            policy = QuestionPolicy(timeout=math.inf)
+            if prompt is not None:
+                ended = await watch.wait_turn(await watch.send(prompt), policy)
+                result = ChildResult(child, ended.outcome, ended.reply, ended.error)
+            else:
+                await watch.wait_idle(policy)
+                last = next(reversed(watch.session.turns.values()), None)
+                outcome = last.outcome if last is not None and last.outcome else "completed"
+                result = ChildResult(child, outcome, last.reply if last else "", last.error if last else None)
             with contextlib.suppress(TuiError):
                 stats = await link.stats()
                 tokens = (stats.tokens_in, stats.tokens_out)

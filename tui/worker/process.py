@@ -183,6 +183,8 @@ async def _serve(
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
     worker.load(checkpoint)
     worker.begin()
+    if worker.control.children is not None:
+        worker.control.children.resume()  # follow again the children a predecessor followed
     sock_path = paths.socket
     sock = bind_socket(sock_path)
     config = uvicorn.Config(
