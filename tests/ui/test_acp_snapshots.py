@@ -137,8 +137,7 @@ async def test_a_turn_attached_midway_keeps_the_calls_made_before_once_it_ends()
         await app_until(pilot, session.attached.is_set, "the attach")
         link.reply("Done.\n")
         await flushed(pilot)
-        from tui.ui.widgets.turn import TurnView
 
-        view = session.query_one(TurnView)
+        view = session.transcript.turn_views()[0]
         assert view.record.turn_id == turn
         assert [p.tool.title for p in view.parts if p.tool is not None] == ["Edit greet.py"]

@@ -29,7 +29,7 @@ from tui.protocol import (
 from tui.ui import TuiApp
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.question import QuestionPanel
-from tui.ui.widgets.turn import ToolBlock, TurnView, VerbatimSegment
+from tui.ui.widgets.turn import NoteLine, ReplySegment, ToolBlock, VerbatimSegment
 
 Until = Callable[..., Awaitable[None]]
 
@@ -58,6 +58,29 @@ def rendered(widget: Widget) -> str:
     return "\n".join(strip.text for strip in strips)
 
 
+def live_segments(app: TuiApp) -> list[VerbatimSegment | ReplySegment]:
+    """The stretches of reply of the running turn."""
+    live = app.session.transcript.live
+    return live.segments if live is not None else []
+
+
+def live_tools(app: TuiApp) -> list[ToolBlock]:
+    """The calls of the running turn."""
+    live = app.session.transcript.live
+    return live.tools if live is not None else []
+
+
+def live_size(app: TuiApp) -> int:
+    """How many lines the running turn draws now."""
+    live = app.session.transcript.live
+    return live.size.height if live is not None else 0
+
+
+def notes(app: TuiApp) -> list[NoteLine]:
+    """The lines between turns the transcript draws."""
+    return [i.drawn for i in app.session.transcript.items if isinstance(i.drawn, NoteLine)]
+
+
 def text_of(app: TuiApp, selector: str) -> str:
     return str(app.session.query_one(selector, Static).render())
 
@@ -79,8 +102,8 @@ class TestTurns:
             await until(pilot, lambda: app.session.transcript.live is not None)
             link.emit(TextChunk(turn_id=link.current.turn_id, text="hello **world**\n"))  # type: ignore[union-attr]
             link.end_turn()
-            await until(pilot, lambda: app.session.turn is None and app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: app.session.turn is None and app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             assert view.record.reply == "hello **world**\n"
             assert view.record.prompt == "print(1)"
             assert app.session.status.status.state == "idle"
@@ -90,12 +113,12 @@ class TestTurns:
         app = TuiApp(link, folder="/tmp/proj")
         async with app.run_test(size=(140, 30)) as pilot:
             await started(app, pilot, until)
-            hello = text_of(app, "#hello")
+            hello = app.session.transcript.hello_line
             assert "New session 3f2a9c0e in /tmp/proj" in hello
             assert "ask(" in hello and "/help" in hello
             await pilot.press(*"print(1)", "enter")
             await until(pilot, lambda: app.session.transcript.live is not None)
-            assert not app.session.query_one("#hello").display
+            assert not app.session.transcript.hello_line
 
     async def test_a_multi_line_prompt_is_indented_under_its_first_line(self, until: Until) -> None:
         record = history(1)[0].model_copy(update={"prompt": "import time\nfor i in range(3):\n    print(i)"})
@@ -103,7 +126,7 @@ class TestTurns:
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             lines = rendered(view).splitlines()
             assert lines[0].startswith("\u276f import time")
@@ -118,8 +141,8 @@ class TestTurns:
             link.start_turn("1/0")
             link.emit(TextChunk(turn_id=link.current.turn_id, text="Traceback\n"))  # type: ignore[union-attr]
             link.end_turn("failed", error="ZeroDivisionError: division by zero")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             assert "failed: ZeroDivisionError" in rendered(view)
 
@@ -132,8 +155,8 @@ class TestTurns:
             link.end_turn("completed")
             link.start_turn("print(2)", by="root", client_id="tui:vm:7019")
             link.end_turn("completed")
-            await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
-            first, second = app.session.query(TurnView)
+            await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2)
+            first, second = app.session.transcript.turn_views()
             await until(pilot, lambda: second.size.height > 0)
             assert "print(1)  · root (tui send)" in rendered(first)
             assert "print(2)  · root" in rendered(second) and "(" not in rendered(second).splitlines()[0][9:]
@@ -148,15 +171,15 @@ class TestTurns:
             turn = link.start_turn("1/0")
             link.emit(TextChunk(turn_id=turn, text=out[:10]))
             link.emit(TextChunk(turn_id=turn, text=out[10:]))
-            await until(pilot, lambda: app.session.query(VerbatimSegment))
-            segment = app.session.query_one(VerbatimSegment)
-            await until(pilot, lambda: segment.text == out and segment.size.height >= 3)
-            live = rendered(segment)
+            await until(pilot, lambda: live_segments(app))
+            segment = live_segments(app)[0]
+            await until(pilot, lambda: segment.text == out and live_size(app) >= 4)
+            live = rendered(app.session.transcript.live)
             assert "a  *b*  <c> __x__" in live
             assert '    File "<program 6>", line 1, in <module>' in live
             link.end_turn("failed", error="ZeroDivisionError: division by zero")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view)
             assert "a  *b*  <c> __x__" in shown
@@ -169,8 +192,8 @@ class TestTurns:
             await started(app, pilot, until)
             link.start_turn("hi")
             link.reply("a  *b*  done\n")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             assert "*b*" not in rendered(view)  # emphasis, not asterisks
 
@@ -183,14 +206,14 @@ class TestTurns:
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "ls"}))
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="a.txt\n"))
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="error", error="boom"))
-            await until(pilot, lambda: app.session.query(ToolBlock))
-            block = app.session.query_one(ToolBlock)
+            await until(pilot, lambda: live_tools(app))
+            block = live_tools(app)[0]
             await until(pilot, lambda: "error" in block.title)
             assert block.record.output == "a.txt\n"
             assert block.has_class("-failed")
             link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView))
-            assert app.session.query_one(TurnView).record.tools[0].error == "boom"
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            assert app.session.transcript.turn_views()[0].record.tools[0].error == "boom"
 
     async def test_a_turn_the_worker_no_longer_runs_is_shown_ended(self, until: Until) -> None:
         link = MockLink()
@@ -201,7 +224,7 @@ class TestTurns:
             await until(pilot, lambda: app.session.busy)
             link.emit(WorkerStarted(epoch=2, pid=4343, version="0.1.0", agent="python"))
             await until(pilot, lambda: not app.session.busy)
-            record = app.session.query(TurnView).last().record
+            record = app.session.transcript.turn_views()[-1].record
             assert record.outcome == "failed"
             assert "restarted" in (record.error or "")
 
@@ -226,18 +249,18 @@ class TestLongOutput:
                 link.emit(
                     TextChunk(turn_id=turn, text="".join(f"{n}\n" for n in lines[start : start + 10_000]))
                 )
-            await until(pilot, lambda: app.session.query(VerbatimSegment))
-            segment = app.session.query_one(VerbatimSegment)
-            await until(pilot, lambda: segment.text.endswith("99999\n") and segment.size.height > 200)
-            live = rendered(segment).splitlines()
+            await until(pilot, lambda: live_segments(app))
+            segment = live_segments(app)[0]
+            await until(pilot, lambda: segment.text.endswith("99999\n") and live_size(app) > 200)
+            live = rendered(app.session.transcript.live).splitlines()[1:]  # after the prompt
             assert [line.strip() for line in live[:20]] == lines[:20]
             fold = " ".join(line.strip() for line in live[20:-200])  # it may wrap
             how = "o on the selected turn opens the whole output"
             assert fold == f"… 99,780 lines hidden · {how} · tui transcript {link.session_id}"
             assert [line.strip() for line in live[-200:]] == lines[-200:]
             link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
-            view = app.session.query(TurnView).last()
+            await until(pilot, lambda: app.session.transcript.turn_views() and app.session.turn is None)
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view).splitlines()
             assert shown[0].startswith("\u276f for i in range(100000)")
@@ -255,7 +278,7 @@ class TestLongOutput:
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view).splitlines()
             assert shown[20].strip() == "line 19"
@@ -268,7 +291,7 @@ class TestLongOutput:
         app = TuiApp(MockLink(history=[record], agent="llm", reply_format="markdown"))
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1] == "Paragraph 0."  # rendered: bold, not asterisks
@@ -285,21 +308,10 @@ class TestLongOutput:
             turn = link.start_turn("run()")
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "seq 1000"}))
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="".join(f"{i}\n" for i in range(1000))))
-            await until(pilot, lambda: app.session.query(ToolBlock))
-            block = app.session.query_one(ToolBlock)
+            await until(pilot, lambda: live_tools(app))
+            block = live_tools(app)[0]
             block.collapsed = False
-            await until(
-                pilot,
-                lambda: (
-                    "780 lines hidden"
-                    in "".join(
-                        s.text
-                        for s in block._output.render_lines(
-                            Region(0, 0, block._output.size.width, block._output.size.height)
-                        )
-                    )
-                ),
-            )
+            await until(pilot, lambda: "780 lines hidden" in rendered(app.session.transcript.live))
 
 
 class TestAnsweredLines:
@@ -317,8 +329,8 @@ class TestAnsweredLines:
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed", value="prod"))
             link.emit(TextChunk(turn_id=turn, text="after\n"))
             link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
-            view = app.session.query_one(TurnView)
+            await until(pilot, lambda: app.session.transcript.turn_views() and app.session.turn is None)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1:-1] == [
@@ -342,7 +354,7 @@ class TestAnsweredLines:
         app = TuiApp(MockLink(history=[record]))
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1:] == ["▸ ask(question='Deploy?') · completed", "answered by alice: prod", "after"]
@@ -364,7 +376,7 @@ class TestHighlight:
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
 
             def marked() -> list[str]:
@@ -393,12 +405,12 @@ class TestHistory:
             await started(app, pilot, until)
             assert routes(link, "transcript")[0]["limit"] == 40
             # the newest turns first, as many as fill the screen, then the rest of the page
-            await until(pilot, lambda: len(app.session.query(TurnView)) == 40)
-            assert app.session.query(TurnView).last().record.turn_id == "h299"
+            await until(pilot, lambda: len(app.session.transcript.turn_views()) == 40)
+            assert app.session.transcript.turn_views()[-1].record.turn_id == "h299"
             app.session.transcript.scroll_home(animate=False, immediate=True)
             await until(pilot, lambda: len(routes(link, "transcript")) > 1)
             assert routes(link, "transcript")[1]["before"] == "h260"
-            await until(pilot, lambda: app.session.query(TurnView).first().record.turn_id == "h220")
+            await until(pilot, lambda: app.session.transcript.turn_views()[0].record.turn_id == "h220")
 
     async def test_up_recalls_earlier_prompts(self, until: Until) -> None:
         link = MockLink(history=history(2))
@@ -576,7 +588,7 @@ class TestKeys:
             await pilot.press("escape")
             await until(pilot, lambda: not app.session.busy)
             assert routes(link, "interrupt")
-            assert app.session.query(TurnView).last().record.outcome == "interrupted"
+            assert app.session.transcript.turn_views()[-1].record.outcome == "interrupted"
 
     async def test_ctrl_c_interrupts_a_running_turn(self, until: Until) -> None:
         link = MockLink()
@@ -636,8 +648,8 @@ class TestKeys:
         async with app.run_test(size=(80, 24)) as pilot:
             await started(app, pilot, until)
             await pilot.press("f1")
-            await until(pilot, lambda: app.session.query("NoteLine"))
-            note = app.session.query("NoteLine").last()
+            await until(pilot, lambda: notes(app))
+            note = notes(app)[-1]
             drawn = [strip.text.rstrip() for strip in note.render_lines(note.region.reset_offset)]
             esc = next(i for i, line in enumerate(drawn) if line.lstrip().startswith("Esc "))
             column = drawn[esc].index("leave the selection")
@@ -699,7 +711,7 @@ class TestCommands:
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
-            app.session.query_one(TurnView)  # a focusable block Tab could wrongly go to
+            app.session.transcript.turn_views()[0]  # a focusable block Tab could wrongly go to
             await pilot.press("/", "h", "e", "tab")  # no pause: completions not shown yet
             assert app.session.prompt.text == "/help"
             assert app.focused is app.session.prompt
@@ -876,6 +888,8 @@ class TestAway:
             await started(first, pilot, until)
             link.start_turn("seen()")
             link.end_turn("completed")
+            # every event applied (the turn is not "current" before it is even started, either)
+            await until(pilot, lambda: first.session.cursor >= len(link.journal))
             await until(pilot, lambda: first.session.session_state.current is None)
             second = TuiApp(link, state_dir=tmp_path)  # another window of the same user
             async with second.run_test() as two:

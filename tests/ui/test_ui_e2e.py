@@ -47,7 +47,7 @@ async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalA
 
 
 def ended(app: TuiApp) -> list[TurnView]:
-    return list(app.session.query(TurnView))
+    return app.session.transcript.turn_views()
 
 
 class TestOnARealWorker:

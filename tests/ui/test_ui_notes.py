@@ -62,14 +62,15 @@ def shown(widget: TurnView | NoteLine) -> list[str]:
 def screen_lines(app: TuiApp) -> list[str]:
     """Every line the transcript's mounted notes and ended turns draw, top to bottom."""
     lines: list[str] = []
-    for widget in app.session.transcript.children:
+    for item in app.session.transcript.items:
+        widget = item.drawn
         if isinstance(widget, TurnView | NoteLine) and widget.size.height:
             lines += shown(widget)
     return lines
 
 
 def ended(app: TuiApp) -> list[TurnView]:
-    return list(app.session.query(TurnView))
+    return app.session.transcript.turn_views()
 
 
 def index(lines: list[str], text: str) -> int:

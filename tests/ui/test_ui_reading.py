@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
-from textual.widgets import Static
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
@@ -112,7 +111,7 @@ class TestScrolling:
                 await pilot.press("ctrl+home")  # the top of the loaded turns: older ones are asked for
                 await until(pilot, lambda: len(routes(link, "transcript")) > page)  # noqa: B023
                 await pilot.pause()
-                assert "loading older turns" in str(transcript.query_one("#older", Static).render())
+                assert "loading older turns" in transcript.older_line
                 seen = first_shown(app)
                 row = seen.region.y
                 gate.set()

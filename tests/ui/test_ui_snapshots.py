@@ -203,9 +203,8 @@ class TestStreaming:
         link = MockLink(history=[record])
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
-            from tui.ui.widgets.turn import TurnView
 
-            pilot.app.session.query_one(TurnView).focus()
+            pilot.app.session.transcript.turn_views()[0].focus()
             await pilot.press("enter")  # show the tools' output
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))

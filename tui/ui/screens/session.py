@@ -475,7 +475,7 @@ class SessionScreen(Screen[None]):
         away.display = True
         if new:
             first = new[0].turn_id
-            for view in self.transcript.query(TurnView):
+            for view in self.transcript.turn_views():
                 if view.record.turn_id == first:
                     self.call_after_refresh(self.transcript.scroll_to_widget, view, top=True, animate=False)
                     break

@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -28,12 +28,14 @@ from tui.ui.pieces import traceback_spans, verbatim_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
+    from textual.app import App
 
 __all__ = [
     "HEAD",
     "TAIL",
     "Block",
     "FoldBlock",
+    "Host",
     "LinesView",
     "MarkdownBlock",
     "OutputBlock",
@@ -104,6 +106,19 @@ def wrap_plain(line: str, width: int) -> list[str]:
     return rows
 
 
+class Host(Protocol):
+    """What draws blocks: the app (its console), the styles of its component classes, and the
+    session shown (named in fold lines)."""
+
+    @property
+    def app(self) -> App[Any]: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def style_of(self, name: str) -> Style: ...
+
+
 class Block:
     """A piece of a turn drawn as lines: made once per width and kept.
 
@@ -119,7 +134,7 @@ class Block:
         """Lines by width: the last two widths asked (a layout may try with and without a
         scrollbar)."""
 
-    def lines(self, view: LinesView, width: int) -> list[Strip]:
+    def lines(self, view: Host, width: int) -> list[Strip]:
         """The block's lines at `width` (the view's content width)."""
         made = self._made.get(width)
         if made is None:
@@ -129,7 +144,7 @@ class Block:
             self._made[width] = made
         return made
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         """The lines at `width` (the width inside the block's indents), indented."""
         raise NotImplementedError
 
@@ -161,7 +176,7 @@ class RichBlock(Block):
         self._make = make_renderable
         self._renderable: RenderableType | None = None
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         if self._renderable is None:
             self._renderable = self._make(view.style_of)
         return self.indented(render_strips(view.app.console, self._renderable, width))
@@ -181,7 +196,7 @@ class MarkdownBlock(Block):
         self.gap = gap
         self._renderable: Any = None
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         if self._renderable is None:
             from tui.ui.markdown import reply_markdown
 
@@ -197,7 +212,7 @@ class FoldBlock(Block):
         super().__init__(indent=indent, right=right)
         self.hidden = hidden
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         fold = Text(fold_line(self.hidden, view.session_id), style=view.style_of("lines--fold"))
         return self.indented(render_strips(view.app.console, fold, width))
 
@@ -362,7 +377,7 @@ class OutputBlock(Block):
 
     def _wrap(
         self,
-        view: LinesView,
+        view: Host,
         line: str,
         width: int,
         style: Style | None,
@@ -382,7 +397,7 @@ class OutputBlock(Block):
             strips = render_strips(view.app.console, text, width) or [Strip.blank(0)]
         return self.indented(strips)
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         wrapped = self._wrapped.get(width)
         if wrapped is None:
             if len(self._wrapped) >= 2:
