@@ -30,7 +30,6 @@ from tui.protocol import (
     TurnRecord,
 )
 from tui.ui import TuiApp
-from tui.ui.widgets.turn import ToolBlock
 
 SnapCompare = Callable[..., bool]
 
@@ -186,7 +185,7 @@ class TestStreaming:
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="README.md\npyproject.toml\ntui\n"))
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed"))
             await flushed(pilot)
-            pilot.app.session.query_one(ToolBlock).collapsed = False  # the user clicked the title
+            pilot.app.session.transcript.live.tools[0].collapsed = False  # the user opened it
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
@@ -203,9 +202,11 @@ class TestStreaming:
         link = MockLink(history=[record])
 
         async def script(link: MockLink, pilot: Pilot[Any]) -> None:
-
-            pilot.app.session.transcript.turn_views()[0].focus()
-            await pilot.press("enter")  # show the tools' output
+            transcript = pilot.app.session.transcript
+            await app_until(pilot, lambda: transcript.turn_views()[0].region.height > 0, "the turn drawn")
+            turn = transcript.turn_views()[0]
+            row = turn.region.y - transcript.region.y
+            await pilot.click("#transcript", offset=(4, row))  # a click on the turn: its tools' output
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 

@@ -24,6 +24,7 @@ page around it), which is how a search jumps to a match.
 from __future__ import annotations
 
 import asyncio
+import time
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,6 +56,13 @@ WINDOW = KEEP
 """The most ended turns the view holds at once (all the kept ones)."""
 REACH = 1_000
 """Turns fetched at a time on the way to the first turn (the most a worker gives at once)."""
+
+MEASURE_EVERY = 0.02
+"""Seconds between two stretches of measuring what is kept but not drawn yet."""
+MEASURE_FOR = 0.004
+"""Seconds of measuring at a time (the loop stays free for keys and frames)."""
+WHOLE = ("transcript--", "diff--", "turn--thinking")
+"""Component classes whose colours are blended with the view's background (as a widget's are)."""
 
 Fetch = Callable[..., Awaitable[Transcript]]
 """`AttachLink.transcript`: ``fetch(limit, before=, after=, around=)``."""
@@ -96,19 +104,43 @@ class EdgeLine(Drawn):
 
     def blocks_now(self) -> list[Any]:
         text, name, centre = self.text, self.style_name, self.centre
-        return [
-            RichBlock(lambda style: Text(text, style=style(name), justify="center" if centre else "left"))
-        ]
+        return [RichBlock(lambda style: Text(text, style=style(name), justify="center" if centre else None))]
 
     def lines(self, width: int) -> list[Strip]:
         return super().lines(width)[:-1]  # no blank line after it
+
+
+def _plain(style: Style | None) -> bool:
+    """Whether blank cells in `style` show nothing but the background."""
+    return style is None or not (style.color or style.bgcolor or style.underline or style.reverse)
+
+
+def _live_line(strip: Strip, base: Style, blank: Style, width: int) -> Strip:
+    """A line of the running turn: its text in the view's style, the blank cells after it (up to
+    `width`) in its background only, as the widgets that drew it before left them."""
+    pieces = list(strip)
+    tail: list[Segment] = []
+    while pieces and _plain(pieces[-1].style) and not pieces[-1].text.strip():
+        tail.insert(0, Segment(pieces.pop().text, blank))
+    if pieces and _plain(pieces[-1].style) and pieces[-1].text.endswith(" "):
+        text, style, _ = pieces.pop()
+        body = text.rstrip(" ")
+        pieces.append(Segment(body, style))
+        tail.insert(0, Segment(text[len(body) :], blank))
+    head: list[Segment] = []
+    while pieces and pieces[0].style is None and not pieces[0].text.strip():
+        head.append(Segment(pieces.pop(0).text, blank))  # its indent
+    segments = [*head, *(Segment(text, base + style if style else base) for text, style, _ in pieces)]
+    segments += [*tail, Segment(" " * max(0, width - strip.cell_length), blank)]
+    return Strip(segments, max(width, strip.cell_length))
 
 
 def _guess(drawn: Drawn) -> int:
     """The height of an entry never drawn: a few lines for a turn, its lines for a note."""
     if isinstance(drawn, TurnView):
         record = drawn.record
-        return 3 + min(40, record.reply.count("\n") + 1) + len(record.tools)
+        reply = record.reply.rstrip("\n")
+        return 2 + (min(40, reply.count("\n") + 1) if reply else 0) + len(record.tools)
     return 2
 
 
@@ -130,6 +162,7 @@ class TranscriptView(ScrollView, can_focus=True):
     TranscriptView > .transcript--edge { color: $text-muted; }
     TranscriptView > .transcript--hello { color: $text-muted; }
     TranscriptView > .transcript--note { color: $text-muted; }
+    TranscriptView > .transcript--output { color: $text-muted; }
     TranscriptView > .transcript--selected { background: $boost; }
     TranscriptView > .transcript--bar { color: $accent; }
     TranscriptView > .turn--prompt { color: $text; text-style: bold; }
@@ -154,6 +187,7 @@ class TranscriptView(ScrollView, can_focus=True):
         "transcript--edge",
         "transcript--hello",
         "transcript--note",
+        "transcript--output",
         "transcript--selected",
         "transcript--bar",
         "turn--prompt",
@@ -215,6 +249,7 @@ class TranscriptView(ScrollView, can_focus=True):
         self._pin: tuple[Drawn, int] | None = None
         """The entry at the top of the view and how far into it the view starts."""
         self._placing = False
+        self._measuring = False
         self._styles: dict[str, Style] = {}
         self._base: Style | None = None
         self.draws = 0
@@ -232,7 +267,15 @@ class TranscriptView(ScrollView, can_focus=True):
         """The Rich style of one of the view's component classes."""
         style = self._styles.get(name)
         if style is None:
-            style = self._styles[name] = self.get_component_rich_style(name, partial=True)
+            if name.startswith(WHOLE):  # drawn by widgets of their own before: colours as blended
+                whole = self.get_component_rich_style(name)
+                if name == "transcript--selected":
+                    style = Style(bgcolor=whole.bgcolor)
+                else:
+                    style = Style(color=whole.color, bold=whole.bold, italic=whole.italic, dim=whole.dim)
+            else:
+                style = self.get_component_rich_style(name, partial=True)
+            self._styles[name] = style
         return style
 
     def notify_style_update(self) -> None:
@@ -251,7 +294,7 @@ class TranscriptView(ScrollView, can_focus=True):
     def place_of(self, drawn: Drawn) -> Region | None:
         """Where `drawn` is in the view's whole height; None when it is not drawn."""
         i = self._index.get(id(drawn))
-        if i is None or self._entries[i] is not drawn:
+        if i is None or self._entries[i] is not drawn or i >= len(self._starts):
             return None
         return Region(0, self._starts[i], self._w(drawn), self._heights[i])
 
@@ -262,7 +305,7 @@ class TranscriptView(ScrollView, can_focus=True):
         content = self.scrollable_content_region
         return Region(
             content.x + self.line_width - place.width,
-            content.y + place.y - round(self.scroll_y),
+            content.y + self._pad + place.y - round(self.scroll_y),
             place.width,
             place.height,
         )
@@ -277,6 +320,9 @@ class TranscriptView(ScrollView, can_focus=True):
         if height != self._heights[i]:
             self._set_height(i, height)
             self._place()
+            if self._pad:  # what is above moves down too
+                self.refresh()
+                return
         top = self._starts[i] - round(self.scroll_y)
         view = self.scrollable_content_region.height
         if top < view and top + height > 0:
@@ -377,6 +423,25 @@ class TranscriptView(ScrollView, can_focus=True):
         self.virtual_size = Size(width, y)
         self._place(pin)
         self.refresh()
+        if not self._measuring and any(not e.made_at(self._w(e)) for e in entries):
+            self._measuring = True
+            self.set_timer(MEASURE_EVERY, self._measure_some)
+
+    def _measure_some(self) -> None:
+        """Measure entries not yet drawn, a few milliseconds at a time between frames, so that
+        the scrollbar soon tells the true height of what is kept."""
+        self._measuring = False
+        deadline = time.perf_counter() + MEASURE_FOR
+        measured = False
+        for entry in self._entries:
+            width = self._w(entry)
+            if not entry.made_at(width):
+                entry.lines(width)
+                measured = True
+                if time.perf_counter() > deadline:
+                    break
+        if measured:
+            self._layout()
 
     def _pin_at(self, y: int) -> tuple[Drawn, int] | None:
         if not self._entries or not self._starts:
@@ -447,10 +512,10 @@ class TranscriptView(ScrollView, can_focus=True):
         if base is None:
             base = self._base = self.rich_style
         width = self._width or self.line_width
-        at = y + round(self.scroll_y)
+        at = y + round(self.scroll_y) - self._pad
         i = bisect_right(self._starts, at) - 1
         if i < 0 or at >= self._total:
-            return Strip.blank(width, base)
+            return Strip.blank(width, self._blank_style)  # the view's own background, as its padding
         entry = self._entries[i]
         width = self._w(entry)
         made = entry.made_at(width)
@@ -458,17 +523,35 @@ class TranscriptView(ScrollView, can_focus=True):
         if not made and len(lines) != self._heights[i]:
             self.call_later(self._layout)  # measured only now: lay out again
         k = at - self._starts[i]
-        strip = lines[k] if k < len(lines) else Strip.blank(width)
+        strip = lines[k] if k < len(lines) else Strip.blank(0)
+        if not strip.cell_length and not entry.classes:
+            return Strip.blank(width, self._blank_style)  # a blank line between turns: as padding
         if entry.highlight:
             strip = mark_matches(strip, entry.highlight.lower(), self.style_of("lines--match"))
         if entry.classes:
-            bar = Segment("▌", self.style_of("transcript--bar"))
-            strip = Strip([bar, *strip.extend_cell_length(width)], width + 1)
-            strip = strip.apply_style(self.style_of("transcript--selected"))
+            selected = self.style_of("transcript--selected")
+            bar = Segment("▌", base + selected + self.style_of("transcript--bar"))
+            if not strip.cell_length:  # the blank line closing it: its background only
+                return Strip([bar, Segment(" " * width, Style(bgcolor=selected.bgcolor))], width + 1)
+            rest = Segment(" " * max(0, width - strip.cell_length), Style(bgcolor=selected.bgcolor))
+            strip = strip.apply_style(selected).apply_style(base)
+            return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
+        if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
+            return _live_line(strip, base, self._blank_style, width)
         return strip.apply_style(base)
 
+    @property
+    def _blank_style(self) -> Style:
+        base = self._base or self.rich_style
+        return Style(bgcolor=base.bgcolor)
+
+    @property
+    def _pad(self) -> int:
+        """Blank lines above the entries when they do not fill the view (they sit at its bottom)."""
+        return max(0, self.scrollable_content_region.height - self._total)
+
     def on_click(self, event: events.Click) -> None:
-        at = event.y + round(self.scroll_y)
+        at = event.y + round(self.scroll_y) - self._pad
         i = bisect_right(self._starts, at) - 1
         if 0 <= i < len(self._entries):
             entry = self._entries[i]
@@ -750,8 +833,14 @@ class TranscriptView(ScrollView, can_focus=True):
         if i is None or self._entries[i] is not drawn:
             return False
         self.release_anchor()
-        self._pin = (drawn, 0)
-        self._layout()  # measured where it is
+        view = self.scrollable_content_region.height
+        for step in (-1, 1):  # measured, with a screen's worth around it
+            k, reach = i, view
+            while 0 <= k < len(self._entries) and reach > 0:
+                entry = self._entries[k]
+                reach -= len(entry.lines(self._w(entry)))
+                k += step
+        self._layout()
         start, height = self._starts[i], self._heights[i]
         view = self.scrollable_content_region.height
         y = round(self.scroll_y)

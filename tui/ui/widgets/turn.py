@@ -78,6 +78,10 @@ FLUSH_EVERY = 0.05
 FREEZE_AT = 2_000
 """Characters of a streaming reply's unfinished tail past which its finished blocks are frozen
 (rendered once and kept)."""
+LIVE_TITLE = 2
+"""Cells left of a running call's title."""
+LIVE_DIFF = 5
+"""Cells left of a running call's diff (under its title, as the call's output)."""
 ASKING = frozenset({"ask", "ask_user"})
 """Tools that put a question to the people attached: an answered line goes under them."""
 
@@ -349,31 +353,42 @@ class TurnView(Drawn):
         return blocks
 
 
-def _title_block(tool: ToolRecord, status: str | None, *, open: bool) -> RichBlock:
+def _title_block(tool: ToolRecord, status: str | None, *, open: bool, live: bool = False) -> RichBlock:
+    """A call's title: ``▸``/``▾`` and the call in an ended turn; in the running one, ``▶``/``▼``
+    in the text's colour (red when it failed), as a folded block is drawn."""
+
     def title(style: StyleOf) -> Text:
-        mark = "▾ " if open else "▸ "
+        if live:
+            mark = "▼ " if open else "▶ "
+            colour = style("turn--failed") if status == "error" else Style()
+        else:
+            mark = "▾ " if open else "▸ "
+            colour = style("turn--tool")
         line = Text(
-            mark + tool_title(tool.name, tool.args, status, title=tool.title, kind=tool.kind),
-            style=style("turn--tool"),
+            mark + tool_title(tool.name, tool.args, status, title=tool.title, kind=tool.kind), style=colour
         )
         if tool.error:
-            line.append(f"  {tool.error}", style=style("turn--failed"))
+            line.append(f"  {tool.error}", style=colour if live else style("turn--failed"))
         return line
 
-    return RichBlock(title, indent=2)
+    return RichBlock(title, indent=LIVE_TITLE if live else 2)
 
 
-def _diff_block(diff: Diff) -> RichBlock:
+def _diff_block(diff: Diff, *, styled: bool = False, indent: int = 4) -> RichBlock:
+    """A call's edit as a diff: the running turn's coloured by the view's styles, an ended
+    turn's by the default ones."""
+    names = ("header", "hunk", "removed", "added")
     return RichBlock(
-        lambda style: diff_text(diff, _styles(style, "diff", ("header", "hunk", "removed", "added"))),
-        indent=4,
+        lambda style: diff_text(diff, _styles(style, "diff", names) if styled else None), indent=indent
     )
 
 
-def _plan_block(entries: Sequence[PlanEntry]) -> RichBlock:
+def _plan_block(entries: Sequence[PlanEntry], *, styled: bool = False) -> RichBlock:
     kept = list(entries)
     names = ("completed", "in_progress", "pending")
-    return RichBlock(lambda style: plan_text(kept, _styles(style, "plan", names)), indent=2)
+    return RichBlock(
+        lambda style: plan_text(kept, _styles(style, "plan", names) if styled else None), indent=2
+    )
 
 
 def _styles(style: StyleOf, prefix: str, names: Sequence[str]) -> dict[str, Style | str]:
@@ -396,7 +411,7 @@ class ToolBlock:
         self.on_change: Callable[[], None] | None = None
         """Called when it opens or closes (the turn draws it again)."""
         self.classes: set[str] = set()
-        self._output = OutputBlock(style_name="turn--output", indent=4, right=0)
+        self._output = OutputBlock(style_name="transcript--output", indent=4, right=0)
         self._pending: list[str] = []
         self._title: RichBlock | None = None
         self._title_key: tuple[object, ...] = ()
@@ -432,7 +447,7 @@ class ToolBlock:
             self._pending.append(event.text)
         if event.diff is not None:
             self.record.diffs.append(event.diff)
-            self._diffs.append(_diff_block(event.diff))
+            self._diffs.append(_diff_block(event.diff, styled=True, indent=LIVE_DIFF))
             self.collapsed = False
 
     def update(self, event: ToolUpdated) -> None:
@@ -442,9 +457,9 @@ class ToolBlock:
         if output is not None:
             self._pending = []
             self.record.output = "".join(output)
-            self._output = OutputBlock(self.record.output, style_name="turn--output", indent=4, right=0)
+            self._output = OutputBlock(self.record.output, style_name="transcript--output", indent=4, right=0)
         if event.diffs is not None:
-            self._diffs = [_diff_block(diff) for diff in event.diffs]
+            self._diffs = [_diff_block(diff, styled=True, indent=LIVE_DIFF) for diff in event.diffs]
             if event.diffs:
                 self.collapsed = False
 
@@ -469,13 +484,23 @@ class ToolBlock:
         open = expanded or not self.collapsed
         key = (open, self.status, self.record.title, self.record.error, repr(self.record.args))
         if self._title is None or key != self._title_key:
-            self._title, self._title_key = _title_block(self.record, self.status, open=open), key
+            self._title, self._title_key = _title_block(self.record, self.status, open=open, live=True), key
         blocks: list[Block] = [self._title]
         if open and self._output.line_count:
             blocks.append(self._output)
         if open:
             blocks.extend(self._diffs)
         return blocks
+
+
+class Gap(Block):
+    """A blank line."""
+
+    def make(self, view: Host, width: int) -> list[Strip]:
+        return [Strip.blank(0)]
+
+
+GAP = Gap()
 
 
 class ReplySegment:
@@ -635,6 +660,8 @@ class LiveTurn(Drawn):
             if kind == "text":
                 assert isinstance(what, ReplySegment | VerbatimSegment)
                 blocks.extend(what.blocks())
+                if isinstance(what, ReplySegment):
+                    blocks.append(GAP)  # the streaming reply's last paragraph ends with a blank line
             elif kind == "tool":
                 assert isinstance(what, ToolBlock)
                 blocks.extend(what.blocks(self.expanded))
@@ -737,7 +764,7 @@ class LiveTurn(Drawn):
             await self.flush()
             self._segment = None
             self._pieces.append(("plan", None, list(entries)))
-        self._plan_block = _plan_block(entries)
+        self._plan_block = _plan_block(entries, styled=True)
         self.changed()
 
     async def add_line(self, text: str) -> None:
