@@ -226,12 +226,14 @@ class Drawn:
 
     @property
     def content_size(self) -> Size:
-        """Its width (the transcript's content width) and height."""
+        """Its width (the transcript's content width) and height (the blank line after it left
+        out)."""
         width = self.virtual_region.width or int(getattr(self.host, "line_width", 0))
-        return Size(width, len(self.lines(width)) if width else 0)
+        return Size(width, len(self.lines(width)) - 1 if width else 0)  # not the blank line after it
 
     @property
     def size(self) -> Size:
+        """Its width and height, the blank line after it left out."""
         return self.content_size
 
     def render_lines(self, crop: Region) -> list[Strip]:
