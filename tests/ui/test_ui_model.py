@@ -9,7 +9,7 @@ from tui.link.mock import MockLink
 from tui.protocol import Status, TextChunk, Thinking
 from tui.ui import TuiApp
 from tui.ui.widgets.prompt import PromptArea
-from tui.ui.widgets.thinking import ThinkingBlock
+from tui.ui.widgets.turn import ThinkingBlock
 
 Until = Callable[..., Awaitable[None]]
 
@@ -27,8 +27,10 @@ async def test_reasoning_is_folded_and_the_reply_follows_it(until: Until) -> Non
         link.emit(Thinking(turn_id=turn, text="the user asks "))
         link.emit(Thinking(turn_id=turn, text="why"))
         link.emit(TextChunk(turn_id=turn, text="Because."))
-        await until(pilot, lambda: app.session.query(ThinkingBlock))
-        block = app.session.query_one(ThinkingBlock)
+        await until(pilot, lambda: app.session.transcript.live and app.session.transcript.live.thinking)
+        live = app.session.transcript.live
+        assert live is not None
+        block: ThinkingBlock = live.thinking[0]
         await until(pilot, lambda: block.title == "thinking (4 words)")
         assert block.collapsed and block.text == "the user asks why"
 

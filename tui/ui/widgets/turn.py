@@ -67,6 +67,7 @@ __all__ = [
     "LiveTurn",
     "NoteLine",
     "ReplySegment",
+    "ThinkingBlock",
     "ToolBlock",
     "TurnView",
     "VerbatimSegment",
@@ -590,12 +591,21 @@ class ThinkingBlock:
     def add(self, text: str) -> None:
         self.text += text
 
+    @property
+    def title(self) -> str:
+        """Its title: how many words it has."""
+        words = len(self.text.split())
+        return f"thinking ({words} words)" if words else "thinking"
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether only its title shows (the turn's expansion shows it all)."""
+        return not self._open
+
     def blocks(self, expanded: bool) -> list[Block]:
         if len(self.text) != self._shown or expanded != self._open:
             self._shown, self._open = len(self.text), expanded
-            words = len(self.text.split())
-            mark = "▾" if expanded else "▸"
-            title = f"{mark} thinking ({words} words)" if words else f"{mark} thinking"
+            title = f"{'▾' if expanded else '▸'} {self.title}"
             self._blocks = [RichBlock(lambda style: Text(title, style=style("turn--thinking")), indent=2)]
             if expanded and self.text:
                 body = self.text
@@ -650,6 +660,11 @@ class LiveTurn(Drawn):
     def tools(self) -> list[ToolBlock]:
         """Its calls, in the order they started."""
         return list(self._tools.values())
+
+    @property
+    def thinking(self) -> list[ThinkingBlock]:
+        """Its stretches of reasoning, in order."""
+        return [what for kind, _, what in self._pieces if isinstance(what, ThinkingBlock)]
 
     @property
     def segments(self) -> list[ReplySegment | VerbatimSegment]:
