@@ -175,6 +175,59 @@ class TestScrolling:
             assert not transcript.has_newer
 
 
+class TestFirstAndLast:
+    async def test_ctrl_home_goes_to_the_first_turn_in_one_press_and_ctrl_end_back(self, until: Until) -> None:
+        link = MockLink(history=history(2_000))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            widgets = len(app.screen.query("*"))
+            await pilot.press("ctrl+home")  # once
+            await until(pilot, lambda: transcript.turn_views()[0].record.turn_id == "h0", 30)
+            await until(pilot, lambda: transcript.scroll_y == 0)
+            assert first_shown(app).record.turn_id == "h0"
+            assert not transcript.has_more and transcript.has_newer
+            assert len(transcript.items) <= KEEP  # what it passed on the way is not kept
+            assert len(app.screen.query("*")) == widgets  # turns arrive as data: nothing mounted
+            await pilot.press("ctrl+end")  # back to the live bottom
+            await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h1999", 30)
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            assert not transcript.has_newer
+
+
+class TestDrawnAsLines:
+    async def test_a_streaming_turn_draws_nothing_else_again(self, until: Until) -> None:
+        """While a turn streams below the view, no line of the view is drawn again and no other
+        turn makes its lines again; paging in older turns mounts no widget."""
+        link = MockLink(history=history(200))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            turn = link.start_turn("for i in range(1000): print(i)")
+            await until(pilot, lambda: transcript.live is not None)
+            for _ in range(3):
+                await pilot.press("pageup")  # the reader reads above: the running turn is below
+            await until(pilot, lambda: not transcript.is_fetching)
+            await pilot.pause()
+            widgets = len(app.screen.query("*"))
+            views = [v for v in transcript.turn_views() if v.made_at(v.content_size.width)]
+            made = {id(v): v.lines(v.content_size.width) for v in views}
+            drawn = transcript.draws
+            for n in range(100):
+                link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
+            live = transcript.live
+            assert live is not None
+            await until(pilot, lambda: live.segments and live.segments[0].text.endswith("99\n"))
+            await until(pilot, lambda: live.size.height > 100)
+            await pilot.pause()
+            assert transcript.draws == drawn  # no line drawn again: the running turn is out of view
+            assert all(v.lines(v.content_size.width) is made[id(v)] for v in views)  # nothing re-made
+            assert not transcript.children  # the view holds no widget
+            assert len(app.screen.query("*")) == widgets
+
+
 class TestQuickTurns:
     async def test_hundreds_of_turns_arriving_at_once_show_ended_and_the_prompt_keeps_working(
         self, until: Until

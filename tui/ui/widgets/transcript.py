@@ -335,7 +335,24 @@ class TranscriptView(ScrollView, can_focus=True):
         for k in range(i + 1, len(starts)):
             starts[k] += delta
         self._total += delta
-        self.virtual_size = Size(self.line_width, self._total)
+        self._set_virtual_height(self._total)
+
+    def _set_virtual_height(self, total: int) -> None:
+        """The whole height changed (the running turn grew): the scrollbar is told, and nothing is
+        laid out or drawn again, unless the scrollbar appears or goes (as a `Log` does it lays
+        out again only then)."""
+        size = Size(self.line_width, total)
+        view = self.container_size.height
+        old = self.virtual_size
+        if old.width != size.width or (old.height > view) != (total > view):
+            self.virtual_size = size
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._placing = True
+        try:
+            self._scroll_update(size)
+        finally:
+            self._placing = False
 
     # --- what is drawn ------------------------------------------------------------------------------
     def _rebuild(self) -> None:
