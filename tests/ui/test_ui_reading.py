@@ -176,7 +176,9 @@ class TestScrolling:
 
 
 class TestFirstAndLast:
-    async def test_ctrl_home_goes_to_the_first_turn_in_one_press_and_ctrl_end_back(self, until: Until) -> None:
+    async def test_ctrl_home_goes_to_the_first_turn_in_one_press_and_ctrl_end_back(
+        self, until: Until
+    ) -> None:
         link = MockLink(history=history(2_000))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
