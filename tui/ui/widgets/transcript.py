@@ -397,9 +397,11 @@ class TranscriptView(ScrollView, can_focus=True):
         last = next(iter(entry._made.values()), None)
         return len(last) if last is not None else _guess(entry)
 
-    def _layout(self) -> None:
+    def _layout(self, *, quiet: bool = False) -> None:
         """Measure what the view shows (and a screen around it), set the whole height, and scroll
-        so that the pinned entry stays on its row (or the bottom stays in view)."""
+        so that the pinned entry stays on its row (or the bottom stays in view). `quiet`: only
+        entries out of view changed (they were measured): nothing is drawn again unless the view
+        moved."""
         if not self.is_mounted or self.scrollable_content_region.width <= 1:
             return
         width = self.line_width
@@ -437,9 +439,13 @@ class TranscriptView(ScrollView, can_focus=True):
             starts.append(y)
             y += h
         self._heights, self._starts, self._total = heights, starts, y
-        self.virtual_size = Size(width, y)
+        if quiet:
+            self._set_virtual_height(y)
+        else:
+            self.virtual_size = Size(width, y)
         self._place(pin)
-        self.refresh()
+        if not quiet:
+            self.refresh()
         if not self._measuring and any(not e.made_at(self._w(e)) for e in entries):
             self._measuring = True
             self.set_timer(MEASURE_EVERY, self._measure_some)
@@ -458,7 +464,7 @@ class TranscriptView(ScrollView, can_focus=True):
                 if time.perf_counter() > deadline:
                     break
         if measured:
-            self._layout()
+            self._layout(quiet=True)
 
     def _pin_at(self, y: int) -> tuple[Drawn, int] | None:
         if not self._entries or not self._starts:

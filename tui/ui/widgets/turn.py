@@ -42,7 +42,7 @@ from tui.protocol import (
     TurnRecord,
 )
 from tui.protocol.state import Step, steps, tool_record, update_tool
-from tui.ui.pieces import outcome_text, prompt_block, tool_title
+from tui.ui.pieces import outcome_text, prompt_block, prompt_text, tool_title
 from tui.ui.widgets.diff import diff_text
 from tui.ui.widgets.lines import (
     Block,
@@ -248,6 +248,26 @@ class Drawn:
         ]
 
 
+class PromptBlock(Block):
+    """A turn's prompt and who sent it, with a hanging indent: the mark alone in its column, so a
+    long line wraps under the prompt's text (as `prompt_block` lays it out, without a table)."""
+
+    def __init__(self, record: TurnRecord, *, python: bool = False) -> None:
+        super().__init__()
+        self.record = record
+        self.python = python
+
+    def make(self, view: Host, width: int) -> list[Strip]:
+        record = self.record
+        body = prompt_text(
+            record.prompt, record.by, view.style_of, record.client_id, python=self.python, mark=False
+        )
+        lines = render_strips(view.app.console, body, max(1, width - 2))
+        mark = Segment("\u276f ", view.style_of("turn--mark"))
+        pad = Segment("  ")
+        return [Strip([mark if n == 0 else pad, *line], line.cell_length + 2) for n, line in enumerate(lines)]
+
+
 class NoteLine(Drawn):
     """A line between turns: a note for the agent, an event this version does not know."""
 
@@ -315,13 +335,7 @@ class TurnView(Drawn):
 
     def _make_blocks(self) -> list[Block]:
         record = self.record
-        blocks: list[Block] = [
-            RichBlock(
-                lambda style: prompt_block(
-                    record.prompt, record.by, style, record.client_id, python=self.verbatim
-                )
-            )
-        ]
+        blocks: list[Block] = [PromptBlock(record, python=self.verbatim)]
         if record.plan:
             blocks.append(_plan_block(record.plan))
         shown: set[str] = set()
