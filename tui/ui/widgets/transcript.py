@@ -495,7 +495,7 @@ class TranscriptView(ScrollView, can_focus=True):
         super().watch_scroll_y(old, new)
         if self._placing:
             return
-        if round(new) < round(old):
+        if round(new) < round(old) and round(new) < self.max_scroll_y:  # not a clamp: the view grew
             self._follow = False
         elif new >= self.max_scroll_y and self.at_live_end:
             self._follow = True
