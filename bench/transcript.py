@@ -396,7 +396,8 @@ def main() -> None:
     if "resize" in r and "resize0" in r:
         a, b = 1000 * r["resize"]["resize_s"], 1000 * r["resize0"]["resize_s"]
         print(
-            f"resize with a 100,000-line turn on screen: {a:.0f} ms, an empty session {b:.0f} ms ({a / b:.2f}x)"
+            f"resize with a 100,000-line turn on screen: {a:.0f} ms, "
+            f"an empty session {b:.0f} ms ({a / b:.2f}x)"
         )
     if "search" in r:
         print(f"search to the first match shown: {1000 * r['search']['first_match_shown_s']:.0f} ms")

@@ -271,7 +271,7 @@ class LoopLag:
 
 
 def case_memory(turns: int) -> dict[str, float]:
-    """Paging from the bottom to the first turn with the keyboard (Ctrl+Home, which at the top
+    """Paging from the bottom to the first turn with the keyboard (PageUp, which near the top
     loads the next older page): time and loop block per page, memory before and after."""
     from tui.link.mock import MockLink
     from tui.ui import TuiApp
@@ -300,7 +300,7 @@ def case_memory(turns: int) -> dict[str, float]:
                 first = view.turn_views()[0].record.turn_id
                 started = time.perf_counter()
                 lag.take()
-                await pilot.press("ctrl+home")
+                await pilot.press("pageup")
                 await until(
                     pilot, lambda f=first: view.turn_views()[0].record.turn_id != f or view.scroll_y == 0
                 )
@@ -422,7 +422,6 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
     from tui.access.local import LocalAccess
     from tui.store import StatePaths
     from tui.ui import TuiApp
-    from tui.ui.widgets.turn import TurnView
 
     program = f"for i in range({count}): print(i)"
 
@@ -435,7 +434,8 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
             async with app.run_test(size=SIZE) as pilot:
                 await until(pilot, app.session.attached.is_set)
                 app.session.submit("print('warm')")
-                await until(pilot, lambda: len(app.session.query(TurnView)) == 1 and not app.session.busy)
+                views = app.session.transcript.turn_views
+                await until(pilot, lambda: len(views()) == 1 and not app.session.busy)
                 await pilot.pause()
                 before = rss_mib()
                 echo: list[float] = []
@@ -454,7 +454,7 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
                     echo.append(time.perf_counter() - t)
                     await asyncio.sleep(0.02)
                 lag.__exit__()
-                await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
+                await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2)
                 await pilot.pause()
                 seconds = time.perf_counter() - start
                 grown = rss_mib() - before
