@@ -819,14 +819,3 @@ class LiveTurn(Drawn):
             # kept whole only now: joining them at each flush would cost the length of the reply
             part.text, part.blocks = segment.text, segment.drawn()
         self.record.reply = "".join(part.text for part, _ in self._segments)
-
-
-def prompt_lines(host: Host, record: TurnRecord, width: int, *, python: bool = False) -> list[Strip]:
-    """A turn's prompt line(s) alone at `width` (what a turn not yet drawn starts with)."""
-    renderable = prompt_block(record.prompt, record.by, host.style_of, record.client_id, python=python)
-    return render_strips(host.app.console, renderable, width)
-
-
-def marked(strip: Strip, mark: Segment) -> Strip:
-    """`strip` after a one-cell mark (the selected turn's bar)."""
-    return Strip([mark, *strip], strip.cell_length + 1)
