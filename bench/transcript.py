@@ -34,6 +34,7 @@ import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
@@ -227,11 +228,13 @@ def _coldstart() -> Any:
 
 
 def _session(turns: int) -> tuple[str, str]:
-    """A state folder holding a stopped python session of `turns` turns, and its id."""
+    """A state folder holding a stopped python session of `turns` turns (its working folder
+    inside), and its id."""
     from tui.store import StatePaths
 
     state = tempfile.mkdtemp(prefix="tui-bench-")
-    work = tempfile.mkdtemp(prefix="tui-bench-work-")
+    work = os.path.join(state, "work")
+    os.mkdir(work)
     sid = _coldstart()._write_session(StatePaths(Path(state)), Path(work), turns)
     return state, sid
 
@@ -269,7 +272,10 @@ def case_home(turns: int = 2_000) -> dict[str, float]:
             await access.stop(sid)
             await link.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_first(turns: int) -> dict[str, float]:
