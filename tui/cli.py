@@ -32,6 +32,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
+    "unarchive": ("ID", "list an archived session again", "sessions"),
     "delete": ("ID [--force]", "remove a session", "sessions"),
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
     "remote": ("add|list|remove", "other machines, for --remote NAME", "machines"),
@@ -201,6 +202,9 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--idle", metavar="DURATION", help="every worker idle for DURATION or more (e.g. 30m, 2h)")
 
     p = add("archive", _command("sessions", "run_archive"))
+    p.add_argument("id")
+
+    p = add("unarchive", _command("sessions", "run_unarchive"))
     p.add_argument("id")
 
     p = add("delete", _command("sessions", "run_delete"))

@@ -185,6 +185,7 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         session("post", "/restart", json={"wait": TIMEOUT})
         session("post", "/stop", json={})
         session("post", "/archive")
+        session("post", "/unarchive")
         session("delete", "", params={"force": 1})
         documented = {(spec.method.lower(), spec.path) for spec in operations()}
         assert chk.answered == documented

@@ -139,6 +139,9 @@ def test_stop_archive_and_delete_through_the_remote(lab: Lab) -> None:
     archived = lab.there("archive", sid[:8])
     assert archived.code == 0 and "tui --remote lab sessions --all" in archived.err
     assert json.loads(lab.there("sessions", "--json").out) == []
+    back = lab.there("unarchive", sid[:8])
+    assert back.code == 0 and f"`tui --remote lab attach {sid[:8]}` resumes it" in back.err, back.err
+    assert [row["id"] for row in json.loads(lab.there("sessions", "--json").out)] == [sid]
     assert lab.there("delete", sid[:8]).code == 0
     assert json.loads(lab.there("sessions", "--all", "--json").out) == []
 

@@ -70,6 +70,10 @@ class SessionAccess(ABC):
         """Hide the session from lists."""
 
     @abstractmethod
+    async def unarchive(self, session_id: str) -> None:
+        """List an archived session again."""
+
+    @abstractmethod
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         """Remove the session. Raises Conflict when a worker is live and not `force`."""
 

@@ -25,6 +25,7 @@ from tui.store import (
     live_worker,
     read_sidecar,
     resolve_id,
+    unarchive_session,
 )
 from tui.store.export import Format, export
 
@@ -176,6 +177,9 @@ class LocalAccess(SessionAccess):
 
     async def archive(self, session_id: str) -> None:
         await asyncio.to_thread(archive_session, self.state, session_id)
+
+    async def unarchive(self, session_id: str) -> None:
+        await asyncio.to_thread(unarchive_session, self.state, session_id)
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         get_session(self.state, session_id)

@@ -131,6 +131,9 @@ class RemoteAccess(SessionAccess):
     async def archive(self, session_id: str) -> None:
         await self.web.call(WEB["archive"], id=session_id)
 
+    async def unarchive(self, session_id: str) -> None:
+        await self.web.call(WEB["unarchive"], id=session_id)
+
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         await self.web.call(WEB["delete"], query={"force": 1} if force else None, seconds=40.0, id=session_id)
 

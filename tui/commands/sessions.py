@@ -37,6 +37,7 @@ __all__ = [
     "run_send",
     "run_sessions",
     "run_stop",
+    "run_unarchive",
 ]
 
 T = TypeVar("T")
@@ -453,6 +454,20 @@ def run_archive(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
         _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
+        return 0
+
+    return _run(body)
+
+
+def run_unarchive(args: argparse.Namespace) -> int:
+    """``tui unarchive ID``: list an archived session again."""
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        await access.unarchive(sid)
+        short = short_id(sid)
+        _say(f"session {short} is listed again; `{access.command('attach', short)}` resumes it")
         return 0
 
     return _run(body)

@@ -284,6 +284,9 @@ WEB = _routes(
     ),
     RouteSpec("archive", "POST", f"{_S}/archive", "hide it from lists", "owner", answer=w.Archived),
     RouteSpec(
+        "unarchive", "POST", f"{_S}/unarchive", "list it again after an archive", "owner", answer=w.Archived
+    ),
+    RouteSpec(
         "wake",
         "POST",
         f"{_S}/wake",

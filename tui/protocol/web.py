@@ -130,6 +130,7 @@ class Stopped(_Answer):
 class Archived(_Answer):
     id: str
     archived: bool = True
+    """False once ``…/unarchive`` brought it back."""
 
 
 class WorkerView(_Answer):

@@ -356,6 +356,12 @@ def create_app(bridge: WebBridge) -> Starlette:
         await s.archive(sid)
         return Archived(id=sid)
 
+    async def unarchive(request: Request, principal: Principal, sid: str) -> Archived:
+        """List the session again."""
+        await read_body(request)
+        await s.unarchive(sid)
+        return Archived(id=sid, archived=False)
+
     async def wake(request: Request, principal: Principal, sid: str) -> WorkerView:
         """Start the worker when none runs; wait for it up to ``wait`` seconds (``starting`` if it
         is not ready by then)."""
@@ -526,6 +532,7 @@ def create_app(bridge: WebBridge) -> Starlette:
         "stop": stop,
         "restart": restart,
         "archive": archive,
+        "unarchive": unarchive,
         "wake": wake,
         "worker": worker,
         "export": export,

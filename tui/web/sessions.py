@@ -128,6 +128,10 @@ class LocalSessions:
         """Hide the session from lists."""
         await self.access.archive(session_id)
 
+    async def unarchive(self, session_id: str) -> None:
+        """List the session again."""
+        await self.access.unarchive(session_id)
+
     async def delete(self, session_id: str, *, force: bool) -> bool:
         """Remove the session; `force` stops a live worker first. Whether one was stopped."""
         live = is_live(self.state.session(session_id).lock)
