@@ -29,6 +29,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
+    "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
@@ -195,6 +196,12 @@ def build_subparsers() -> argparse.ArgumentParser:
 
     p = add("interrupt", _command("sessions", "run_interrupt"))
     p.add_argument("id", help="session id or unique prefix")
+
+    p = add("note", _command("sessions", "run_note"))
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("text", nargs="+", help="the note (`-`: read it from stdin)")
+    p.add_argument("--source", metavar="NAME", help="what left it, shown beside who sent it (ci, cron)")
+    p.add_argument("--now", action="store_true", help="an idle session starts a turn of its own for it")
 
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")

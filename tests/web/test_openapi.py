@@ -169,6 +169,7 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         chk.check("get", sp + "/turns/{turn_id}/output", reply)
         assert session("post", "/queue/resume") == {"resumed": False}
         session("post", "/interrupt", json={})
+        session("post", "/notes", json={"text": "the build is green", "source": "ci"})
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
         with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:
             assert stream.status_code == 200

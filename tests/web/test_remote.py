@@ -146,6 +146,24 @@ def test_stop_archive_and_delete_through_the_remote(lab: Lab) -> None:
     assert json.loads(lab.there("sessions", "--all", "--json").out) == []
 
 
+def test_a_note_through_the_remote_names_who_left_it_and_a_viewer_may_not(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    lab.add_guest("collab", lab.web.share(sid, "collaborator", name="cee", turns=1))
+    refused = lab.there("note", sid[:8], "hello", remote="viewer")
+    assert refused.code == 6 and "viewer" in refused.err, refused.err
+    left = lab.there("note", sid[:8], "from afar", "--source", "ci", remote="collab")
+    assert left.code == 0, left.err
+    assert f"session {sid[:8]} reads it with its next turn" in left.err
+    mine = lab.there("note", sid[:8], "mine too")
+    assert mine.code == 0, mine.err
+    read = lab.there("send", sid[:8], "print([n['text'] for n in notes()])", "--wait")
+    assert (read.code, read.out) == (0, "['from afar', 'mine too']\n"), read.err
+    shown = lab.there("transcript", sid[:8]).out
+    assert "note from cee (participant) via ci: from afar" in shown
+
+
 def test_a_guest_may_do_what_its_share_allows_and_nothing_after_a_revoke(lab: Lab) -> None:
     sid = lab.web.session()
     wake(lab.web, sid)

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
+from tui.protocol.messages import Noted, NoteRequest
 from tui.protocol.web import SessionSummary
 from tui.store.export import Format
 
@@ -64,6 +65,10 @@ class SessionAccess(ABC):
         Returns:
             False when no worker is live or no turn was running.
         """
+
+    @abstractmethod
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        """Leave a note for the agent's next turn (``POST /notes``), its worker started if none runs."""
 
     @abstractmethod
     async def archive(self, session_id: str) -> None:

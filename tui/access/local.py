@@ -9,10 +9,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import TuiError, WorkerRunning
+from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
+from tui.protocol.messages import Noted, NoteRequest
 from tui.store import (
     SessionRecord,
     StatePaths,
@@ -172,6 +173,22 @@ class LocalAccess(SessionAccess):
         client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
         try:
             return await client.interrupt(client_id)
+        finally:
+            await client.close()
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        await self.wake(session_id)
+        car = live_worker(self.state.session(session_id))
+        if car is None:
+            raise WorkerUnavailable(
+                f"the worker of session {short_id(session_id)} stopped before the note was left; "
+                f"`{self.command('note', short_id(session_id), '…')}` again"
+            )
+        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        try:
+            return await client.note(request)
         finally:
             await client.close()
 

@@ -18,7 +18,7 @@ from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
 from tui.protocol.ids import short_id
-from tui.protocol.messages import Interrupted, InterruptRequest
+from tui.protocol.messages import Interrupted, InterruptRequest, Noted, NoteRequest
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
     Created,
@@ -127,6 +127,14 @@ class RemoteAccess(SessionAccess):
         body = InterruptRequest(client_id=client_id)
         done: Interrupted = await self.web.call(forwarded, body, id=session_id)
         return done.interrupted
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        await self.wake(session_id, wait=WAIT_SLICE)
+        route = BRIDGE["note"]
+        noted: Noted = await self.web.call(
+            replace(route, path=SESSION_PREFIX + route.path), request, id=session_id
+        )
+        return noted
 
     async def archive(self, session_id: str) -> None:
         await self.web.call(WEB["archive"], id=session_id)

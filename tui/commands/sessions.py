@@ -34,6 +34,7 @@ __all__ = [
     "run_delete",
     "run_dismiss",
     "run_interrupt",
+    "run_note",
     "run_send",
     "run_sessions",
     "run_stop",
@@ -454,6 +455,37 @@ def run_archive(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
         _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
+        return 0
+
+    return _run(body)
+
+
+def run_note(args: argparse.Namespace) -> int:
+    """``tui note ID TEXT [--source NAME] [--now]``: a note the agent is given with its next turn."""
+    from tui.protocol.messages import MAX_NOTE, NoteRequest
+
+    text = " ".join(args.text).strip()
+    if text == "-":
+        text = sys.stdin.read().strip()
+    if not text:
+        raise UsageError("a note needs text: `tui note ID 'the build is green'` (or `-` to read stdin)")
+    if len(text) > MAX_NOTE:
+        raise UsageError(f"a note is at most {MAX_NOTE:,} characters; this one has {len(text):,}")
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        request = NoteRequest(
+            text=text, source=args.source or "", now=args.now, client_id=local_client_id("note")
+        )
+        noted = await access.note(sid, request)
+        if noted.turn_id is not None:
+            _say(f"note left; it started turn {noted.turn_id} of session {short}")
+        elif args.now:
+            _say(f"note left; session {short} is busy, so its next turn reads it")
+        else:
+            _say(f"note left; session {short} reads it with its next turn (`--now` starts one)")
         return 0
 
     return _run(body)

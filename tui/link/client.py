@@ -38,6 +38,8 @@ from tui.protocol import (
     LeaveRequest,
     Left,
     ModelRequest,
+    Noted,
+    NoteRequest,
     QueueResumed,
     SearchResult,
     Stats,
@@ -221,6 +223,11 @@ class BridgeClient:
         """``POST /interrupt``: whether a running turn was interrupted."""
         reply: Interrupted = await self._call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
         return reply.interrupted
+
+    async def note(self, request: NoteRequest) -> Noted:
+        """``POST /notes``: a note for the agent's next turn (``now``: a turn of its own when idle)."""
+        noted: Noted = await self._call(BRIDGE["note"], request)
+        return noted
 
     async def set_model(self, model: str, setting: str | None = None) -> None:
         """``POST /model`` (`setting`: one of the agent's own settings instead, ``mode`` …)."""

@@ -330,9 +330,14 @@ class ModelChanged(EventBase):
 
 
 class Note(EventBase):
+    """A line about the session: the agent's own (`by` None), or a note left for the agent from
+    outside the conversation (``tui note``; `by` names who left it), which the agent is given
+    with its next turn."""
+
     type: Literal["note"] = "note"
     text: str
     source: str = ""
+    by: By | None = None
 
 
 class WorkerLeaving(EventBase):

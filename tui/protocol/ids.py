@@ -16,7 +16,7 @@ __all__ = ["SHORT", "Surface", "client_label", "make_client_id", "short_id"]
 SHORT = 8
 """How many characters of an id are printed."""
 
-Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp"]
+Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp", "note"]
 """What a client is: the full-screen app, one of the session commands, or a piped script."""
 
 _LABELS = {"tui": "terminal", "script": "script", "acp": "editor"}

@@ -33,6 +33,8 @@ __all__ = [
     "Left",
     "ModelRequest",
     "ModelSet",
+    "NoteRequest",
+    "Noted",
     "PendingQuestion",
     "QueueResumed",
     "SearchHit",
@@ -138,6 +140,26 @@ class AnswerRequest(_Body):
 class DismissRequest(_Body):
     question_id: str
     client_id: str | None = None
+
+
+MAX_NOTE = 64 * 1024
+"""The longest note, in characters."""
+
+
+class NoteRequest(_Body):
+    text: str = Field(min_length=1, max_length=MAX_NOTE)
+    source: str = Field(default="", max_length=100)
+    """What left it, in a word (``ci``), shown beside who sent it."""
+    now: bool = False
+    """A session with no running turn starts a turn of its own for it (else it waits for the next)."""
+    client_id: str | None = None
+
+
+class Noted(_Wire):
+    seq: int
+    """The note's event."""
+    turn_id: str | None = None
+    """The turn started for it (``now``), None when it waits for the next turn."""
 
 
 class InterruptRequest(_Body):

@@ -196,6 +196,15 @@ BRIDGE = _routes(
         answer=m.Interrupted,
     ),
     RouteSpec(
+        "note",
+        "POST",
+        "/notes",
+        "leave a note the agent is given with its next turn",
+        "write",
+        request=m.NoteRequest,
+        answer=m.Noted,
+    ),
+    RouteSpec(
         "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=m.Unqueued
     ),
     RouteSpec(

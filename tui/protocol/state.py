@@ -158,7 +158,11 @@ def who(by: By, client_id: str | None = None) -> str:
 
 
 def note_line(event: Note) -> str:
-    """A note as the transcript shows it: ``note from claude: …``."""
+    """A note as the transcript shows it: ``note from claude: …``; one left for the agent names
+    who left it and with what (``note from root via ci: …``)."""
+    if event.by is not None:
+        sender = who(event.by) + (f" via {event.source}" if event.source else "")
+        return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
 
 
@@ -380,6 +384,8 @@ class SessionState(BaseModel):
     """The agent's mode, when it has modes."""
     notes: list[str] = []
     """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
+    unread: list[Note] = []
+    """Notes left for the agent (`Note.by` set) since the last turn started: the next turn's."""
     modes: list[AgentChoice] = []
     """The modes the agent offers."""
     settings: list[AgentSetting] = []
@@ -487,6 +493,7 @@ class SessionState(BaseModel):
                 if current is None or current.turn_id != event.turn_id:
                     self.turns_started += 1
                     before, self.notes = self.notes, []
+                    self.unread = []
                 self.current = RunningTurn.begin(event, self.turns_started, before)
                 self.question = None
                 rid = event.request_id
@@ -564,6 +571,8 @@ class SessionState(BaseModel):
                 self.modes = list(event.modes)
                 self.settings = list(event.settings)
             case Note():
+                if event.by is not None:
+                    self.unread = [*self.unread, event][-KEEP_NOTES:]
                 line = note_line(event)
                 if current is not None:
                     current.add_line("note", line)

@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry, TurnRecord
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Note, Option, PlanEntry, TurnRecord
+from tui.protocol.state import note_line
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "QuestionDismissed",
     "TurnIO",
     "TurnOutcome",
+    "notes_for_agent",
+    "notes_of",
 ]
 
 
@@ -115,6 +118,12 @@ class TurnIO(Protocol):
         ...
 
     @property
+    def notes(self) -> Sequence[Note]:
+        """The notes left for the agent (``tui note``) since the turn before started, oldest
+        first: each is given to the agent with this turn (`note_line` says one as people read it)."""
+        ...
+
+    @property
     def interrupted(self) -> bool:
         """Whether someone asked this turn to stop."""
         ...
@@ -198,6 +207,27 @@ class TurnIO(Protocol):
             QuestionCancelled: the turn is ending.
         """
         ...
+
+
+def notes_of(turn: TurnIO) -> Sequence[Note]:
+    """The notes given with `turn` (none from a turn that does not carry them)."""
+    notes: Sequence[Note] = getattr(turn, "notes", ())
+    return notes
+
+
+def notes_for_agent(turn: TurnIO) -> str:
+    """The notes given with `turn` as the agent reads them, before its prompt ("" when none)."""
+    notes = notes_of(turn)
+    if not notes:
+        return ""
+    lines = [
+        "Notes left for you from outside this conversation since your last turn "
+        "(read them; they are not the user's prompt):"
+    ]
+    for note in notes:
+        sender = note_line(note).removeprefix("note from ").split(": ", 1)[0]
+        lines.append(f"- from {sender} at {note.at:%Y-%m-%d %H:%M} UTC: {note.text}")
+    return "\n".join(lines)
 
 
 class Agent(ABC):

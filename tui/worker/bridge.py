@@ -30,6 +30,8 @@ from tui.protocol import (
     Left,
     ModelRequest,
     ModelSet,
+    Noted,
+    NoteRequest,
     Presence,
     QueueResumed,
     SearchResult,
@@ -165,6 +167,10 @@ def build_app(worker: SessionWorker) -> Starlette:
         await parse_body(request, InterruptRequest)
         return Interrupted(interrupted=worker.interrupt(hold=True))
 
+    async def note(request: Request) -> Noted:
+        body = await parse_body(request, NoteRequest)
+        return worker.note(body, _by(request))
+
     async def unqueue(request: Request) -> Unqueued:
         worker.unqueue(request.path_params["queue_id"])
         return Unqueued(queue_id=request.path_params["queue_id"])
@@ -194,6 +200,7 @@ def build_app(worker: SessionWorker) -> Starlette:
             "answer": answer,
             "dismiss": dismiss,
             "interrupt": interrupt,
+            "note": note,
             "unqueue": unqueue,
             "queue_resume": queue_resume,
             "search": search,

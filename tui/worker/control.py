@@ -28,6 +28,8 @@ from tui.protocol import (
     Diff,
     ImageRef,
     Note,
+    Noted,
+    NoteRequest,
     Option,
     PendingQuestion,
     Plan,
@@ -67,8 +69,15 @@ def new_id(prefix: str) -> str:
 class _Turn:
     """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`): each call one event."""
 
-    def __init__(self, control: TurnControl, started: TurnStarted, images: Sequence[ImageRef] = ()) -> None:
+    def __init__(
+        self,
+        control: TurnControl,
+        started: TurnStarted,
+        images: Sequence[ImageRef] = (),
+        notes: Sequence[Note] = (),
+    ) -> None:
         self._control = control
+        self.notes: Sequence[Note] = tuple(notes)
         self._writer = writer = control.writer
         self.started = started
         self._images = tuple(writer.paths.images / image.file for image in images)
@@ -335,6 +344,7 @@ class TurnControl:
         by: By | None = None,
         images: Sequence[ImageRef] = (),
     ) -> TurnStarted:
+        notes = list(self.state.unread)  # the turn takes them: its TurnStarted clears them
         started = self.writer.emit(
             TurnStarted(
                 turn_id=new_id("t"),
@@ -347,9 +357,9 @@ class TurnControl:
             )
         )
         assert isinstance(started, TurnStarted)
-        if not self.record.title:
+        if not self.record.title and prompt.strip():
             self._title_from(prompt)
-        turn = _Turn(self, started, images)
+        turn = _Turn(self, started, images, notes)
         self.turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started
@@ -518,6 +528,24 @@ class TurnControl:
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+
+    def note(self, request: NoteRequest, by: By | None = None) -> Noted:
+        """Keep a note for the agent's next turn (shown now to everyone attached); with
+        `request.now` and no turn running or queued, start a turn of its own for it.
+
+        Raises:
+            ServerStopping: the worker is leaving.
+            DiskFull: the note could not be kept.
+        """
+        self.refuse_if_leaving()
+        event = Note(text=request.text, source=request.source, by=by or self.by)
+        noted = self.writer.emit(event)
+        turn_id = None
+        idle = self.turn is None and not self.state.queue and not self.writer.holding
+        if request.now and idle and not self.state.queue_held:
+            started = self._start("", request.client_id, None, None, "note", by=by)
+            turn_id = started.turn_id
+        return Noted(seq=noted.seq, turn_id=turn_id)
 
     def agent_note(self, text: str) -> None:
         if self.writer.leaving:

@@ -38,6 +38,8 @@ from tui.protocol import (
     Info,
     ModelChanged,
     Note,
+    Noted,
+    NoteRequest,
     QuestionResolved,
     SearchResult,
     Stats,
@@ -268,6 +270,9 @@ class SessionWorker:
             InvalidRequest: ``invalid_answer``.
         """
         self.control.answer(request, by)
+
+    def note(self, request: NoteRequest, by: By | None = None) -> Noted:
+        return self.control.note(request, by)
 
     def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
         self.control.dismiss(question_id, client_id, by)

@@ -31,7 +31,7 @@ from tui.config import SandboxSettings, config_dir, token_files
 from tui.errors import TuiError
 from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
-from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO
+from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, notes_of
 
 __all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
 
@@ -223,7 +223,7 @@ class Sandbox:
         if turn.interrupted:
             context.cancel()
         until = None if budget is None else time.monotonic() + budget
-        catalog = [self.ask_tool(turn)]
+        catalog = [self.ask_tool(turn), notes_tool(turn)]
         try:
             if resume:
                 result = await session.wait(context=context)
@@ -312,3 +312,32 @@ class Sandbox:
         if session is not None:
             with contextlib.suppress(Exception):
                 await session.close()
+
+
+def notes_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``notes`` of a program run in `turn`: the notes left for this turn
+    (``tui note``) that the turn's programs have not read yet, each once."""
+    unread = list(notes_of(turn))
+
+    async def notes() -> list[dict[str, Any]]:
+        taken = [
+            {
+                "text": note.text,
+                "by": note.by.name if note.by is not None else "",
+                "source": note.source,
+                "at": note.at.isoformat(),
+            }
+            for note in unread
+        ]
+        unread.clear()
+        return taken
+
+    return Tool(
+        name="notes",
+        description=(
+            "The notes left for this session since its last turn (`tui note`) that no program of "
+            "this turn read yet, oldest first: a list of dicts with text, by, source and at."
+        ),
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+        handler=notes,
+    )

@@ -35,7 +35,15 @@ from tui.codemode.confine import Protected
 from tui.config import AgentProfile
 from tui.errors import InvalidModel
 from tui.protocol import AgentChoice, AgentCommand, Diff, Option, PlanEntry
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agent import (
+    Agent,
+    AgentContext,
+    QuestionCancelled,
+    QuestionDismissed,
+    TurnIO,
+    TurnOutcome,
+    notes_for_agent,
+)
 from tui.worker.agents import register
 from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
 from tui.worker.agents._reach import AgentFiles, confinement, protected_of, reach
@@ -327,7 +335,9 @@ class AcpAgent(Agent):
             if turn.interrupted:
                 return TurnOutcome("interrupted")
             assert running.conn is not None
-            blocks = [acp.text_block(turn.prompt), *self._images(turn, running)]
+            said = notes_for_agent(turn)
+            texts = [text for text in (said, turn.prompt) if text]
+            blocks = [*(acp.text_block(text) for text in texts or [""]), *self._images(turn, running)]
             answer: schema.PromptResponse = await self._call(
                 running, running.conn.prompt(session_id=running.session_id, prompt=blocks)
             )

@@ -59,7 +59,15 @@ from pydantic_ai.settings import ModelSettings
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agent import (
+    Agent,
+    AgentContext,
+    QuestionCancelled,
+    QuestionDismissed,
+    TurnIO,
+    TurnOutcome,
+    notes_for_agent,
+)
 from tui.worker.agents import register
 from tui.worker.agents._history import MessageLog, fit_context, repair
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
@@ -370,7 +378,13 @@ class ModelAgent(Agent):
                 "variables defined before are gone.)\n\n" + prompt
             )
         self._told_fresh = True
-        sent, dropped = fit_context(history, window, len(prompt) // 4)
+        said = notes_for_agent(turn)
+        sent, dropped = fit_context(history, window, (len(said) + len(prompt)) // 4)
+        # The notes left since the last turn: a message of their own, before the prompt (or the
+        # prompt itself, for a turn a note started with none).
+        noted = [ModelRequest(parts=[UserPromptPart(content=said)])] if said and prompt else []
+        sent = [*sent, *noted]
+        asked = prompt or said
         if dropped:
             turn.note(
                 f"the conversation neared the model's context window ({window:,} tokens): its oldest "
@@ -388,7 +402,7 @@ class ModelAgent(Agent):
         handle: list[Any] = []
         if turn.interrupted:
             return TurnOutcome("interrupted")
-        task = asyncio.create_task(self._stream(agent, prompt, sent, running, handle))
+        task = asyncio.create_task(self._stream(agent, asked, sent, running, handle))
         self._task = task
         outcome: TurnOutcome
         try:
@@ -416,7 +430,7 @@ class ModelAgent(Agent):
             events = handle[0]
             self._spent(turn, events, window)
             with contextlib.suppress(Exception):
-                self.log.append(repair(events.new_messages()))
+                self.log.append(repair([*noted, *events.new_messages()]))
         return outcome
 
     async def _stream(
