@@ -30,6 +30,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
     "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
+    "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
@@ -202,6 +203,25 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="+", help="the note (`-`: read it from stdin)")
     p.add_argument("--source", metavar="NAME", help="what left it, shown beside who sent it (ci, cron)")
     p.add_argument("--now", action="store_true", help="an idle session starts a turn of its own for it")
+
+    p = add("context", _command("sessions", "run_context"))
+    csub = p.add_subparsers(dest="action", required=True, metavar="add|list|remove|push")
+    c = csub.add_parser("add", help="add a source: --cmd CMD --every S, --file PATH or --push")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name", help="the source's name (letters, digits, _ . -)")
+    c.add_argument("--cmd", metavar="CMD", help="a shell command run in the session's sandbox")
+    c.add_argument("--every", type=float, metavar="SECONDS", help="how often --cmd runs (or --file is read)")
+    c.add_argument("--file", metavar="PATH", help="a file of the session's folder, read in its sandbox")
+    c.add_argument("--push", action="store_true", help="values come from `tui context push`")
+    c.add_argument("--why", metavar="TEXT", help="what it is for, told to the agent beside its value")
+    c = csub.add_parser("list", help="the sources, with their age and size")
+    c.add_argument("id", help="session id or unique prefix")
+    c = csub.add_parser("remove", help="remove a source")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name")
+    c = csub.add_parser("push", help="a pushed source's new value, from stdin")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name")
 
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")

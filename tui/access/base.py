@@ -11,7 +11,14 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
-from tui.protocol.messages import Noted, NoteRequest
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    Noted,
+    NoteRequest,
+)
 from tui.protocol.web import SessionSummary
 from tui.store.export import Format
 
@@ -69,6 +76,22 @@ class SessionAccess(ABC):
     @abstractmethod
     async def note(self, session_id: str, request: NoteRequest) -> Noted:
         """Leave a note for the agent's next turn (``POST /notes``), its worker started if none runs."""
+
+    @abstractmethod
+    async def context_list(self, session_id: str) -> ContextList:
+        """The session's context sources and their values (``GET /context``), its worker started."""
+
+    @abstractmethod
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        """Add a context source (``POST /context``)."""
+
+    @abstractmethod
+    async def context_remove(self, session_id: str, name: str) -> None:
+        """Remove a context source (``DELETE /context/{name}``)."""
+
+    @abstractmethod
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        """A pushed source's new value (``POST /context/{name}/push``)."""
 
     @abstractmethod
     async def archive(self, session_id: str) -> None:

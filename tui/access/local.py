@@ -7,13 +7,21 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
-from tui.protocol.messages import Noted, NoteRequest
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    Noted,
+    NoteRequest,
+)
 from tui.store import (
     SessionRecord,
     StatePaths,
@@ -29,6 +37,9 @@ from tui.store import (
     unarchive_session,
 )
 from tui.store.export import Format, export
+
+if TYPE_CHECKING:
+    from tui.link.client import BridgeClient
 
 __all__ = ["LocalAccess"]
 
@@ -176,21 +187,43 @@ class LocalAccess(SessionAccess):
         finally:
             await client.close()
 
-    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+    @contextlib.asynccontextmanager
+    async def _worker(self, session_id: str) -> AsyncIterator[BridgeClient]:
+        """A client of the session's worker, started if none runs."""
         await self.wake(session_id)
         car = live_worker(self.state.session(session_id))
         if car is None:
             raise WorkerUnavailable(
-                f"the worker of session {short_id(session_id)} stopped before the note was left; "
-                f"`{self.command('note', short_id(session_id), '…')}` again"
+                f"the worker of session {short_id(session_id)} stopped as it was asked; "
+                f"`{self.command('attach', short_id(session_id))}` starts it again"
             )
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
 
         client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
         try:
-            return await client.note(request)
+            yield client
         finally:
             await client.close()
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        async with self._worker(session_id) as client:
+            return await client.note(request)
+
+    async def context_list(self, session_id: str) -> ContextList:
+        async with self._worker(session_id) as client:
+            return await client.context_list()
+
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        async with self._worker(session_id) as client:
+            return await client.context_add(request)
+
+    async def context_remove(self, session_id: str, name: str) -> None:
+        async with self._worker(session_id) as client:
+            await client.context_remove(name)
+
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        async with self._worker(session_id) as client:
+            return await client.context_push(name, value)
 
     async def archive(self, session_id: str) -> None:
         await asyncio.to_thread(archive_session, self.state, session_id)

@@ -13,12 +13,25 @@ import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel
 
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
 from tui.protocol.ids import short_id
-from tui.protocol.messages import Interrupted, InterruptRequest, Noted, NoteRequest
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
+    Interrupted,
+    InterruptRequest,
+    Noted,
+    NoteRequest,
+)
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
     Created,
@@ -128,13 +141,38 @@ class RemoteAccess(SessionAccess):
         done: Interrupted = await self.web.call(forwarded, body, id=session_id)
         return done.interrupted
 
-    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+    async def _worker(
+        self, session_id: str, route_name: str, body: BaseModel | None = None, source: str | None = None
+    ) -> Any:
+        """One of the session's worker routes, through the web bridge (its worker woken first);
+        `source` fills a context source's ``{name}``."""
         await self.wake(session_id, wait=WAIT_SLICE)
-        route = BRIDGE["note"]
-        noted: Noted = await self.web.call(
-            replace(route, path=SESSION_PREFIX + route.path), request, id=session_id
-        )
+        route = BRIDGE[route_name]
+        forwarded = replace(route, path=SESSION_PREFIX + route.path)
+        if source is not None:
+            return await self.web.call(forwarded, body, id=session_id, name=source)
+        return await self.web.call(forwarded, body, id=session_id)
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        noted: Noted = await self._worker(session_id, "note", request)
         return noted
+
+    async def context_list(self, session_id: str) -> ContextList:
+        listed: ContextList = await self._worker(session_id, "context_list")
+        return listed
+
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        entry: ContextEntry = await self._worker(session_id, "context_add", request)
+        return entry
+
+    async def context_remove(self, session_id: str, name: str) -> None:
+        await self._worker(session_id, "context_remove", source=name)
+
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        pushed: ContextPushed = await self._worker(
+            session_id, "context_push", ContextPushRequest(value=value), source=name
+        )
+        return pushed
 
     async def archive(self, session_id: str) -> None:
         await self.web.call(WEB["archive"], id=session_id)

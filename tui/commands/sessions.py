@@ -31,6 +31,7 @@ __all__ = [
     "open_access",
     "run_answer",
     "run_archive",
+    "run_context",
     "run_delete",
     "run_dismiss",
     "run_interrupt",
@@ -486,6 +487,72 @@ def run_note(args: argparse.Namespace) -> int:
             _say(f"note left; session {short} is busy, so its next turn reads it")
         else:
             _say(f"note left; session {short} reads it with its next turn (`--now` starts one)")
+        return 0
+
+    return _run(body)
+
+
+def _seconds_old(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h"
+
+
+def run_context(args: argparse.Namespace) -> int:
+    """``tui context add|list|remove|push ID …``: the sources whose values the agent is given."""
+    from tui.protocol.messages import ContextAddRequest
+
+    access = open_access(args)
+    action = args.action
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        if action == "list":
+            listed = await access.context_list(sid)
+            if not listed.sources:
+                adding = access.command("context", "add", short, "NAME", "--cmd", "CMD", "--every", "S")
+                _say(f"session {short} has no context sources; `{adding}` adds one")
+                return 0
+            print("NAME\tKIND\tAGE\tSIZE\tWHAT")
+            for entry in listed.sources:
+                age = "-" if entry.at is None else _seconds_old((listed.now - entry.at).total_seconds())
+                what = entry.cmd or entry.path or "pushed"
+                every = f" every {entry.every:g} s" if entry.every else ""
+                failed = " (failed)" if entry.error else ""
+                print(f"{entry.name}\t{entry.kind}\t{age}\t{entry.size}\t{what}{every}{failed}")
+            return 0
+        if action == "add":
+            if sum(bool(x) for x in (args.cmd, args.file, args.push)) != 1:
+                example = access.command(
+                    "context", "add", short, "ci", "--cmd", "'gh run list -L 1'", "--every", "60"
+                )
+                raise UsageError(f"give one of --cmd CMD --every SECONDS, --file PATH or --push: `{example}`")
+            if args.cmd and args.every is None:
+                raise UsageError("--cmd needs --every SECONDS: how often it runs (at most once a second)")
+            request = ContextAddRequest(
+                name=args.name,
+                cmd=args.cmd or "",
+                path=args.file or "",
+                push=args.push,
+                every=args.every or 0.0,
+                why=args.why or "",
+            )
+            await access.context_add(sid, request)
+            _say(
+                f"context source {args.name} added to session {short}; the agent reads it from its next turn"
+            )
+            return 0
+        if action == "remove":
+            await access.context_remove(sid, args.name)
+            _say(f"context source {args.name} removed from session {short}")
+            return 0
+        value = sys.stdin.read()
+        await access.context_push(sid, args.name, value)
+        _say(f"context source {args.name} of session {short} is now {len(value):,} characters")
         return 0
 
     return _run(body)

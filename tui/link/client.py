@@ -29,6 +29,11 @@ from tui.errors import (
 from tui.link.base import Live
 from tui.protocol import (
     AnswerRequest,
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
     DismissRequest,
     Event,
     ImageRef,
@@ -228,6 +233,27 @@ class BridgeClient:
         """``POST /notes``: a note for the agent's next turn (``now``: a turn of its own when idle)."""
         noted: Noted = await self._call(BRIDGE["note"], request)
         return noted
+
+    async def context_list(self) -> ContextList:
+        """``GET /context``: the context sources and their values."""
+        listed: ContextList = await self._call(BRIDGE["context_list"])
+        return listed
+
+    async def context_add(self, request: ContextAddRequest) -> ContextEntry:
+        """``POST /context``: add a context source."""
+        entry: ContextEntry = await self._call(BRIDGE["context_add"], request)
+        return entry
+
+    async def context_remove(self, name: str) -> None:
+        """``DELETE /context/{name}``."""
+        await self._call(BRIDGE["context_remove"], name=name)
+
+    async def context_push(self, name: str, value: str) -> ContextPushed:
+        """``POST /context/{name}/push``: a pushed source's new value."""
+        pushed: ContextPushed = await self._call(
+            BRIDGE["context_push"], ContextPushRequest(value=value), name=name
+        )
+        return pushed
 
     async def set_model(self, model: str, setting: str | None = None) -> None:
         """``POST /model`` (`setting`: one of the agent's own settings instead, ``mode`` …)."""

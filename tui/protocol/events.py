@@ -16,11 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
     "EVENT_TYPES",
+    "MAX_CONTEXT_VALUE",
     "AgentChoice",
     "AgentCommand",
     "AgentInfo",
     "AgentSetting",
     "By",
+    "ContextSourceSet",
+    "ContextValue",
     "Diff",
     "Event",
     "EventBody",
@@ -340,6 +343,38 @@ class Note(EventBase):
     by: By | None = None
 
 
+MAX_CONTEXT_VALUE = 16 * 1024
+"""The most characters of a context source's value kept (its last ones)."""
+
+
+class ContextSourceSet(EventBase):
+    """A context source added (or replaced), or with `removed` taken away: its latest value is
+    given to the agent at each turn (docs/protocol.md, "Context sources")."""
+
+    type: Literal["context_source"] = "context_source"
+    name: str
+    kind: Literal["cmd", "file", "push"] = "push"
+    cmd: str = ""
+    path: str = ""
+    every: float = 0.0
+    """Seconds between two runs of `cmd` (or reads of `path`)."""
+    why: str = ""
+    removed: bool = False
+    by: By = Field(default_factory=By)
+
+
+class ContextValue(EventBase):
+    """A context source's new value (bounded: its last `MAX_CONTEXT_VALUE` characters)."""
+
+    type: Literal["context_value"] = "context_value"
+    name: str
+    value: str
+    error: bool = False
+    """The command failed (or could not run): `value` says how."""
+    size: int = 0
+    """Characters the value had before it was cut to its last `MAX_CONTEXT_VALUE`."""
+
+
 class WorkerLeaving(EventBase):
     type: Literal["worker_leaving"] = "worker_leaving"
     reason: str = ""
@@ -370,6 +405,8 @@ KnownEvent = Annotated[
     | Status
     | ModelChanged
     | Note
+    | ContextSourceSet
+    | ContextValue
     | WorkerLeaving,
     Field(discriminator="type"),
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
@@ -23,6 +24,12 @@ __all__ = [
     "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
+    "ContextAddRequest",
+    "ContextEntry",
+    "ContextList",
+    "ContextPushRequest",
+    "ContextPushed",
+    "ContextRemoved",
     "DismissRequest",
     "Dismissed",
     "ImageRef",
@@ -160,6 +167,60 @@ class Noted(_Wire):
     """The note's event."""
     turn_id: str | None = None
     """The turn started for it (``now``), None when it waits for the next turn."""
+
+
+CONTEXT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+"""What a context source's name may be (it goes in a route's path)."""
+
+
+class ContextAddRequest(_Body):
+    name: str = Field(pattern=CONTEXT_NAME)
+    cmd: str = Field(default="", max_length=4096)
+    """A shell command run in the session's sandbox every `every` seconds: its output is the value."""
+    path: str = Field(default="", max_length=4096)
+    """A file (relative to the session's folder) read in the sandbox every `every` seconds."""
+    push: bool = False
+    """The value is pushed from outside (``POST /context/{name}/push``)."""
+    every: float = Field(default=0.0, ge=0, le=86400)
+    why: str = Field(default="", max_length=500)
+    """What the source is for, shown to the agent beside its value."""
+
+
+class ContextEntry(_Wire):
+    """A context source and its latest value."""
+
+    name: str
+    kind: Literal["cmd", "file", "push"]
+    cmd: str = ""
+    path: str = ""
+    every: float = 0.0
+    why: str = ""
+    value: str = ""
+    error: bool = False
+    size: int = 0
+    """Characters of the value before it was cut to its last 16 KiB."""
+    at: datetime | None = None
+    """When the value was taken (None: none yet)."""
+
+
+class ContextList(_Wire):
+    sources: list[ContextEntry] = []
+    now: datetime
+    """The worker's clock, to tell each value's age."""
+
+
+class ContextRemoved(_Wire):
+    name: str
+    removed: bool = True
+
+
+class ContextPushRequest(_Body):
+    value: str = Field(max_length=4 * 1024 * 1024)
+
+
+class ContextPushed(_Wire):
+    name: str
+    seq: int
 
 
 class InterruptRequest(_Body):

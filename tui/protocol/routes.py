@@ -205,6 +205,41 @@ BRIDGE = _routes(
         answer=m.Noted,
     ),
     RouteSpec(
+        "context_list",
+        "GET",
+        "/context",
+        "its context sources and their values",
+        "read",
+        answer=m.ContextList,
+    ),
+    RouteSpec(
+        "context_add",
+        "POST",
+        "/context",
+        "add a context source (a command, a file, or pushed values)",
+        "owner",
+        status=201,
+        request=m.ContextAddRequest,
+        answer=m.ContextEntry,
+    ),
+    RouteSpec(
+        "context_remove",
+        "DELETE",
+        "/context/{name}",
+        "remove a context source",
+        "owner",
+        answer=m.ContextRemoved,
+    ),
+    RouteSpec(
+        "context_push",
+        "POST",
+        "/context/{name}/push",
+        "a pushed source's new value",
+        "write",
+        request=m.ContextPushRequest,
+        answer=m.ContextPushed,
+    ),
+    RouteSpec(
         "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=m.Unqueued
     ),
     RouteSpec(

@@ -31,6 +31,8 @@ from tui.protocol.events import (
     AgentInfo,
     AgentSetting,
     By,
+    ContextSourceSet,
+    ContextValue,
     Event,
     ModelChanged,
     Note,
@@ -54,6 +56,7 @@ from tui.protocol.events import (
 )
 from tui.protocol.ids import client_label
 from tui.protocol.messages import (
+    ContextEntry,
     PendingQuestion,
     ToolRecord,
     Transcript,
@@ -384,6 +387,8 @@ class SessionState(BaseModel):
     """The agent's mode, when it has modes."""
     notes: list[str] = []
     """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
+    sources: dict[str, ContextEntry] = {}
+    """The context sources and their latest values, by name, in the order they were added."""
     unread: list[Note] = []
     """Notes left for the agent (`Note.by` set) since the last turn started: the next turn's."""
     modes: list[AgentChoice] = []
@@ -570,6 +575,29 @@ class SessionState(BaseModel):
                 self.mode = event.mode
                 self.modes = list(event.modes)
                 self.settings = list(event.settings)
+            case ContextSourceSet():
+                if event.removed:
+                    self.sources.pop(event.name, None)
+                else:
+                    self.sources[event.name] = ContextEntry(
+                        name=event.name,
+                        kind=event.kind,
+                        cmd=event.cmd,
+                        path=event.path,
+                        every=event.every,
+                        why=event.why,
+                    )
+            case ContextValue():
+                entry = self.sources.get(event.name)
+                if entry is not None:
+                    self.sources[event.name] = entry.model_copy(
+                        update={
+                            "value": event.value,
+                            "error": event.error,
+                            "size": event.size,
+                            "at": event.at,
+                        }
+                    )
             case Note():
                 if event.by is not None:
                     self.unread = [*self.unread, event][-KEEP_NOTES:]

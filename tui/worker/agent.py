@@ -12,12 +12,23 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Note, Option, PlanEntry, TurnRecord
+from tui.protocol import (
+    AgentChoice,
+    AgentCommand,
+    AgentSetting,
+    ContextEntry,
+    Diff,
+    Note,
+    Option,
+    PlanEntry,
+    TurnRecord,
+)
 from tui.protocol.state import note_line
 from tui.store import SessionPaths, SessionRecord
 
@@ -29,8 +40,11 @@ __all__ = [
     "QuestionDismissed",
     "TurnIO",
     "TurnOutcome",
+    "context_for_agent",
     "notes_for_agent",
     "notes_of",
+    "source_header",
+    "sources_of",
 ]
 
 
@@ -124,6 +138,11 @@ class TurnIO(Protocol):
         ...
 
     @property
+    def sources(self) -> Sequence[ContextEntry]:
+        """The context sources and their latest values as the turn started (``tui context``)."""
+        ...
+
+    @property
     def interrupted(self) -> bool:
         """Whether someone asked this turn to stop."""
         ...
@@ -213,6 +232,41 @@ def notes_of(turn: TurnIO) -> Sequence[Note]:
     """The notes given with `turn` (none from a turn that does not carry them)."""
     notes: Sequence[Note] = getattr(turn, "notes", ())
     return notes
+
+
+def sources_of(turn: TurnIO) -> Sequence[ContextEntry]:
+    """The context sources given with `turn` (none from a turn that does not carry them)."""
+    sources: Sequence[ContextEntry] = getattr(turn, "sources", ())
+    return sources
+
+
+def source_header(entry: ContextEntry, now: datetime | None = None) -> str:
+    """What the agent is told of a source beside its value: its name, what it is, its age."""
+    what = {"cmd": f"the output of `{entry.cmd}`", "file": f"the file {entry.path}", "push": "pushed"}[
+        entry.kind
+    ]
+    if entry.at is None:
+        age = "no value yet"
+    else:
+        seconds = max(0, int(((now or datetime.now(UTC)) - entry.at).total_seconds()))
+        age = f"changed {seconds} s ago"
+    failed = ", the command failed" if entry.error else ""
+    why = f"; {entry.why}" if entry.why else ""
+    return f"{entry.name}: {what} ({age}{failed}){why}"
+
+
+def context_for_agent(turn: TurnIO) -> str:
+    """The context sources' values as a model reads them, one block each ("" when none)."""
+    sources = sources_of(turn)
+    if not sources:
+        return ""
+    now = datetime.now(UTC)
+    blocks = ["The session's context sources, as they stand now (kept up to date by the session):"]
+    for entry in sources:
+        blocks.append(
+            f'<context source="{entry.name}">\n{source_header(entry, now)}\n{entry.value}\n</context>'
+        )
+    return "\n\n".join(blocks)
 
 
 def notes_for_agent(turn: TurnIO) -> str:

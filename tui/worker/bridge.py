@@ -20,6 +20,12 @@ from tui.protocol import (
     Answered,
     AnswerRequest,
     By,
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
+    ContextRemoved,
     Dismissed,
     DismissRequest,
     ImageRef,
@@ -171,6 +177,23 @@ def build_app(worker: SessionWorker) -> Starlette:
         body = await parse_body(request, NoteRequest)
         return worker.note(body, _by(request))
 
+    async def context_list(request: Request) -> ContextList:
+        return worker.context_list()
+
+    async def context_add(request: Request) -> ContextEntry:
+        body = await parse_body(request, ContextAddRequest)
+        return worker.context_add(body, _by(request))
+
+    async def context_remove(request: Request) -> ContextRemoved:
+        name = request.path_params["name"]
+        worker.context_remove(name, _by(request))
+        return ContextRemoved(name=name)
+
+    async def context_push(request: Request) -> ContextPushed:
+        name = request.path_params["name"]
+        body = await parse_body(request, ContextPushRequest)
+        return ContextPushed(name=name, seq=worker.context_push(name, body.value))
+
     async def unqueue(request: Request) -> Unqueued:
         worker.unqueue(request.path_params["queue_id"])
         return Unqueued(queue_id=request.path_params["queue_id"])
@@ -201,6 +224,10 @@ def build_app(worker: SessionWorker) -> Starlette:
             "dismiss": dismiss,
             "interrupt": interrupt,
             "note": note,
+            "context_list": context_list,
+            "context_add": context_add,
+            "context_remove": context_remove,
+            "context_push": context_push,
             "unqueue": unqueue,
             "queue_resume": queue_resume,
             "search": search,

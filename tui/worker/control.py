@@ -25,6 +25,7 @@ from tui.errors import (
 from tui.protocol import (
     AnswerRequest,
     By,
+    ContextEntry,
     Diff,
     ImageRef,
     Note,
@@ -75,9 +76,11 @@ class _Turn:
         started: TurnStarted,
         images: Sequence[ImageRef] = (),
         notes: Sequence[Note] = (),
+        sources: Sequence[ContextEntry] = (),
     ) -> None:
         self._control = control
         self.notes: Sequence[Note] = tuple(notes)
+        self.sources: Sequence[ContextEntry] = tuple(sources)
         self._writer = writer = control.writer
         self.started = started
         self._images = tuple(writer.paths.images / image.file for image in images)
@@ -359,7 +362,7 @@ class TurnControl:
         assert isinstance(started, TurnStarted)
         if not self.record.title and prompt.strip():
             self._title_from(prompt)
-        turn = _Turn(self, started, images, notes)
+        turn = _Turn(self, started, images, notes, list(self.state.sources.values()))
         self.turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started

@@ -22,6 +22,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from tui import __version__
 from tui.errors import DiskFull
@@ -33,6 +34,9 @@ from tui.protocol import (
     AgentSetting,
     AnswerRequest,
     By,
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
     Event,
     ImageRef,
     Info,
@@ -60,6 +64,7 @@ from tui.worker.agent import Agent
 from tui.worker.control import TurnControl
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
+from tui.worker.sources import ContextSources
 from tui.worker.writer import EventWriter, Listener
 
 __all__ = ["SessionWorker", "owner"]
@@ -92,6 +97,7 @@ class SessionWorker:
         self.writer = EventWriter(paths, journal, state, follower_limit=follower_limit)
         self.control = TurnControl(self.writer, agent, record, owner())
         self.reader = SessionReader(paths, journal, self.writer.turn_store)
+        self.sources = ContextSources(self.writer, record.working_directory, owner())
         self.started_monotonic = time.monotonic()
         self.left = asyncio.Event()
         """Set once the worker let go of its session (journal closed, lock released)."""
@@ -274,6 +280,21 @@ class SessionWorker:
     def note(self, request: NoteRequest, by: By | None = None) -> Noted:
         return self.control.note(request, by)
 
+    def context_list(self) -> ContextList:
+        return ContextList(sources=self.sources.entries, now=datetime.now(UTC))
+
+    def context_add(self, request: ContextAddRequest, by: By | None = None) -> ContextEntry:
+        self.control.refuse_if_leaving()
+        return self.sources.add(request, by)
+
+    def context_remove(self, name: str, by: By | None = None) -> None:
+        self.control.refuse_if_leaving()
+        self.sources.remove(name, by)
+
+    def context_push(self, name: str, value: str) -> int:
+        self.control.refuse_if_leaving()
+        return self.sources.push(name, value)
+
     def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
         self.control.dismiss(question_id, client_id, by)
 
@@ -407,6 +428,7 @@ class SessionWorker:
         else:
             self.checkpoint()
         self.writer.stop_retrying()
+        await self.sources.close()
         self.hub.close_all()
         try:
             await asyncio.wait_for(self.agent.close(), 1.0)

@@ -14,11 +14,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -172,6 +173,28 @@ async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
             return
 
 
+def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]], list[str]] | None, str]:
+    """How a context source's command is confined: the session's sandbox rule (its folder
+    writable, tui's own folders hidden, its installation and ``.git`` read-only; the network
+    allowed, to ask a CI), and why it cannot be when it cannot (no bubblewrap)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "bubblewrap is not installed, and a context source's command runs only confined"
+    from tui.codemode.confine import bwrap_command
+    from tui.worker.agents._reach import protected_of
+
+    protected = protected_of(context)
+    workdir = context.working_directory
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "LANG": "C.UTF-8"}
+
+    def confine(command: Sequence[str]) -> list[str]:
+        return bwrap_command(
+            command, bwrap=bwrap, workdir=workdir, protected=protected, network=True, env=env
+        )
+
+    return confine, ""
+
+
 async def _serve(
     paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float | None
 ) -> int:
@@ -234,6 +257,10 @@ async def _serve(
     warm = asyncio.create_task(agent.start())
     idle = asyncio.create_task(_leave_when_idle(worker))
     gone = asyncio.create_task(_leave_when_gone(worker, paths))
+    worker.sources.confine, why = source_confinement(context)
+    if why:
+        worker.sources.unconfined_reason = why
+    worker.sources.start()
     worker.kick_queue()
     await worker.left.wait()
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a

@@ -31,7 +31,7 @@ from tui.config import SandboxSettings, config_dir, token_files
 from tui.errors import TuiError
 from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
-from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, notes_of
+from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, notes_of, sources_of
 
 __all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
 
@@ -223,7 +223,7 @@ class Sandbox:
         if turn.interrupted:
             context.cancel()
         until = None if budget is None else time.monotonic() + budget
-        catalog = [self.ask_tool(turn), notes_tool(turn)]
+        catalog = [self.ask_tool(turn), notes_tool(turn), context_tool(turn)]
         try:
             if resume:
                 result = await session.wait(context=context)
@@ -340,4 +340,33 @@ def notes_tool(turn: TurnIO) -> Tool:
         ),
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
         handler=notes,
+    )
+
+
+def context_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``context`` of a program run in `turn`: a context source's value as the
+    turn started (``tui context``)."""
+    sources = {entry.name: entry for entry in sources_of(turn)}
+
+    async def context(name: str) -> str:
+        entry = sources.get(name)
+        if entry is None:
+            named = ", ".join(sorted(sources)) or "none"
+            raise ToolError(f"no context source {name!r} (this session's: {named})")
+        return entry.value
+
+    return Tool(
+        name="context",
+        description=(
+            "The latest value of the session's context source NAME (`tui context add`), as the "
+            "turn started; a failed command's value is its error. Raises ToolError for a name "
+            "the session has no source of."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        handler=context,
     )

@@ -43,6 +43,8 @@ from tui.worker.agent import (
     TurnIO,
     TurnOutcome,
     notes_for_agent,
+    source_header,
+    sources_of,
 )
 from tui.worker.agents import register
 from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
@@ -337,7 +339,11 @@ class AcpAgent(Agent):
             assert running.conn is not None
             said = notes_for_agent(turn)
             texts = [text for text in (said, turn.prompt) if text]
-            blocks = [*(acp.text_block(text) for text in texts or [""]), *self._images(turn, running)]
+            blocks: list[Any] = [
+                *(acp.text_block(text) for text in texts or [""]),
+                *self._images(turn, running),
+                *_sources(turn),
+            ]
             answer: schema.PromptResponse = await self._call(
                 running, running.conn.prompt(session_id=running.session_id, prompt=blocks)
             )
@@ -698,3 +704,15 @@ class _Client:
     ) -> schema.WriteTextFileResponse:
         self.agent.files.write(path, content)
         return schema.WriteTextFileResponse()
+
+
+def _sources(turn: TurnIO) -> list[schema.EmbeddedResourceContentBlock]:
+    """The context sources' values, an embedded resource each (``tui-context:NAME``)."""
+    return [
+        acp.resource_block(
+            acp.embedded_text_resource(
+                f"tui-context:{entry.name}", f"{source_header(entry)}\n{entry.value}", mime_type="text/plain"
+            )
+        )
+        for entry in sources_of(turn)
+    ]

@@ -66,6 +66,7 @@ from tui.worker.agent import (
     QuestionDismissed,
     TurnIO,
     TurnOutcome,
+    context_for_agent,
     notes_for_agent,
 )
 from tui.worker.agents import register
@@ -379,11 +380,15 @@ class ModelAgent(Agent):
             )
         self._told_fresh = True
         said = notes_for_agent(turn)
-        sent, dropped = fit_context(history, window, (len(said) + len(prompt)) // 4)
+        current = context_for_agent(turn)
+        sent, dropped = fit_context(history, window, (len(current) + len(said) + len(prompt)) // 4)
         # The notes left since the last turn: a message of their own, before the prompt (or the
         # prompt itself, for a turn a note started with none).
         noted = [ModelRequest(parts=[UserPromptPart(content=said)])] if said and prompt else []
-        sent = [*sent, *noted]
+        # The context sources' values: a message before them, sent each turn and not kept (the
+        # next turn sends them as they stand then).
+        told = [ModelRequest(parts=[UserPromptPart(content=current)])] if current else []
+        sent = [*sent, *told, *noted]
         asked = prompt or said
         if dropped:
             turn.note(
