@@ -170,6 +170,12 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         assert session("post", "/queue/resume") == {"resumed": False}
         session("post", "/interrupt", json={})
         session("post", "/notes", json={"text": "the build is green", "source": "ci"})
+        session("post", "/context", json={"name": "ci", "push": True, "why": "CI status"})
+        chk.check(
+            "post", sp + "/context/{name}/push", c.post(f"{s}/context/ci/push", json={"value": "green"})
+        )
+        assert session("get", "/context")["sources"][0]["value"] == "green"
+        chk.check("delete", sp + "/context/{name}", c.delete(f"{s}/context/ci"))
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
         with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:
             assert stream.status_code == 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -162,6 +163,30 @@ def test_a_note_through_the_remote_names_who_left_it_and_a_viewer_may_not(lab: L
     assert (read.code, read.out) == (0, "['from afar', 'mine too']\n"), read.err
     shown = lab.there("transcript", sid[:8]).out
     assert "note from cee (participant) via ci: from afar" in shown
+
+
+def test_context_sources_through_the_remote_are_the_owners_and_a_push_needs_write(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    lab.add_guest("collab", lab.web.share(sid, "collaborator", name="cee"))
+    assert lab.there("context", "add", sid[:8], "ci", "--push", remote="collab").code == 6
+    added = lab.there("context", "add", sid[:8], "ci", "--push", "--why", "CI status")
+    assert added.code == 0, added.err
+    assert lab.there("context", "remove", sid[:8], "ci", remote="collab").code == 6
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO("green\n"))
+        assert lab.there("context", "push", sid[:8], "ci", remote="viewer").code == 6
+        patch.setattr("sys.stdin", io.StringIO("green\n"))
+        pushed = lab.there("context", "push", sid[:8], "ci", remote="collab")
+        assert pushed.code == 0, pushed.err
+    listed = lab.there("context", "list", sid[:8], remote="viewer")
+    assert listed.code == 0 and listed.out.startswith("NAME\tKIND"), listed.err
+    assert listed.out.splitlines()[1].split("\t")[:2] == ["ci", "push"]
+    assert listed.out.splitlines()[1].split("\t")[3] == "6"  # "green\n"
+    removed = lab.there("context", "remove", sid[:8], "ci")
+    assert removed.code == 0, removed.err
+    assert "ci" not in lab.there("context", "list", sid[:8]).out.splitlines()[1:]
 
 
 def test_a_guest_may_do_what_its_share_allows_and_nothing_after_a_revoke(lab: Lab) -> None:
