@@ -29,6 +29,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
+    "restart": ("ID | --outdated", "move a session to a new worker (a newer tui)", "sessions"),
     "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
     "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
@@ -197,6 +198,10 @@ def build_subparsers() -> argparse.ArgumentParser:
 
     p = add("interrupt", _command("sessions", "run_interrupt"))
     p.add_argument("id", help="session id or unique prefix")
+
+    p = add("restart", _command("sessions", "run_restart"))
+    p.add_argument("id", nargs="?", help="session id or unique prefix")
+    p.add_argument("--outdated", action="store_true", help="every idle worker running an older tui")
 
     p = add("note", _command("sessions", "run_note"))
     p.add_argument("id", help="session id or unique prefix")

@@ -66,6 +66,16 @@ class SessionAccess(ABC):
         """Stop the worker; the session stays. False when none was running."""
 
     @abstractmethod
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        """Hand the session over to a new worker running the tui installed: the old one leaves
+        (``worker_leaving`` with `restarting`, so followers go on with the new one), a new one
+        starts. Whether a worker was running.
+
+        Raises:
+            Busy: a turn runs or a question waits.
+        """
+
+    @abstractmethod
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         """End the running turn ``interrupted`` (``POST /interrupt``) without starting a worker.
 

@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from tui import __version__, is_older
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import TuiError, WorkerRunning, WorkerUnavailable
+from tui.errors import Busy, TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
@@ -99,6 +100,7 @@ class LocalAccess(SessionAccess):
         memory: int | None = None
         idle: tuple[float | None, float | None] = (None, None)
         car = read_sidecar(paths.sidecar) if live else None
+        version = car.version if car is not None else None
         if car is not None:
             memory = await asyncio.to_thread(tree_memory, car.pid, parents)
             # httpx is imported only when a live worker is asked, so listing stopped
@@ -136,6 +138,8 @@ class LocalAccess(SessionAccess):
             memory=memory,
             idle_seconds=idle[0],
             idle_timeout=idle[1],
+            worker_version=version,
+            outdated=is_older(version),
         )
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
@@ -230,6 +234,27 @@ class LocalAccess(SessionAccess):
 
     async def unarchive(self, session_id: str) -> None:
         await asyncio.to_thread(unarchive_session, self.state, session_id)
+
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        get_session(self.state, session_id)
+        paths = self.state.session(session_id)
+        had = False
+        if is_live(paths.lock):
+            now = await self.show(session_id)
+            if now.state in ("working", "asking"):
+                short = short_id(session_id)
+                raise Busy(
+                    f"session {short} is {now.state}; restart it once it is idle, or end the turn with "
+                    f"`{self.command('interrupt', short)}` first"
+                )
+            had = await stop_worker(
+                paths,
+                again=self.command("restart", short_id(session_id)),
+                reason=f"restarted onto tui {__version__}",
+                restart=True,
+            )
+        await start_worker_async(self.state.root, session_id, timeout=wait)
+        return had
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         get_session(self.state, session_id)

@@ -132,6 +132,13 @@ class RemoteAccess(SessionAccess):
         stopped: Stopped = await self.web.call(WEB["stop"], seconds=40.0, id=session_id)
         return stopped.stopped
 
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        had = (await self.show(session_id)).live
+        await self.web.call(
+            WEB["restart"], WakeRequest(wait=min(wait, WAIT_SLICE)), seconds=WAIT_SLICE + 40, id=session_id
+        )
+        return had
+
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         if not (await self.show(session_id)).live:
             return False

@@ -36,6 +36,7 @@ __all__ = [
     "run_dismiss",
     "run_interrupt",
     "run_note",
+    "run_restart",
     "run_send",
     "run_sessions",
     "run_stop",
@@ -122,11 +123,21 @@ def run_sessions(args: argparse.Namespace) -> int:
     for r in rows:
         live = "yes" if r.live else "no"
         title = _clip(r.title or "(untitled)", 40)
+        if r.outdated:
+            live = f"yes, old tui {r.worker_version}"
         table.append((short_id(r.id), title, r.state, live, _memory(r), _idle(r), _age(r), _folder(r.folder)))
     last = len(table[0]) - 1
     widths = [max(len(row[i]) for row in table) for i in range(last)]
     for row in table:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:last])) + "  " + row[last])
+    old = sum(r.outdated for r in rows)
+    if old:
+        from tui import __version__
+
+        _say(
+            f"{old} worker{'s run' if old != 1 else ' runs'} an older tui than the one installed "
+            f"({__version__}); `{access.command('restart', '--outdated')}` moves the idle ones to it"
+        )
     return 0
 
 
@@ -556,6 +567,65 @@ def run_context(args: argparse.Namespace) -> int:
         return 0
 
     return _run(body)
+
+
+def restart_loses(agent: str | None) -> str:
+    """What a new worker does not have of a session running `agent`, in a few words."""
+    if agent in (None, "python"):
+        return "its programs' variables"
+    if agent == "model":
+        return "the Python variables of its programs (the conversation stays)"
+    return "the agent's process (a new one is asked to load the session)"
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    """``tui restart ID`` / ``tui restart --outdated``: move sessions to a new worker running the
+    tui installed; followers go on with the new worker."""
+    from tui import __version__
+
+    if bool(args.id) == bool(args.outdated):
+        raise UsageError("give a session or --outdated: `tui restart ID` or `tui restart --outdated`")
+    access = open_access(args)
+
+    async def one(row: SessionSummary) -> None:
+        short = short_id(row.id)
+        loses = restart_loses(row.agent)
+        if row.live:
+            _say(f"restarting session {short} onto tui {__version__}: {loses} will be lost")
+        await access.restart(row.id)
+        after = await access.show(row.id)
+        if row.live:
+            _say(
+                f"session {short} runs tui {after.worker_version or __version__} in a new worker; "
+                f"{loses} are gone"
+            )
+        else:
+            _say(
+                f"session {short} had no worker; one running tui "
+                f"{after.worker_version or __version__} is started"
+            )
+
+    async def outdated() -> int:
+        rows = [row for row in await access.list_sessions(include_archived=True) if row.outdated]
+        idle = [row for row in rows if row.state == "idle"]
+        for row in idle:
+            await one(row)
+        busy = len(rows) - len(idle)
+        if not rows:
+            _say(f"every live worker runs tui {__version__}, the one installed")
+        elif busy:
+            _say(
+                f"{busy} outdated worker{'s' if busy != 1 else ''} left alone: "
+                "a turn runs or a question waits"
+            )
+        return 0
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        await one(await access.show(sid))
+        return 0
+
+    return _run(outdated if args.outdated else body)
 
 
 def run_unarchive(args: argparse.Namespace) -> int:

@@ -269,9 +269,10 @@ class BridgeClient:
         ref: ImageRef = await self._call(BRIDGE["images"], content=data, query={"name": name})
         return ref
 
-    async def leave(self, wait: float = 2.0) -> bool:
+    async def leave(self, wait: float = 2.0, *, reason: str = "", restart: bool = False) -> bool:
         """``POST /leave``: the worker ends its turn, writes ``worker_leaving`` and exits."""
-        left: Left = await self._call(BRIDGE["leave"], LeaveRequest(wait=wait), seconds=wait + 10.0)
+        asked = LeaveRequest(wait=wait, reason=reason, restart=restart)
+        left: Left = await self._call(BRIDGE["leave"], asked, seconds=wait + 10.0)
         return left.released
 
     # --- the event stream ------------------------------------------------------------------------

@@ -378,6 +378,9 @@ class ContextValue(EventBase):
 class WorkerLeaving(EventBase):
     type: Literal["worker_leaving"] = "worker_leaving"
     reason: str = ""
+    restarting: bool = False
+    """A new worker is started at once (``tui restart``): a follower goes on from its cursor with
+    the new worker's stream (its `worker_started` comes next) instead of stopping."""
 
 
 class UnknownEvent(EventBase):

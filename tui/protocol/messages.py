@@ -236,6 +236,10 @@ class ModelRequest(_Body):
 
 class LeaveRequest(_Body):
     wait: StrictFloat = Field(default=2.0, ge=0, le=60)
+    reason: str = Field(default="", max_length=200)
+    """Why it leaves, for `worker_leaving` ("stopped on request" when empty)."""
+    restart: bool = False
+    """A new worker takes the session over at once: followers wait for it (`worker_leaving.restarting`)."""
 
 
 class Unqueued(_Wire):

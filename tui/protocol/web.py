@@ -91,6 +91,10 @@ class SessionSummary(_Answer):
     """A live worker's resident memory in bytes, its own and its children's (sandbox, agent)."""
     idle_seconds: float | None = None
     """How long a live worker has been idle (no turn, question or queue, nobody attached)."""
+    worker_version: str | None = None
+    """The tui version a live worker runs."""
+    outdated: bool = False
+    """A live worker runs an older tui than the one installed there (``tui restart`` moves it)."""
     idle_timeout: float | None = None
     """After how many idle seconds the live worker lets go of the session; None: never."""
 

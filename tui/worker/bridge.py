@@ -209,7 +209,7 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def leave(request: Request) -> Left:
         body = await parse_body(request, LeaveRequest)
-        await worker.leave("stopped on request", body.wait)
+        await worker.leave(body.reason or "stopped on request", body.wait, restarting=body.restart)
         return Left()
 
     served = routes(

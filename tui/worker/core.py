@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from tui import __version__
+from tui import worker_version
 from tui.errors import DiskFull
 from tui.protocol import (
     FEATURES,
@@ -207,7 +207,7 @@ class SessionWorker:
             WorkerStarted(
                 epoch=self.state.epoch + 1,
                 pid=os.getpid(),
-                version=__version__,
+                version=worker_version(),
                 agent=self.agent.name,
                 model=self.state.model,
                 reply_format=self.agent.reply_format,
@@ -301,7 +301,7 @@ class SessionWorker:
     # --- the rest of the routes ----------------------------------------------------------------
     def info(self) -> Info:
         return Info(
-            version=__version__,
+            version=worker_version(),
             session_id=self.record.id,
             epoch=self.state.epoch,
             agent=self.agent.name,
@@ -399,16 +399,16 @@ class SessionWorker:
         return now - self.last_activity
 
     # --- leaving -----------------------------------------------------------------------------
-    async def leave(self, reason: str, wait: float = 2.0) -> None:
+    async def leave(self, reason: str, wait: float = 2.0, *, restarting: bool = False) -> None:
         """End the running turn, say `worker_leaving`, end every stream and let go of the session.
 
         A second call waits for the first one's end.
         """
         if self._leave_task is None:
-            self._leave_task = asyncio.create_task(self._leave(reason, wait))
+            self._leave_task = asyncio.create_task(self._leave(reason, wait, restarting))
         await asyncio.shield(self._leave_task)
 
-    async def _leave(self, reason: str, wait: float) -> None:
+    async def _leave(self, reason: str, wait: float, restarting: bool = False) -> None:
         self.writer.leaving = True
         if self.on_leaving is not None:
             self.on_leaving()
@@ -422,7 +422,7 @@ class SessionWorker:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await asyncio.wait_for(turn.task, 0.5)
         try:
-            self.emit(WorkerLeaving(reason=reason))
+            self.emit(WorkerLeaving(reason=reason, restarting=restarting))
         except DiskFull:
             log.error("leaving with a full disk: the next worker ends what this one could not write")
         else:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import uvicorn
 
-from tui import __version__
+from tui import worker_version
 from tui.config import Config, WorkerSettings, load_config
 from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, TurnRecord
@@ -231,7 +231,7 @@ async def _serve(
         epoch=worker.state.epoch,
         socket=str(sock_path),
         started_at=datetime.now(UTC),
-        version=__version__,
+        version=worker_version(),
         features=list(FEATURES),
     )
     write_sidecar(paths.sidecar, sidecar)
