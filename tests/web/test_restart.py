@@ -108,7 +108,8 @@ async def test_a_restart_moves_the_session_and_every_follower_goes_on(web: Web) 
         at = types.index("worker_leaving")
         assert types.index("worker_started", at) > at
     leaving = [e for e in seen if isinstance(e, WorkerLeaving)][-1]
-    assert leaving.restarting and "restarted onto tui 0.1.0" in leaving.reason
+    assert leaving.restarting
+    assert leaving.reason == "restarted onto tui 0.1.0; its programs' variables are gone"
     started = [e for e in seen if isinstance(e, WorkerStarted)]
     assert started[-1].version == "0.1.0"
     ended = [e["reply"] for e in lines if e["type"] == "turn_ended"]

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tui import __version__, is_older
-from tui.access.base import SessionAccess, SessionSummary
+from tui.access.base import SessionAccess, SessionSummary, restart_loses
 from tui.errors import Busy, TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
@@ -250,7 +250,7 @@ class LocalAccess(SessionAccess):
             had = await stop_worker(
                 paths,
                 again=self.command("restart", short_id(session_id)),
-                reason=f"restarted onto tui {__version__}",
+                reason=f"restarted onto tui {__version__}; {restart_loses(now.agent)} are gone",
                 restart=True,
             )
         await start_worker_async(self.state.root, session_id, timeout=wait)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import IO, Any, TypeVar
 
-from tui.access.base import SessionAccess, SessionSummary
+from tui.access.base import SessionAccess, SessionSummary, restart_loses
 from tui.errors import QuestionNotPending, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
@@ -567,15 +567,6 @@ def run_context(args: argparse.Namespace) -> int:
         return 0
 
     return _run(body)
-
-
-def restart_loses(agent: str | None) -> str:
-    """What a new worker does not have of a session running `agent`, in a few words."""
-    if agent in (None, "python"):
-        return "its programs' variables"
-    if agent == "model":
-        return "the Python variables of its programs (the conversation stays)"
-    return "the agent's process (a new one is asked to load the session)"
 
 
 def run_restart(args: argparse.Namespace) -> int:

@@ -180,17 +180,18 @@ def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]],
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None, "bubblewrap is not installed, and a context source's command runs only confined"
-    from tui.codemode.confine import bwrap_command
-    from tui.worker.agents._reach import protected_of
+    from tui.codemode.confine import Protected, bwrap_command
 
-    protected = protected_of(context)
     workdir = context.working_directory
+    rule: list[Protected] = []  # the rule is read at the first run: a worker with no source pays nothing
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "LANG": "C.UTF-8"}
 
     def confine(command: Sequence[str]) -> list[str]:
-        return bwrap_command(
-            command, bwrap=bwrap, workdir=workdir, protected=protected, network=True, env=env
-        )
+        if not rule:
+            from tui.worker.agents._reach import protected_of  # its acp import only when needed
+
+            rule.append(protected_of(context))
+        return bwrap_command(command, bwrap=bwrap, workdir=workdir, protected=rule[0], network=True, env=env)
 
     return confine, ""
 
