@@ -32,6 +32,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirna
 from tui.link.client import BridgeClient  # noqa: E402
 from tui.link.launch import start_worker  # noqa: E402
 from tui.protocol import Status, TextChunk, TurnEnded, TurnRecord, TurnStarted, WorkerLeaving, WorkerStarted  # noqa: E402
+from tui.protocol.routes import BRIDGE  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
 
 
@@ -74,7 +75,7 @@ def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:
 
 async def _transcript(sock: str) -> None:
     async with BridgeClient(socket_path=sock) as client:
-        await client.transcript(limit=40)
+        await client.call(BRIDGE["transcript"], query={"limit": 40})
 
 
 async def _leave(sock: str) -> None:

@@ -1,4 +1,4 @@
-"""The full-screen app's figures, headless (``App.run_test`` at 120x40), on a MockLink.
+"""The full-screen app's figures, headless (``App.run_test`` at 120x40), on a `WorkerLink`.
 
     .venv/bin/python bench/tui.py            # every case, medians of 3 fresh processes
     .venv/bin/python bench/tui.py --runs 5
@@ -139,12 +139,12 @@ def history(n: int) -> list[Any]:
 
 
 def case_first_frame(turns: int, agent: str = "python") -> dict[str, float]:
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     built = time.perf_counter()
     records = history(turns)
-    link = MockLink(history=records, agent=agent, reply_format=reply_format(agent))
+    link = WorkerLink(history=records, agent=agent, reply_format=reply_format(agent))
     excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
 
     async def run() -> float:
@@ -175,18 +175,18 @@ async def stream_into(app: Any, pilot: Any, link: Any, chunks: list[str]) -> flo
         link.emit(TextChunk(turn_id=turn, text=chunk))
         if n % 50 == 0:
             await asyncio.sleep(0)
-    link.end_turn()
-    await until(pilot, lambda: app.session.turn is None and app.session.cursor >= len(link.journal))
+    await link.end_turn()
+    await until(pilot, lambda: app.session.turn is None and app.session.cursor >= link.last_seq)
     await pilot.pause()
     return time.perf_counter() - start
 
 
 def case_stream(count: int, agent: str = "python") -> dict[str, float]:
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent=agent, reply_format=reply_format(agent))
+        link = WorkerLink(agent=agent, reply_format=reply_format(agent))
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -235,11 +235,11 @@ def paragraphs(n: int) -> list[str]:
 
 
 def case_paragraphs(n: int) -> dict[str, float]:
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(agent="llm", reply_format="markdown")
+        link = WorkerLink(agent="llm", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -271,13 +271,13 @@ class LoopLag:
 
 
 def case_memory(turns: int) -> dict[str, float]:
-    """Paging from the bottom to the first turn with the keyboard (Ctrl+Home, which at the top
+    """Paging from the bottom to the first turn with the keyboard (PageUp, which near the top
     loads the next older page): time and loop block per page, memory before and after."""
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(turns)
-    link = MockLink(history=records)
+    link = WorkerLink(history=records)
     before = rss_mib()
 
     async def run() -> dict[str, float]:
@@ -300,7 +300,7 @@ def case_memory(turns: int) -> dict[str, float]:
                 first = view.turn_views()[0].record.turn_id
                 started = time.perf_counter()
                 lag.take()
-                await pilot.press("ctrl+home")
+                await pilot.press("pageup")
                 await until(
                     pilot, lambda f=first: view.turn_views()[0].record.turn_id != f or view.scroll_y == 0
                 )
@@ -380,12 +380,12 @@ def big_history(turns: int, size: int) -> list[Any]:
 def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
     """The first frame when the last `turns` turns hold 586 KB replies (none: the reference);
     then a new turn after them."""
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.protocol import TextChunk
     from tui.ui import TuiApp
 
     built = time.perf_counter()
-    link = MockLink(history=big_history(turns, 600_000), agent=agent, reply_format=reply_format(agent))
+    link = WorkerLink(history=big_history(turns, 600_000), agent=agent, reply_format=reply_format(agent))
     excluded = time.perf_counter() - built
 
     async def run() -> dict[str, float]:
@@ -399,8 +399,8 @@ def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
                 start = time.perf_counter()
                 turn = link.start_turn(f"print({n})")
                 link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
-                link.end_turn()
-                await until(pilot, lambda: not app.session.busy and app.session.cursor >= len(link.journal))
+                await link.end_turn()
+                await until(pilot, lambda: not app.session.busy and app.session.cursor >= link.last_seq)
                 await pilot.pause()
                 news.append(time.perf_counter() - start)
             return {"first_frame_s": first, "new_turn_ms": 1000 * statistics.median(news)}
@@ -422,7 +422,6 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
     from tui.access.local import LocalAccess
     from tui.store import StatePaths
     from tui.ui import TuiApp
-    from tui.ui.widgets.turn import TurnView
 
     program = f"for i in range({count}): print(i)"
 
@@ -435,7 +434,8 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
             async with app.run_test(size=SIZE) as pilot:
                 await until(pilot, app.session.attached.is_set)
                 app.session.submit("print('warm')")
-                await until(pilot, lambda: len(app.session.query(TurnView)) == 1 and not app.session.busy)
+                views = app.session.transcript.turn_views
+                await until(pilot, lambda: len(views()) == 1 and not app.session.busy)
                 await pilot.pause()
                 before = rss_mib()
                 echo: list[float] = []
@@ -454,7 +454,7 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
                     echo.append(time.perf_counter() - t)
                     await asyncio.sleep(0.02)
                 lag.__exit__()
-                await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
+                await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2)
                 await pilot.pause()
                 seconds = time.perf_counter() - start
                 grown = rss_mib() - before
@@ -487,12 +487,12 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
 
 def case_search(turns: int) -> dict[str, float]:
     """Ctrl+F, a word only turn 3 holds, Enter: until that turn is shown (paged in, selected)."""
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(turns)
     records[3] = records[3].model_copy(update={"reply": "a zebra crossing\n"})
-    link = MockLink(history=records)
+    link = WorkerLink(history=records)
 
     async def run() -> dict[str, float]:
         app = TuiApp(link)
@@ -514,13 +514,13 @@ def case_search(turns: int) -> dict[str, float]:
 def case_reattach_big(lines: int) -> dict[str, float]:
     """Attach to a session whose last 40 turns hold one of `lines` printed lines: the first full
     frame (the attach done and painted), then a resize to 80 columns."""
-    from tui.link.mock import MockLink
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(400)
     big = "".join(f"line {i} of the output\n" for i in range(lines))
     records[-20] = records[-20].model_copy(update={"reply": big})
-    link = MockLink(history=records)
+    link = WorkerLink(history=records)
     built = time.perf_counter()
 
     async def run() -> dict[str, float]:

@@ -17,7 +17,7 @@ def _row(doc: str, starts: str) -> str:
 
 def test_architecture_says_how_many_ended_turns_the_app_mounts() -> None:
     text = " ".join((DOCS / "architecture.md").read_text().split())
-    assert f"at most {WINDOW} ended turns are mounted" in text
+    assert f"at most {WINDOW} ended turns are kept" in text
 
 
 def test_codemode_puts_remotes_toml_where_the_code_keeps_it(tmp_path: Path) -> None:

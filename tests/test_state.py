@@ -381,3 +381,18 @@ def test_a_new_worker_ends_the_turn_its_predecessor_left_running() -> None:
     apply(state, WorkerStarted(seq=3, epoch=2, pid=2, version="1", agent="python"))
     assert state.state == "idle" and state.question is None
     assert state.turns["t1"].outcome == "failed" and state.turns["t1"].error == RESTARTED
+
+
+def test_a_note_left_during_a_turn_is_the_next_turns_and_an_agents_own_note_is_nobodys() -> None:
+    state = SessionState()
+    owner = By(name="root")
+    state.apply(Note(seq=1, text="early", by=owner))
+    state.apply(TurnStarted(seq=2, turn_id="t-1", prompt="a"))
+    assert state.unread == []  # the first turn took it
+    state.apply(Note(seq=3, text="during", source="ci", by=owner))
+    state.apply(Note(seq=4, text="the agent's own", source="tester"))
+    state.apply(TurnEnded(seq=5, turn_id="t-1", outcome="completed"))
+    assert [n.text for n in state.unread] == ["during"]
+    assert "note from root via ci: during" in [line.text for line in state.turns["t-1"].lines]
+    state.apply(TurnStarted(seq=6, turn_id="t-2", prompt="b"))
+    assert state.unread == []

@@ -29,9 +29,13 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
+    "restart": ("ID | --outdated", "move a session to a new worker (a newer tui)", "sessions"),
+    "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
+    "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
+    "unarchive": ("ID", "list an archived session again", "sessions"),
     "delete": ("ID [--force]", "remove a session", "sessions"),
     "web": ("[--host ADDR]", "serve this machine's sessions to others", "machines"),
     "remote": ("add|list|remove", "other machines, for --remote NAME", "machines"),
@@ -167,6 +171,9 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--dir", metavar="D", help="with --new: the new session's folder")
     p.add_argument("--agent", metavar="NAME", help="with --new: what the new session runs")
     p.add_argument("--model", metavar="NAME", help="with --new: a model session with this model")
+    p.add_argument(
+        "--parent", metavar="ID", help="with --new: a child of session ID (in its folder unless --dir)"
+    )
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
@@ -199,12 +206,44 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("interrupt", _command("sessions", "run_interrupt"))
     p.add_argument("id", help="session id or unique prefix")
 
+    p = add("restart", _command("notes", "run_restart"))
+    p.add_argument("id", nargs="?", help="session id or unique prefix")
+    p.add_argument("--outdated", action="store_true", help="every idle worker running an older tui")
+
+    p = add("note", _command("notes", "run_note"))
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("text", nargs="+", help="the note (`-`: read it from stdin)")
+    p.add_argument("--source", metavar="NAME", help="what left it, shown beside who sent it (ci, cron)")
+    p.add_argument("--now", action="store_true", help="an idle session starts a turn of its own for it")
+
+    p = add("context", _command("notes", "run_context"))
+    csub = p.add_subparsers(dest="action", required=True, metavar="add|list|remove|push")
+    c = csub.add_parser("add", help="add a source: --cmd CMD --every S, --file PATH or --push")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name", help="the source's name (letters, digits, _ . -)")
+    c.add_argument("--cmd", metavar="CMD", help="a shell command run in the session's sandbox")
+    c.add_argument("--every", type=float, metavar="SECONDS", help="how often --cmd runs (or --file is read)")
+    c.add_argument("--file", metavar="PATH", help="a file of the session's folder, read in its sandbox")
+    c.add_argument("--push", action="store_true", help="values come from `tui context push`")
+    c.add_argument("--why", metavar="TEXT", help="what it is for, told to the agent beside its value")
+    c = csub.add_parser("list", help="the sources, with their age and size")
+    c.add_argument("id", help="session id or unique prefix")
+    c = csub.add_parser("remove", help="remove a source")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name")
+    c = csub.add_parser("push", help="a pushed source's new value, from stdin")
+    c.add_argument("id", help="session id or unique prefix")
+    c.add_argument("name")
+
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every session with a live worker")
     p.add_argument("--idle", metavar="DURATION", help="every worker idle for DURATION or more (e.g. 30m, 2h)")
 
     p = add("archive", _command("sessions", "run_archive"))
+    p.add_argument("id")
+
+    p = add("unarchive", _command("notes", "run_unarchive"))
     p.add_argument("id")
 
     p = add("delete", _command("sessions", "run_delete"))

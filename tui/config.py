@@ -174,6 +174,9 @@ class ModelProfile(_Settings):
     """Tokens the model takes in; known models have a default."""
     api: Literal["chat", "responses"] | None = None
     """OpenAI only: ``responses`` opts into the Responses API (Chat Completions otherwise)."""
+    answers_children: Literal["never", "options", "always"] = "never"
+    """Whether a session of this model answers its children's questions itself: ``options``
+    those with options (it picks one), ``always`` free-text ones too."""
 
     @property
     def key_variable(self) -> str | None:

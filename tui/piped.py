@@ -332,6 +332,8 @@ class _Run:
             self.say(f"queue: {len(items)} waiting" + "".join(f"\n  {i}" for i in items))
         elif isinstance(outcome, changes.StatsShown):
             self.say(outcome.line)
+        elif isinstance(outcome, changes.ChildrenShown):
+            self.say(outcome.text)
         elif isinstance(outcome, changes.Resumed):
             self.say("the held queue runs again" if outcome.resumed else "the queue was not held")
         elif isinstance(outcome, changes.Stopped):

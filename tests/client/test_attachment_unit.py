@@ -1,4 +1,5 @@
-"""The attachment against the scripted link: what it hands out for each thing a session does.
+"""The attachment against `WorkerLink` (a real worker core in this process): what it hands out
+for each thing a session does.
 
 The same attachment runs against real workers in test_attachment_e2e.py.
 """
@@ -9,26 +10,26 @@ import asyncio
 from typing import Any
 
 import pytest
-from helpers import TIMEOUT
+from helpers import TIMEOUT, eventually
 
 from client.helpers import changes_until, link_became, of
 from tui.errors import WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.link.base import Gone, Live, Located, Reconnecting
-from tui.link.mock import MockLink, MockRequest
+from tui.link.double import WorkerLink
 from tui.protocol import TextChunk, Transcript
 from tui.protocol.principal import Principal
 
 
-async def attached(link: MockLink) -> Attachment:
+async def attached(link: WorkerLink) -> Attachment:
     attachment = Attachment(link)
     await changes_until(attachment, link_became(Live))
     return attachment
 
 
 async def test_a_turn_comes_as_typed_changes_in_order() -> None:
-    link = MockLink()
+    link = WorkerLink()
     attachment = Attachment(link)
     first = await changes_until(attachment, lambda c: isinstance(c, ch.Attached))
     assert of(ch.Attached, first)[0].info is not None
@@ -39,7 +40,7 @@ async def test_a_turn_comes_as_typed_changes_in_order() -> None:
     link.emit(TextChunk(turn_id=turn, text="1\n"))
     said = await changes_until(attachment, lambda c: isinstance(c, ch.Output))
     assert [c.event.text for c in of(ch.Output, said)] == ["1\n"]
-    link.end_turn()
+    await link.end_turn()
     ended = await changes_until(attachment, lambda c: isinstance(c, ch.TurnEnded))
     record = of(ch.TurnEnded, ended)[0].record
     assert (record.turn_id, record.outcome, record.reply) == (turn, "completed", "1\n")
@@ -48,11 +49,15 @@ async def test_a_turn_comes_as_typed_changes_in_order() -> None:
 
 
 async def test_turns_that_start_and_end_in_one_batch_come_caught_up_once() -> None:
-    link = MockLink()
+    link = WorkerLink()
     attachment = await attached(link)
     for n in range(3):
         link.start_turn(f"print({n})")
-        link.reply(f"{n}\n")
+        await link.reply(f"{n}\n")
+    # Taken at once: everything the worker wrote reached the attachment before it is applied.
+    follower = attachment.follower
+    assert follower is not None
+    await eventually(lambda: follower.cursor == link.last_seq, "the last turn read")
     batch = await changes_until(attachment, lambda c: isinstance(c, ch.CaughtUp))
     caught = of(ch.CaughtUp, batch)
     assert [r.reply for c in caught for r in c.records] == ["0\n", "1\n", "2\n"]
@@ -61,7 +66,7 @@ async def test_turns_that_start_and_end_in_one_batch_come_caught_up_once() -> No
 
 
 async def test_a_prompt_typed_while_the_worker_is_away_is_sent_once_when_it_is_back() -> None:
-    link = MockLink()
+    link = WorkerLink()
     link.no_worker_timeout = 600.0
     attachment = await attached(link)
     link.located = Located("starting")
@@ -75,13 +80,13 @@ async def test_a_prompt_typed_while_the_worker_is_away_is_sent_once_when_it_is_b
     started = await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
     assert of(ch.TurnStarted, started)[0].own
     assert sent.settled and sent.turn_id == of(ch.TurnStarted, started)[0].record.turn_id
-    assert len({r.body["request_id"] for r in link.requests if r.route == "send_turn"}) == 1
+    assert len({r.body["request_id"] for r in link.requests if r.route == "turn"}) == 1
     assert sum(1 for e in link.journal if e.type == "turn_started") == 1
     assert not attachment.outbox
     await attachment.close()
 
 
-class SlowStart(MockLink):
+class SlowStart(WorkerLink):
     """A worker that answers `/transcript` only on its third try, asking for 0.2 s between."""
 
     tries = 0
@@ -128,10 +133,10 @@ async def test_no_worker_for_the_links_timeout_is_gone() -> None:
 
 
 async def test_a_worker_gone_ends_the_running_turn_and_the_question() -> None:
-    link = MockLink()
+    link = WorkerLink()
     attachment = await attached(link)
     link.start_turn("ask()")
-    link.ask("Ready?", ["yes"])
+    await link.ask("Ready?", ["yes"])
     asked = await changes_until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
     assert of(ch.QuestionChanged, asked)[-1].question.text == "Ready?"
     link.located = Located("gone", "the session was deleted")
@@ -144,10 +149,10 @@ async def test_a_worker_gone_ends_the_running_turn_and_the_question() -> None:
 
 
 async def test_an_answer_resolves_the_question_with_its_line() -> None:
-    link = MockLink()
+    link = WorkerLink()
     attachment = await attached(link)
     link.start_turn("ask()")
-    qid = link.ask("Ready?", ["yes", "no"])
+    qid = await link.ask("Ready?", ["yes", "no"])
     await changes_until(attachment, lambda c: isinstance(c, ch.QuestionChanged))
     await link.answer(qid, ["yes"])
     resolved = of(
@@ -158,7 +163,7 @@ async def test_an_answer_resolves_the_question_with_its_line() -> None:
 
 
 async def test_slash_commands_answer_with_what_they_did() -> None:
-    link = MockLink()
+    link = WorkerLink()
     attachment = await attached(link)
     stats = await attachment.command("/stats")
     assert isinstance(stats, ch.StatsShown) and stats.line.startswith("stats: ")
@@ -182,11 +187,11 @@ async def test_slash_commands_answer_with_what_they_did() -> None:
 
 @pytest.mark.parametrize(("line", "says"), [("/exit", "for the session's owner"), ("/queue x", "viewing as")])
 async def test_what_this_client_may_not_do_is_refused_in_one_line(line: str, says: str) -> None:
-    link = MockLink(principal=Principal(kind="viewer", name="ana", session_id="3f2a9c0e1b7d4a55"))
+    link = WorkerLink(principal=Principal(kind="viewer", name="ana", session_id="3f2a9c0e1b7d4a55"))
     attachment = await attached(link)
     refused = await attachment.command(line)
     assert isinstance(refused, ch.NotPermitted) and says in refused.text
-    assert not any(r.route in ("stop_worker", "send_turn") for r in link.requests)
+    assert not any(r.route in ("stop", "turn") for r in link.requests)
     await attachment.close()
 
 
@@ -195,24 +200,19 @@ async def test_a_scripts_prompt_refused_as_busy_is_sent_again_once_the_session_i
     turn of another client runs, so the prompt waits for idle rather than queueing."""
     from tui.link.watch import SessionWatch
 
-    tried = asyncio.Event()
-
-    def note(request: MockRequest) -> object:
-        if request.route == "send_turn":
-            tried.set()
-        return NotImplemented  # answered as the scripted worker does: busy, the first time
-
-    link = MockLink(handler=note)
+    link = WorkerLink()
     other = link.start_turn("someone_elses()")
     watch = await SessionWatch.open(link)
     sending = asyncio.create_task(watch.send("print('mine')"))
+    outbox = watch.attachment.outbox
+    # The worker refused it as busy: it waits in the outbox for the session to be idle.
+    await eventually(lambda: outbox and outbox[0].waiting == "idle", "the prompt refused as busy")
     async with asyncio.timeout(TIMEOUT):
-        await tried.wait()
-        link.reply("theirs\n")
+        await link.reply("theirs\n")
         rid = await sending
         turn = watch.by_request[rid]
     assert turn != other and rid in watch.own_requests and turn in watch.own_turns
-    sent = [r.body for r in link.requests if r.route == "send_turn"]
+    sent = [r.body for r in link.requests if r.route == "turn"]
     assert {s["request_id"] for s in sent} == {rid} and all(s["delivery"] == "now" for s in sent)
     assert len(sent) == 2  # refused as busy once, then taken
     await watch.close()

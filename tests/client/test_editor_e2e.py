@@ -227,6 +227,7 @@ async def test_an_agents_modes_and_model_are_config_options(acp_tester: Path) ->
         assert "mode code, model smart" in ed.said(sid)
         await ed.until(lambda: ed.of(sid, "current_mode_update"), "the mode said")
         assert ed.of(sid, "current_mode_update")[-1].current_mode_id == "code"
+        await ed.until(lambda: ed.of(sid, "available_commands_update"), "the agent's commands")
         commands = ed.of(sid, "available_commands_update")
         assert [c.name for c in commands[-1].available_commands] == ["review", "compact"]
 

@@ -21,10 +21,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from tui.errors import Conflict, InvalidRequest, NotFound, WorkerUnavailable
-from tui.link.base import AttachLink, Backoff, Gone, Live, Located, Reconnecting
+from tui.link.base import AttachLink, Backoff, Gone, Live, Located, Reconnecting, RouteCall
 from tui.link.client import BridgeClient
 from tui.link.follow import Follower, backoff_delay
-from tui.protocol import Event, Info, Stats, Transcript, TurnAccepted, TurnRequest
+from tui.protocol import Event, ModelRequest, TurnRequest
+from tui.protocol.routes import BRIDGE
 
 
 def _event(seq: int, typ: str = "note", **fields: Any) -> str:
@@ -118,27 +119,8 @@ class SocketLink(AttachLink):
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         return self.client.events(cursor, announce_open=True)
 
-    async def transcript(self, limit: int = 50, before: str | None = None) -> Transcript:
-        raise NotImplementedError
-
-    async def info(self) -> Info:
-        return await self.client.info()
-
-    async def send_turn(self, prompt: str, **kw: Any) -> TurnAccepted:  # type: ignore[override]
-        return await self.client.send_turn(TurnRequest(prompt=prompt))
-
-    async def unqueue(self, queue_id: str) -> None: ...
-    async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None: ...
-    async def dismiss(self, question_id: str) -> None: ...
-    async def interrupt(self) -> bool:
-        return False
-
-    async def stats(self) -> Stats:
-        return Stats()
-
-    async def stop_worker(self) -> None: ...
-    async def delete_session(self) -> None: ...
-    async def archive_session(self) -> None: ...
+    async def handle(self, call: RouteCall) -> Any:
+        return await self.client.handle(call)
 
 
 async def _collect(follower: Follower) -> list[Event | object]:
@@ -154,20 +136,20 @@ async def _collect(follower: Follower) -> list[Event | object]:
 async def test_refusals_map_to_the_error_tree(served: tuple[Path, Script]) -> None:
     sock, _ = served
     async with BridgeClient(socket_path=sock) as client:
-        assert (await client.info()).epoch == 2
+        assert (await client.call(BRIDGE["info"])).epoch == 2
         with pytest.raises(Conflict) as busy:
-            await client.send_turn(TurnRequest(prompt="x"))
+            await client.call(BRIDGE["turn"], TurnRequest(prompt="x"))
         assert busy.value.code == "busy" and "a turn is running" in str(busy.value)
         with pytest.raises(InvalidRequest):
-            await client.set_model("nope")
+            await client.call(BRIDGE["model"], ModelRequest(model="nope"))
         with pytest.raises(NotFound):
-            await client.stats()
+            await client.call(BRIDGE["stats"])
 
 
 async def test_a_missing_socket_is_an_unavailable_worker() -> None:
     async with BridgeClient(socket_path="/tmp/tui-no-such-dir/x.sock", label="the worker of x") as client:
         with pytest.raises(WorkerUnavailable) as exc:
-            await client.info()
+            await client.call(BRIDGE["info"])
     assert "the worker of x is not answering" in str(exc.value)
     assert exc.value.__cause__ is not None
 

@@ -76,7 +76,7 @@ def test_an_idle_model_session_lets_its_worker_go_and_comes_back_whole(
     """[workers] idle_timeout lets a model session's idle worker go; a python session keeps its
     worker (its variables would be lost) unless python_idle_timeout says otherwise."""
     config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
-    config.write_text(config.read_text() + '\n[workers]\nidle_timeout = "1s"\n')
+    config.write_text(config.read_text() + '\n[workers]\nidle_timeout = "3s"\n')
     py = tui("send", "--new", "x = 1", "--wait")
     assert py.returncode == 0, py.stderr
     python_sid = py.stderr.split()[0]
@@ -86,7 +86,7 @@ def test_an_idle_model_session_lets_its_worker_go_and_comes_back_whole(
     state = StatePaths(state_dir)
     wait_until(lambda: not is_live(state.session(sid).lock), "the idle model worker to leave")
     last = json.loads(state.session(sid).journal.read_text().splitlines()[-1])
-    assert (last["type"], last.get("reason")) == ("worker_leaving", "idle for 1 s"), last
+    assert (last["type"], last.get("reason")) == ("worker_leaving", "idle for 3 s"), last
     rows = {row["id"]: row for row in json.loads(tui("sessions", "--json").stdout)}
     assert rows[python_sid]["live"] and rows[python_sid]["idle_timeout"] is None
     assert rows[python_sid]["memory"] > 0 and rows[python_sid]["idle_seconds"] >= 0
@@ -95,7 +95,7 @@ def test_an_idle_model_session_lets_its_worker_go_and_comes_back_whole(
     assert again.returncode == 0, again.stderr
     assert "hello there" in _said(server.requests[-1]), "the model's conversation came back whole"
 
-    config.write_text(config.read_text() + 'python_idle_timeout = "1s"\n')
+    config.write_text(config.read_text() + 'python_idle_timeout = "3s"\n')
     assert tui("stop", python_sid[:8]).returncode == 0
     assert tui("send", python_sid[:8], "y = 2", "--wait").returncode == 0
     wait_until(lambda: not is_live(state.session(python_sid).lock), "the configured python worker to leave")

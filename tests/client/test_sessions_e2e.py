@@ -60,6 +60,10 @@ def test_the_user_story(state_dir: Path) -> None:
     assert tui("archive", short).returncode == 0
     assert sessions() == []
     assert sessions(all_=True)[0]["state"] == "archived"
+    back = tui("unarchive", short)
+    assert back.returncode == 0 and f"tui attach {short}" in back.stderr, back.stderr
+    assert [row["id"] for row in sessions()] == [sid]
+    assert tui("archive", short).returncode == 0
 
     refused = tui("delete", short)
     assert refused.returncode == 1

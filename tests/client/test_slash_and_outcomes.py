@@ -25,7 +25,7 @@ class TestSlash:
 
     def test_each_surface_takes_its_commands(self) -> None:
         piped = [c.name for c in commands_for("piped")]
-        assert piped == ["/detach", "/exit", "/model", "/queue", "/resume", "/stats"]
+        assert piped == ["/detach", "/exit", "/model", "/queue", "/resume", "/stats", "/children"]
         assert find("/help", "tui") is not None and find("/help", "piped") is None
         assert find("/copy", "tui") is not None and find("/copy", "piped") is None
         assert needs("/resume") == "write"

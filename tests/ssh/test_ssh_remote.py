@@ -216,7 +216,7 @@ async def test_the_app_on_an_ssh_remote_survives_a_killed_connection_mid_turn(ma
 
 
 def ended(app: TuiApp) -> list[TurnView]:
-    return list(app.session.query(TurnView))
+    return app.session.transcript.turn_views()
 
 
 def test_attach_without_an_id_picks_from_every_machine(machines: Machines) -> None:

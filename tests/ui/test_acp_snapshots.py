@@ -1,4 +1,4 @@
-"""Pictures of what a coding agent's turn shows (pytest-textual-snapshot, MockLink): a titled
+"""Pictures of what a coding agent's turn shows (pytest-textual-snapshot, WorkerLink): a titled
 tool call with its diff, the plan as a checklist, a permission question; and its slash commands
 completing in the prompt.
 
@@ -13,7 +13,7 @@ from helpers import app_until
 from test_ui_snapshots import SnapCompare, flushed, make_app, settle
 from textual.pilot import Pilot
 
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import (
     AgentCommand,
     AgentInfo,
@@ -31,11 +31,11 @@ OLD = "def greet(name):\n    print('hi', name)\n\n\ndef main():\n    greet('worl
 NEW = "def greet(name: str) -> None:\n    print(f'hello {name}')\n\n\ndef main():\n    greet('world')\n"
 
 
-def agent_link() -> MockLink:
-    return MockLink(agent="claude", reply_format="markdown")
+def agent_link() -> WorkerLink:
+    return WorkerLink(agent="claude", reply_format="markdown")
 
 
-def edit_turn(link: MockLink, *, steps_done: int) -> str:
+def edit_turn(link: WorkerLink, *, steps_done: int) -> str:
     """A turn in which the agent plans, edits greet.py and ticks its plan off."""
     turn = link.start_turn("type the greeting")
     steps = ["Read greet.py", "Add type hints", "Run the tests"]
@@ -76,7 +76,7 @@ class TestCodingAgent:
         edit titled "Edit greet.py · edit · completed" open on its coloured unified diff."""
         link = agent_link()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             edit_turn(link, steps_done=1)
 
         assert snap_compare(make_app(link), terminal_size=(100, 36), run_before=settle(script, link))
@@ -85,9 +85,9 @@ class TestCodingAgent:
         """The same turn once ended: the checklist all done, the tool line and its diff."""
         link = agent_link()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             edit_turn(link, steps_done=3)
-            link.reply("Done: `greet` is typed.\n")
+            await link.reply("Done: `greet` is typed.\n")
             await flushed(pilot)
 
         assert snap_compare(make_app(link), terminal_size=(100, 36), run_before=settle(script, link))
@@ -96,12 +96,12 @@ class TestCodingAgent:
         """A permission request as a question: the agent's options, labels made unique."""
         link = agent_link()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("run the tests")
             link.emit(
                 ToolStarted(turn_id=turn, call_id="c1", name="execute", title="Run make test", kind="execute")
             )
-            link.ask("Allow Run make test?", ["Allow", "Allow (2)", "Reject"], freeform=False)
+            await link.ask("Allow Run make test?", ["Allow", "Allow (2)", "Reject"], freeform=False)
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
@@ -121,9 +121,9 @@ async def test_the_agents_commands_complete_in_the_prompt() -> None:
         await pilot.press("tab")  # take it
         await pilot.press(*"main.py", "enter")  # and send it: it goes to the agent, not to tui
         await app_until(
-            pilot, lambda: any(r.route == "send_turn" for r in link.requests), "the prompt to be sent"
+            pilot, lambda: any(r.route == "turn" for r in link.requests), "the prompt to be sent"
         )
-        sent = next(r for r in link.requests if r.route == "send_turn")
+        sent = next(r for r in link.requests if r.route == "turn")
         assert sent.body["prompt"] == "/review main.py"
 
 
@@ -135,10 +135,9 @@ async def test_a_turn_attached_midway_keeps_the_calls_made_before_once_it_ends()
         assert isinstance(pilot.app, TuiApp)
         session = pilot.app.session
         await app_until(pilot, session.attached.is_set, "the attach")
-        link.reply("Done.\n")
+        await link.reply("Done.\n")
         await flushed(pilot)
-        from tui.ui.widgets.turn import TurnView
 
-        view = session.query_one(TurnView)
+        view = session.transcript.turn_views()[0]
         assert view.record.turn_id == turn
         assert [p.tool.title for p in view.parts if p.tool is not None] == ["Edit greet.py"]

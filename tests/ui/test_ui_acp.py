@@ -17,7 +17,6 @@ from tui.access.local import LocalAccess
 from tui.store import StatePaths
 from tui.ui import TuiApp
 from tui.ui.widgets.prompt import PromptArea
-from tui.ui.widgets.turn import ToolBlock, TurnView
 
 Until = Callable[..., Awaitable[None]]
 
@@ -62,12 +61,20 @@ async def test_the_status_row_names_the_agent_its_model_mode_context_and_cost(
         assert "context 12.3k/200.0k (6%)" in row()
         # the call first said "Preparing file…"; the live block shows what the agent said last
         await until(
-            pilot, lambda: any("Write out.txt" in str(b.title) for b in app.session.query(ToolBlock)), 30
+            pilot,
+            lambda: any(
+                "Write out.txt" in str(b.title)
+                for b in (app.session.transcript.live.tools if app.session.transcript.live else [])
+            ),
+            30,
         )
-        assert not any("Preparing" in str(b.title) for b in app.session.query(ToolBlock))
+        assert not any(
+            "Preparing" in str(b.title)
+            for b in (app.session.transcript.live.tools if app.session.transcript.live else [])
+        )
         await pilot.press("escape")  # interrupt the slow rest of the turn
-        await until(pilot, lambda: app.session.query(TurnView) and not app.session.busy, 30)
-        tool = app.session.query(TurnView).last().record.tools[0]
+        await until(pilot, lambda: app.session.transcript.turn_views() and not app.session.busy, 30)
+        tool = app.session.transcript.turn_views()[-1].record.tools[0]
         assert tool.title == "Write out.txt" and tool.args["content"] == "written by the agent\n"
 
 
@@ -93,8 +100,8 @@ async def test_slash_mode_and_slash_model_complete_and_switch_the_agents_own(
         await pilot.press("enter")
         await until(pilot, lambda: "model Smart One" in row(), 30)
         app.session.submit("which")  # the agent says what it was switched to
-        await until(pilot, lambda: app.session.query(TurnView) and not app.session.busy, 30)
-        assert "mode code, model smart" in app.session.query(TurnView).last().record.reply
+        await until(pilot, lambda: app.session.transcript.turn_views() and not app.session.busy, 30)
+        assert "mode code, model smart" in app.session.transcript.turn_views()[-1].record.reply
 
 
 async def test_enter_sends_a_whole_model_or_command_even_while_longer_ones_complete(

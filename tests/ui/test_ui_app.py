@@ -1,4 +1,4 @@
-"""The app on a scripted session (MockLink): what a user sees and what reaches the worker."""
+"""The app on a scripted session (WorkerLink): what a user sees and what reaches the worker."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from textual.widgets import Input, Static
 
 from tui.config import load_config, save_setting
 from tui.link.base import Gone, Live, Located, Reconnecting
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import (
     By,
     Event,
@@ -28,8 +28,9 @@ from tui.protocol import (
 )
 from tui.ui import TuiApp
 from tui.ui.seen import Seen, SeenStore
+from tui.ui.widgets.live import ReplySegment, ToolBlock, VerbatimSegment
 from tui.ui.widgets.question import QuestionPanel
-from tui.ui.widgets.turn import ToolBlock, TurnView, VerbatimSegment
+from tui.ui.widgets.turn import NoteLine
 
 Until = Callable[..., Awaitable[None]]
 
@@ -49,13 +50,36 @@ def history(n: int) -> list[TurnRecord]:
     ]
 
 
-def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+def routes(link: WorkerLink, route: str) -> list[dict[str, object]]:
     return [r.body for r in link.requests if r.route == route]
 
 
 def rendered(widget: Widget) -> str:
     strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
     return "\n".join(strip.text for strip in strips)
+
+
+def live_segments(app: TuiApp) -> list[VerbatimSegment | ReplySegment]:
+    """The stretches of reply of the running turn."""
+    live = app.session.transcript.live
+    return live.segments if live is not None else []
+
+
+def live_tools(app: TuiApp) -> list[ToolBlock]:
+    """The calls of the running turn."""
+    live = app.session.transcript.live
+    return live.tools if live is not None else []
+
+
+def live_size(app: TuiApp) -> int:
+    """How many lines the running turn draws now."""
+    live = app.session.transcript.live
+    return live.size.height if live is not None else 0
+
+
+def notes(app: TuiApp) -> list[NoteLine]:
+    """The lines between turns the transcript draws."""
+    return [i.drawn for i in app.session.transcript.items if isinstance(i.drawn, NoteLine)]
 
 
 def text_of(app: TuiApp, selector: str) -> str:
@@ -68,42 +92,42 @@ async def started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no-
 
 class TestTurns:
     async def test_enter_sends_the_prompt_and_the_reply_streams_into_the_turn(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press(*"print(1)", "enter")
-            await until(pilot, lambda: routes(link, "send_turn"))
-            assert routes(link, "send_turn")[0]["prompt"] == "print(1)"
-            assert routes(link, "send_turn")[0]["delivery"] == "now"
+            await until(pilot, lambda: routes(link, "turn"))
+            assert routes(link, "turn")[0]["prompt"] == "print(1)"
+            assert routes(link, "turn")[0]["delivery"] == "now"
             await until(pilot, lambda: app.session.transcript.live is not None)
             link.emit(TextChunk(turn_id=link.current.turn_id, text="hello **world**\n"))  # type: ignore[union-attr]
-            link.end_turn()
-            await until(pilot, lambda: app.session.turn is None and app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await link.end_turn()
+            await until(pilot, lambda: app.session.turn is None and app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             assert view.record.reply == "hello **world**\n"
             assert view.record.prompt == "print(1)"
             assert app.session.status.status.state == "idle"
 
     async def test_an_empty_session_says_where_it_is_and_what_to_type(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link, folder="/tmp/proj")
         async with app.run_test(size=(140, 30)) as pilot:
             await started(app, pilot, until)
-            hello = text_of(app, "#hello")
+            hello = app.session.transcript.hello_line
             assert "New session 3f2a9c0e in /tmp/proj" in hello
             assert "ask(" in hello and "/help" in hello
             await pilot.press(*"print(1)", "enter")
             await until(pilot, lambda: app.session.transcript.live is not None)
-            assert not app.session.query_one("#hello").display
+            assert not app.session.transcript.hello_line
 
     async def test_a_multi_line_prompt_is_indented_under_its_first_line(self, until: Until) -> None:
         record = history(1)[0].model_copy(update={"prompt": "import time\nfor i in range(3):\n    print(i)"})
-        link = MockLink(history=[record])
+        link = WorkerLink(history=[record])
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             lines = rendered(view).splitlines()
             assert lines[0].startswith("\u276f import time")
@@ -111,29 +135,29 @@ class TestTurns:
             assert lines[2].startswith("      print(i)")
 
     async def test_a_failed_turn_says_so(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("1/0")
             link.emit(TextChunk(turn_id=link.current.turn_id, text="Traceback\n"))  # type: ignore[union-attr]
-            link.end_turn("failed", error="ZeroDivisionError: division by zero")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await link.end_turn("failed", error="ZeroDivisionError: division by zero")
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             assert "failed: ZeroDivisionError" in rendered(view)
 
     async def test_a_turn_says_who_sent_it_and_with_what(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
             link.start_turn("print(1)", by="root", client_id="send:vm:7020")
-            link.end_turn("completed")
+            await link.end_turn("completed")
             link.start_turn("print(2)", by="root", client_id="tui:vm:7019")
-            link.end_turn("completed")
-            await until(pilot, lambda: len(app.session.query(TurnView)) == 2)
-            first, second = app.session.query(TurnView)
+            await link.end_turn("completed")
+            await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2)
+            first, second = app.session.transcript.turn_views()
             await until(pilot, lambda: second.size.height > 0)
             assert "print(1)  · root (tui send)" in rendered(first)
             assert "print(2)  · root" in rendered(second) and "(" not in rendered(second).splitlines()[0][9:]
@@ -141,41 +165,41 @@ class TestTurns:
     async def test_python_output_is_shown_exactly_as_printed(self, until: Until) -> None:
         tb = 'Traceback (most recent call last):\n  File "<program 6>", line 1, in <module>\n'
         out = "a  *b*  <c> __x__\n" + tb
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
             turn = link.start_turn("1/0")
             link.emit(TextChunk(turn_id=turn, text=out[:10]))
             link.emit(TextChunk(turn_id=turn, text=out[10:]))
-            await until(pilot, lambda: app.session.query(VerbatimSegment))
-            segment = app.session.query_one(VerbatimSegment)
-            await until(pilot, lambda: segment.text == out and segment.size.height >= 3)
-            live = rendered(segment)
+            await until(pilot, lambda: live_segments(app))
+            segment = live_segments(app)[0]
+            await until(pilot, lambda: segment.text == out and live_size(app) >= 4)
+            live = rendered(app.session.transcript.live)
             assert "a  *b*  <c> __x__" in live
             assert '    File "<program 6>", line 1, in <module>' in live
-            link.end_turn("failed", error="ZeroDivisionError: division by zero")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await link.end_turn("failed", error="ZeroDivisionError: division by zero")
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view)
             assert "a  *b*  <c> __x__" in shown
             assert '    File "<program 6>", line 1, in <module>' in shown
 
     async def test_a_model_s_reply_is_markdown(self, until: Until) -> None:
-        link = MockLink(agent="llm", reply_format="markdown")
+        link = WorkerLink(agent="llm", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
             link.start_turn("hi")
-            link.reply("a  *b*  done\n")
-            await until(pilot, lambda: app.session.query(TurnView))
-            view = app.session.query(TurnView).last()
+            await link.reply("a  *b*  done\n")
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             assert "*b*" not in rendered(view)  # emphasis, not asterisks
 
     async def test_tool_calls_are_blocks_with_their_output_and_outcome(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -183,17 +207,17 @@ class TestTurns:
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "ls"}))
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="a.txt\n"))
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="error", error="boom"))
-            await until(pilot, lambda: app.session.query(ToolBlock))
-            block = app.session.query_one(ToolBlock)
+            await until(pilot, lambda: live_tools(app))
+            block = live_tools(app)[0]
             await until(pilot, lambda: "error" in block.title)
             assert block.record.output == "a.txt\n"
             assert block.has_class("-failed")
-            link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView))
-            assert app.session.query_one(TurnView).record.tools[0].error == "boom"
+            await link.end_turn()
+            await until(pilot, lambda: app.session.transcript.turn_views())
+            assert app.session.transcript.turn_views()[0].record.tools[0].error == "boom"
 
     async def test_a_turn_the_worker_no_longer_runs_is_shown_ended(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -201,12 +225,12 @@ class TestTurns:
             await until(pilot, lambda: app.session.busy)
             link.emit(WorkerStarted(epoch=2, pid=4343, version="0.1.0", agent="python"))
             await until(pilot, lambda: not app.session.busy)
-            record = app.session.query(TurnView).last().record
+            record = app.session.transcript.turn_views()[-1].record
             assert record.outcome == "failed"
             assert "restarted" in (record.error or "")
 
     async def test_an_unknown_event_is_shown_not_a_crash(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -217,7 +241,7 @@ class TestTurns:
 class TestLongOutput:
     async def test_a_100000_line_output_is_folded_live_and_ended(self, until: Until) -> None:
         lines = [str(i) for i in range(100_000)]
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
@@ -226,18 +250,18 @@ class TestLongOutput:
                 link.emit(
                     TextChunk(turn_id=turn, text="".join(f"{n}\n" for n in lines[start : start + 10_000]))
                 )
-            await until(pilot, lambda: app.session.query(VerbatimSegment))
-            segment = app.session.query_one(VerbatimSegment)
-            await until(pilot, lambda: segment.text.endswith("99999\n") and segment.size.height > 200)
-            live = rendered(segment).splitlines()
+            await until(pilot, lambda: live_segments(app))
+            segment = live_segments(app)[0]
+            await until(pilot, lambda: segment.text.endswith("99999\n") and live_size(app) > 200)
+            live = rendered(app.session.transcript.live).splitlines()[1:]  # after the prompt
             assert [line.strip() for line in live[:20]] == lines[:20]
             fold = " ".join(line.strip() for line in live[20:-200])  # it may wrap
             how = "o on the selected turn opens the whole output"
             assert fold == f"… 99,780 lines hidden · {how} · tui transcript {link.session_id}"
             assert [line.strip() for line in live[-200:]] == lines[-200:]
-            link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
-            view = app.session.query(TurnView).last()
+            await link.end_turn()
+            await until(pilot, lambda: app.session.transcript.turn_views() and app.session.turn is None)
+            view = app.session.transcript.turn_views()[-1]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view).splitlines()
             assert shown[0].startswith("\u276f for i in range(100000)")
@@ -251,11 +275,11 @@ class TestLongOutput:
     ) -> None:
         reply = "".join(f"line {i}\n" for i in range(100_000))
         record = history(1)[0].model_copy(update={"reply": reply})
-        link = MockLink(history=[record])
+        link = WorkerLink(history=[record])
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = rendered(view).splitlines()
             assert shown[20].strip() == "line 19"
@@ -265,10 +289,10 @@ class TestLongOutput:
     async def test_a_long_markdown_reply_shows_its_start_and_end_around_a_fold(self, until: Until) -> None:
         reply = "".join(f"Paragraph **{i}**.\n\n" for i in range(5000))
         record = history(1)[0].model_copy(update={"reply": reply})
-        app = TuiApp(MockLink(history=[record], agent="llm", reply_format="markdown"))
+        app = TuiApp(WorkerLink(history=[record], agent="llm", reply_format="markdown"))
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1] == "Paragraph 0."  # rendered: bold, not asterisks
@@ -278,47 +302,36 @@ class TestLongOutput:
             assert len(shown) < 5_000  # not the 10,000 lines of the whole reply
 
     async def test_a_tool_s_long_output_is_folded(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
             turn = link.start_turn("run()")
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "seq 1000"}))
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="".join(f"{i}\n" for i in range(1000))))
-            await until(pilot, lambda: app.session.query(ToolBlock))
-            block = app.session.query_one(ToolBlock)
+            await until(pilot, lambda: live_tools(app))
+            block = live_tools(app)[0]
             block.collapsed = False
-            await until(
-                pilot,
-                lambda: (
-                    "780 lines hidden"
-                    in "".join(
-                        s.text
-                        for s in block._output.render_lines(
-                            Region(0, 0, block._output.size.width, block._output.size.height)
-                        )
-                    )
-                ),
-            )
+            await until(pilot, lambda: "780 lines hidden" in rendered(app.session.transcript.live))
 
 
 class TestAnsweredLines:
     async def test_an_answer_shows_at_the_question_not_after_the_output(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
             turn = link.start_turn("ask('Deploy?')")
             link.emit(TextChunk(turn_id=turn, text="before\n"))
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="ask", args={"question": "Deploy?"}))
-            qid = link.ask("Deploy?", ["staging", "prod"])
+            qid = await link.ask("Deploy?", ["staging", "prod"])
             await until(pilot, lambda: app.session.question is not None)
             await link.answer(qid, ["prod"])
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed", value="prod"))
             link.emit(TextChunk(turn_id=turn, text="after\n"))
-            link.end_turn()
-            await until(pilot, lambda: app.session.query(TurnView) and app.session.turn is None)
-            view = app.session.query_one(TurnView)
+            await link.end_turn()
+            await until(pilot, lambda: app.session.transcript.turn_views() and app.session.turn is None)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1:-1] == [
@@ -339,10 +352,10 @@ class TestAnsweredLines:
             answered=["answered by alice: prod"],
             ended_seq=3,
         )
-        app = TuiApp(MockLink(history=[record]))
+        app = TuiApp(WorkerLink(history=[record]))
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1:] == ["▸ ask(question='Deploy?') · completed", "answered by alice: prod", "after"]
@@ -360,11 +373,11 @@ class TestHighlight:
             tools=[ToolRecord(call_id="c1", name="ask", args={"question": "zero?"})],
             ended_seq=3,
         )
-        link = MockLink(history=[record])
+        link = WorkerLink(history=[record])
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await started(app, pilot, until)
-            view = app.session.query_one(TurnView)
+            view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
 
             def marked() -> list[str]:
@@ -387,21 +400,21 @@ class TestHighlight:
 
 class TestHistory:
     async def test_attach_shows_the_last_turns_and_loads_older_ones_at_the_top(self, until: Until) -> None:
-        link = MockLink(history=history(300))
+        link = WorkerLink(history=history(300))
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             assert routes(link, "transcript")[0]["limit"] == 40
             # the newest turns first, as many as fill the screen, then the rest of the page
-            await until(pilot, lambda: len(app.session.query(TurnView)) == 40)
-            assert app.session.query(TurnView).last().record.turn_id == "h299"
+            await until(pilot, lambda: len(app.session.transcript.turn_views()) == 40)
+            assert app.session.transcript.turn_views()[-1].record.turn_id == "h299"
             app.session.transcript.scroll_home(animate=False, immediate=True)
             await until(pilot, lambda: len(routes(link, "transcript")) > 1)
             assert routes(link, "transcript")[1]["before"] == "h260"
-            await until(pilot, lambda: app.session.query(TurnView).first().record.turn_id == "h220")
+            await until(pilot, lambda: app.session.transcript.turn_views()[0].record.turn_id == "h220")
 
     async def test_up_recalls_earlier_prompts(self, until: Until) -> None:
-        link = MockLink(history=history(2))
+        link = WorkerLink(history=history(2))
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -413,18 +426,18 @@ class TestHistory:
             assert app.session.prompt.text == ""
 
     async def test_ctrl_j_starts_a_new_line_instead_of_sending(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press("a", "ctrl+j", "b")
             assert app.session.prompt.text == "a\nb"
-            assert not routes(link, "send_turn")
+            assert not routes(link, "turn")
 
 
 class TestQueue:
     async def test_enter_while_busy_queues_and_unqueue_takes_it_back(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -432,7 +445,7 @@ class TestQueue:
             await until(pilot, lambda: app.session.busy)
             await pilot.press(*"next()", "enter")
             await until(pilot, lambda: app.session.queue)
-            assert routes(link, "send_turn")[0]["delivery"] == "queue"
+            assert routes(link, "turn")[0]["delivery"] == "queue"
             assert "next()" in text_of(app, "#queue-row")
             assert app.session.status.status.queued == 1
             await pilot.press(*"/unqueue", "enter")
@@ -441,7 +454,7 @@ class TestQueue:
             assert app.session.prompt.text == "next()"
 
     async def test_queued_prompt_runs_after_the_turn(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -449,62 +462,64 @@ class TestQueue:
             await until(pilot, lambda: app.session.busy)
             await pilot.press(*"next()", "enter")
             await until(pilot, lambda: app.session.queue)
-            link.end_turn()
+            await link.end_turn()
             await until(pilot, lambda: app.session.turn is not None and app.session.turn.prompt == "next()")
             assert not app.session.query_one("#queue-row").display
 
 
 class TestQuestions:
     async def test_a_number_picks_an_option_and_enter_answers_with_it(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('color?')")
-            qid = link.ask("Which color?", ["red", "green", "blue"])
+            qid = await link.ask("Which color?", ["red", "green", "blue"])
             await until(pilot, lambda: app.session.query(QuestionPanel))
-            assert not app.session.prompt_box.display
+            await until(pilot, lambda: not app.session.prompt_box.display)
             await pilot.press("2")  # picked, not sent: the hint says Enter answers
             await pilot.pause()
             assert not routes(link, "answer")
             assert "Enter answers" in str(app.session.query_one("#question-hint", Static).render())
             await pilot.press("enter")
             await until(pilot, lambda: routes(link, "answer"))
-            assert routes(link, "answer")[0] == {"question_id": qid, "selected": ["green"], "freeform": None}
+            assert routes(link, "answer")[0] == {
+                "question_id": qid, "selected": ["green"], "freeform": None, "client_id": link.client_id
+            }
             await until(pilot, lambda: not app.session.query(QuestionPanel))
             assert app.session.prompt_box.display
 
     async def test_multi_select_toggles_then_enter_answers(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('which?')")
-            link.ask("Which ones?", ["a", "b", "c"], multiple=True)
+            await link.ask("Which ones?", ["a", "b", "c"], multiple=True)
             await until(pilot, lambda: app.session.query(QuestionPanel))
             await pilot.press("1", "3", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["selected"] == ["a", "c"]
 
     async def test_freeform_answer(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('name?')")
-            link.ask("Your name?")
+            await link.ask("Your name?")
             await until(pilot, lambda: app.session.query(QuestionPanel))
             await pilot.press(*"Ada", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["freeform"] == "Ada"
 
     async def test_a_question_without_options_takes_the_typing_at_once(self, until: Until) -> None:
-        link = MockLink(history=history(2))
+        link = WorkerLink(history=history(2))
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('Still there?')")
-            link.ask("Still there?")
+            await link.ask("Still there?")
             await until(pilot, lambda: app.session.query(QuestionPanel))
             await until(pilot, lambda: isinstance(app.focused, Input))
             await pilot.press("tab")  # stays in the question
@@ -514,12 +529,12 @@ class TestQuestions:
             assert routes(link, "answer")[0]["freeform"] == "yes"
 
     async def test_tab_goes_between_options_and_freeform_line(self, until: Until) -> None:
-        link = MockLink(history=history(2))
+        link = WorkerLink(history=history(2))
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('color?')")
-            link.ask("Which color?", ["red", "green"])
+            await link.ask("Which color?", ["red", "green"])
             await until(pilot, lambda: app.session.query(QuestionPanel))
             panel = app.session.query_one(QuestionPanel)
             await until(pilot, lambda: app.focused is panel.query_one("#choices"))
@@ -531,12 +546,12 @@ class TestQuestions:
             assert app.focused is panel.query_one("#freeform")
 
     async def test_esc_dismisses_the_question_and_does_not_interrupt(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('x?')")
-            link.ask("Go on?", ["yes", "no"])
+            await link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: app.session.query(QuestionPanel))
             await pilot.press("escape")
             await until(pilot, lambda: routes(link, "dismiss"))
@@ -544,12 +559,12 @@ class TestQuestions:
             assert app.session.busy
 
     async def test_a_question_resolved_elsewhere_disappears_saying_who(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             link.start_turn("ask('x?')")
-            qid = link.ask("Go on?", ["yes", "no"])
+            qid = await link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: app.session.query(QuestionPanel))
             link.emit(
                 QuestionResolved(
@@ -567,7 +582,7 @@ class TestQuestions:
 
 class TestKeys:
     async def test_esc_interrupts_a_running_turn(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -576,10 +591,10 @@ class TestKeys:
             await pilot.press("escape")
             await until(pilot, lambda: not app.session.busy)
             assert routes(link, "interrupt")
-            assert app.session.query(TurnView).last().record.outcome == "interrupted"
+            assert app.session.transcript.turn_views()[-1].record.outcome == "interrupted"
 
     async def test_ctrl_c_interrupts_a_running_turn(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -590,7 +605,7 @@ class TestKeys:
         assert app.return_code is None or app.return_code == 0
 
     async def test_ctrl_c_twice_on_an_idle_prompt_detaches(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link, clock=lambda: 1000.0)  # the two presses are close however busy the machine
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -599,10 +614,10 @@ class TestKeys:
             await pilot.press("ctrl+c")
             await until(pilot, lambda: app.return_code is not None)
         assert app.return_code == 0
-        assert not routes(link, "stop_worker")
+        assert not routes(link, "stop")
 
     async def test_ctrl_d_detaches_over_the_prompt_s_own_binding(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -611,7 +626,7 @@ class TestKeys:
         assert app.return_code == 0
 
     async def test_the_footer_names_what_esc_does_now_and_f1_is_the_help(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
 
         def footer() -> dict[str, str]:
@@ -627,17 +642,17 @@ class TestKeys:
             )
             link.start_turn("import time")
             await until(pilot, lambda: footer().get("escape") == "Interrupt")
-            link.ask("Go on?", ["yes", "no"])
+            await link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
     async def test_help_at_80_columns_wraps_each_line_under_its_own_text(self, until: Until) -> None:
         """A help line too long for 80 columns goes on under its description, not under the keys."""
-        app = TuiApp(MockLink())
+        app = TuiApp(WorkerLink())
         async with app.run_test(size=(80, 24)) as pilot:
             await started(app, pilot, until)
             await pilot.press("f1")
-            await until(pilot, lambda: app.session.query("NoteLine"))
-            note = app.session.query("NoteLine").last()
+            await until(pilot, lambda: notes(app))
+            note = notes(app)[-1]
             drawn = [strip.text.rstrip() for strip in note.render_lines(note.region.reset_offset)]
             esc = next(i for i, line in enumerate(drawn) if line.lstrip().startswith("Esc "))
             column = drawn[esc].index("leave the selection")
@@ -645,7 +660,7 @@ class TestKeys:
             assert after[:column].strip() == "" and after[column : column + 1].strip(), drawn
 
     async def test_the_keys_panel_lists_only_this_apps_keys_and_esc_closes_it(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -661,7 +676,7 @@ class TestKeys:
             assert not routes(link, "interrupt")
 
     async def test_the_empty_prompt_has_a_mark_and_says_how_to_send(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -674,7 +689,7 @@ class TestCommands:
     async def test_completions_show_brackets_as_typed(self, until: Until) -> None:
         from textual.widgets import OptionList
 
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -685,7 +700,7 @@ class TestCommands:
             assert "/queue [PROMPT]" in shown, shown
 
     async def test_slash_completes_and_tab_takes_it(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -695,11 +710,11 @@ class TestCommands:
             assert app.session.prompt.text == "/detach"
 
     async def test_tab_typed_fast_completes_and_stays_in_the_prompt(self, until: Until) -> None:
-        link = MockLink(history=history(2))
+        link = WorkerLink(history=history(2))
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
-            app.session.query_one(TurnView)  # a focusable block Tab could wrongly go to
+            app.session.transcript.turn_views()[0]  # a focusable block Tab could wrongly go to
             await pilot.press("/", "h", "e", "tab")  # no pause: completions not shown yet
             assert app.session.prompt.text == "/help"
             assert app.focused is app.session.prompt
@@ -708,7 +723,7 @@ class TestCommands:
 
     async def test_at_path_completes_files_for_a_local_session(self, until: Until, tmp_path: Path) -> None:
         (tmp_path / "notes.md").write_text("x")
-        link = MockLink(paths_complete=True)
+        link = WorkerLink(paths_complete=True)
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -719,18 +734,18 @@ class TestCommands:
             assert app.session.prompt.text == "@notes.md "
 
     async def test_exit_stops_the_worker_and_exit_delete_deletes(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press(*"/exit --delete", "enter")
             await until(pilot, lambda: app.return_code is not None)
-        assert [r.route for r in link.requests][-2:] == ["stop_worker", "delete_session"]
+        assert [r.route for r in link.requests][-2:] == ["stop", "delete"]
         assert app.return_code == 0
 
     async def test_exit_and_enter_stops_without_deleting(self, until: Until) -> None:
         """``/exit --delete`` is offered below ``/exit``; Enter runs what was typed, never it."""
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -739,10 +754,10 @@ class TestCommands:
             await pilot.press("enter")
             await until(pilot, lambda: app.return_code is not None)
         routes = [r.route for r in link.requests]
-        assert "stop_worker" in routes and "delete_session" not in routes
+        assert "stop" in routes and "delete" not in routes
 
     async def test_model_and_stats(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -754,7 +769,7 @@ class TestCommands:
 
 class TestLink:
     async def test_a_prompt_typed_while_the_link_is_down_is_sent_once_when_back(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -767,7 +782,7 @@ class TestLink:
             assert "print(2)" in text_of(app, "#outbox-row")
             link.located = Located("live")
             await until(pilot, lambda: app.session.turn is not None)
-            sent = routes(link, "send_turn")
+            sent = routes(link, "turn")
             assert len({s["request_id"] for s in sent}) == 1
             assert sum(1 for t in link.journal if t.type == "turn_started") == 1
             await until(pilot, lambda: not app.session.query_one("#outbox-row").display)
@@ -775,7 +790,7 @@ class TestLink:
     async def test_ctrl_r_retries_now_and_the_working_clock_stops_while_the_link_is_down(
         self, until: Until
     ) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
 
         def footer() -> dict[str, str]:
@@ -800,7 +815,7 @@ class TestLink:
             assert "ctrl+r" not in footer()
 
     async def test_worker_gone_ends_the_turn_and_exits_4(self, until: Until) -> None:
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link, gone_exit_after=0.05)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -826,12 +841,12 @@ class TestLink:
             assert "tui attach 3f2a9c0e" in line
             assert "gone: the connection to the session failed" in app.session.status.link_row()
             await pilot.press(*"print(1)", "enter")  # the screen is not frozen
-            await until(pilot, lambda: routes(link, "send_turn"))
-            assert routes(link, "send_turn")[0]["prompt"] == "print(1)"
+            await until(pilot, lambda: routes(link, "turn"))
+            assert routes(link, "turn")[0]["prompt"] == "print(1)"
         assert app.return_code is None
 
 
-class FailingLink(MockLink):
+class FailingLink(WorkerLink):
     """A session whose event stream raises `failure` (what no follower expects) once it is set."""
 
     failure: Exception | None = None
@@ -847,15 +862,15 @@ class TestAway:
     async def test_reattach_says_what_happened_since_this_client_last_saw_it(
         self, until: Until, tmp_path: Path
     ) -> None:
-        link = MockLink(history=history(3))
+        link = WorkerLink(history=history(3))
         app = TuiApp(link, state_dir=tmp_path)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
             await pilot.press("ctrl+d")
         link.start_turn("later()")
-        link.end_turn("failed", error="boom")
+        await link.end_turn("failed", error="boom")
         link.start_turn("ask()")
-        link.ask("Ready?", ["yes"])
+        await link.ask("Ready?", ["yes"])
         again = TuiApp(link, state_dir=tmp_path)
         async with again.run_test() as pilot:
             await started(again, pilot, until)
@@ -870,12 +885,14 @@ class TestAway:
     async def test_turns_shown_in_another_window_are_not_news_and_new_turns_clear_the_line(
         self, until: Until, tmp_path: Path
     ) -> None:
-        link = MockLink(history=history(3))
+        link = WorkerLink(history=history(3))
         first = TuiApp(link, state_dir=tmp_path)
         async with first.run_test() as pilot:
             await started(first, pilot, until)
             link.start_turn("seen()")
-            link.end_turn("completed")
+            await link.end_turn("completed")
+            # every event applied (the turn is not "current" before it is even started, either)
+            await until(pilot, lambda: first.session.cursor >= len(link.journal))
             await until(pilot, lambda: first.session.session_state.current is None)
             second = TuiApp(link, state_dir=tmp_path)  # another window of the same user
             async with second.run_test() as two:
@@ -885,7 +902,7 @@ class TestAway:
     async def test_the_line_says_how_long_and_goes_when_new_turns_arrive(
         self, until: Until, tmp_path: Path
     ) -> None:
-        link = MockLink(history=history(3))
+        link = WorkerLink(history=history(3))
         SeenStore(tmp_path).put(link.where, link.session_id, Seen(cursor=3, at=time.time() - 7500))
         app = TuiApp(link, state_dir=tmp_path)
         async with app.run_test() as pilot:
@@ -905,21 +922,21 @@ async def test_a_theme_chosen_is_kept_in_config_toml_with_the_users_comments(
     def keep(theme: str) -> Path:
         return save_setting("theme", theme, tmp_path)
 
-    app = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    app = TuiApp(WorkerLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
         app.theme = "nord"  # as the palette's "Change theme" does
         await until(pilot, lambda: 'theme = "nord"' in (tmp_path / "config.toml").read_text())
     text = (tmp_path / "config.toml").read_text()
     assert text.startswith('# mine\ndefault_agent = "python"  # keep\n') and "[sandbox]\nhidden = []" in text
-    again = TuiApp(MockLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
+    again = TuiApp(WorkerLink(), theme=load_config(tmp_path).theme, keep_theme=keep)
     async with again.run_test() as pilot:
         await started(again, pilot, until)
         assert again.theme == "nord"
 
 
 async def test_a_resumed_python_session_says_its_variables_are_gone(until: Until) -> None:
-    link = MockLink(history=history(2))
+    link = WorkerLink(history=history(2))
     link.resumed_at_turn = 2
     app = TuiApp(link)
     async with app.run_test() as pilot:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from tui.link.base import Live
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.messages import LinkStateChanged
 
@@ -16,7 +16,7 @@ SENTENCE = "disk full: could not append to the journal /s/journal.jsonl (No spac
 
 
 async def test_the_status_row_shows_the_workers_full_disk_and_when_it_is_over(until: Until) -> None:
-    app = TuiApp(MockLink())
+    app = TuiApp(WorkerLink())
     async with app.run_test(size=(200, 40)) as pilot:
         await until(pilot, app.session.attached.is_set)
         row = app.session.status.link_row

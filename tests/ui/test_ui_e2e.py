@@ -47,7 +47,7 @@ async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalA
 
 
 def ended(app: TuiApp) -> list[TurnView]:
-    return list(app.session.query(TurnView))
+    return app.session.transcript.turn_views()
 
 
 class TestOnARealWorker:
@@ -60,6 +60,8 @@ class TestOnARealWorker:
             await until(pilot, app.session.attached.is_set, 30)
             app.session.submit(PROGRAM)
             await until(pilot, lambda: app.session.query(QuestionPanel), 30)
+            panel = app.session.query_one(QuestionPanel)
+            await until(pilot, lambda: app.focused is not None and panel in app.focused.ancestors_with_self)
             assert "counting" in app.session.turn.reply  # type: ignore[union-attr]
             await pilot.press("2", "enter")  # the second option: prod
             await until(pilot, lambda: ended(app) and not app.session.busy, 30)
@@ -97,6 +99,22 @@ class TestOnARealWorker:
             await until(pilot, lambda: isinstance(app.session.link_state, Live), 30)
             app.session.submit("print('back')")
             await until(pilot, lambda: len(ended(app)) == 2 and "back" in ended(app)[-1].record.reply, 30)
+
+    async def test_exit_stops_the_worker_and_the_app_closes_cleanly(
+        self, session: tuple[LocalAccess, str], state_dir: Path, until: Until
+    ) -> None:
+        """The worker says it is leaving while the app closes: that is not drawn (nothing to draw
+        it on), and the app ends with code 0 rather than an error."""
+        access, sid = session
+        app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            await pilot.press(*"/exit", "enter")
+            await until(pilot, lambda: app.return_code is not None, 30)
+        assert app.return_code == 0
+        assert app._exception is None
+        journal = StatePaths(state_dir).session(sid).journal.read_text()
+        assert '"worker_leaving"' in journal
 
     async def test_two_apps_see_the_same_turns_and_one_answer(
         self, session: tuple[LocalAccess, str], state_dir: Path, until: Until

@@ -19,7 +19,6 @@ from tui.store import StatePaths, read_sidecar
 from tui.terminal import visible
 from tui.ui import TuiApp
 from tui.ui.pieces import tool_title, verbatim_text
-from tui.ui.widgets.turn import TurnView
 
 Until = Callable[..., Awaitable[None]]
 
@@ -76,8 +75,8 @@ class TestProgramOutputInTheApp:
                 f"print('{name}:' + {seq!r} + ':end')" for name, seq in SEQUENCES.items()
             ).replace("\\x1b", "\x1b")  # the prompt holds a raw ESC as well
             app.session.submit(raw_prompt)
-            await until(pilot, lambda: list(app.session.query(TurnView)) and not app.session.busy, 30)
-            turn = list(app.session.query(TurnView))[-1].record
+            await until(pilot, lambda: app.session.transcript.turn_views() and not app.session.busy, 30)
+            turn = app.session.transcript.turn_views()[-1].record
             assert turn.outcome == "completed"
             await pilot.pause()
             out, texts = written(app)

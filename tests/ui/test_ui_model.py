@@ -1,15 +1,15 @@
-"""What a model session shows (MockLink): reasoning folded, tokens and retries in the status row,
+"""What a model session shows (WorkerLink): reasoning folded, tokens and retries in the status row,
 ``/model`` completing profile names."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import Status, TextChunk, Thinking
 from tui.ui import TuiApp
+from tui.ui.widgets.live import ThinkingBlock
 from tui.ui.widgets.prompt import PromptArea
-from tui.ui.widgets.thinking import ThinkingBlock
 
 Until = Callable[..., Awaitable[None]]
 
@@ -19,7 +19,7 @@ async def _started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no
 
 
 async def test_reasoning_is_folded_and_the_reply_follows_it(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local")
+    link = WorkerLink(agent="model", reply_format="markdown", model="local")
     app = TuiApp(link)
     async with app.run_test(size=(100, 30)) as pilot:
         await _started(app, pilot, until)
@@ -27,14 +27,16 @@ async def test_reasoning_is_folded_and_the_reply_follows_it(until: Until) -> Non
         link.emit(Thinking(turn_id=turn, text="the user asks "))
         link.emit(Thinking(turn_id=turn, text="why"))
         link.emit(TextChunk(turn_id=turn, text="Because."))
-        await until(pilot, lambda: app.session.query(ThinkingBlock))
-        block = app.session.query_one(ThinkingBlock)
+        await until(pilot, lambda: app.session.transcript.live and app.session.transcript.live.thinking)
+        live = app.session.transcript.live
+        assert live is not None
+        block: ThinkingBlock = live.thinking[0]
         await until(pilot, lambda: block.title == "thinking (4 words)")
         assert block.collapsed and block.text == "the user asks why"
 
 
 async def test_the_status_row_shows_tokens_context_and_a_retry(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local")
+    link = WorkerLink(agent="model", reply_format="markdown", model="local")
     app = TuiApp(link)
     async with app.run_test(size=(140, 30)) as pilot:
         await _started(app, pilot, until)
@@ -57,7 +59,7 @@ async def test_the_status_row_shows_tokens_context_and_a_retry(until: Until) -> 
 
 
 async def test_tab_completes_model_profiles_after_slash_model(until: Until) -> None:
-    link = MockLink(agent="model", reply_format="markdown", model="local", models=["local", "sonnet"])
+    link = WorkerLink(agent="model", reply_format="markdown", model="local", models=["local", "sonnet"])
     app = TuiApp(link)
     async with app.run_test(size=(100, 30)) as pilot:
         await _started(app, pilot, until)

@@ -17,7 +17,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 
 from tui.access.local import LocalAccess
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import Note, TextChunk
 from tui.store import StatePaths, read_sidecar
 from tui.ui import TuiApp
@@ -62,14 +62,15 @@ def shown(widget: TurnView | NoteLine) -> list[str]:
 def screen_lines(app: TuiApp) -> list[str]:
     """Every line the transcript's mounted notes and ended turns draw, top to bottom."""
     lines: list[str] = []
-    for widget in app.session.transcript.children:
+    for item in app.session.transcript.items:
+        widget = item.drawn
         if isinstance(widget, TurnView | NoteLine) and widget.size.height:
             lines += shown(widget)
     return lines
 
 
 def ended(app: TuiApp) -> list[TurnView]:
-    return list(app.session.query(TurnView))
+    return app.session.transcript.turn_views()
 
 
 def index(lines: list[str], text: str) -> int:
@@ -165,7 +166,7 @@ class TestNotesOnARealAgent:
 class TestNotesInQuickTurns:
     async def test_a_note_inside_a_quick_turn_shows_in_it_once(self, until: Until) -> None:
         """Turns that arrive all at once (a script's) keep their notes, each under its prompt."""
-        link = MockLink(agent="tester", reply_format="markdown")
+        link = WorkerLink(agent="tester", reply_format="markdown")
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -174,7 +175,7 @@ class TestNotesInQuickTurns:
                 link.emit(TextChunk(turn_id=turn, text=f"before {n}\n\n"))
                 link.emit(Note(text=f"refused {n}", source="tester"))
                 link.emit(TextChunk(turn_id=turn, text=f"after {n}\n"))
-                link.end_turn()
+                await link.end_turn()
             link.emit(Note(text="between turns", source="tester"))
             await until(pilot, lambda: len(ended(app)) == 3 and all(v.size.height for v in ended(app)))
             await until(pilot, lambda: any("between turns" in line for line in screen_lines(app)))

@@ -1,4 +1,4 @@
-"""Reading in the app (MockLink): a turn's whole output in the pager, `/copy`, and the line a queue
+"""Reading in the app (WorkerLink): a turn's whole output in the pager, `/copy`, and the line a queue
 held after an interrupt shows."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 from textual.widgets import Log, Static
 
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import By, TurnRecord
 from tui.ui import TuiApp
 from tui.ui.screens.pager import OutputPager
@@ -35,7 +35,7 @@ def queue_row(app: TuiApp) -> str:
 
 async def test_the_pager_opens_a_100000_line_output_and_shows_its_last_line(until: Until) -> None:
     # The worker has the whole output; the transcript shows the turn folded (not this test's concern).
-    link = MockLink(
+    link = WorkerLink(
         history=[record("t1", "hi\n"), record("t2", "line 0\n…\n", 2)],
         handler=lambda request: BIG if request.route == "turn_output" else NotImplemented,
     )
@@ -60,7 +60,7 @@ async def test_the_pager_opens_a_100000_line_output_and_shows_its_last_line(unti
 
 
 async def test_the_pager_says_when_the_turn_is_not_there(until: Until) -> None:
-    link = MockLink(history=[record("t1", "hi\n")])
+    link = WorkerLink(history=[record("t1", "hi\n")])
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await until(pilot, app.session.attached.is_set)
@@ -73,7 +73,7 @@ async def test_the_pager_says_when_the_turn_is_not_there(until: Until) -> None:
 
 
 async def test_copy_puts_the_last_reply_on_the_clipboard(until: Until) -> None:
-    link = MockLink(history=[record("t1", "old\n"), record("t2", "first line\nsecond line\n", 2)])
+    link = WorkerLink(history=[record("t1", "old\n"), record("t2", "first line\nsecond line\n", 2)])
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await until(pilot, app.session.attached.is_set)
@@ -83,7 +83,7 @@ async def test_copy_puts_the_last_reply_on_the_clipboard(until: Until) -> None:
 
 
 async def test_after_an_interrupt_the_queue_is_held_until_resume(until: Until) -> None:
-    link = MockLink()
+    link = WorkerLink()
     app = TuiApp(link)
     async with app.run_test(size=(140, 30)) as pilot:
         await until(pilot, app.session.attached.is_set)

@@ -1,4 +1,4 @@
-"""A participant's TUI (MockLink): who is attached, and what a viewer or collaborator may not do."""
+"""A participant's TUI (WorkerLink): who is attached, and what a viewer or collaborator may not do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from textual.widgets import Static
 
 from tui.link.base import Located, Principal
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.question import QuestionPanel
 
@@ -30,7 +30,7 @@ async def started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no-
 
 
 async def test_the_status_row_lists_who_is_attached_now(until: Until) -> None:
-    link = MockLink()
+    link = WorkerLink()
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
@@ -46,7 +46,7 @@ async def test_the_status_row_lists_who_is_attached_now(until: Until) -> None:
 
 
 async def test_the_transcript_names_who_was_attached_before_this_client(until: Until) -> None:
-    link = MockLink()
+    link = WorkerLink()
     link.attend(("root", "owner"), ("bo", "collaborator"))
     app = TuiApp(link)
     async with app.run_test() as pilot:
@@ -55,7 +55,7 @@ async def test_the_transcript_names_who_was_attached_before_this_client(until: U
 
 
 async def test_a_viewer_has_no_prompt_and_is_told_why(until: Until) -> None:
-    link = MockLink(principal=VIEWER)
+    link = WorkerLink(principal=VIEWER)
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
@@ -75,7 +75,7 @@ async def test_a_viewer_has_no_prompt_and_is_told_why(until: Until) -> None:
 
 
 async def test_a_viewer_asking_to_interrupt_or_exit_gets_one_line_and_nothing_is_sent(until: Until) -> None:
-    link = MockLink(principal=VIEWER)
+    link = WorkerLink(principal=VIEWER)
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
@@ -91,17 +91,17 @@ async def test_a_viewer_asking_to_interrupt_or_exit_gets_one_line_and_nothing_is
         assert refusals(app)[1] == "/exit is for the session's owner; you are ana, a viewer here."
         app.session.submit("print(2)")
         await until(pilot, lambda: len(refusals(app)) == 3)
-        assert not [r for r in link.requests if r.route in ("interrupt", "stop_worker", "send_turn")]
+        assert not [r for r in link.requests if r.route in ("interrupt", "stop", "turn")]
         assert app.session.busy
 
 
 async def test_a_viewer_reads_a_question_but_cannot_answer_it(until: Until) -> None:
-    link = MockLink(principal=VIEWER)
+    link = WorkerLink(principal=VIEWER)
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
         link.start_turn("ask()")
-        link.ask("Which one?", ["a", "b"])
+        await link.ask("Which one?", ["a", "b"])
         await until(pilot, lambda: app.session.query(QuestionPanel))
         panel = app.session.query_one(QuestionPanel)
         assert "only the owner and collaborators answer" in str(panel.query_one("#question-hint").render())
@@ -117,7 +117,7 @@ async def test_a_viewer_reads_a_question_but_cannot_answer_it(until: Until) -> N
 
 
 async def test_a_collaborator_sends_and_sees_its_turns_left_but_may_not_exit(until: Until) -> None:
-    link = MockLink(principal=COLLABORATOR)
+    link = WorkerLink(principal=COLLABORATOR)
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
@@ -125,18 +125,18 @@ async def test_a_collaborator_sends_and_sees_its_turns_left_but_may_not_exit(unt
         assert "as bo (collaborator), 3 turns left" in app.session.status.link_row()
         link.principal = Principal(kind="collaborator", name="bo", turns_left=2)
         await pilot.press(*"print(1)", "enter")
-        await until(pilot, lambda: [r for r in link.requests if r.route == "send_turn"])
+        await until(pilot, lambda: [r for r in link.requests if r.route == "turn"])
         await until(pilot, lambda: "2 turns left" in app.session.status.link_row())
         app.session.run_command("/archive")
         await until(pilot, lambda: refusals(app))
         assert refusals(app) == ["/archive is for the session's owner; you are bo, a collaborator here."]
         assert "Session: interrupt the running turn" in palette(app)
         assert "Session: exit" not in palette(app)
-        assert not [r for r in link.requests if r.route == "archive_session"]
+        assert not [r for r in link.requests if r.route == "archive"]
 
 
 async def test_a_revoked_share_says_so_not_that_the_worker_is_gone(until: Until) -> None:
-    link = MockLink(principal=VIEWER)
+    link = WorkerLink(principal=VIEWER)
     app = TuiApp(link, gone_exit_after=None)
     async with app.run_test() as pilot:
         await started(app, pilot, until)

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
-from textual.widgets import Static
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
-from tui.link.mock import MockLink, MockRequest
+from tui.link.double import LinkRequest, WorkerLink
 from tui.protocol import By, TextChunk, TurnRecord
 from tui.store import StatePaths
 from tui.ui import TuiApp
@@ -40,7 +39,7 @@ def history(n: int, words: dict[int, str] | None = None) -> list[TurnRecord]:
     ]
 
 
-def routes(link: MockLink, route: str) -> list[dict[str, object]]:
+def routes(link: WorkerLink, route: str) -> list[dict[str, object]]:
     return [r.body for r in link.requests if r.route == route]
 
 
@@ -61,7 +60,7 @@ async def attached(app: TuiApp, pilot: Pilot[object], until: Until) -> None:
 
 class TestScrolling:
     async def test_keys_scroll_the_transcript_while_the_prompt_keeps_the_text(self, until: Until) -> None:
-        link = MockLink(history=history(100))
+        link = WorkerLink(history=history(100))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -80,7 +79,7 @@ class TestScrolling:
             assert app.focused is app.session.prompt
 
     async def test_ctrl_end_and_typing_go_back_to_the_bottom(self, until: Until) -> None:
-        link = MockLink(history=history(30))
+        link = WorkerLink(history=history(30))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -98,21 +97,25 @@ class TestScrolling:
     async def test_paging_older_turns_in_keeps_the_turn_under_the_eye_on_its_row(self, until: Until) -> None:
         gate = asyncio.Event()
 
-        async def slow_older(request: MockRequest) -> object:
-            if request.route == "transcript" and request.body["before"]:
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
                 await gate.wait()
             return NotImplemented
 
-        link = MockLink(history=history(300), handler=slow_older)
+        link = WorkerLink(history=history(300), handler=slow_older)
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             transcript = app.session.transcript
             for page in range(1, 4):
-                await pilot.press("ctrl+home")  # the top of the loaded turns: older ones are asked for
+                for _ in range(100):  # up to the top of the kept turns: older ones are asked for
+                    if len(routes(link, "transcript")) > page:
+                        break
+                    await pilot.press("pageup")
+                    await pilot.pause()
                 await until(pilot, lambda: len(routes(link, "transcript")) > page)  # noqa: B023
                 await pilot.pause()
-                assert "loading older turns" in str(transcript.query_one("#older", Static).render())
+                assert "loading older turns" in transcript.older_line
                 seen = first_shown(app)
                 row = seen.region.y
                 gate.set()
@@ -126,12 +129,12 @@ class TestScrolling:
     async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
         gate = asyncio.Event()
 
-        async def slow_older(request: MockRequest) -> object:
-            if request.route == "transcript" and request.body["before"]:
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
                 await gate.wait()
             return NotImplemented
 
-        link = MockLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
+        link = WorkerLink(history=history(1_000, {500: "zebra"}), handler=slow_older)
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -148,7 +151,7 @@ class TestScrolling:
             assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
 
     async def test_a_long_session_paged_to_its_first_turn_keeps_memory_bounded(self, until: Until) -> None:
-        link = MockLink(history=history(1_000))
+        link = WorkerLink(history=history(1_000))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -172,20 +175,75 @@ class TestScrolling:
             assert not transcript.has_newer
 
 
+class TestFirstAndLast:
+    async def test_ctrl_home_goes_to_the_first_turn_in_one_press_and_ctrl_end_back(
+        self, until: Until
+    ) -> None:
+        link = WorkerLink(history=history(2_000))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            widgets = len(app.screen.query("*"))
+            await pilot.press("ctrl+home")  # once
+            await until(pilot, lambda: transcript.turn_views()[0].record.turn_id == "h0", 30)
+            await until(pilot, lambda: transcript.scroll_y == 0)
+            assert first_shown(app).record.turn_id == "h0"
+            assert not transcript.has_more and transcript.has_newer
+            assert len(transcript.items) <= KEEP  # what it passed on the way is not kept
+            assert len(app.screen.query("*")) == widgets  # turns arrive as data: nothing mounted
+            await pilot.press("ctrl+end")  # back to the live bottom
+            await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h1999", 30)
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
+            assert not transcript.has_newer
+
+
+class TestDrawnAsLines:
+    async def test_a_streaming_turn_draws_nothing_else_again(self, until: Until) -> None:
+        """While a turn streams below the view, no line of the view is drawn again and no other
+        turn makes its lines again; paging in older turns mounts no widget."""
+        link = WorkerLink(history=history(200))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            turn = link.start_turn("for i in range(1000): print(i)")
+            await until(pilot, lambda: transcript.live is not None)
+            for _ in range(3):
+                await pilot.press("pageup")  # the reader reads above: the running turn is below
+            await until(pilot, lambda: not transcript.is_fetching)
+            await pilot.pause()
+            widgets = len(app.screen.query("*"))
+            views = [v for v in transcript.turn_views() if v.made_at(v.content_size.width)]
+            made = {id(v): v.lines(v.content_size.width) for v in views}
+            drawn = transcript.draws
+            for n in range(100):
+                link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
+            live = transcript.live
+            assert live is not None
+            await until(pilot, lambda: live.segments and live.segments[0].text.endswith("99\n"))
+            await until(pilot, lambda: live.size.height > 100)
+            await pilot.pause()
+            assert transcript.draws == drawn  # no line drawn again: the running turn is out of view
+            assert all(v.lines(v.content_size.width) is made[id(v)] for v in views)  # nothing re-made
+            assert not transcript.children  # the view holds no widget
+            assert len(app.screen.query("*")) == widgets
+
+
 class TestQuickTurns:
     async def test_hundreds_of_turns_arriving_at_once_show_ended_and_the_prompt_keeps_working(
         self, until: Until
     ) -> None:
         """A script's quick turns reach a watching app all at once: each shows ended (no live
         view), only a window of them is mounted, and what is typed meanwhile is kept."""
-        link = MockLink()
+        link = WorkerLink()
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             for n in range(500):  # no await between them: they arrive as one batch
                 turn = link.start_turn(f"print({n})", by="root")
                 link.emit(TextChunk(turn_id=turn, text=f"{n}\n"))
-                link.end_turn()
+                await link.end_turn()
             transcript = app.session.transcript
             await app_until_done(  # however long the batch takes: bounded by the events applied
                 pilot,
@@ -204,7 +262,7 @@ class TestQuickTurns:
 
 class TestSelection:
     async def test_alt_up_selects_a_turn_and_y_copies_its_reply(self, until: Until) -> None:
-        link = MockLink(history=history(5))
+        link = WorkerLink(history=history(5))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
@@ -226,14 +284,14 @@ class TestSelection:
 
 class TestSearch:
     async def test_ctrl_f_finds_a_word_in_an_old_turn_and_enter_moves_to_the_next(self, until: Until) -> None:
-        link = MockLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
+        link = WorkerLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             transcript = app.session.transcript
             await pilot.press("ctrl+f", *"zebra", "enter")  # find zebra
             await until(pilot, lambda: transcript.selected == "h3")
-            assert routes(link, "search")[0]["text"] == "zebra"
+            assert routes(link, "search")[0]["q"] == "zebra"
             view = transcript.selected_view
             assert view is not None
             assert getattr(view, "highlight", "") == "zebra"
@@ -249,7 +307,7 @@ class TestSearch:
             assert all(getattr(v, "highlight", "") == "" for v in transcript.turn_views())
 
     async def test_slash_find_searches_at_once(self, until: Until) -> None:
-        link = MockLink(history=history(50, {10: "needle"}))
+        link = WorkerLink(history=history(50, {10: "needle"}))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)

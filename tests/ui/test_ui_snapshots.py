@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from tui.link.base import Located, Principal
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import (
     By,
     Option,
@@ -30,7 +30,6 @@ from tui.protocol import (
     TurnRecord,
 )
 from tui.ui import TuiApp
-from tui.ui.widgets.turn import ToolBlock
 
 SnapCompare = Callable[..., bool]
 
@@ -75,7 +74,7 @@ ZeroDivisionError: division by zero
 """
 
 
-def make_app(link: MockLink) -> TuiApp:
+def make_app(link: WorkerLink) -> TuiApp:
     """The app as the snapshots see it: a frozen clock, events at fixed times, and no exit when
     the worker is gone."""
     link.clock = ticking()
@@ -106,7 +105,7 @@ def history() -> list[TurnRecord]:
     ]
 
 
-def settle(script: Callable[[MockLink, Pilot[Any]], Awaitable[None]] | None, link: MockLink) -> Any:
+def settle(script: Callable[[WorkerLink, Pilot[Any]], Awaitable[None]] | None, link: WorkerLink) -> Any:
     """A `run_before` that waits for the attach, stills the cursor, then runs `script`."""
 
     async def run_before(pilot: Pilot[Any]) -> None:
@@ -140,26 +139,26 @@ async def flushed(pilot: Pilot[Any]) -> None:
 class TestSession:
     def test_empty_new_session(self, snap_compare: SnapCompare) -> None:
         """A new session: an empty transcript, the prompt, idle status rows and the footer."""
-        link = MockLink(model="python")
+        link = WorkerLink(model="python")
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(None, link))
 
     def test_history_with_a_failed_turn(self, snap_compare: SnapCompare) -> None:
         """Two ended turns: one by the owner, one failed by a participant, saying so."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(None, link))
 
     def test_narrow_terminal(self, snap_compare: SnapCompare) -> None:
         """The same session at 60 columns: rows wrap or clip, nothing overlaps."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
         assert snap_compare(make_app(link), terminal_size=(60, 30), run_before=settle(None, link))
 
 
 class TestStreaming:
     def test_streaming_reply(self, snap_compare: SnapCompare) -> None:
         """A turn in progress: its prompt, half a reply, the working status with a spinner."""
-        link = MockLink(history=history(), agent="llm", reply_format="markdown")
+        link = WorkerLink(history=history(), agent="llm", reply_format="markdown")
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("explain()")
             link.emit(TextChunk(turn_id=turn, text="Counting the words"))
             link.emit(TextChunk(turn_id=turn, text=" first, then **sorting** them"))
@@ -168,25 +167,25 @@ class TestStreaming:
 
     def test_long_markdown_reply_with_code(self, snap_compare: SnapCompare) -> None:
         """A model's ended turn whose reply has a heading, a code block, a list and a table."""
-        link = MockLink(agent="llm", reply_format="markdown")
+        link = WorkerLink(agent="llm", reply_format="markdown")
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("how do I sort?")
-            link.reply(LONG_REPLY)
+            await link.reply(LONG_REPLY)
 
         assert snap_compare(make_app(link), terminal_size=(100, 40), run_before=settle(script, link))
 
     def test_tool_block_expanded(self, snap_compare: SnapCompare) -> None:
         """A running turn with a tool call expanded: its output and its outcome in the title."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("run('ls')")
             link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "ls -1"}))
             link.emit(ToolOutput(turn_id=turn, call_id="c1", text="README.md\npyproject.toml\ntui\n"))
             link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed"))
             await flushed(pilot)
-            pilot.app.session.query_one(ToolBlock).collapsed = False  # the user clicked the title
+            pilot.app.session.transcript.live.tools[0].collapsed = False  # the user opened it
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
@@ -200,13 +199,14 @@ class TestStreaming:
             tools=[ToolRecord(call_id="c1", name="ask", args={"question": "ok?"}, output="yes\n")],
             ended_seq=3,
         )
-        link = MockLink(history=[record])
+        link = WorkerLink(history=[record])
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
-            from tui.ui.widgets.turn import TurnView
-
-            pilot.app.session.query_one(TurnView).focus()
-            await pilot.press("enter")  # show the tools' output
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
+            transcript = pilot.app.session.transcript
+            await app_until(pilot, lambda: transcript.turn_views()[0].region.height > 0, "the turn drawn")
+            turn = transcript.turn_views()[0]
+            row = turn.region.y - transcript.region.y
+            await pilot.click("#transcript", offset=(4, row))  # a click on the turn: its tools' output
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
@@ -221,9 +221,9 @@ class TestStreaming:
             by=By(name="alice"),
             ended_seq=3,
         )
-        link = MockLink(history=[record])
+        link = WorkerLink(history=[record])
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             await pilot.pause()
             pilot.app.session.transcript.scroll_to(y=8, animate=False, immediate=True)
 
@@ -233,21 +233,23 @@ class TestStreaming:
 class TestQuestions:
     def test_question_with_options(self, snap_compare: SnapCompare) -> None:
         """The question in the prompt's place: numbered options, a freeform line, the hint."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("ask('Deploy?')")
-            link.ask("Deploy to which environment?", ["staging", "production", "nowhere"])
+            await link.ask("Deploy to which environment?", ["staging", "production", "nowhere"])
 
         assert snap_compare(make_app(link), terminal_size=(100, 30), run_before=settle(script, link))
 
     def test_multi_select_question(self, snap_compare: SnapCompare) -> None:
         """A multiple-choice question with the first and third options toggled."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("ask('Which?')")
-            link.ask("Which checks should run?", ["lint", "types", "tests"], multiple=True, freeform=False)
+            await link.ask(
+                "Which checks should run?", ["lint", "types", "tests"], multiple=True, freeform=False
+            )
             await flushed(pilot)
             await pilot.press("1")  # toggle "lint"
             await pilot.press("3")  # toggle "tests"
@@ -256,11 +258,11 @@ class TestQuestions:
 
     def test_viewers_question(self, snap_compare: SnapCompare) -> None:
         """A viewer reads the question and is told who answers it, not the keys that would."""
-        link = MockLink(principal=Principal(kind="viewer", name="ana"))
+        link = WorkerLink(principal=Principal(kind="viewer", name="ana"))
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("ask('Deploy?')")
-            link.ask("Deploy to which environment?", ["staging", "production"])
+            await link.ask("Deploy to which environment?", ["staging", "production"])
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
@@ -270,21 +272,21 @@ class TestSmallTerminal:
 
     def test_idle_session_at_80x24(self, snap_compare: SnapCompare) -> None:
         """Ended turns with their number, time and duration; a long prompt wraps under its text."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn(
                 "values = [n * n for n in range(10) if n % 2 == 0]; print(sum(values), values[-1])"
             )
-            link.reply("120 64\n")
+            await link.reply("120 64\n")
 
         assert snap_compare(make_app(link), terminal_size=(80, 24), run_before=settle(script, link))
 
     def test_five_option_question_at_80x24(self, snap_compare: SnapCompare) -> None:
         """A five-option question: one line each, descriptions dimmed, the transcript still seen."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("ask('Deploy?', OPTIONS)")
             link.emit(
                 QuestionAsked(
@@ -308,9 +310,9 @@ class TestSmallTerminal:
 
     def test_reconnecting_at_80x24(self, snap_compare: SnapCompare) -> None:
         """Reconnecting mid-turn: the reason whole (wrapped), Ctrl+R in the footer, no clock counting."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("train(epochs=3)")
             await flushed(pilot)
             link.located = Located("starting", "the worker of session 3f2a9c0e is not answering (ReadError)")
@@ -326,12 +328,12 @@ class TestSmallTerminal:
 class TestHighlighting:
     def test_highlighted_prompt_and_traceback(self, snap_compare: SnapCompare) -> None:
         """A python prompt coloured as Python; its traceback coloured, the syntax caret kept."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             turn = link.start_turn("def mean(xs):\n    return sum(xs) / len(xs)\n\nprint(mean([]))")
             link.emit(TextChunk(turn_id=turn, text=TRACEBACK))
-            link.end_turn("failed", error="ZeroDivisionError: division by zero")
+            await link.end_turn("failed", error="ZeroDivisionError: division by zero")
 
         assert snap_compare(make_app(link), terminal_size=(100, 24), run_before=settle(script, link))
 
@@ -339,9 +341,9 @@ class TestHighlighting:
 class TestQueueAndLink:
     def test_queue_row(self, snap_compare: SnapCompare) -> None:
         """A prompt queued behind the running turn: the queue row and the count in the status."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("slow()")
             await flushed(pilot)
             await pilot.press(*"print('next')")  # type the next prompt
@@ -352,9 +354,9 @@ class TestQueueAndLink:
 
     def test_reconnecting(self, snap_compare: SnapCompare) -> None:
         """The stream dropped and the worker is restarting: the link row says reconnecting."""
-        link = MockLink(history=history())
+        link = WorkerLink(history=history())
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.no_worker_timeout = 600.0  # back when the test says, however busy the machine
             link.located = Located("starting")
             link.backoff = type(link.backoff)(first=60.0, factor=1.0, jitter=0.0, cap=60.0)
@@ -367,9 +369,9 @@ class TestQueueAndLink:
 
     def test_worker_gone(self, snap_compare: SnapCompare) -> None:
         """The worker went away for good mid-turn: the turn is shown ended, the link row says why."""
-        link = MockLink()
+        link = WorkerLink()
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             link.start_turn("slow()")
             await flushed(pilot)
             link.located = Located("gone", "the session was stopped with `tui stop`")
@@ -400,9 +402,9 @@ class TestReading:
     def test_scrolled_transcript_with_a_selected_turn(self, snap_compare: SnapCompare) -> None:
         """Scrolled up a page from the bottom of 60 turns; the turn picked with Alt+Up twice is
         marked (a bar on its left), and the footer names the keys that copy it."""
-        link = MockLink(history=many_turns(60))
+        link = WorkerLink(history=many_turns(60))
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             app = pilot.app
             assert isinstance(app, TuiApp)
             transcript = app.session.transcript
@@ -421,9 +423,9 @@ class TestReading:
     def test_search_with_a_highlighted_match(self, snap_compare: SnapCompare) -> None:
         """Ctrl+F, "zebra", Enter: the bar says "1 of 1", and the view jumps to turn 3 (paged in
         from the session), selected, the word highlighted."""
-        link = MockLink(history=many_turns(200))
+        link = WorkerLink(history=many_turns(200))
 
-        async def script(link: MockLink, pilot: Pilot[Any]) -> None:
+        async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             app = pilot.app
             assert isinstance(app, TuiApp)
             transcript = app.session.transcript

@@ -11,7 +11,7 @@ from textual.geometry import Region
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
-from tui.link.mock import MockLink
+from tui.link.double import WorkerLink
 from tui.protocol import By, TextChunk, ToolRecord, TurnRecord
 from tui.ui import TuiApp
 from tui.ui.widgets.turn import TurnView
@@ -57,7 +57,7 @@ class TestFooter:
     async def test_a_key_that_does_not_fit_is_left_out_whole(
         self, until: Until, size: tuple[int, int], selecting: bool, kept: str
     ) -> None:
-        link = MockLink(history=history(3))
+        link = WorkerLink(history=history(3))
         app = TuiApp(link)
         async with app.run_test(size=size) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -89,7 +89,7 @@ class TestSearchInFoldedLines:
         long = "".join(f"line {i}{' zebra' if i == 500 else ''}\n" for i in range(1, 1001))
         records = history(2)
         records[0] = records[0].model_copy(update={"reply": long, "prompt": "print('zebra')"})
-        link = MockLink(history=records, reply_format="verbatim")
+        link = WorkerLink(history=records, reply_format="verbatim")
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -103,7 +103,7 @@ class TestSearchInFoldedLines:
         records = history(2)
         tool = ToolRecord(call_id="c1", name="run", args={"code": "look()"}, output="a giraffe\n")
         records[0] = records[0].model_copy(update={"tools": [tool]})
-        link = MockLink(history=records)
+        link = WorkerLink(history=records)
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:
             await until(pilot, app.session.attached.is_set)
@@ -117,12 +117,12 @@ class TestSearchInFoldedLines:
 
 class TestCopy:
     async def test_copy_takes_the_last_reply_there_is(self, until: Until) -> None:
-        link = MockLink(history=history(3))  # replies "0\n", "1\n", "2\n"
+        link = WorkerLink(history=history(3))  # replies "0\n", "1\n", "2\n"
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await until(pilot, app.session.attached.is_set)
             link.start_turn("x = 1")  # a turn that prints nothing
-            link.end_turn()
+            await link.end_turn()
             await until(pilot, lambda: not app.session.busy and len(app.session.transcript.turn_views()) == 4)
             await pilot.press(*"/copy", "enter")
             await until(pilot, lambda: app.clipboard == "2\n")
@@ -132,7 +132,7 @@ class TestCopy:
 class TestCodeBlocks:
     async def test_a_code_blocks_lines_start_where_the_text_does_live_and_ended(self, until: Until) -> None:
         """A model session's ``!print(x + 1)`` answers with its output in a code block."""
-        link = MockLink(agent="model", reply_format="markdown")
+        link = WorkerLink(agent="model", reply_format="markdown")
         app = TuiApp(link)
 
         def columns() -> tuple[int, int] | None:
@@ -150,7 +150,7 @@ class TestCodeBlocks:
             await until(pilot, lambda: columns() is not None)
             live = columns()
             assert live is not None and live[0] == live[1]
-            link.end_turn()
+            await link.end_turn()
             await until(pilot, lambda: not app.session.busy and app.session.transcript.turn_views())
             await until(pilot, lambda: columns() is not None)
             ended = columns()

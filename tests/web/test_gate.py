@@ -154,6 +154,10 @@ def test_session_list_show_archive_and_delete(web: Web) -> None:
     assert [row["id"] for row in c.get("/api/sessions").json()] == [b]
     assert {row["id"] for row in c.get("/api/sessions", params={"archived": 1}).json()} == {a, b}
     assert c.get(f"/api/sessions/{a}").json()["state"] == "archived"
+    viewer = web.client(web.share(a, "viewer", name="vee"))
+    assert viewer.post(f"/api/sessions/{a}/unarchive").status_code == 403
+    assert c.post(f"/api/sessions/{a}/unarchive").json()["archived"] is False
+    assert {row["id"] for row in c.get("/api/sessions").json()} == {a, b}
     assert c.delete(f"/api/sessions/{a}").json()["deleted"] is True
     assert c.get(f"/api/sessions/{a}").status_code == 404
 

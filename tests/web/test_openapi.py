@@ -170,6 +170,13 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         chk.check("get", sp + "/turns/{turn_id}/output", reply)
         assert session("post", "/queue/resume") == {"resumed": False}
         session("post", "/interrupt", json={})
+        session("post", "/notes", json={"text": "the build is green", "source": "ci"})
+        session("post", "/context", json={"name": "ci", "push": True, "why": "CI status"})
+        chk.check(
+            "post", sp + "/context/{name}/push", c.post(f"{s}/context/ci/push", json={"value": "green"})
+        )
+        assert session("get", "/context")["sources"][0]["value"] == "green"
+        chk.check("delete", sp + "/context/{name}", c.delete(f"{s}/context/ci"))
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
         with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:
             assert stream.status_code == 200
@@ -190,6 +197,7 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         session("post", "/restart", json={"wait": TIMEOUT})
         session("post", "/stop", json={})
         session("post", "/archive")
+        session("post", "/unarchive")
         session("delete", "", params={"force": 1})
         documented = {(spec.method.lower(), spec.path) for spec in operations()}
         assert chk.answered == documented

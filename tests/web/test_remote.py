@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import signal
@@ -139,8 +140,53 @@ def test_stop_archive_and_delete_through_the_remote(lab: Lab) -> None:
     archived = lab.there("archive", sid[:8])
     assert archived.code == 0 and "tui --remote lab sessions --all" in archived.err
     assert json.loads(lab.there("sessions", "--json").out) == []
+    back = lab.there("unarchive", sid[:8])
+    assert back.code == 0 and f"`tui --remote lab attach {sid[:8]}` resumes it" in back.err, back.err
+    assert [row["id"] for row in json.loads(lab.there("sessions", "--json").out)] == [sid]
     assert lab.there("delete", sid[:8]).code == 0
     assert json.loads(lab.there("sessions", "--all", "--json").out) == []
+
+
+def test_a_note_through_the_remote_names_who_left_it_and_a_viewer_may_not(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    lab.add_guest("collab", lab.web.share(sid, "collaborator", name="cee", turns=1))
+    refused = lab.there("note", sid[:8], "hello", remote="viewer")
+    assert refused.code == 6 and "viewer" in refused.err, refused.err
+    left = lab.there("note", sid[:8], "from afar", "--source", "ci", remote="collab")
+    assert left.code == 0, left.err
+    assert f"session {sid[:8]} reads it with its next turn" in left.err
+    mine = lab.there("note", sid[:8], "mine too")
+    assert mine.code == 0, mine.err
+    read = lab.there("send", sid[:8], "print([n['text'] for n in notes()])", "--wait")
+    assert (read.code, read.out) == (0, "['from afar', 'mine too']\n"), read.err
+    shown = lab.there("transcript", sid[:8]).out
+    assert "note from cee (participant) via ci: from afar" in shown
+
+
+def test_context_sources_through_the_remote_are_the_owners_and_a_push_needs_write(lab: Lab) -> None:
+    sid = lab.web.session()
+    wake(lab.web, sid)
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    lab.add_guest("collab", lab.web.share(sid, "collaborator", name="cee"))
+    assert lab.there("context", "add", sid[:8], "ci", "--push", remote="collab").code == 6
+    added = lab.there("context", "add", sid[:8], "ci", "--push", "--why", "CI status")
+    assert added.code == 0, added.err
+    assert lab.there("context", "remove", sid[:8], "ci", remote="collab").code == 6
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO("green\n"))
+        assert lab.there("context", "push", sid[:8], "ci", remote="viewer").code == 6
+        patch.setattr("sys.stdin", io.StringIO("green\n"))
+        pushed = lab.there("context", "push", sid[:8], "ci", remote="collab")
+        assert pushed.code == 0, pushed.err
+    listed = lab.there("context", "list", sid[:8], remote="viewer")
+    assert listed.code == 0 and listed.out.startswith("NAME\tKIND"), listed.err
+    assert listed.out.splitlines()[1].split("\t")[:2] == ["ci", "push"]
+    assert listed.out.splitlines()[1].split("\t")[3] == "6"  # "green\n"
+    removed = lab.there("context", "remove", sid[:8], "ci")
+    assert removed.code == 0, removed.err
+    assert "ci" not in lab.there("context", "list", sid[:8]).out.splitlines()[1:]
 
 
 def test_a_guest_may_do_what_its_share_allows_and_nothing_after_a_revoke(lab: Lab) -> None:
@@ -382,3 +428,28 @@ def test_a_viewers_send_while_a_question_waits_is_refused_and_offers_no_answer(l
     assert "tui --remote viewer answer" not in refused.err
     owner = lab.there("send", sid[:8], "print(1)")
     assert owner.code == 3 and f"tui --remote lab answer {sid[:8]} --option 1" in owner.err
+
+
+def test_send_new_parent_makes_a_child_remote_in_the_parents_folder(lab: Lab, tmp_path: Path) -> None:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    made = lab.here(
+        "send", "--new", "--dir", str(folder), "print('parent')", "--wait", "--timeout", str(TIMEOUT)
+    )
+    assert made.code == 0, made.err
+    parent = made.err.split()[0]
+    there = lab.there(
+        "send",
+        "--new",
+        "--parent",
+        parent[:8],
+        "import os; print(os.getcwd())",
+        "--wait",
+        "--timeout",
+        str(TIMEOUT),
+    )
+    assert (there.code, there.out) == (0, f"{folder}\n"), there.err
+    child = there.err.split()[0]
+    rows = {row["id"]: row for row in json.loads(lab.there("sessions", "--json").out)}
+    assert rows[child]["parent_id"] == parent and rows[child]["folder"] == str(folder)
+    assert "└ import os" in lab.there("sessions").out

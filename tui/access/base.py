@@ -11,10 +11,27 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    Noted,
+    NoteRequest,
+)
 from tui.protocol.web import SessionSummary
 from tui.store.export import Format
 
-__all__ = ["SessionAccess", "SessionSummary"]
+__all__ = ["SessionAccess", "SessionSummary", "restart_loses"]
+
+
+def restart_loses(agent: str | None) -> str:
+    """What a new worker does not have of a session running `agent`, in a few words."""
+    if agent in (None, "python"):
+        return "its programs' variables"
+    if agent == "model":
+        return "the Python variables of its programs (the conversation stays)"
+    return "the agent's process (a new one is asked to load the session)"
 
 
 class SessionAccess(ABC):
@@ -36,7 +53,12 @@ class SessionAccess(ABC):
 
     @abstractmethod
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         """A new session with its worker started; returns its id.
 
@@ -44,6 +66,7 @@ class SessionAccess(ABC):
             working_directory: the session's folder.
             agent: what it runs; None: the machine's ``default_agent`` (config.toml), else python.
             model: its model, for a model-backed agent.
+            parent_id: the session that starts it (its child); NotFound when there is none.
 
         Raises:
             InvalidRequest: an agent this machine cannot run (nothing is created).
@@ -58,6 +81,16 @@ class SessionAccess(ABC):
         """Stop the worker; the session stays. False when none was running."""
 
     @abstractmethod
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        """Hand the session over to a new worker running the tui installed: the old one leaves
+        (``worker_leaving`` with `restarting`, so followers go on with the new one), a new one
+        starts. Whether a worker was running.
+
+        Raises:
+            Busy: a turn runs or a question waits.
+        """
+
+    @abstractmethod
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         """End the running turn ``interrupted`` (``POST /interrupt``) without starting a worker.
 
@@ -66,8 +99,32 @@ class SessionAccess(ABC):
         """
 
     @abstractmethod
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        """Leave a note for the agent's next turn (``POST /notes``), its worker started if none runs."""
+
+    @abstractmethod
+    async def context_list(self, session_id: str) -> ContextList:
+        """The session's context sources and their values (``GET /context``), its worker started."""
+
+    @abstractmethod
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        """Add a context source (``POST /context``)."""
+
+    @abstractmethod
+    async def context_remove(self, session_id: str, name: str) -> None:
+        """Remove a context source (``DELETE /context/{name}``)."""
+
+    @abstractmethod
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        """A pushed source's new value (``POST /context/{name}/push``)."""
+
+    @abstractmethod
     async def archive(self, session_id: str) -> None:
         """Hide the session from lists."""
+
+    @abstractmethod
+    async def unarchive(self, session_id: str) -> None:
+        """List an archived session again."""
 
     @abstractmethod
     async def delete(self, session_id: str, *, force: bool = False) -> None:

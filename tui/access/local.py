@@ -7,12 +7,24 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import TuiError, WorkerRunning
+from tui import __version__, is_older
+from tui.access.base import SessionAccess, SessionSummary, restart_loses
+from tui.errors import Busy, TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
+    Noted,
+    NoteRequest,
+)
+from tui.protocol.routes import BRIDGE
 from tui.store import (
     SessionRecord,
     StatePaths,
@@ -25,8 +37,12 @@ from tui.store import (
     live_worker,
     read_sidecar,
     resolve_id,
+    unarchive_session,
 )
 from tui.store.export import Format, export
+
+if TYPE_CHECKING:
+    from tui.link.client import BridgeClient
 
 __all__ = ["LocalAccess"]
 
@@ -86,16 +102,18 @@ class LocalAccess(SessionAccess):
         memory: int | None = None
         idle: tuple[float | None, float | None] = (None, None)
         car = read_sidecar(paths.sidecar) if live else None
+        version = car.version if car is not None else None
         if car is not None:
             memory = await asyncio.to_thread(tree_memory, car.pid, parents)
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
             from tui.link.client import BridgeClient
+            from tui.protocol.routes import BRIDGE
 
             client = BridgeClient(socket_path=car.socket, timeout=2.0)
             try:
-                now = await client.transcript(limit=0)
-                info = await client.info()
+                now = await client.call(BRIDGE["transcript"], query={"limit": 0})
+                info = await client.call(BRIDGE["info"])
                 idle = (info.idle_seconds, info.idle_timeout)
                 if record.status != "archived":
                     state = now.state
@@ -120,9 +138,12 @@ class LocalAccess(SessionAccess):
             agent=record.agent,
             model=record.model,
             archived=record.status == "archived",
+            parent_id=record.parent_id,
             memory=memory,
             idle_seconds=idle[0],
             idle_timeout=idle[1],
+            worker_version=version,
+            outdated=is_older(version),
         )
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
@@ -138,7 +159,12 @@ class LocalAccess(SessionAccess):
         return await self._state_of(get_session(self.state, session_id))
 
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         from tui.config import load_config
         from tui.worker.agents import check_agent
@@ -146,7 +172,11 @@ class LocalAccess(SessionAccess):
         config = load_config()
         agent = agent or ("model" if model is not None else config.default_agent)
         model = check_agent(agent, config, model)
-        record = create_session(self.state, working_directory=working_directory, agent=agent, model=model)
+        if parent_id is not None:
+            get_session(self.state, parent_id)
+        record = create_session(
+            self.state, working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+        )
         await self.wake(record.id)
         return record.id
 
@@ -167,15 +197,86 @@ class LocalAccess(SessionAccess):
         if car is None:
             return False
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
+        from tui.protocol import InterruptRequest
+        from tui.protocol.routes import BRIDGE
 
         client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
         try:
-            return await client.interrupt(client_id)
+            reply = await client.call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
+            return bool(reply.interrupted)
         finally:
             await client.close()
 
+    @contextlib.asynccontextmanager
+    async def _worker(self, session_id: str) -> AsyncIterator[BridgeClient]:
+        """A client of the session's worker, started if none runs."""
+        await self.wake(session_id)
+        car = live_worker(self.state.session(session_id))
+        if car is None:
+            raise WorkerUnavailable(
+                f"the worker of session {short_id(session_id)} stopped as it was asked; "
+                f"`{self.command('attach', short_id(session_id))}` starts it again"
+            )
+        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        try:
+            yield client
+        finally:
+            await client.close()
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        async with self._worker(session_id) as client:
+            noted: Noted = await client.call(BRIDGE["note"], request)
+            return noted
+
+    async def context_list(self, session_id: str) -> ContextList:
+        async with self._worker(session_id) as client:
+            listed: ContextList = await client.call(BRIDGE["context_list"])
+            return listed
+
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        async with self._worker(session_id) as client:
+            entry: ContextEntry = await client.call(BRIDGE["context_add"], request)
+            return entry
+
+    async def context_remove(self, session_id: str, name: str) -> None:
+        async with self._worker(session_id) as client:
+            await client.call(BRIDGE["context_remove"], name=name)
+
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        async with self._worker(session_id) as client:
+            pushed: ContextPushed = await client.call(
+                BRIDGE["context_push"], ContextPushRequest(value=value), name=name
+            )
+            return pushed
+
     async def archive(self, session_id: str) -> None:
         await asyncio.to_thread(archive_session, self.state, session_id)
+
+    async def unarchive(self, session_id: str) -> None:
+        await asyncio.to_thread(unarchive_session, self.state, session_id)
+
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        get_session(self.state, session_id)
+        paths = self.state.session(session_id)
+        had = False
+        if is_live(paths.lock):
+            now = await self.show(session_id)
+            if now.state in ("working", "asking"):
+                short = short_id(session_id)
+                raise Busy(
+                    f"session {short} is {now.state}; restart it once it is idle, or end the turn with "
+                    f"`{self.command('interrupt', short)}` first"
+                )
+            had = await stop_worker(
+                paths,
+                again=self.command("restart", short_id(session_id)),
+                reason=f"restarted onto tui {__version__}; {restart_loses(now.agent)} are gone",
+                restart=True,
+            )
+        await start_worker_async(self.state.root, session_id, timeout=wait)
+        return had
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         get_session(self.state, session_id)

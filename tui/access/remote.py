@@ -13,12 +13,25 @@ import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel
 
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
 from tui.protocol.ids import short_id
-from tui.protocol.messages import Interrupted, InterruptRequest
+from tui.protocol.messages import (
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
+    Interrupted,
+    InterruptRequest,
+    Noted,
+    NoteRequest,
+)
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
     Created,
@@ -80,13 +93,19 @@ class RemoteAccess(SessionAccess):
         return summary
 
     async def create(
-        self, *, working_directory: str, agent: str | None = None, model: str | None = None
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
     ) -> str:
         # This machine's current folder means nothing there: leave the choice to the remote
         # (the folder its `tui web` was started in) unless a folder was asked for.
         body = CreateRequest(
             agent=agent,
             model=model,
+            parent_id=parent_id,
             idle=True,
             wait=WAIT_SLICE,
             working_directory=working_directory if _asked_for(working_directory) else None,
@@ -119,6 +138,13 @@ class RemoteAccess(SessionAccess):
         stopped: Stopped = await self.web.call(WEB["stop"], seconds=40.0, id=session_id)
         return stopped.stopped
 
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        had = (await self.show(session_id)).live
+        await self.web.call(
+            WEB["restart"], WakeRequest(wait=min(wait, WAIT_SLICE)), seconds=WAIT_SLICE + 40, id=session_id
+        )
+        return had
+
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
         if not (await self.show(session_id)).live:
             return False
@@ -128,8 +154,44 @@ class RemoteAccess(SessionAccess):
         done: Interrupted = await self.web.call(forwarded, body, id=session_id)
         return done.interrupted
 
+    async def _worker(
+        self, session_id: str, route_name: str, body: BaseModel | None = None, source: str | None = None
+    ) -> Any:
+        """One of the session's worker routes, through the web bridge (its worker woken first);
+        `source` fills a context source's ``{name}``."""
+        await self.wake(session_id, wait=WAIT_SLICE)
+        route = BRIDGE[route_name]
+        forwarded = replace(route, path=SESSION_PREFIX + route.path)
+        if source is not None:
+            return await self.web.call(forwarded, body, id=session_id, name=source)
+        return await self.web.call(forwarded, body, id=session_id)
+
+    async def note(self, session_id: str, request: NoteRequest) -> Noted:
+        noted: Noted = await self._worker(session_id, "note", request)
+        return noted
+
+    async def context_list(self, session_id: str) -> ContextList:
+        listed: ContextList = await self._worker(session_id, "context_list")
+        return listed
+
+    async def context_add(self, session_id: str, request: ContextAddRequest) -> ContextEntry:
+        entry: ContextEntry = await self._worker(session_id, "context_add", request)
+        return entry
+
+    async def context_remove(self, session_id: str, name: str) -> None:
+        await self._worker(session_id, "context_remove", source=name)
+
+    async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
+        pushed: ContextPushed = await self._worker(
+            session_id, "context_push", ContextPushRequest(value=value), source=name
+        )
+        return pushed
+
     async def archive(self, session_id: str) -> None:
         await self.web.call(WEB["archive"], id=session_id)
+
+    async def unarchive(self, session_id: str) -> None:
+        await self.web.call(WEB["unarchive"], id=session_id)
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         await self.web.call(WEB["delete"], query={"force": 1} if force else None, seconds=40.0, id=session_id)

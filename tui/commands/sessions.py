@@ -17,13 +17,13 @@ from datetime import UTC, datetime
 from typing import IO, Any, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
-from tui.errors import QuestionNotPending, UsageError
+from tui.errors import QuestionNotPending, TuiError, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.link.outcomes import FAILED, turn_ending
-from tui.link.watch import SessionWatch, Unanswered, describe_question
+from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
 from tui.piped import ReplyWriter
-from tui.protocol import PendingQuestion
+from tui.protocol import Event, PendingQuestion
 from tui.protocol.ids import short_id
 from tui.protocol.python import syntax_error
 
@@ -104,6 +104,22 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def as_tree(rows: list[SessionSummary]) -> list[tuple[int, SessionSummary]]:
+    """`rows` with each child right under its parent (depth first, in the order given), each
+    with its depth; a child whose parent is not listed (archived, deleted) is at the top."""
+    listed = {r.id for r in rows}
+    under: dict[str | None, list[SessionSummary]] = {}
+    for r in rows:
+        under.setdefault(r.parent_id if r.parent_id in listed else None, []).append(r)
+    out: list[tuple[int, SessionSummary]] = []
+    todo = [(0, r) for r in reversed(under.get(None, []))]
+    while todo:
+        depth, r = todo.pop()
+        out.append((depth, r))
+        todo.extend((depth + 1, child) for child in reversed(under.pop(r.id, [])))
+    return out
+
+
 def run_sessions(args: argparse.Namespace) -> int:
     """``tui sessions``: the sessions as a table, or ``--json``."""
     access = open_access(args)
@@ -116,14 +132,25 @@ def run_sessions(args: argparse.Namespace) -> int:
         _say(f"no sessions yet{hint}; `{access.command('send', '--new', 'PROMPT')}` starts one")
         return 0
     table = [("ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER")]
-    for r in rows:
+    for depth, r in as_tree(rows):
         live = "yes" if r.live else "no"
-        title = _clip(r.title or "(untitled)", 40)
+        # A child is drawn under its parent, its title indented: ``└ title``.
+        title = "  " * (depth - 1) + "└ " * (depth > 0) + _clip(r.title or "(untitled)", 40)
+        if r.outdated:
+            live = f"yes, old tui {r.worker_version}"
         table.append((short_id(r.id), title, r.state, live, _memory(r), _idle(r), _age(r), _folder(r.folder)))
     last = len(table[0]) - 1
     widths = [max(len(row[i]) for row in table) for i in range(last)]
     for row in table:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:last])) + "  " + row[last])
+    old = sum(r.outdated for r in rows)
+    if old:
+        from tui import __version__
+
+        _say(
+            f"{old} worker{'s run' if old != 1 else ' runs'} an older tui than the one installed "
+            f"({__version__}); `{access.command('restart', '--outdated')}` moves the idle ones to it"
+        )
     return 0
 
 
@@ -227,6 +254,8 @@ def _parse_send(args: argparse.Namespace) -> tuple[str | None, str]:
         return None, " ".join(words)
     if args.dir:
         raise UsageError("--dir goes with --new: `tui send --new --dir D PROMPT`")
+    if getattr(args, "parent", None):
+        raise UsageError("--parent goes with --new: `tui send --new --parent ID PROMPT`")
     if len(words) < 2:
         raise UsageError("`tui send ID PROMPT` needs a session id and a prompt (or `tui send --new PROMPT`)")
     return words[0], " ".join(words[1:])
@@ -257,11 +286,15 @@ async def send(
     try:
         async with asyncio.timeout(args.timeout):
             if target is None:
-                folder = _abspath(args.dir)
+                parent = getattr(args, "parent", None)
+                parent = None if parent is None else await access.resolve(parent)
+                # A child works in its parent's folder unless --dir says otherwise.
+                folder = (await access.show(parent)).folder if parent and not args.dir else _abspath(args.dir)
                 sid = await access.create(
                     working_directory=folder,
                     agent=getattr(args, "agent", None),
                     model=getattr(args, "model", None),
+                    parent_id=parent,
                 )
                 print(sid, file=err, flush=True)
             else:
@@ -287,7 +320,7 @@ async def send(
                 how = "queued for" if args.queue else "sent to"
                 _say(f"{how} session {short}; `{link.command('attach', short)}` to watch", err)
                 return 0
-            result = await watch.wait_turn(rid)
+            result = await _wait_turn_or_child(access, watch, rid, printer)
             printer.finish(result)
             ending = turn_ending(result, info.reply_format, attach=link.command("attach", short))
             if ending.code:
@@ -307,6 +340,55 @@ async def send(
             await watch.close()
         if link is not None:
             await link.close()
+
+
+async def _wait_turn_or_child(
+    access: SessionAccess, watch: SessionWatch, rid: str, printer: Callable[[Event], None]
+) -> TurnResult:
+    """`SessionWatch.wait_turn`, ended by a child's question as by the session's own.
+
+    Raises:
+        Unanswered: a child of the session waits for an answer (its commands to answer it).
+    """
+    asked = asyncio.Event()
+
+    def look() -> None:
+        # A question the parent's own model is answering is not one for this command.
+        if any(c.question is not None and not c.answering for c in watch.session.child_sessions.values()):
+            asked.set()
+
+    def on_event(event: Event) -> None:
+        printer(event)
+        look()
+
+    watch.on_event = on_event
+    look()  # a child may be asking already
+    waiting = asyncio.ensure_future(watch.wait_turn(rid))
+    asking = asyncio.ensure_future(asked.wait())
+    try:
+        await asyncio.wait({waiting, asking}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        asking.cancel()
+        if not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(BaseException):
+                await waiting
+    if waiting.done() and not waiting.cancelled():
+        return waiting.result()
+    child = next(
+        c for c in watch.session.child_sessions.values() if c.question is not None and not c.answering
+    )
+    assert child.question is not None
+    question = PendingQuestion.model_validate(child.question.model_dump())
+    link = await access.link(child.child_id, client_id=local_client_id("send"))
+    try:
+        with contextlib.suppress(TuiError):
+            await link.whoami()
+        told = describe_question(link, question)
+    finally:
+        await link.close()
+    parent = short_id(watch.link.session_id)
+    raise Unanswered(f"session {parent} waits for its child {short_id(child.child_id)}:\n{told}", question)
 
 
 # --- questions -----------------------------------------------------------------------------------
@@ -330,7 +412,12 @@ def _on_question(
             )
         link = await access.link(sid, client_id=local_client_id(args.command))
         try:
-            question = (await link.transcript(limit=0)).question
+            now = await link.transcript(limit=0)
+            question = now.question
+            # No question of its own: a child's is answered from here (its worker forwards it).
+            asking = [c.question for c in now.children if c.question is not None]
+            if question is None and asking:
+                question = PendingQuestion.model_validate(asking[0].model_dump())
             if question is None:
                 raise QuestionNotPending(
                     f"session {short} has no pending question; `{link.command('attach', short)}` to look"
@@ -395,6 +482,21 @@ def run_interrupt(args: argparse.Namespace) -> int:
     return _run(body)
 
 
+async def _say_children(access: SessionAccess, sid: str, verb: str, done: str) -> None:
+    """The one rule for a parent's children: a child is a session of its own, so stopping,
+    archiving or deleting its parent leaves it as it is. Say so, with the command for each."""
+    rows = await access.list_sessions(include_archived=True)
+    children = [r for r in rows if r.parent_id == sid]
+    if not children:
+        return
+    each = ", ".join(f"`{access.command(verb, short_id(c.id))}`" for c in children)
+    count = "its child stays" if len(children) == 1 else f"its {len(children)} children stay"
+    _say(
+        f"{count} as {'it is' if len(children) == 1 else 'they are'} (a child is a session of its own, "
+        f"not {done} with its parent): {each}"
+    )
+
+
 def run_stop(args: argparse.Namespace) -> int:
     """``tui stop ID``: stop the worker; the session stays."""
     access = open_access(args)
@@ -440,6 +542,7 @@ def run_stop(args: argparse.Namespace) -> int:
             )
         else:
             _say(f"session {short} had no live worker; `{access.command('attach', short)}` resumes it")
+        await _say_children(access, sid, "stop", "stopped")
         return 0
 
     return _run(body)
@@ -453,6 +556,7 @@ def run_archive(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.archive(sid)
         _say(f"archived session {short_id(sid)}; `{access.command('sessions', '--all')}` still lists it")
+        await _say_children(access, sid, "archive", "archived")
         return 0
 
     return _run(body)
@@ -486,6 +590,7 @@ def run_delete(args: argparse.Namespace) -> int:
         sid = await access.resolve(args.id)
         await access.delete(sid, force=args.force)
         _say(f"deleted session {short_id(sid)}")
+        await _say_children(access, sid, "delete", "deleted")
         return 0
 
     return _run(body)

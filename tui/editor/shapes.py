@@ -34,6 +34,7 @@ from tui.protocol import (
 )
 from tui.protocol.events import By, Diff
 from tui.protocol.ids import client_label
+from tui.protocol.state import note_line
 
 __all__ = [
     "OUTPUT_KEPT",
@@ -108,7 +109,8 @@ class Shaper:
                 acp.update_agent_message_text(f"\n(the turn failed: {event.error or 'no reason given'})\n")
             ]
         if isinstance(event, Note):
-            return [acp.update_agent_message_text(f"\n({event.text})\n")]
+            said = note_line(event) if event.by is not None else event.text
+            return [acp.update_agent_message_text(f"\n({said})\n")]
         return []
 
     def _tool(self, event: ToolStarted | ToolUpdated | ToolOutput | ToolEnded) -> Update:

@@ -36,7 +36,7 @@ import asyncio
 import contextlib
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from tui.errors import (
@@ -50,8 +50,9 @@ from tui.errors import (
 )
 from tui.link import changes as ch
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
+from tui.link.commands import COMMANDS
 from tui.link.follow import Follower, Retries
-from tui.link.slash import Surface, find, format_stats, needs, parse
+from tui.link.slash import Surface, find, needs, parse
 from tui.protocol import (
     AgentInfo,
     Event,
@@ -327,7 +328,8 @@ class Attachment:
             self.info = info
             self.session.mode, self.session.modes = info.mode, list(info.modes)
             self.session.settings = list(info.settings)
-        self._asked = self.session.question.question_id if self.session.question else None
+        asked = self.session.pending_question()
+        self._asked = asked.question_id if asked is not None else None
         self._shown_turn = self.session.current.turn_id if self.session.current else None
 
     def _apply_batch(self, items: Sequence[_Item]) -> list[ch.Change]:
@@ -368,7 +370,8 @@ class Attachment:
 
     def _question(self) -> list[ch.Change]:
         """A `QuestionChanged` when the pending question is not the one last handed out."""
-        question = None if isinstance(self.link_state, Gone) else self.session.question
+        # The session's own question, else a child's waiting one (answered here, it reaches the child).
+        question = None if isinstance(self.link_state, Gone) else self.session.pending_question()
         qid = question.question_id if question is not None else None
         if qid == self._asked:
             return []
@@ -606,72 +609,10 @@ class Attachment:
         need = needs(name, rest)
         if need is not None and (why := self.refusal(need, name)) is not None:
             return ch.NotPermitted(why)
-        handler = _COMMANDS.get(name)
+        handler = COMMANDS.get(name)
         if handler is None:
             return ch.Local(name, rest)
         return await handler(self, rest)
-
-    async def _call(self, what: str, call: Any, done: Callable[[Any], ch.Outcome]) -> ch.Outcome:
-        try:
-            result = await call
-        except TuiError as exc:
-            return ch.Failed(what, exc)
-        return done(result)
-
-    async def _stop(self, rest: str, *, delete: bool = False) -> ch.Outcome:
-        try:
-            await self.link.stop_worker()
-            if delete:
-                await self.link.delete_session()
-        except TuiError as exc:
-            return ch.Failed("exit", exc)
-        return ch.Stopped(delete)
-
-    async def _archive(self, rest: str) -> ch.Outcome:
-        done = ch.Done("archive", "The session is archived; it keeps running.")
-        return await self._call("archive", self.link.archive_session(), lambda _: done)
-
-    async def _model(self, rest: str) -> ch.Outcome:
-        if not rest:
-            return ch.Usage("/model", "Type /model NAME.")
-        return await self._call("model", self.link.set_model(rest), lambda _: ch.Done("model"))
-
-    async def _mode(self, rest: str) -> ch.Outcome:
-        if not rest:
-            return ch.Usage("/mode", "Type /mode NAME (Tab completes).")
-        return await self._call("mode", self.link.set_model(rest, "mode"), lambda _: ch.Done("mode"))
-
-    async def _queue(self, rest: str) -> ch.Outcome:
-        if not rest:
-            return ch.QueueShown(tuple(self.session.queue))
-        self.submit(rest, "queue")
-        return ch.Done("queue")
-
-    async def _unqueue(self, rest: str) -> ch.Outcome:
-        queue = self.session.queue
-        if not queue:
-            return ch.QueueShown(())
-        mine = [i for i in queue if i.client_id == self.link.client_id] or queue
-        item = mine[-1]
-        try:
-            await self.link.unqueue(item.queue_id)
-        except NotFound:
-            return ch.Unqueued(None)
-        except TuiError as exc:
-            return ch.Failed("unqueue", exc)
-        return ch.Unqueued(item)
-
-    async def _resume(self, rest: str) -> ch.Outcome:
-        return await self._call("resume", self.link.resume_queue(), lambda resumed: ch.Resumed(bool(resumed)))
-
-    async def _stats(self, rest: str) -> ch.Outcome:
-        return await self._call(
-            "stats", self.link.stats(), lambda stats: ch.StatsShown(format_stats(self._shown(stats)))
-        )
-
-
-async def _leave() -> ch.Outcome:
-    return ch.Leave()
 
 
 def _whole_turns(items: Sequence[object]) -> set[str]:
@@ -680,19 +621,3 @@ def _whole_turns(items: Sequence[object]) -> set[str]:
     return (
         {i.turn_id for i in items if isinstance(i, TurnEnded) and i.turn_id in started} if started else set()
     )
-
-
-_COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
-    "/detach": lambda attachment, rest: _leave(),
-    "/exit": Attachment._stop,
-    "/exit --delete": lambda attachment, rest: attachment._stop(rest, delete=True),
-    "/archive": Attachment._archive,
-    "/model": Attachment._model,
-    "/mode": Attachment._mode,
-    "/queue": Attachment._queue,
-    "/unqueue": Attachment._unqueue,
-    "/resume": Attachment._resume,
-    "/stats": Attachment._stats,
-}
-"""The commands the attachment carries out; the others of the table (``/copy``, ``/find``,
-``/help``) are the client's own (`changes.Local`)."""

@@ -1,34 +1,64 @@
 """`AttachLink`: what a client (the TUI, the piped surface, `tui send --wait`) needs to know about
 where its session is, and the requests it makes there.
 
+Like httpx's ``BaseTransport``, a link implements a few methods and gets the rest: where the
+worker is (`locate`), its event stream (`open_stream`) and one request of a route of the table
+(`tui.protocol.routes.BRIDGE`), a `RouteCall` (`handle`). Every typed request
+(`transcript`, `send_turn`, `answer` …) is written once here, on top of `call`, from the route's
+`Param`s and models; a new route needs no new method on any link (``link.call(BRIDGE["x"], …)``).
+
 `LocalLink` (this machine: the state dir and the worker's socket) and `RemoteLink` (another
-machine, through its web bridge) implement it; `MockLink` serves UI tests. The event follower in
-`tui.link.follow` is the only code that follows a session's events: it asks the link where the
-worker is (`locate`) and opens streams (`open_stream`), and yields events and `LinkState` changes.
+machine, through its web bridge) implement it; `WorkerLink` (`tui.link.double`) runs a real
+worker in-process for tests. The event follower in `tui.link.follow` is the only code that
+follows a session's events: it asks the link where the worker is (`locate`) and opens streams
+(`open_stream`), and yields events and `LinkState` changes.
 
 Every method raises from the `tui.errors` tree only.
 """
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from tui.errors import WorkerUnavailable
-from tui.protocol import Event, ImageRef, Info, SearchResult, Stats, Transcript, TurnAccepted
+from pydantic import BaseModel
+
+from tui.errors import InvalidRequest, TooLarge, WorkerUnavailable
+from tui.protocol import (
+    MAX_PROMPT,
+    AnswerRequest,
+    DismissRequest,
+    Event,
+    ImageRef,
+    Info,
+    Interrupted,
+    InterruptRequest,
+    LeaveRequest,
+    ModelRequest,
+    QueueResumed,
+    SearchResult,
+    Stats,
+    Transcript,
+    TurnAccepted,
+    TurnRequest,
+)
 from tui.protocol.principal import Principal
+from tui.protocol.routes import BRIDGE, RouteSpec
 
 __all__ = [
     "AttachLink",
     "Backoff",
+    "Caller",
     "Gone",
     "LinkState",
     "Live",
     "Located",
     "Reconnecting",
+    "RouteCall",
 ]
 
 
@@ -86,8 +116,78 @@ class Backoff:
     cap: float = 30.0
 
 
-class AttachLink(ABC):
+@dataclass(frozen=True)
+class RouteCall:
+    """One request of a route of `BRIDGE`, as a link or a client hands it on (httpx's ``Request``)."""
+
+    route: RouteSpec
+    body: BaseModel | None = None
+    """Its JSON body."""
+    query: Mapping[str, Any] = field(default_factory=dict)
+    content: bytes | None = None
+    """A raw body instead (``POST /images``)."""
+    path: Mapping[str, str] = field(default_factory=dict)
+    """What fills the route's path (``queue_id``, ``turn_id``)."""
+
+    @property
+    def url(self) -> str:
+        return self.route.url(**self.path)
+
+    def json(self) -> Any:
+        """The body as JSON (None without one)."""
+        return self.body.model_dump(mode="json", exclude_none=True) if self.body is not None else None
+
+    def fields(self) -> dict[str, Any]:
+        """Its body's, query's and path's fields in one mapping (what a test looks at)."""
+        body = self.body.model_dump() if self.body is not None else {}
+        return {**body, **self.query, **self.path}
+
+
+class Caller(ABC):
+    """Whatever sends routes' requests (a link, `BridgeClient`): it implements `handle` (and
+    `handle_text` for the routes that answer streamed text) once; callers use `call` and
+    `stream_text`."""
+
+    @abstractmethod
+    async def handle(self, call: RouteCall) -> Any:
+        """One request: its answer decoded into the route's answer type.
+
+        Raises:
+            TuiError: the worker's refusal as its exception; `WorkerUnavailable` or `Unreachable`
+                when it could not be asked.
+        """
+
+    async def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        """A request whose answer is streamed text, as it arrives. Default: refused."""
+        raise InvalidRequest(f"this session cannot answer {call.route.method} {call.route.path} here")
+        yield ""  # type: ignore[unreachable]  # makes this an async generator, as the others are
+
+    async def call(
+        self,
+        route: RouteSpec,
+        body: BaseModel | None = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        content: bytes | None = None,
+        **path: str,
+    ) -> Any:
+        """Route `route` of `BRIDGE`: `body` as its JSON (or `content` as its raw body), `query` as
+        its query, `path` filling its path; its answer decoded into the route's answer type."""
+        return await self.handle(RouteCall(route, body, query or {}, content, path))
+
+    def stream_text(
+        self, route: RouteSpec, *, query: Mapping[str, Any] | None = None, **path: str
+    ) -> AsyncIterator[str]:
+        """Route `route` of `BRIDGE`, answering streamed text (``turn_output``), as it arrives."""
+        return self.handle_text(RouteCall(route, None, query or {}, None, path))
+
+
+class AttachLink(Caller):
     """One attached session, wherever it is.
+
+    A link implements three methods (`locate`, `open_stream`, `handle`: one route's request) and
+    may give four more (`handle_text` for the routes that answer streamed text, and the session's
+    `stop_worker`, `delete_session`, `archive_session`); the typed requests are built on them.
 
     Attributes:
         session_id: the session's full id.
@@ -111,7 +211,7 @@ class AttachLink(ABC):
     principal: Principal = Principal()
     """Who this client acts as (the owner unless the link says otherwise; see `whoami`)."""
 
-    # --- following -------------------------------------------------------------------------
+    # --- what a link implements ---------------------------------------------------------------
     @abstractmethod
     async def locate(self) -> Located:
         """Where the worker is: live, starting (wait and ask again), or gone for good.
@@ -131,7 +231,41 @@ class AttachLink(ABC):
             Refused, NotFound: gone for good.
         """
 
-    @abstractmethod
+    async def stop_worker(self) -> None:
+        """`/exit`: the worker ends its turn, says `worker_leaving` and exits.
+
+        Default: ``POST /leave``.
+        """
+        await self.call(BRIDGE["leave"], LeaveRequest())
+
+    async def delete_session(self) -> None:
+        """`/exit --delete`, once the worker let go. Default: refused."""
+        raise InvalidRequest(f"this session cannot be deleted from here; `{self.command('delete')}` can")
+
+    async def archive_session(self) -> None:
+        """`/archive`: hide the session from lists. Default: refused."""
+        raise InvalidRequest(f"this session cannot be archived from here; `{self.command('archive')}` can")
+
+    async def whoami(self) -> Principal:
+        """Who this client acts as now (a remote link asks its machine). Default: `principal`."""
+        return self.principal
+
+    def command(self, *words: str) -> str:
+        """A command as the user must type it here, e.g. ``tui answer 3f2a --option 1``.
+
+        A remote link spells ``--remote NAME`` into it.
+        """
+        return " ".join(("tui", *words))
+
+    async def close(self) -> None:
+        """The attach is over: let go of connections."""
+
+    # --- the typed requests, each written once on `call` ----------------------------------------
+    async def info(self) -> Info:
+        """The worker's `GET /info`: version, epoch, features."""
+        info: Info = await self.call(BRIDGE["info"])
+        return info
+
     async def transcript(
         self,
         limit: int = 50,
@@ -146,39 +280,26 @@ class AttachLink(ABC):
         Raises:
             NotFound: the turn named is no turn of the session.
         """
+        route = BRIDGE["transcript"]
+        query = route.params(limit=limit, before=before, after=after, around=around)
+        transcript: Transcript = await self.call(route, query=query)
+        return transcript
 
     async def search(self, text: str, *, limit: int = 200) -> SearchResult:
-        """Where `text` occurs in the whole session (case-insensitive), oldest first.
+        """Where `text` occurs in the whole session (case-insensitive), oldest first."""
+        route = BRIDGE["search"]
+        result: SearchResult = await self.call(route, query=route.params(q=text, limit=limit))
+        return result
 
-        Default: refused, this link cannot search.
-        """
-        from tui.errors import InvalidRequest
-
-        raise InvalidRequest("this session cannot be searched")
-
-    async def turn_output(self, turn_id: str, *, call_id: str | None = None) -> AsyncIterator[str]:
+    def turn_output(self, turn_id: str, *, call_id: str | None = None) -> AsyncIterator[str]:
         """A turn's whole reply, or one of its tool call's whole output, as it streams.
-
-        Default: refused, this link cannot read it.
 
         Raises:
             UnknownTurn, UnknownCall: no such turn, or no such call in it.
         """
-        from tui.errors import InvalidRequest
+        route = BRIDGE["turn_output"]
+        return self.stream_text(route, query=route.params(call_id=call_id), turn_id=turn_id)
 
-        raise InvalidRequest("this session cannot give a turn's whole output")
-        yield ""  # type: ignore[unreachable]  # makes this an async generator, as the links' are
-
-    @abstractmethod
-    async def info(self) -> Info:
-        """The worker's `GET /info`: version, epoch, features."""
-
-    async def whoami(self) -> Principal:
-        """Who this client acts as now (a remote link asks its machine). Default: `principal`."""
-        return self.principal
-
-    # --- requests --------------------------------------------------------------------------
-    @abstractmethod
     async def send_turn(
         self,
         prompt: str,
@@ -188,65 +309,62 @@ class AttachLink(ABC):
         images: list[ImageRef] | None = None,
     ) -> TurnAccepted:
         """Start a turn, or queue it behind the running one. Idempotent by `request_id`."""
+        if len(prompt) > MAX_PROMPT:
+            raise TooLarge(
+                f"the prompt is {len(prompt):,} characters and a turn takes at most {MAX_PROMPT:,}: "
+                "send it in parts, or save it to a file and send a turn that reads the file",
+                limit=MAX_PROMPT,
+            )
+        request = TurnRequest(
+            prompt=prompt,
+            client_id=self.client_id,
+            request_id=request_id,
+            images=images or [],
+            delivery=delivery,
+        )
+        accepted: TurnAccepted = await self.call(BRIDGE["turn"], request)
+        return accepted
 
-    @abstractmethod
     async def unqueue(self, queue_id: str) -> None:
         """Take a queued prompt back (NotFound once it started)."""
+        await self.call(BRIDGE["unqueue"], queue_id=queue_id)
 
-    @abstractmethod
     async def answer(self, question_id: str, selected: list[str], freeform: str | None = None) -> None:
         """Answer the pending question with option labels and/or free text."""
+        request = AnswerRequest(
+            question_id=question_id, selected=selected, freeform=freeform, client_id=self.client_id
+        )
+        await self.call(BRIDGE["answer"], request)
 
-    @abstractmethod
     async def dismiss(self, question_id: str) -> None:
         """Dismiss the pending question."""
+        await self.call(BRIDGE["dismiss"], DismissRequest(question_id=question_id, client_id=self.client_id))
 
-    @abstractmethod
     async def interrupt(self) -> bool:
         """End the running turn `interrupted` (the queue then waits); False when nothing ran."""
+        reply: Interrupted = await self.call(BRIDGE["interrupt"], InterruptRequest(client_id=self.client_id))
+        return reply.interrupted
 
     async def resume_queue(self) -> bool:
-        """Run a queue held after an interrupt; False when it was not held. Default: refused."""
-        from tui.errors import InvalidRequest
-
-        raise InvalidRequest("this session has no queue to resume")
+        """Run a queue held after an interrupt; False when it was not held."""
+        reply: QueueResumed = await self.call(BRIDGE["queue_resume"])
+        return reply.resumed
 
     async def set_model(self, model: str, setting: str | None = None) -> None:
-        """Switch the session's model (or its agent's `setting`, ``mode`` …). Default: refused,
-        this link has no models."""
-        from tui.errors import InvalidRequest
+        """Switch the session's model (or its agent's `setting`, ``mode`` …)."""
+        await self.call(BRIDGE["model"], ModelRequest(model=model, setting=setting))
 
-        raise InvalidRequest(f"this session cannot switch to model {model!r}")
-
-    @abstractmethod
     async def stats(self) -> Stats:
         """The session's figures for `/stats`."""
+        stats: Stats = await self.call(BRIDGE["stats"])
+        return stats
 
     async def upload_image(self, path: Path) -> ImageRef:
-        """Store an image where the worker reads it. Default: refused."""
-        from tui.errors import InvalidRequest
-
-        raise InvalidRequest("this session does not take images")
-
-    # --- the session -----------------------------------------------------------------------
-    @abstractmethod
-    async def stop_worker(self) -> None:
-        """`/exit`: the worker ends its turn, says `worker_leaving` and exits."""
-
-    @abstractmethod
-    async def delete_session(self) -> None:
-        """`/exit --delete`, once the worker let go."""
-
-    @abstractmethod
-    async def archive_session(self) -> None:
-        """`/archive`: hide the session from lists."""
-
-    def command(self, *words: str) -> str:
-        """A command as the user must type it here, e.g. ``tui answer 3f2a --option 1``.
-
-        A remote link spells ``--remote NAME`` into it.
-        """
-        return " ".join(("tui", *words))
-
-    async def close(self) -> None:  # noqa: B027 - optional, does nothing by default
-        """The attach is over: let go of connections."""
+        """Store an image where the worker reads it."""
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:
+            raise InvalidRequest(f"cannot read image {path}: {exc.strerror}; check the path") from exc
+        route = BRIDGE["images"]
+        ref: ImageRef = await self.call(route, content=data, query=route.params(name=path.name))
+        return ref

@@ -12,7 +12,8 @@ Changes of the session (`Change`): `Attached` (the first state, before any event
 a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
 
 What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
-`Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`, `Local`.
+`Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`,
+`ChildrenShown`, `Local`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "Attached",
     "CaughtUp",
     "Change",
+    "ChildrenShown",
     "Done",
     "Failed",
     "Leave",
@@ -357,6 +359,13 @@ class StatsShown:
 
 
 @dataclass(frozen=True)
+class ChildrenShown:
+    """``/children``: the lines listing the session's children and how to attach to each."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Local:
     """A command the client carries out itself (``/copy``, ``/find TEXT``, ``/help``)."""
 
@@ -376,5 +385,6 @@ Outcome = (
     | Unqueued
     | Resumed
     | StatsShown
+    | ChildrenShown
     | Local
 )

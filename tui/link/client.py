@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel
 
 from tui.errors import (
     TuiError,
@@ -26,34 +25,16 @@ from tui.errors import (
     WorkerUnavailable,
     error_from_wire,
 )
-from tui.link.base import Live
-from tui.protocol import (
-    AnswerRequest,
-    DismissRequest,
-    Event,
-    ImageRef,
-    Info,
-    Interrupted,
-    InterruptRequest,
-    LeaveRequest,
-    Left,
-    ModelRequest,
-    QueueResumed,
-    SearchResult,
-    Stats,
-    Transcript,
-    TurnAccepted,
-    TurnRequest,
-    decode_event,
-)
-from tui.protocol.routes import BRIDGE, RouteSpec
+from tui.link.base import Caller, Live, RouteCall
+from tui.protocol import Event, LeaveRequest, Left, decode_event
+from tui.protocol.routes import BRIDGE
 
 __all__ = ["BridgeClient"]
 
 log = logging.getLogger("tui.link.client")
 
 
-class BridgeClient:
+class BridgeClient(Caller):
     """Requests and the event stream of one session's bridge.
 
     Args:
@@ -122,123 +103,47 @@ class BridgeClient:
             decoded = None
         raise error_from_wire(decoded, response.status_code, who=self.label)
 
-    async def _call(
-        self,
-        spec: RouteSpec,
-        body: BaseModel | None = None,
-        *,
-        query: dict[str, Any] | None = None,
-        content: bytes | None = None,
-        seconds: float | None = None,
-        **path: str,
-    ) -> Any:
-        """One route of the table: its answer decoded into the route's answer type."""
+    async def handle(self, call: RouteCall, seconds: float | None = None) -> Any:
+        """One request of a route of the table: its answer decoded into the route's answer type,
+        within `seconds` (the client's timeout unless given)."""
+        route = call.route
         kwargs: dict[str, Any] = {}
         if seconds is not None:
             kwargs["timeout"] = seconds
-        json_body = body.model_dump(mode="json", exclude_none=True) if body is not None else None
         try:
             response = await self._http.request(
-                spec.method, spec.url(**path), json=json_body, content=content, params=query, **kwargs
+                route.method, call.url, json=call.json(), content=call.content, params=call.query, **kwargs
             )
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
         self._raise_for(response, response.content)
         try:
-            return spec.read_answer(response.json() if response.content else None)
+            return route.read_answer(response.json() if response.content else None)
         except ValueError as exc:  # not JSON, or not the route's answer (pydantic's errors are ValueErrors)
             raise TuiError(
-                f"{self.label} answered {spec.path} with something this version cannot read; "
+                f"{self.label} answered {route.path} with something this version cannot read; "
                 "is it the same version of tui?"
             ) from exc
 
-    # --- routes ----------------------------------------------------------------------------------
-    async def info(self) -> Info:
-        """``GET /info``."""
-        info: Info = await self._call(BRIDGE["info"])
-        return info
-
-    async def transcript(
-        self,
-        limit: int = 50,
-        *,
-        before: str | None = None,
-        after: str | None = None,
-        around: str | None = None,
-    ) -> Transcript:
-        """``GET /transcript``: a page of ended turns, the current one, question, queue, cursor."""
-        query: dict[str, Any] = {"limit": limit}
-        for name, value in (("before", before), ("after", after), ("around", around)):
-            if value is not None:
-                query[name] = value
-        transcript: Transcript = await self._call(BRIDGE["transcript"], query=query)
-        return transcript
-
-    async def search(self, text: str, limit: int = 200) -> SearchResult:
-        """``GET /search``: where `text` occurs in the session, oldest first."""
-        result: SearchResult = await self._call(BRIDGE["search"], query={"q": text, "limit": limit})
-        return result
-
-    async def turn_output(self, turn_id: str, call_id: str | None = None) -> AsyncIterator[str]:
-        """``GET /turns/{turn_id}/output``: a turn's reply, or a call's output, as it streams."""
-        spec = BRIDGE["turn_output"]
-        params = {"call_id": call_id} if call_id else None
+    async def handle_text(self, call: RouteCall) -> AsyncIterator[str]:
+        """A request whose answer is streamed text (``turn_output``): its text as it arrives."""
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
         try:
             async with self._http.stream(
-                spec.method, spec.url(turn_id=turn_id), params=params, timeout=timeout
+                call.route.method, call.url, params=call.query, timeout=timeout
             ) as response:
-                if response.status_code != 200:
+                if response.status_code != call.route.status:
                     self._raise_for(response, await response.aread())
                 async for text in response.aiter_text():
                     yield text
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
 
-    async def resume_queue(self) -> bool:
-        """``POST /queue/resume``: whether a held queue was resumed."""
-        reply: QueueResumed = await self._call(BRIDGE["queue_resume"])
-        return reply.resumed
-
-    async def send_turn(self, request: TurnRequest) -> TurnAccepted:
-        """``POST /turn``: start a turn now or queue it (409 ``busy`` when `now` and one runs)."""
-        accepted: TurnAccepted = await self._call(BRIDGE["turn"], request)
-        return accepted
-
-    async def unqueue(self, queue_id: str) -> None:
-        """``DELETE /queue/{queue_id}``."""
-        await self._call(BRIDGE["unqueue"], queue_id=queue_id)
-
-    async def answer(self, request: AnswerRequest) -> None:
-        """``POST /answer``."""
-        await self._call(BRIDGE["answer"], request)
-
-    async def dismiss(self, request: DismissRequest) -> None:
-        """``POST /question/dismiss``."""
-        await self._call(BRIDGE["dismiss"], request)
-
-    async def interrupt(self, client_id: str | None = None) -> bool:
-        """``POST /interrupt``: whether a running turn was interrupted."""
-        reply: Interrupted = await self._call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
-        return reply.interrupted
-
-    async def set_model(self, model: str, setting: str | None = None) -> None:
-        """``POST /model`` (`setting`: one of the agent's own settings instead, ``mode`` …)."""
-        await self._call(BRIDGE["model"], ModelRequest(model=model, setting=setting))
-
-    async def stats(self) -> Stats:
-        """``GET /stats``."""
-        stats: Stats = await self._call(BRIDGE["stats"])
-        return stats
-
-    async def upload_image(self, data: bytes, name: str) -> ImageRef:
-        """``POST /images``: store an image where the worker reads it."""
-        ref: ImageRef = await self._call(BRIDGE["images"], content=data, query={"name": name})
-        return ref
-
-    async def leave(self, wait: float = 2.0) -> bool:
+    async def leave(self, wait: float = 2.0, *, reason: str = "", restart: bool = False) -> bool:
         """``POST /leave``: the worker ends its turn, writes ``worker_leaving`` and exits."""
-        left: Left = await self._call(BRIDGE["leave"], LeaveRequest(wait=wait), seconds=wait + 10.0)
+        asked = LeaveRequest(wait=wait, reason=reason, restart=restart)
+        call = RouteCall(BRIDGE["leave"], asked)
+        left: Left = await self.handle(call, seconds=wait + 10.0)
         return left.released
 
     # --- the event stream ------------------------------------------------------------------------

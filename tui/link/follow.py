@@ -201,7 +201,7 @@ class Follower:
                     return
                 except TuiError as exc:
                     reason = str(exc)
-                if leaving is not None:
+                if leaving is not None and not leaving.restarting:
                     why = leaving.reason or "stopped"
                     again = self.link.command("attach", short_id(getattr(self.link, "session_id", "")))
                     self.state = Gone(f"the worker stopped ({why}); `{again}` starts it again")

@@ -231,13 +231,15 @@ async def wait_for_release(lock: Path, seconds: float) -> bool:
     return True
 
 
-async def stop_worker(paths: SessionPaths, *, again: str) -> bool:
+async def stop_worker(paths: SessionPaths, *, again: str, reason: str = "", restart: bool = False) -> bool:
     """Ask the session's worker to leave (``POST /leave``) and wait until it let go of the session;
     one that does not go (or cannot be asked) is sent SIGTERM, the way `kill` would end it.
 
     Args:
         paths: the session's files.
         again: the command that tries again, named when the worker did not stop.
+        reason: why, for its `worker_leaving` ("stopped on request" when empty).
+        restart: a new worker is started at once; followers wait for it.
 
     Returns:
         False when no worker was live.
@@ -255,7 +257,7 @@ async def stop_worker(paths: SessionPaths, *, again: str) -> bool:
 
         client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
         try:
-            await client.leave()
+            await client.leave(reason=reason, restart=restart)
             asked = True
         except WorkerUnavailable:
             pass  # its socket is gone or it does not answer: SIGTERM (below) at once

@@ -122,6 +122,8 @@ class LocalLink(BridgedLink):
                 return Located("starting", "the worker is stopping")
             return Located("live", version=car.version, epoch=car.epoch)
         leaving = self._last_event_is_leaving()
+        if leaving is not None and leaving.restarting:
+            return Located("starting", "the worker is restarting")
         if leaving is not None:
             why = f" ({leaving.reason})" if leaving.reason else ""
             return Located(

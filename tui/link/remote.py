@@ -77,7 +77,9 @@ def checked_info(body: Any, name: str, url: str) -> dict[str, Any]:
     return body
 
 
-_COMMANDS = re.compile(r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|delete|share)\b)")
+_COMMANDS = re.compile(
+    r"`tui (?=(attach|sessions|send|answer|dismiss|stop|archive|unarchive|delete|share|note|restart)\b)"
+)
 
 
 class WebClient:

@@ -2,19 +2,30 @@
 
 Each command says how it is typed, what it does, what a client needs to be permitted it (the
 `Permission` of `tui.protocol.principal`) and which surfaces take it. `parse` splits a typed line;
-`format_stats` is what ``/stats`` prints on either surface.
+`format_stats` is what ``/stats`` prints on either surface, `format_children` what ``/children`` does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from tui.protocol import Stats
-from tui.protocol.ids import client_label
+from tui.protocol import ChildView, Stats
+from tui.protocol.ids import client_label, short_id
 from tui.protocol.principal import Permission
 
-__all__ = ["COMMANDS", "SlashCommand", "Surface", "commands_for", "find", "format_stats", "needs", "parse"]
+__all__ = [
+    "COMMANDS",
+    "SlashCommand",
+    "Surface",
+    "commands_for",
+    "find",
+    "format_children",
+    "format_stats",
+    "needs",
+    "parse",
+]
 
 Surface = Literal["tui", "piped"]
 """Where a command is typed: the full-screen app, or a script on stdin."""
@@ -51,6 +62,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/resume", "/resume", "run the queue held after an interrupt", "write"),
     SlashCommand("/copy", "/copy", "copy the last reply to the clipboard", None, _TUI),
     SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
+    SlashCommand("/children", "/children", "the sessions this one started, how each stands, how to attach"),
     SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )
@@ -99,3 +111,26 @@ def format_stats(stats: Stats) -> str:
         f"up {int(stats.uptime)}s · {stats.events} events · "
         f"attached: {', '.join(_client(c) for c in stats.attached) or 'nobody'}"
     )
+
+
+_CHILD_STATES = {"asking": "waiting for an answer", "completed": "done"}
+
+
+def format_children(children: Iterable[ChildView], attach: Callable[[str], str]) -> str:
+    """The lines ``/children`` shows: each child's short id, how it stands (its question, its
+    error), its first prompt line and the command that attaches to it (`attach(short_id)`)."""
+    rows = list(children)
+    if not rows:
+        return (
+            "children: none; a program's delegate(PROMPT) or `tui send --new --parent ID PROMPT` starts one"
+        )
+    lines = [f"children: {len(rows)}"]
+    for child in rows:
+        state = _CHILD_STATES.get(child.state, child.state)
+        why = child.question.text if child.question else child.error or ""
+        first = child.prompt.splitlines()[0] if child.prompt else ""
+        short = short_id(child.child_id)
+        lines.append(
+            f"  {short}  {state}{f' ({why})' if why else ''}  {first[:40]}  `{attach(short)}`".rstrip()
+        )
+    return "\n".join(lines)

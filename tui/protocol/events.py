@@ -16,11 +16,17 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 __all__ = [
     "EVENT_TYPES",
+    "MAX_CONTEXT_VALUE",
     "AgentChoice",
     "AgentCommand",
     "AgentInfo",
     "AgentSetting",
     "By",
+    "ChildAsking",
+    "ChildEnded",
+    "ChildStarted",
+    "ContextSourceSet",
+    "ContextValue",
     "Diff",
     "Event",
     "EventBody",
@@ -331,9 +337,46 @@ class ModelChanged(EventBase):
 
 
 class Note(EventBase):
+    """A line about the session: the agent's own (`by` None), or a note left for the agent from
+    outside the conversation (``tui note``; `by` names who left it), which the agent is given
+    with its next turn."""
+
     type: Literal["note"] = "note"
     text: str
     source: str = ""
+    by: By | None = None
+
+
+MAX_CONTEXT_VALUE = 16 * 1024
+"""The most characters of a context source's value kept (its last ones)."""
+
+
+class ContextSourceSet(EventBase):
+    """A context source added (or replaced), or with `removed` taken away: its latest value is
+    given to the agent at each turn (docs/protocol.md, "Context sources")."""
+
+    type: Literal["context_source"] = "context_source"
+    name: str
+    kind: Literal["cmd", "file", "push"] = "push"
+    cmd: str = ""
+    path: str = ""
+    every: float = 0.0
+    """Seconds between two runs of `cmd` (or reads of `path`)."""
+    why: str = ""
+    removed: bool = False
+    by: By = Field(default_factory=By)
+
+
+class ContextValue(EventBase):
+    """A context source's new value (bounded: its last `MAX_CONTEXT_VALUE` characters)."""
+
+    type: Literal["context_value"] = "context_value"
+    name: str
+    value: str
+    error: bool = False
+    """The command failed (or could not run): `value` says how."""
+    size: int = 0
+    """Characters the value had before it was cut to its last `MAX_CONTEXT_VALUE`."""
 
 
 class Notified(EventBase):
@@ -356,6 +399,44 @@ class Notified(EventBase):
 class WorkerLeaving(EventBase):
     type: Literal["worker_leaving"] = "worker_leaving"
     reason: str = ""
+    restarting: bool = False
+    """A new worker is started at once (``tui restart``): a follower goes on from its cursor with
+    the new worker's stream (its `worker_started` comes next) instead of stopping."""
+
+
+class ChildStarted(EventBase):
+    """The session started a child session (`tui send --new --parent`, ``delegate``)."""
+
+    type: Literal["child_started"] = "child_started"
+    child_id: str
+    prompt: str = ""
+    """The child's first turn."""
+    agent: str = "python"
+    model: str | None = None
+    turn_id: str | None = None
+    """This session's turn that started it (None: started from outside a turn)."""
+
+
+class ChildAsking(EventBase):
+    """A child's question is pending (`question`), or no longer is (None)."""
+
+    type: Literal["child_asking"] = "child_asking"
+    child_id: str
+    question: Question | None = None
+    answering: bool = False
+    """This session's own agent is answering it (``answers_children``); people may answer first."""
+
+
+class ChildEnded(EventBase):
+    """A child's delegated turn ended; its tokens so far are added to this session's."""
+
+    type: Literal["child_ended"] = "child_ended"
+    child_id: str
+    outcome: Literal["completed", "failed", "interrupted"]
+    error: str | None = None
+    tokens_in: int = 0
+    """The child's tokens in (its own and its children's) when it ended."""
+    tokens_out: int = 0
 
 
 class UnknownEvent(EventBase):
@@ -384,7 +465,12 @@ KnownEvent = Annotated[
     | ModelChanged
     | Note
     | Notified
-    | WorkerLeaving,
+    | WorkerLeaving
+    | ChildStarted
+    | ChildAsking
+    | ChildEnded
+    | ContextSourceSet
+    | ContextValue,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | UnknownEvent

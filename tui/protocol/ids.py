@@ -11,15 +11,25 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["SHORT", "Surface", "client_label", "make_client_id", "short_id"]
+__all__ = ["BY_PARENT", "SHORT", "Surface", "client_label", "make_client_id", "short_id"]
 
 SHORT = 8
 """How many characters of an id are printed."""
 
-Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp"]
+Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp", "parent", "note"]
 """What a client is: the full-screen app, one of the session commands, or a piped script."""
 
-_LABELS = {"tui": "terminal", "script": "script", "acp": "editor", "page": "browser"}
+_LABELS = {
+    "tui": "terminal",
+    "script": "script",
+    "acp": "editor",
+    "page": "browser",
+    "parent": "through its parent",
+}
+
+BY_PARENT = "by-parent"
+"""The surface of a parent session's own answer to its child's question (``by-parent:PARENT:pid``):
+its transcript says "answered by parent"."""
 
 
 def short_id(session_id: str) -> str:

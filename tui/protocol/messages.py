@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat
@@ -23,6 +24,13 @@ __all__ = [
     "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
+    "ChildView",
+    "ContextAddRequest",
+    "ContextEntry",
+    "ContextList",
+    "ContextPushRequest",
+    "ContextPushed",
+    "ContextRemoved",
     "DismissRequest",
     "Dismissed",
     "ImageRef",
@@ -33,6 +41,8 @@ __all__ = [
     "Left",
     "ModelRequest",
     "ModelSet",
+    "NoteRequest",
+    "Noted",
     "PendingQuestion",
     "QueueResumed",
     "SearchHit",
@@ -140,6 +150,80 @@ class DismissRequest(_Body):
     client_id: str | None = None
 
 
+MAX_NOTE = 64 * 1024
+"""The longest note, in characters."""
+
+
+class NoteRequest(_Body):
+    text: str = Field(min_length=1, max_length=MAX_NOTE)
+    source: str = Field(default="", max_length=100)
+    """What left it, in a word (``ci``), shown beside who sent it."""
+    now: bool = False
+    """A session with no running turn starts a turn of its own for it (else it waits for the next)."""
+    client_id: str | None = None
+
+
+class Noted(_Wire):
+    seq: int
+    """The note's event."""
+    turn_id: str | None = None
+    """The turn started for it (``now``), None when it waits for the next turn."""
+
+
+CONTEXT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+"""What a context source's name may be (it goes in a route's path)."""
+
+
+class ContextAddRequest(_Body):
+    name: str = Field(pattern=CONTEXT_NAME)
+    cmd: str = Field(default="", max_length=4096)
+    """A shell command run in the session's sandbox every `every` seconds: its output is the value."""
+    path: str = Field(default="", max_length=4096)
+    """A file (relative to the session's folder) read in the sandbox every `every` seconds."""
+    push: bool = False
+    """The value is pushed from outside (``POST /context/{name}/push``)."""
+    every: float = Field(default=0.0, ge=0, le=86400)
+    why: str = Field(default="", max_length=500)
+    """What the source is for, shown to the agent beside its value."""
+
+
+class ContextEntry(_Wire):
+    """A context source and its latest value."""
+
+    name: str
+    kind: Literal["cmd", "file", "push"]
+    cmd: str = ""
+    path: str = ""
+    every: float = 0.0
+    why: str = ""
+    value: str = ""
+    error: bool = False
+    size: int = 0
+    """Characters of the value before it was cut to its last 16 KiB."""
+    at: datetime | None = None
+    """When the value was taken (None: none yet)."""
+
+
+class ContextList(_Wire):
+    sources: list[ContextEntry] = []
+    now: datetime
+    """The worker's clock, to tell each value's age."""
+
+
+class ContextRemoved(_Wire):
+    name: str
+    removed: bool = True
+
+
+class ContextPushRequest(_Body):
+    value: str = Field(max_length=4 * 1024 * 1024)
+
+
+class ContextPushed(_Wire):
+    name: str
+    seq: int
+
+
 class InterruptRequest(_Body):
     client_id: str | None = None
 
@@ -153,6 +237,10 @@ class ModelRequest(_Body):
 
 class LeaveRequest(_Body):
     wait: StrictFloat = Field(default=2.0, ge=0, le=60)
+    reason: str = Field(default="", max_length=200)
+    """Why it leaves, for `worker_leaving` ("stopped on request" when empty)."""
+    restart: bool = False
+    """A new worker takes the session over at once: followers wait for it (`worker_leaving.restarting`)."""
 
 
 class Unqueued(_Wire):
@@ -254,6 +342,23 @@ class PendingQuestion(Question):
     """The question waiting for an answer, as `/transcript` gives it."""
 
 
+class ChildView(_Wire):
+    """A child session as its parent knows it (from `child_started`, `child_asking`, `child_ended`)."""
+
+    child_id: str
+    state: Literal["running", "asking", "completed", "failed", "interrupted"] = "running"
+    prompt: str = ""
+    agent: str = "python"
+    model: str | None = None
+    question: Question | None = None
+    """The child's pending question (while ``asking``)."""
+    answering: bool = False
+    """This session's own agent is answering that question."""
+    error: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+
 class Transcript(_Wire):
     turns: list[TurnRecord] = []
     current: TurnRecord | None = None
@@ -274,6 +379,8 @@ class Transcript(_Wire):
     """How many turns the session started so far (the next one is ``#turns_started + 1``)."""
     notes: list[str] = []
     """Notes said since the last turn ended, while no turn ran (the next turn's ``before`` lines)."""
+    children: list[ChildView] = []
+    """The sessions this one started, oldest first, and how each stands."""
 
 
 class SearchHit(_Wire):

@@ -84,6 +84,19 @@ class RouteSpec:
         """The path with its parameters filled in (each quoted)."""
         return self.path.format(**{k: quote(v, safe="") for k, v in params.items()})
 
+    def params(self, **values: Any) -> dict[str, Any]:
+        """A query of this route: the values given, those that are None left out.
+
+        Raises:
+            TypeError: a name that is not one of the route's `query` parameters (a mistake in code).
+        """
+        names = {param.name for param in self.query}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            given = ", ".join(unknown)
+            raise TypeError(f"{self.name} takes no query parameter {given} (only {sorted(names)})")
+        return {name: value for name, value in values.items() if value is not None}
+
     @cached_property
     def _adapter(self) -> TypeAdapter[Any] | None:
         return TypeAdapter(self.answer) if self.answer is not None else None
@@ -196,6 +209,50 @@ BRIDGE = _routes(
         answer=m.Interrupted,
     ),
     RouteSpec(
+        "note",
+        "POST",
+        "/notes",
+        "leave a note the agent is given with its next turn",
+        "write",
+        request=m.NoteRequest,
+        answer=m.Noted,
+    ),
+    RouteSpec(
+        "context_list",
+        "GET",
+        "/context",
+        "its context sources and their values",
+        "read",
+        answer=m.ContextList,
+    ),
+    RouteSpec(
+        "context_add",
+        "POST",
+        "/context",
+        "add a context source (a command, a file, or pushed values)",
+        "owner",
+        status=201,
+        request=m.ContextAddRequest,
+        answer=m.ContextEntry,
+    ),
+    RouteSpec(
+        "context_remove",
+        "DELETE",
+        "/context/{name}",
+        "remove a context source",
+        "owner",
+        answer=m.ContextRemoved,
+    ),
+    RouteSpec(
+        "context_push",
+        "POST",
+        "/context/{name}/push",
+        "a pushed source's new value",
+        "write",
+        request=m.ContextPushRequest,
+        answer=m.ContextPushed,
+    ),
+    RouteSpec(
         "unqueue", "DELETE", "/queue/{queue_id}", "take a queued prompt back", "write", answer=m.Unqueued
     ),
     RouteSpec(
@@ -293,6 +350,9 @@ WEB = _routes(
         "restart", "POST", f"{_S}/restart", "a new worker", "owner", request=w.WakeRequest, answer=w.Restarted
     ),
     RouteSpec("archive", "POST", f"{_S}/archive", "hide it from lists", "owner", answer=w.Archived),
+    RouteSpec(
+        "unarchive", "POST", f"{_S}/unarchive", "list it again after an archive", "owner", answer=w.Archived
+    ),
     RouteSpec(
         "wake",
         "POST",

@@ -1,9 +1,10 @@
 """A session's state as a pure function of its events: the one reducer.
 
-The worker, `SessionWatch`, `MockLink` and the app all keep a `SessionState` and feed it every
-event in order (`apply`); none of them keeps the turn, the question, the queue or the status in
-bookkeeping of its own. The state is a pydantic model with a `schema_version`, so it can be
-checkpointed (`model_dump_json`) and resumed (`model_validate_json`) at any event.
+The worker (which the test link `WorkerLink` runs in-process too), `SessionWatch` and the app
+all keep a `SessionState` and feed it every event in order (`apply`); none of them keeps the
+turn, the question, the queue or the status in bookkeeping of its own. The state is a pydantic
+model with a `schema_version`, so it can be checkpointed (`model_dump_json`) and resumed
+(`model_validate_json`) at any event.
 
 Rules it follows (protocol.md):
 - events apply strictly in order; one whose ``seq`` was already applied changes nothing;
@@ -30,7 +31,11 @@ from tui.protocol.events import (
     AgentCommand,
     AgentInfo,
     AgentSetting,
-    By,
+    ChildAsking,
+    ChildEnded,
+    ChildStarted,
+    ContextSourceSet,
+    ContextValue,
     Event,
     ModelChanged,
     Note,
@@ -53,8 +58,10 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.ids import client_label
+from tui.protocol.ids import BY_PARENT
 from tui.protocol.messages import (
+    ChildView,
+    ContextEntry,
     PendingQuestion,
     ToolRecord,
     Transcript,
@@ -62,9 +69,21 @@ from tui.protocol.messages import (
     TurnLine,
     TurnRecord,
 )
+from tui.protocol.wording import (
+    RUNNING,
+    Step,
+    agent_mode,
+    agent_model,
+    note_line,
+    steps,
+    tool_record,
+    update_tool,
+    who,
+)
 
 __all__ = [
     "RESTARTED",
+    "RUNNING",
     "SCHEMA_VERSION",
     "SUPERSEDED",
     "RunningTurn",
@@ -76,6 +95,8 @@ __all__ = [
     "apply",
     "note_line",
     "steps",
+    "tool_record",
+    "update_tool",
     "who",
 ]
 
@@ -97,110 +118,16 @@ _TURN_DETAIL = frozenset(
 _NO_STATE = frozenset({"worker_leaving"})
 KEEP_NOTIFIED = 64
 """The most keys of `notified` kept (the newest): enough for what a new worker could tell again."""
+_CHILD_WORDS = {
+    "running": "running",
+    "asking": "waiting",
+    "completed": "done",
+    "failed": "failed",
+    "interrupted": "failed",
+}
+"""A child's state as `status.children` counts it."""
 KEEP_NOTES = 20
 """The most notes kept between two turns (a note said again while kept is not kept twice)."""
-RUNNING = "running"
-"""A tool call's status until it ends."""
-
-
-def tool_record(event: ToolStarted) -> ToolRecord:
-    """The record of the tool call `event` started, still running."""
-    return ToolRecord(
-        call_id=event.call_id,
-        name=event.name,
-        args=event.args,
-        status=RUNNING,
-        title=event.title,
-        kind=event.kind,
-        locations=list(event.locations),
-    )
-
-
-def update_tool(tool: ToolRecord, event: ToolUpdated) -> list[str] | None:
-    """Apply what `event` says again of the call `tool` records (in place): each field it gives
-    replaces the one before. Returns the call's output as it now stands when the event replaces
-    it (None: the output is unchanged)."""
-    for name in ("title", "kind", "args", "locations"):
-        value = getattr(event, name)
-        if value is not None:
-            setattr(tool, name, list(value) if name == "locations" else value)
-    if event.diffs is not None:
-        tool.diffs = list(event.diffs)
-    return None if event.output is None else [event.output] if event.output else []
-
-
-def _named(choices: list[AgentChoice], value: str | None) -> str | None:
-    if value is None:
-        return None
-    return next((c.name or c.value for c in choices if c.value == value), value)
-
-
-def agent_model(settings: list[AgentSetting]) -> str | None:
-    """The model an agent says it uses now (its setting of category ``model``), by name."""
-    model = next((s for s in settings if s.category == "model"), None)
-    return _named(model.choices, model.current) if model is not None else None
-
-
-def agent_mode(mode: str | None, modes: list[AgentChoice], settings: list[AgentSetting]) -> str | None:
-    """The mode an agent is in now, by name: its session mode, else its setting of category ``mode``."""
-    if mode is not None:
-        return _named(modes, mode)
-    setting = next((s for s in settings if s.category == "mode"), None)
-    return _named(setting.choices, setting.current) if setting is not None else None
-
-
-def who(by: By, client_id: str | None = None) -> str:
-    """A person as the transcript names them: the owner's name, or a participant's, and what
-    they did it with when it was not a terminal (``root (tui send)``)."""
-    if by.kind == "participant":
-        name = f"{by.name} (participant)" if by.name else "a participant"
-    else:
-        name = by.name or "owner"
-    label = client_label(client_id)
-    return name if label in (None, "terminal") else f"{name} ({label})"
-
-
-def note_line(event: Note) -> str:
-    """A note as the transcript shows it: ``note from claude: …``."""
-    return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
-
-
-Step = tuple[Literal["text"], str] | tuple[Literal["tool"], ToolRecord] | tuple[Literal["line"], str]
-
-
-def steps(record: TurnRecord) -> list[Step]:
-    """A turn's reply, tool calls and lines (answered questions, notes) in the order they came,
-    as far as the record says (a record written before it kept places: its tools, its answered
-    lines, then its reply). Notes said before the turn (``before`` lines) are not among them."""
-    out: list[Step] = []
-    reply, tools = record.reply, record.tools
-    done = 0  # characters of the reply placed
-    used = 0  # tools placed
-
-    def text_to(at: int) -> None:
-        nonlocal done
-        at = max(done, min(at, len(reply)))
-        if at > done:
-            out.append(("text", reply[done:at]))
-            done = at
-
-    def tools_to(count: int) -> None:
-        nonlocal used
-        while used < min(count, len(tools)):
-            text_to(tools[used].at_reply)
-            out.append(("tool", tools[used]))
-            used += 1
-
-    lines = [line for line in record.lines if line.kind != "before"]
-    for line in lines:
-        tools_to(line.tools)
-        text_to(line.at_reply)
-        out.append(("line", line.text))
-    tools_to(len(tools))
-    if not any(line.kind == "answered" for line in lines):
-        out += [("line", text) for text in record.answered]
-    text_to(len(reply))
-    return out
 
 
 def _joined(chunks: list[str]) -> str:
@@ -375,6 +302,10 @@ class SessionState(BaseModel):
     activity: str = ""
     """What the running turn waits for, as the last `status` said (``retrying in 4 s``)."""
     children: dict[str, int] = {}
+    """How many children stand how (``running``, ``waiting``, ``done``, ``failed``), as the last
+    `status` said."""
+    child_sessions: dict[str, ChildView] = {}
+    """The sessions this one started, oldest first (`child_started` … `child_ended`)."""
     attached: list[Presence] = []
     """Who has an event stream open, as the last `status` said."""
     commands: list[AgentCommand] = []
@@ -383,6 +314,10 @@ class SessionState(BaseModel):
     """The agent's mode, when it has modes."""
     notes: list[str] = []
     """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
+    sources: dict[str, ContextEntry] = {}
+    """The context sources and their latest values, by name, in the order they were added."""
+    unread: list[Note] = []
+    """Notes left for the agent (`Note.by` set) since the last turn started: the next turn's."""
     modes: list[AgentChoice] = []
     """The modes the agent offers."""
     settings: list[AgentSetting] = []
@@ -403,7 +338,9 @@ class SessionState(BaseModel):
             queue_held=transcript.queue_held,
             attached=list(transcript.attached),
             notes=list(transcript.notes),
+            child_sessions={child.child_id: child for child in transcript.children},
         )
+        state.children = state.children_counts()
         for record in transcript.turns:
             state._keep(record)
         current = transcript.current
@@ -492,6 +429,7 @@ class SessionState(BaseModel):
                 if current is None or current.turn_id != event.turn_id:
                     self.turns_started += 1
                     before, self.notes = self.notes, []
+                    self.unread = []
                 self.current = RunningTurn.begin(event, self.turns_started, before)
                 self.question = None
                 rid = event.request_id
@@ -571,15 +509,103 @@ class SessionState(BaseModel):
             case Notified():
                 if event.key not in self.notified:
                     self.notified = [*self.notified, event.key][-KEEP_NOTIFIED:]
+            case ContextSourceSet():
+                if event.removed:
+                    self.sources.pop(event.name, None)
+                else:
+                    self.sources[event.name] = ContextEntry(
+                        name=event.name,
+                        kind=event.kind,
+                        cmd=event.cmd,
+                        path=event.path,
+                        every=event.every,
+                        why=event.why,
+                    )
+            case ContextValue():
+                entry = self.sources.get(event.name)
+                if entry is not None:
+                    self.sources[event.name] = entry.model_copy(
+                        update={
+                            "value": event.value,
+                            "error": event.error,
+                            "size": event.size,
+                            "at": event.at,
+                        }
+                    )
             case Note():
+                if event.by is not None:
+                    self.unread = [*self.unread, event][-KEEP_NOTES:]
                 line = note_line(event)
                 if current is not None:
                     current.add_line("note", line)
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
+            case ChildStarted():
+                if current is not None:  # the turn's line where the child starts, with its id
+                    first = event.prompt.splitlines()[0] if event.prompt else ""
+                    current.add_line("note", f"child {event.child_id[:8]} started: {first[:60]}")
+                self.child_sessions = {
+                    **self.child_sessions,
+                    event.child_id: ChildView(
+                        child_id=event.child_id, prompt=event.prompt, agent=event.agent, model=event.model
+                    ),
+                }
+            case ChildAsking():
+                child = self.child_sessions.get(event.child_id)
+                if child is not None and child.state in ("running", "asking"):
+                    state = "running" if event.question is None else "asking"
+                    self.child_sessions = {
+                        **self.child_sessions,
+                        event.child_id: child.model_copy(
+                            update={"question": event.question, "state": state, "answering": event.answering}
+                        ),
+                    }
+            case ChildEnded():
+                if current is not None:
+                    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
+                    current.add_line("note", f"child {event.child_id[:8]} ended {how}"[:200])
+                child = self.child_sessions.get(event.child_id)
+                if child is not None:
+                    ending: dict[str, object] = {
+                        "state": event.outcome,
+                        "error": event.error,
+                        "question": None,
+                        "tokens_in": event.tokens_in,
+                        "tokens_out": event.tokens_out,
+                    }
+                    self.child_sessions = {
+                        **self.child_sessions,
+                        event.child_id: child.model_copy(update=ending),
+                    }
+                # A child's tokens count as this session's (its status and stats show the sum).
+                self.tokens_in += event.tokens_in
+                self.tokens_out += event.tokens_out
             case _:
                 pass
         return self
+
+    def pending_question(self) -> PendingQuestion | None:
+        """The question to show: the session's own, else its first child's waiting for a person."""
+        return self.question or self.child_question()
+
+    def child_question(self) -> PendingQuestion | None:
+        """The first child's question waiting for a person (not one this session's own agent is
+        answering), its text naming the child; answering its id here answers it in the child."""
+        for child in self.child_sessions.values():
+            if child.question is not None and not child.answering:
+                asked = child.question
+                text = f"child {child.child_id[:8]} asks: {asked.text}"
+                return PendingQuestion.model_validate({**asked.model_dump(), "text": text})
+        return None
+
+    def children_counts(self) -> dict[str, int]:
+        """How many children stand how, in the status row's words: ``running``, ``waiting`` (for
+        an answer), ``done``, ``failed`` (an interrupted child too); only those some child is in."""
+        counts: dict[str, int] = {}
+        for child in self.child_sessions.values():
+            said = _CHILD_WORDS[child.state]
+            counts[said] = counts.get(said, 0) + 1
+        return {word: counts[word] for word in ("running", "waiting", "done", "failed") if word in counts}
 
     def ended_by(self, event: Event) -> TurnRecord | None:
         """The record of the turn `event` ended (or amended), when applying it did so."""
@@ -616,6 +642,9 @@ def apply(state: SessionState, event: Event) -> SessionState:
 def _answered_line(event: QuestionResolved) -> str:
     if event.how == "answered":
         answer = ", ".join([*event.selected, *([event.freeform] if event.freeform else [])])
+        surface, _, rest = (event.client_id or "").partition(":")
+        if surface == BY_PARENT:  # the parent session's model answered, not a person
+            return f"answered by parent {rest.split(':')[0]}: {answer}"
         return f"answered by {who(event.by)}: {answer}"
     if event.how == "dismissed":
         return f"question dismissed by {who(event.by)}"

@@ -54,6 +54,8 @@ class CreateRequest(_Body):
     agent: str | None = None
     """What the session runs; None: the machine's default (config.toml's ``default_agent``)."""
     model: str | None = None
+    parent_id: str | None = None
+    """The session that starts this one (its child); it must exist."""
     prompt: str | None = None
     idle: bool = False
     client_id: str | None = None
@@ -90,10 +92,16 @@ class SessionSummary(_Answer):
     agent: str = "python"
     model: str | None = None
     archived: bool = False
+    parent_id: str | None = None
+    """The session that started this one, for a child."""
     memory: int | None = None
     """A live worker's resident memory in bytes, its own and its children's (sandbox, agent)."""
     idle_seconds: float | None = None
     """How long a live worker has been idle (no turn, question or queue, nobody attached)."""
+    worker_version: str | None = None
+    """The tui version a live worker runs."""
+    outdated: bool = False
+    """A live worker runs an older tui than the one installed there (``tui restart`` moves it)."""
     idle_timeout: float | None = None
     """After how many idle seconds the live worker lets go of the session; None: never."""
 
@@ -133,6 +141,7 @@ class Stopped(_Answer):
 class Archived(_Answer):
     id: str
     archived: bool = True
+    """False once ``…/unarchive`` brought it back."""
 
 
 class WorkerView(_Answer):

@@ -16,6 +16,7 @@ from tui.store.sessions import (
     new_session_id,
     resolve_id,
     save_session,
+    unarchive_session,
 )
 from tui.store.sidecar import WorkerSidecar, live_worker, read_sidecar, write_sidecar
 from tui.store.turns import TurnStore
@@ -44,5 +45,6 @@ __all__ = [
     "resolve_id",
     "save_session",
     "socket_path_for",
+    "unarchive_session",
     "write_sidecar",
 ]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from tui.protocol import Note, ToolRecord, TurnRecord, WorkerStarted
-from tui.protocol.state import SessionState, steps, who
+from tui.protocol.state import SessionState, note_line, steps, who
 from tui.store.journal import Journal
 
 __all__ = ["FORMATS", "Format", "export"]
@@ -102,7 +102,8 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
             if isinstance(event, WorkerStarted):
                 program = event.prompt_syntax == "python"
             elif isinstance(event, Note) and state.current is None:  # between turns (else in its turn)
-                yield f"· {event.text}\n\n" if fmt == "text" else f"*{event.text}*\n\n"
+                said = note_line(event) if event.by is not None else event.text
+                yield f"· {said}\n\n" if fmt == "text" else f"*{said}*\n\n"
             ended = state.ended_by(event)
             if ended is not None and ended.turn_id not in shown:
                 shown.add(ended.turn_id)

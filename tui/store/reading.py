@@ -77,6 +77,7 @@ class SessionReader:
             attached=list(attached or []),
             turns_started=state.turns_started,
             notes=list(state.notes) if before is None and not newer else [],
+            children=list(state.child_sessions.values()),
         )
 
     async def search(self, state: SessionState, text: str, limit: int = 200) -> SearchResult:

@@ -27,6 +27,7 @@ __all__ = [
     "new_session_id",
     "resolve_id",
     "save_session",
+    "unarchive_session",
 ]
 
 
@@ -72,7 +73,7 @@ def create_session(
         title: a title for lists; empty until the first prompt names one.
         agent: which agent runs its turns (``python`` by default).
         model: the agent's model, if it has models.
-        parent_id: the session this one was forked from.
+        parent_id: the session that started this one (it is that session's child).
 
     Returns:
         The new record.
@@ -164,6 +165,13 @@ def resolve_id(state: StatePaths, prefix: str) -> str:
 def archive_session(state: StatePaths, session_id: str) -> SessionRecord:
     """Mark a session archived (hidden from lists); its files stay."""
     record = get_session(state, session_id).model_copy(update={"status": "archived"})
+    save_session(state, record)
+    return record
+
+
+def unarchive_session(state: StatePaths, session_id: str) -> SessionRecord:
+    """Show an archived session in lists again (a session not archived stays as it is)."""
+    record = get_session(state, session_id).model_copy(update={"status": "active"})
     save_session(state, record)
     return record
 

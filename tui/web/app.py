@@ -126,9 +126,12 @@ async def create(request: Request, principal: Principal, sid: str) -> Created:
     """A new session, its worker started; its first turn when ``prompt`` is given."""
     bridge = bridge_of(request)
     body = await parse_body(request, CreateRequest)
-    folder = body.working_directory or bridge.started_in
+    parent = None if body.parent_id is None else session_of(bridge, principal, body.parent_id)
+    # A child works in its parent's folder unless it is given one.
+    inherited = None if parent is None else (await bridge.sessions.show(parent)).folder
+    folder = body.working_directory or inherited or bridge.started_in
     new_id = await bridge.sessions.create(
-        working_directory=folder, agent=body.agent, model=body.model, wait=body.wait
+        working_directory=folder, agent=body.agent, model=body.model, wait=body.wait, parent_id=parent
     )
     created = Created(id=new_id, short_id=short_id(new_id))
     if body.prompt and not body.idle:
@@ -179,6 +182,14 @@ async def archive(request: Request, principal: Principal, sid: str) -> Archived:
     await read_body(request)
     await bridge.sessions.archive(sid)
     return Archived(id=sid)
+
+
+async def unarchive(request: Request, principal: Principal, sid: str) -> Archived:
+    """List the session again."""
+    bridge = bridge_of(request)
+    await read_body(request)
+    await bridge.sessions.unarchive(sid)
+    return Archived(id=sid, archived=False)
 
 
 async def wake(request: Request, principal: Principal, sid: str) -> WorkerView:
@@ -368,6 +379,7 @@ OWN: dict[str, Endpoint] = {
     "stop": stop,
     "restart": restart,
     "archive": archive,
+    "unarchive": unarchive,
     "wake": wake,
     "worker": worker,
     "export": export,

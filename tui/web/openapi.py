@@ -31,6 +31,7 @@ _PATH_PARAMETERS = {
     "id": "a session id or unique prefix",
     "queue_id": "a queued prompt's id (`queue_changed`)",
     "turn_id": "a turn's id (`turn_started`, `/transcript`)",
+    "name": "a context source's name (`GET /context`)",
 }
 """What each path parameter of the route table is."""
 

@@ -17,6 +17,9 @@ from tui.store import Journal, StatePaths, get_session, is_live, live_worker, re
 
 __all__ = ["LocalSessions"]
 
+RESTARTING = "\0restarting"
+"""What `_left` says of a worker that left for a new one (``tui restart``): not a reason."""
+
 
 class LocalSessions:
     """This machine's sessions, as the web bridge's routes need them."""
@@ -61,6 +64,8 @@ class LocalSessions:
             return WorkerView(live=False, starting=True)
         if car is None:
             left, reason = _left(Journal.open_for_reading(paths.journal))
+            if left and reason == RESTARTING:
+                return WorkerView(live=False, starting=True)
             return WorkerView(live=False, left=left, reason=reason)
         return WorkerView(
             live=True,
@@ -91,11 +96,19 @@ class LocalSessions:
 
     # --- changing --------------------------------------------------------------------------
     async def create(
-        self, *, working_directory: str, agent: str | None, model: str | None, wait: float
+        self,
+        *,
+        working_directory: str,
+        agent: str | None,
+        model: str | None,
+        wait: float,
+        parent_id: str | None = None,
     ) -> str:
         """A new session with its worker started; its id."""
         _check_folder(working_directory)
-        new_id = await self.access.create(working_directory=working_directory, agent=agent, model=model)
+        new_id = await self.access.create(
+            working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+        )
         return new_id
 
     async def wake(self, session_id: str, *, wait: float) -> WorkerView:
@@ -120,13 +133,17 @@ class LocalSessions:
         return await self.access.stop(session_id)
 
     async def restart(self, session_id: str, *, wait: float) -> WorkerView:
-        """Stop the worker (if any) and start a new one."""
-        await self.stop(session_id)
-        return await self.wake(session_id, wait=wait)
+        """Hand the session over to a new worker (`LocalAccess.restart`); start one if none runs."""
+        await self.access.restart(session_id, wait=max(0.5, wait))
+        return self.worker(session_id)
 
     async def archive(self, session_id: str) -> None:
         """Hide the session from lists."""
         await self.access.archive(session_id)
+
+    async def unarchive(self, session_id: str) -> None:
+        """List the session again."""
+        await self.access.unarchive(session_id)
 
     async def delete(self, session_id: str, *, force: bool) -> bool:
         """Remove the session; `force` stops a live worker first. Whether one was stopped."""
@@ -141,7 +158,10 @@ def _left(journal: Journal) -> tuple[bool, str]:
         if last is None or last.type != "worker_leaving":
             return False, ""
         try:
-            return True, str(getattr(last.decode(), "reason", "") or "")
+            said = last.decode()
+            if getattr(said, "restarting", False):
+                return True, RESTARTING
+            return True, str(getattr(said, "reason", "") or "")
         except ValueError:
             return True, ""
 

@@ -12,12 +12,25 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from tui.config import Config
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry, TurnRecord
+from tui.protocol import (
+    AgentChoice,
+    AgentCommand,
+    AgentSetting,
+    ContextEntry,
+    Diff,
+    Note,
+    Option,
+    PlanEntry,
+    Question,
+    TurnRecord,
+)
+from tui.protocol.state import note_line
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
@@ -28,6 +41,11 @@ __all__ = [
     "QuestionDismissed",
     "TurnIO",
     "TurnOutcome",
+    "context_for_agent",
+    "notes_for_agent",
+    "notes_of",
+    "source_header",
+    "sources_of",
 ]
 
 
@@ -115,6 +133,17 @@ class TurnIO(Protocol):
         ...
 
     @property
+    def notes(self) -> Sequence[Note]:
+        """The notes left for the agent (``tui note``) since the turn before started, oldest
+        first: each is given to the agent with this turn (`note_line` says one as people read it)."""
+        ...
+
+    @property
+    def sources(self) -> Sequence[ContextEntry]:
+        """The context sources and their latest values as the turn started (``tui context``)."""
+        ...
+
+    @property
     def interrupted(self) -> bool:
         """Whether someone asked this turn to stop."""
         ...
@@ -190,6 +219,20 @@ class TurnIO(Protocol):
     def note(self, text: str) -> None:
         """Put a line in the transcript about the session, not part of the reply (a `note` event)."""
 
+    async def delegate(
+        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        """Start a child session with `prompt` as its first turn (`tui.worker.children`).
+
+        Returns:
+            With `wait`, the child's reply once that turn completed; else the child's id.
+
+        Raises:
+            ChildFailed: (with `wait`) the child's turn failed or was interrupted, or its worker
+                went away; TuiError: the child could not be made.
+        """
+        ...
+
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         """Ask the people attached; waits for the first answer.
 
@@ -198,6 +241,62 @@ class TurnIO(Protocol):
             QuestionCancelled: the turn is ending.
         """
         ...
+
+
+def notes_of(turn: TurnIO) -> Sequence[Note]:
+    """The notes given with `turn` (none from a turn that does not carry them)."""
+    notes: Sequence[Note] = getattr(turn, "notes", ())
+    return notes
+
+
+def sources_of(turn: TurnIO) -> Sequence[ContextEntry]:
+    """The context sources given with `turn` (none from a turn that does not carry them)."""
+    sources: Sequence[ContextEntry] = getattr(turn, "sources", ())
+    return sources
+
+
+def source_header(entry: ContextEntry, now: datetime | None = None) -> str:
+    """What the agent is told of a source beside its value: its name, what it is, its age."""
+    what = {"cmd": f"the output of `{entry.cmd}`", "file": f"the file {entry.path}", "push": "pushed"}[
+        entry.kind
+    ]
+    if entry.at is None:
+        age = "no value yet"
+    else:
+        seconds = max(0, int(((now or datetime.now(UTC)) - entry.at).total_seconds()))
+        age = f"changed {seconds} s ago"
+    failed = ", the command failed" if entry.error else ""
+    why = f"; {entry.why}" if entry.why else ""
+    return f"{entry.name}: {what} ({age}{failed}){why}"
+
+
+def context_for_agent(turn: TurnIO) -> str:
+    """The context sources' values as a model reads them, one block each ("" when none)."""
+    sources = sources_of(turn)
+    if not sources:
+        return ""
+    now = datetime.now(UTC)
+    blocks = ["The session's context sources, as they stand now (kept up to date by the session):"]
+    for entry in sources:
+        blocks.append(
+            f'<context source="{entry.name}">\n{source_header(entry, now)}\n{entry.value}\n</context>'
+        )
+    return "\n\n".join(blocks)
+
+
+def notes_for_agent(turn: TurnIO) -> str:
+    """The notes given with `turn` as the agent reads them, before its prompt ("" when none)."""
+    notes = notes_of(turn)
+    if not notes:
+        return ""
+    lines = [
+        "Notes left for you from outside this conversation since your last turn "
+        "(read them; they are not the user's prompt):"
+    ]
+    for note in notes:
+        sender = note_line(note).removeprefix("note from ").split(": ", 1)[0]
+        lines.append(f"- from {sender} at {note.at:%Y-%m-%d %H:%M} UTC: {note.text}")
+    return "\n".join(lines)
 
 
 class Agent(ABC):
@@ -280,6 +379,17 @@ class Agent(ABC):
             InvalidRequest: ``invalid_model``, saying why.
         """
         raise InvalidModel(f"this session runs the {self.name} agent, which has no {setting} to switch")
+
+    def answers_child(self, question: Question) -> bool:
+        """Whether this agent will try to answer a child session's `question` itself (then
+        `answer_child`). Default: no, the people attached answer; a model agent whose profile's
+        ``answers_children`` allows it says yes."""
+        return False
+
+    async def answer_child(self, child_id: str, question: Question) -> Answer | None:
+        """This agent's answer to a child's question (`answers_child` said it tries), or None:
+        it could not, and the people attached answer."""
+        return None
 
     def info_changed(self) -> None:
         """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker

@@ -20,6 +20,12 @@ from tui.protocol import (
     Answered,
     AnswerRequest,
     By,
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    ContextPushed,
+    ContextPushRequest,
+    ContextRemoved,
     Dismissed,
     DismissRequest,
     ImageRef,
@@ -30,6 +36,8 @@ from tui.protocol import (
     Left,
     ModelRequest,
     ModelSet,
+    Noted,
+    NoteRequest,
     Presence,
     QueueResumed,
     SearchResult,
@@ -153,17 +161,40 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def answer(request: Request) -> Answered:
         body = await parse_body(request, AnswerRequest)
-        worker.answer(body, _by(request))
+        if not await worker.answer_child(body):  # a child's question, answered from here
+            worker.answer(body, _by(request))
         return Answered(question_id=body.question_id)
 
     async def dismiss(request: Request) -> Dismissed:
         body = await parse_body(request, DismissRequest)
-        worker.dismiss(body.question_id, body.client_id, _by(request))
+        if not await worker.answer_child(body):
+            worker.dismiss(body.question_id, body.client_id, _by(request))
         return Dismissed(question_id=body.question_id)
 
     async def interrupt(request: Request) -> Interrupted:
         await parse_body(request, InterruptRequest)
         return Interrupted(interrupted=worker.interrupt(hold=True))
+
+    async def note(request: Request) -> Noted:
+        body = await parse_body(request, NoteRequest)
+        return worker.note(body, _by(request))
+
+    async def context_list(request: Request) -> ContextList:
+        return worker.context_list()
+
+    async def context_add(request: Request) -> ContextEntry:
+        body = await parse_body(request, ContextAddRequest)
+        return worker.context_add(body, _by(request))
+
+    async def context_remove(request: Request) -> ContextRemoved:
+        name = request.path_params["name"]
+        worker.context_remove(name, _by(request))
+        return ContextRemoved(name=name)
+
+    async def context_push(request: Request) -> ContextPushed:
+        name = request.path_params["name"]
+        body = await parse_body(request, ContextPushRequest)
+        return ContextPushed(name=name, seq=worker.context_push(name, body.value))
 
     async def unqueue(request: Request) -> Unqueued:
         worker.unqueue(request.path_params["queue_id"])
@@ -180,7 +211,7 @@ def build_app(worker: SessionWorker) -> Starlette:
 
     async def leave(request: Request) -> Left:
         body = await parse_body(request, LeaveRequest)
-        await worker.leave("stopped on request", body.wait)
+        await worker.leave(body.reason or "stopped on request", body.wait, restarting=body.restart)
         return Left()
 
     served = routes(
@@ -194,6 +225,11 @@ def build_app(worker: SessionWorker) -> Starlette:
             "answer": answer,
             "dismiss": dismiss,
             "interrupt": interrupt,
+            "note": note,
+            "context_list": context_list,
+            "context_add": context_add,
+            "context_remove": context_remove,
+            "context_push": context_push,
             "unqueue": unqueue,
             "queue_resume": queue_resume,
             "search": search,

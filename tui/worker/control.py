@@ -25,9 +25,12 @@ from tui.errors import (
 from tui.protocol import (
     AnswerRequest,
     By,
+    ContextEntry,
     Diff,
     ImageRef,
     Note,
+    Noted,
+    NoteRequest,
     Option,
     PendingQuestion,
     Plan,
@@ -50,6 +53,7 @@ from tui.protocol import (
 from tui.protocol.state import SessionState
 from tui.store import SessionPaths, SessionRecord
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
+from tui.worker.children import Children
 from tui.worker.writer import EventWriter
 
 __all__ = ["INTERRUPT_GRACE", "TurnControl"]
@@ -67,8 +71,17 @@ def new_id(prefix: str) -> str:
 class _Turn:
     """The running turn, as its agent reaches it (`tui.worker.agent.TurnIO`): each call one event."""
 
-    def __init__(self, control: TurnControl, started: TurnStarted, images: Sequence[ImageRef] = ()) -> None:
+    def __init__(
+        self,
+        control: TurnControl,
+        started: TurnStarted,
+        images: Sequence[ImageRef] = (),
+        notes: Sequence[Note] = (),
+        sources: Sequence[ContextEntry] = (),
+    ) -> None:
         self._control = control
+        self.notes: Sequence[Note] = tuple(notes)
+        self.sources: Sequence[ContextEntry] = tuple(sources)
         self._writer = writer = control.writer
         self.started = started
         self._images = tuple(writer.paths.images / image.file for image in images)
@@ -187,6 +200,14 @@ class _Turn:
     async def ask(self, text: str, options: list[Option], *, multiple: bool, freeform: bool) -> Answer:
         return await self._control.ask(self, text, options, multiple=multiple, freeform=freeform)
 
+    async def delegate(
+        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        children = self._control.children
+        if children is None:
+            raise InvalidRequest("this session cannot start children (its worker has no state dir)")
+        return await children.delegate(prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id)
+
 
 class TurnControl:
     """The running turn, the queue and the pending question of one session."""
@@ -199,6 +220,8 @@ class TurnControl:
         """Who a request comes from when nobody else is named: the machine's owner."""
         self.turn: _Turn | None = None
         """The running turn, if any."""
+        self.children: Children | None = None
+        """Starts and follows this session's children (set by the worker)."""
         self._queued_images: dict[str, list[ImageRef]] = {}
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
@@ -335,6 +358,7 @@ class TurnControl:
         by: By | None = None,
         images: Sequence[ImageRef] = (),
     ) -> TurnStarted:
+        notes = list(self.state.unread)  # the turn takes them: its TurnStarted clears them
         started = self.writer.emit(
             TurnStarted(
                 turn_id=new_id("t"),
@@ -347,9 +371,9 @@ class TurnControl:
             )
         )
         assert isinstance(started, TurnStarted)
-        if not self.record.title:
+        if not self.record.title and prompt.strip():
             self._title_from(prompt)
-        turn = _Turn(self, started, images)
+        turn = _Turn(self, started, images, notes, list(self.state.sources.values()))
         self.turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started
@@ -518,6 +542,24 @@ class TurnControl:
             future.set_exception(outcome)
         else:
             future.set_result(outcome)
+
+    def note(self, request: NoteRequest, by: By | None = None) -> Noted:
+        """Keep a note for the agent's next turn (shown now to everyone attached); with
+        `request.now` and no turn running or queued, start a turn of its own for it.
+
+        Raises:
+            ServerStopping: the worker is leaving.
+            DiskFull: the note could not be kept.
+        """
+        self.refuse_if_leaving()
+        event = Note(text=request.text, source=request.source, by=by or self.by)
+        noted = self.writer.emit(event)
+        turn_id = None
+        idle = self.turn is None and not self.state.queue and not self.writer.holding
+        if request.now and idle and not self.state.queue_held:
+            started = self._start("", request.client_id, None, None, "note", by=by)
+            turn_id = started.turn_id
+        return Noted(seq=noted.seq, turn_id=turn_id)
 
     def agent_note(self, text: str) -> None:
         if self.writer.leaving:

@@ -22,8 +22,9 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
-from tui import __version__
+from tui import worker_version
 from tui.errors import DiskFull
 from tui.protocol import (
     FEATURES,
@@ -33,11 +34,17 @@ from tui.protocol import (
     AgentSetting,
     AnswerRequest,
     By,
+    ContextAddRequest,
+    ContextEntry,
+    ContextList,
+    DismissRequest,
     Event,
     ImageRef,
     Info,
     ModelChanged,
     Note,
+    Noted,
+    NoteRequest,
     QuestionResolved,
     SearchResult,
     Stats,
@@ -55,9 +62,11 @@ from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
 from tui.store.checkpoint import Checkpoint
 from tui.store.reading import SessionReader
 from tui.worker.agent import Agent
+from tui.worker.children import Children
 from tui.worker.control import TurnControl
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
+from tui.worker.sources import ContextSources
 from tui.worker.writer import EventWriter, Listener
 
 __all__ = ["SessionWorker", "owner"]
@@ -89,7 +98,10 @@ class SessionWorker:
         state = SessionState(model=agent.model)
         self.writer = EventWriter(paths, journal, state, follower_limit=follower_limit)
         self.control = TurnControl(self.writer, agent, record, owner())
+        self.control.children = Children(self.writer, record, paths.root.parent.parent)
+        self.control.children.agent = agent
         self.reader = SessionReader(paths, journal, self.writer.turn_store)
+        self.sources = ContextSources(self.writer, record.working_directory, owner())
         self.started_monotonic = time.monotonic()
         self.left = asyncio.Event()
         """Set once the worker let go of its session (journal closed, lock released)."""
@@ -199,7 +211,7 @@ class SessionWorker:
             WorkerStarted(
                 epoch=self.state.epoch + 1,
                 pid=os.getpid(),
-                version=__version__,
+                version=worker_version(),
                 agent=self.agent.name,
                 model=self.state.model,
                 reply_format=self.agent.reply_format,
@@ -269,13 +281,48 @@ class SessionWorker:
         """
         self.control.answer(request, by)
 
+    def note(self, request: NoteRequest, by: By | None = None) -> Noted:
+        return self.control.note(request, by)
+
+    def context_list(self) -> ContextList:
+        return ContextList(sources=self.sources.entries, now=datetime.now(UTC))
+
+    def context_add(self, request: ContextAddRequest, by: By | None = None) -> ContextEntry:
+        self.control.refuse_if_leaving()
+        return self.sources.add(request, by)
+
+    def context_remove(self, name: str, by: By | None = None) -> None:
+        self.control.refuse_if_leaving()
+        self.sources.remove(name, by)
+
+    def context_push(self, name: str, value: str) -> int:
+        self.control.refuse_if_leaving()
+        return self.sources.push(name, value)
+
     def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
         self.control.dismiss(question_id, client_id, by)
+
+    async def answer_child(self, request: AnswerRequest | DismissRequest) -> bool:
+        """Answer (or dismiss) a child's pending question, when `request` names one; False when
+        it names none (it is then this session's own question, or none).
+
+        Raises:
+            Conflict: ``question_not_pending``: the child's question was answered first elsewhere.
+            InvalidRequest: ``invalid_answer``, as the child's worker said.
+        """
+        children = self.control.children
+        for child in self.state.child_sessions.values():
+            if child.question is not None and child.question.question_id == request.question_id:
+                if children is None:
+                    return False
+                await children.answer(child.child_id, request)
+                return True
+        return False
 
     # --- the rest of the routes ----------------------------------------------------------------
     def info(self) -> Info:
         return Info(
-            version=__version__,
+            version=worker_version(),
             session_id=self.record.id,
             epoch=self.state.epoch,
             agent=self.agent.name,
@@ -373,16 +420,16 @@ class SessionWorker:
         return now - self.last_activity
 
     # --- leaving -----------------------------------------------------------------------------
-    async def leave(self, reason: str, wait: float = 2.0) -> None:
+    async def leave(self, reason: str, wait: float = 2.0, *, restarting: bool = False) -> None:
         """End the running turn, say `worker_leaving`, end every stream and let go of the session.
 
         A second call waits for the first one's end.
         """
         if self._leave_task is None:
-            self._leave_task = asyncio.create_task(self._leave(reason, wait))
+            self._leave_task = asyncio.create_task(self._leave(reason, wait, restarting))
         await asyncio.shield(self._leave_task)
 
-    async def _leave(self, reason: str, wait: float) -> None:
+    async def _leave(self, reason: str, wait: float, restarting: bool = False) -> None:
         self.writer.leaving = True
         if self.on_leaving is not None:
             self.on_leaving()
@@ -395,13 +442,16 @@ class SessionWorker:
                     turn.task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await asyncio.wait_for(turn.task, 0.5)
+        if self.control.children is not None:
+            await self.control.children.close()  # they run on: sessions of their own
         try:
-            self.emit(WorkerLeaving(reason=reason))
+            self.emit(WorkerLeaving(reason=reason, restarting=restarting))
         except DiskFull:
             log.error("leaving with a full disk: the next worker ends what this one could not write")
         else:
             self.checkpoint()
         self.writer.stop_retrying()
+        await self.sources.close()
         self.hub.close_all()
         try:
             await asyncio.wait_for(self.agent.close(), 1.0)

@@ -14,17 +14,18 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
 
-from tui import __version__
+from tui import worker_version
 from tui.config import Config, WorkerSettings, load_config
 from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, TurnRecord
@@ -173,6 +174,29 @@ async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
             return
 
 
+def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]], list[str]] | None, str]:
+    """How a context source's command is confined: the session's sandbox rule (its folder
+    writable, tui's own folders hidden, its installation and ``.git`` read-only; the network
+    allowed, to ask a CI), and why it cannot be when it cannot (no bubblewrap)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return None, "bubblewrap is not installed, and a context source's command runs only confined"
+    from tui.codemode.confine import Protected, bwrap_command
+
+    workdir = context.working_directory
+    rule: list[Protected] = []  # the rule is read at the first run: a worker with no source pays nothing
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "LANG": "C.UTF-8"}
+
+    def confine(command: Sequence[str]) -> list[str]:
+        if not rule:
+            from tui.worker.agents._reach import protected_of  # its acp import only when needed
+
+            rule.append(protected_of(context))
+        return bwrap_command(command, bwrap=bwrap, workdir=workdir, protected=rule[0], network=True, env=env)
+
+    return confine, ""
+
+
 async def _serve(
     paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float | None
 ) -> int:
@@ -185,6 +209,8 @@ async def _serve(
     worker.load(checkpoint)
     watch(worker, context.config.notify)
     worker.begin()
+    if worker.control.children is not None:
+        worker.control.children.resume()  # follow again the children a predecessor followed
     sock_path = paths.socket
     sock = bind_socket(sock_path)
     config = uvicorn.Config(
@@ -210,7 +236,7 @@ async def _serve(
         epoch=worker.state.epoch,
         socket=str(sock_path),
         started_at=datetime.now(UTC),
-        version=__version__,
+        version=worker_version(),
         features=list(FEATURES),
     )
     write_sidecar(paths.sidecar, sidecar)
@@ -236,6 +262,10 @@ async def _serve(
     warm = asyncio.create_task(agent.start())
     idle = asyncio.create_task(_leave_when_idle(worker))
     gone = asyncio.create_task(_leave_when_gone(worker, paths))
+    worker.sources.confine, why = source_confinement(context)
+    if why:
+        worker.sources.unconfined_reason = why
+    worker.sources.start()
     worker.kick_queue()
     await worker.left.wait()
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a

@@ -352,6 +352,7 @@ class EventWriter:
         # The session's tokens are those of its ended turns (each turn_ended's usage), so that a
         # client that attached from /transcript and one that read every event agree.
         tokens = (self.state.tokens_in, self.state.tokens_out)
+        children = self.state.children_counts()
         now = (
             self.state.state,
             self.state.model,
@@ -360,6 +361,7 @@ class EventWriter:
             tokens,
             self.activity,
             self.cost,
+            tuple(sorted(children.items())),
         )
         if now != self._last_status and not self._held:
             self._last_status = now
@@ -374,6 +376,7 @@ class EventWriter:
                         tokens_out=tokens[1],
                         activity=self.activity,
                         cost=self.cost,
+                        children=children,
                         attached=present,
                     )
                 )

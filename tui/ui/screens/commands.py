@@ -14,6 +14,7 @@ from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.protocol.principal import Permission
 from tui.protocol.state import who
+from tui.terminal import visible
 from tui.ui.screens.help import help_text
 from tui.ui.screens.reading import ReadingScreen
 
@@ -96,6 +97,9 @@ class CommandScreen(ReadingScreen):
     async def _stats_shown(self, outcome: ch.StatsShown) -> None:
         await self.transcript.add_line(outcome.line)
 
+    async def _children_shown(self, outcome: ch.ChildrenShown) -> None:
+        await self.transcript.add_line(visible(outcome.text))
+
     async def _local(self, outcome: ch.Local) -> None:
         """The commands of this screen alone: /copy, /find, /help."""
         if outcome.name == "/copy":
@@ -156,6 +160,7 @@ _SHOW: dict[type, Callable[[CommandScreen, Any], Awaitable[None]]] = {
     ch.Unqueued: CommandScreen._unqueued,
     ch.Resumed: CommandScreen._resumed,
     ch.StatsShown: CommandScreen._stats_shown,
+    ch.ChildrenShown: CommandScreen._children_shown,
     ch.Local: CommandScreen._local,
 }
 """How what each slash command did is shown."""

@@ -19,7 +19,7 @@ def help_text(columns: int = 0) -> str:
         ("Up / Down", "prompt history"),
         ("PgUp / PgDn", "scroll the transcript (older turns load past the first)"),
         ("Shift+Up / Down", "scroll the transcript by lines"),
-        ("Ctrl+Home / End", "the first loaded turn / back to the live bottom"),
+        ("Ctrl+Home / End", "the session's first turn / back to the live bottom"),
         ("Alt+Up / Down", "select a turn: p, y, t copy its prompt, reply, tool output"),
         ("", "Enter shows its tool output, o opens the whole reply"),
         ("Ctrl+F, /find", "find text in the whole session (Enter/Down next, Up previous)"),

@@ -30,13 +30,9 @@ from tui.link.base import AttachLink, Gone, Live, Reconnecting
 from tui.protocol import (
     Info,
     PendingQuestion,
-    Plan,
     QueueItem,
-    TextChunk,
-    Thinking,
     ToolEnded,
     ToolOutput,
-    ToolStarted,
     ToolUpdated,
     Transcript,
     TurnRecord,
@@ -51,6 +47,7 @@ from tui.ui.pieces import duration_text
 from tui.ui.screens.commands import CommandScreen
 from tui.ui.screens.help import help_text
 from tui.ui.screens.reading import clip
+from tui.ui.screens.running import CALL, SAID
 from tui.ui.seen import Seen, SeenStore, since_seen
 from tui.ui.widgets.footer import FittingFooter
 from tui.ui.widgets.prompt import PLACEHOLDER, PromptArea, PromptBox
@@ -58,7 +55,6 @@ from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
-from tui.ui.widgets.turn import TurnView
 
 __all__ = ["GONE_EXIT_AFTER", "Outgoing", "SessionScreen", "help_text"]
 
@@ -114,6 +110,8 @@ class SessionScreen(CommandScreen):
         (Textual paints when the screen's queue is empty)."""
         self._keys_stale = False
         """The state changed: the keys on offer (footer) are worked out again after the batch."""
+        self._leaving = False
+        """Set once this screen asked the app to exit: what arrives later is not drawn."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -160,8 +158,8 @@ class SessionScreen(CommandScreen):
 
     @property
     def question(self) -> PendingQuestion | None:
-        """The pending question; none once the worker is gone."""
-        return None if isinstance(self.link_state, Gone) else self.session_state.question
+        """The pending question (the session's own, else a child's); none once the worker is gone."""
+        return None if isinstance(self.link_state, Gone) else self.session_state.pending_question()
 
     @property
     def queue(self) -> list[QueueItem]:
@@ -175,7 +173,13 @@ class SessionScreen(CommandScreen):
         self._follow()
 
     async def on_unmount(self) -> None:
+        self._leaving = True
         await self.attachment.close()
+
+    def drawing(self) -> bool:
+        """Whether changes are still drawn: not once the screen or the app is leaving (a
+        `worker_leaving` that arrives after ``/exit`` has no transcript to go to)."""
+        return not (self._leaving or self._closing or self._closed) and self.is_attached
 
     # --- following -----------------------------------------------------------------------------
     def _follow(self) -> None:
@@ -207,11 +211,15 @@ class SessionScreen(CommandScreen):
         return visible_data(await self.link.transcript(limit, before=before, after=after, around=around))
 
     async def on_arrived(self, message: Arrived) -> None:
+        if not self.drawing():
+            return
         self.call_after_refresh(self._painted_once.set)
         events = False
         changes = self.attachment.take()
         alert(self.app, changes)  # a desktop notification, when the terminal is not in front
         for change in changes:
+            if not self.drawing():
+                return
             draw = _DRAW.get(type(change))
             if draw is not None:
                 await draw(self, change)
@@ -223,6 +231,8 @@ class SessionScreen(CommandScreen):
             self.app.refresh_bindings()  # once for what arrived at once: the footer is rebuilt
 
     async def on_link_state_changed(self, message: LinkStateChanged) -> None:
+        if not self.drawing():
+            return
         await self._link_changed(ch.LinkChanged(message.state, self.link_state))
 
     # --- drawing what changed ------------------------------------------------------------------
@@ -306,7 +316,7 @@ class SessionScreen(CommandScreen):
         how_long = f" ({duration_text(time.time() - seen.at)})" if seen.at is not None else ""
         away.update(f"While you were away{how_long}: " + "; ".join(parts) + ".")
         away.display = True
-        for view in self.transcript.query(TurnView) if first else ():
+        for view in self.transcript.turn_views() if first else ():
             if view.record.turn_id == first:
                 self.call_after_refresh(self.transcript.scroll_to_widget, view, top=True, animate=False)
                 break
@@ -328,9 +338,9 @@ class SessionScreen(CommandScreen):
             return
         event = change.event
         if isinstance(event, (ToolUpdated, ToolOutput, ToolEnded)):  # a call is found by its id
-            _CALL[type(event)](live, event)
+            CALL[type(event)](live, event)
         elif live.record.turn_id == event.turn_id:
-            await _SAID[type(event)](live, event)
+            await SAID[type(event)](live, event)
 
     async def _turn_ended(self, change: ch.TurnEnded) -> None:
         await self.transcript.end_live(change.record)
@@ -480,6 +490,7 @@ class SessionScreen(CommandScreen):
         panel = QuestionPanel(question, may_answer=self.principal.may("write"))
         self.prompt_box.display = False  # before the panel is there, so no one sees both at once
         await self.query_one("#question-slot").mount(panel)
+        panel.focus_first()  # the digits and Enter are the question's from now on
         self._remember()
         # Hiding the focused prompt moves focus on to the next widget (a transcript block):
         # the question takes it back once that happened.
@@ -622,6 +633,7 @@ class SessionScreen(CommandScreen):
         """Leave the app with exit code `code` (the session keeps running unless it was stopped)."""
         if not forget:
             self._remember()
+        self._leaving = True
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
 
 
@@ -643,38 +655,6 @@ def _gone_title(state: Gone) -> str:
         return "The share was revoked" if "revoked" in state.reason else "Refused"
     return "The session's worker is gone"
 
-
-_CALL: dict[type, Callable[[Any, Any], None]] = {
-    ToolUpdated: lambda view, event: view.tool_updated(event),
-    ToolOutput: lambda view, event: view.tool_output(event),
-    ToolEnded: lambda view, event: view.tool_ended(event),
-}
-"""What the running turn's view (`TranscriptView.live`) does with an event of one of its calls."""
-
-
-async def _add_text(view: Any, event: TextChunk) -> None:
-    view.add_text(event.text)
-
-
-async def _add_thinking(view: Any, event: Thinking) -> None:
-    await view.add_thinking(event.text)
-
-
-async def _tool_started(view: Any, event: ToolStarted) -> None:
-    await view.tool_started(event)
-
-
-async def _plan(view: Any, event: Plan) -> None:
-    await view.plan(event.entries)
-
-
-_SAID: dict[type, Callable[[Any, Any], Awaitable[None]]] = {
-    TextChunk: _add_text,
-    Thinking: _add_thinking,
-    ToolStarted: _tool_started,
-    Plan: _plan,
-}
-"""What the running turn's view does with what the turn said."""
 
 _DRAW: dict[type, Callable[[SessionScreen, Any], Awaitable[None]]] = {
     ch.Attached: SessionScreen._attached,

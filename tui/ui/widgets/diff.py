@@ -7,11 +7,10 @@ from collections.abc import Mapping
 
 from rich.style import StyleType
 from rich.text import Text
-from textual.widgets import Static
 
 from tui.protocol import Diff
 
-__all__ = ["DiffView", "diff_text"]
+__all__ = ["diff_text"]
 
 CONTEXT_LINES = 3
 """Unchanged lines shown around each change."""
@@ -73,31 +72,3 @@ def diff_text(diff: Diff, styles: Mapping[str, StyleType] | None = None) -> Text
 def _side(prefix: str, path: str) -> str:
     """git's ``a/`` and ``b/`` before a relative path; an absolute one is shown as it is."""
     return path if path.startswith("/") else f"{prefix}/{path}"
-
-
-class DiffView(Static):
-    """One edit as a coloured unified diff."""
-
-    DEFAULT_CSS = """
-    DiffView { height: auto; padding: 0 0 0 1; }
-    DiffView > .diff--header { text-style: bold; }
-    DiffView > .diff--hunk { color: $text-accent; }
-    DiffView > .diff--removed { color: $text-error; }
-    DiffView > .diff--added { color: $text-success; }
-    """
-    COMPONENT_CLASSES = {"diff--header", "diff--hunk", "diff--removed", "diff--added"}
-
-    def __init__(self, diff: Diff) -> None:
-        super().__init__()
-        self.diff = diff
-
-    def render(self) -> Text:
-        return diff_text(self.diff, diff_styles(self))
-
-
-def diff_styles(widget: Static) -> dict[str, StyleType]:
-    """The diff's styles from `widget`'s theme (its ``diff--*`` component classes)."""
-    return {
-        kind: widget.get_component_rich_style(f"diff--{kind}", partial=True)
-        for kind in ("header", "hunk", "removed", "added")
-    }

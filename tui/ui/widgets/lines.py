@@ -1,40 +1,38 @@
 """Text drawn a line at a time: pieces of a turn wrapped once per width and kept as strips.
 
-A `LinesView` holds a list of `Block`s (a prompt line, a tool's title, a stretch of Markdown,
-program output). Each block makes its lines for a width once and keeps them, so a layout asks a
-block its height without wrapping anything again, and adding to a block (program output
-streaming in) wraps only what was added. Program output is folded (`OutputBlock`): the screen
-keeps its first `HEAD` and last `TAIL` lines and counts the rest, whatever arrives.
+A turn (`tui/ui/widgets/turn.py`) is a list of `Block`s (a prompt line, a tool's title, a
+stretch of Markdown, program output). Each block makes its lines for a width once and keeps
+them, so a layout asks a block its height without wrapping anything again, and adding to a block
+(program output streaming in) wraps only what was added. Program output is folded
+(`OutputBlock`): the screen keeps its first `HEAD` and last `TAIL` lines and counts the rest,
+whatever arrives.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
-from textual.reactive import reactive
 from textual.strip import Strip
-from textual.widget import Widget
 
 from tui.terminal import visible
 from tui.ui.pieces import traceback_spans, verbatim_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
+    from textual.app import App
 
 __all__ = [
     "HEAD",
     "TAIL",
     "Block",
     "FoldBlock",
-    "LinesView",
+    "Host",
     "MarkdownBlock",
     "OutputBlock",
     "RichBlock",
@@ -104,6 +102,19 @@ def wrap_plain(line: str, width: int) -> list[str]:
     return rows
 
 
+class Host(Protocol):
+    """What draws blocks: the app (its console), the styles of its component classes, and the
+    session shown (named in fold lines)."""
+
+    @property
+    def app(self) -> App[Any]: ...
+
+    @property
+    def session_id(self) -> str | None: ...
+
+    def style_of(self, name: str) -> Style: ...
+
+
 class Block:
     """A piece of a turn drawn as lines: made once per width and kept.
 
@@ -119,7 +130,7 @@ class Block:
         """Lines by width: the last two widths asked (a layout may try with and without a
         scrollbar)."""
 
-    def lines(self, view: LinesView, width: int) -> list[Strip]:
+    def lines(self, view: Host, width: int) -> list[Strip]:
         """The block's lines at `width` (the view's content width)."""
         made = self._made.get(width)
         if made is None:
@@ -129,7 +140,7 @@ class Block:
             self._made[width] = made
         return made
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         """The lines at `width` (the width inside the block's indents), indented."""
         raise NotImplementedError
 
@@ -161,7 +172,7 @@ class RichBlock(Block):
         self._make = make_renderable
         self._renderable: RenderableType | None = None
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         if self._renderable is None:
             self._renderable = self._make(view.style_of)
         return self.indented(render_strips(view.app.console, self._renderable, width))
@@ -181,7 +192,7 @@ class MarkdownBlock(Block):
         self.gap = gap
         self._renderable: Any = None
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         if self._renderable is None:
             from tui.ui.markdown import reply_markdown
 
@@ -197,7 +208,7 @@ class FoldBlock(Block):
         super().__init__(indent=indent, right=right)
         self.hidden = hidden
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         fold = Text(fold_line(self.hidden, view.session_id), style=view.style_of("lines--fold"))
         return self.indented(render_strips(view.app.console, fold, width))
 
@@ -362,7 +373,7 @@ class OutputBlock(Block):
 
     def _wrap(
         self,
-        view: LinesView,
+        view: Host,
         line: str,
         width: int,
         style: Style | None,
@@ -382,7 +393,7 @@ class OutputBlock(Block):
             strips = render_strips(view.app.console, text, width) or [Strip.blank(0)]
         return self.indented(strips)
 
-    def make(self, view: LinesView, width: int) -> list[Strip]:
+    def make(self, view: Host, width: int) -> list[Strip]:
         wrapped = self._wrapped.get(width)
         if wrapped is None:
             if len(self._wrapped) >= 2:
@@ -419,98 +430,3 @@ class OutputBlock(Block):
             spans = traceback_spans(self.partial, self._inside)[0]
             out.extend(self._wrap(view, partial, width, style, spans))
         return out
-
-
-class LinesView(Widget):
-    """A widget drawing `blocks` one line at a time; heights are kept per width, so a layout
-    never wraps anything twice."""
-
-    DEFAULT_CSS = """
-    LinesView { height: auto; }
-    LinesView > .lines--match { background: $warning 60%; color: $text; }
-    LinesView > .lines--fold { color: $text-muted; text-style: italic; }
-    """
-    COMPONENT_CLASSES = {"lines--match", "lines--fold"}
-
-    highlight: reactive[str] = reactive("", layout=False)
-    """Text shown highlighted wherever it occurs (any case); empty for none."""
-
-    def __init__(
-        self, blocks: Iterable[Block] = (), *, id: str | None = None, classes: str | None = None
-    ) -> None:
-        super().__init__(id=id, classes=classes)
-        self.blocks: list[Block] = list(blocks)
-        self._width = -1
-        self._starts: list[int] = []
-        self._height = 0
-        self._styles: dict[str, Style] = {}
-        self._base: Style | None = None
-
-    @property
-    def session_id(self) -> str | None:
-        """The session shown (named in the fold line), when the screen has a link."""
-        link = getattr(self.screen, "link", None) if self.is_attached else None
-        session = getattr(link, "session_id", None)
-        return session if isinstance(session, str) else None
-
-    def style_of(self, name: str) -> Style:
-        """The Rich style of one of the view's component classes."""
-        style = self._styles.get(name)
-        if style is None:
-            style = self._styles[name] = self.get_component_rich_style(name, partial=True)
-        return style
-
-    def set_blocks(self, blocks: Sequence[Block]) -> None:
-        """Draw these blocks instead."""
-        self.blocks = list(blocks)
-        self.changed()
-
-    def add_block(self, block: Block) -> None:
-        """Draw `block` after the others."""
-        self.blocks.append(block)
-        self.changed()
-
-    def changed(self) -> None:
-        """A block changed: lay out again (only the changed blocks make their lines again)."""
-        self._width = -1
-        self.refresh(layout=True)
-
-    def _measure(self, width: int) -> None:
-        if width == self._width:
-            return
-        starts = []
-        y = 0
-        for block in self.blocks:
-            starts.append(y)
-            y += len(block.lines(self, width))
-        self._starts, self._height, self._width = starts, y, width
-
-    def get_content_width(self, container: Size, viewport: Size) -> int:
-        return container.width
-
-    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        self._measure(width)
-        return self._height
-
-    def render_line(self, y: int) -> Strip:
-        width = self.content_size.width
-        self._measure(width)
-        base = self._base
-        if base is None:
-            base = self._base = self.rich_style
-        if not 0 <= y < self._height:
-            return Strip.blank(width, base)
-        index = bisect_right(self._starts, y) - 1
-        block = self.blocks[index]
-        strip = block.lines(self, width)[y - self._starts[index]]
-        if self.highlight:
-            strip = mark_matches(strip, self.highlight.lower(), self.style_of("lines--match"))
-        return strip.apply_style(base)
-
-    def watch_highlight(self) -> None:
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._styles.clear()
-        self._base = None

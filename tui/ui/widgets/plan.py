@@ -6,11 +6,10 @@ from collections.abc import Mapping, Sequence
 
 from rich.style import StyleType
 from rich.text import Text
-from textual.widgets import Static
 
 from tui.protocol import PlanEntry
 
-__all__ = ["PlanView", "plan_text"]
+__all__ = ["plan_text"]
 
 MARKS = {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 """How each entry's status is drawn."""
@@ -31,35 +30,3 @@ def plan_text(entries: Sequence[PlanEntry], styles: Mapping[str, StyleType] | No
         text.append("\n")
         text.append(f"{MARKS[entry.status]} {entry.content}", style=style[entry.status])
     return text
-
-
-class PlanView(Static):
-    """The running turn's plan; each `plan` event replaces it in place."""
-
-    DEFAULT_CSS = """
-    PlanView { height: auto; padding: 0 0 0 2; }
-    PlanView > .plan--completed { color: $text-muted; }
-    PlanView > .plan--in_progress { color: $text-warning; text-style: bold; }
-    PlanView > .plan--pending { color: $text; }
-    """
-    COMPONENT_CLASSES = {"plan--completed", "plan--in_progress", "plan--pending"}
-
-    def __init__(self, entries: Sequence[PlanEntry] = ()) -> None:
-        super().__init__()
-        self.entries: list[PlanEntry] = list(entries)
-
-    def show(self, entries: Sequence[PlanEntry]) -> None:
-        """The plan changed: draw it again."""
-        self.entries = list(entries)
-        self.refresh(layout=True)
-
-    def render(self) -> Text:
-        return plan_text(self.entries, plan_styles(self))
-
-
-def plan_styles(widget: Static) -> dict[str, StyleType]:
-    """The checklist's styles from `widget`'s theme (its ``plan--*`` component classes)."""
-    return {
-        status: widget.get_component_rich_style(f"plan--{status}", partial=True)
-        for status in ("completed", "in_progress", "pending")
-    }

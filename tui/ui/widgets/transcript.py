@@ -1,15 +1,21 @@
-"""The transcript: ended turns as one cheap widget each, the running turn live at the bottom.
+"""The transcript: one scroll view drawing the session's turns a line at a time.
 
-The app keeps a window of the session's turns (at most `KEEP` records, `items`) and mounts a
-window of those (at most `WINDOW` widgets). Reaching the top of what is mounted mounts older
-records, or fetches older turns from the worker (`before=`) when none are left; reaching the
-bottom does the same with newer ones (`after=`). Records far from the view are dropped and
-fetched again when the reader comes back, so memory stays flat however far the reader goes.
+The view is a Textual `ScrollView`: nothing inside it is a widget. It holds a stretch of the
+session (at most `KEEP` records, `items`), each drawn by a `TurnView` (or a `NoteLine`) whose
+lines are made once per width and kept, then the running turn (`LiveTurn`) at the bottom. Its
+height is the sum of theirs; a turn not yet drawn counts what it last measured (or a guess) until
+it comes into view, so a page of turns arriving costs no wrapping at all until it is read.
 
-Paging in keeps the reader's place: the widget at the top of the view (one that stays mounted)
-is measured before and after, and the view moves by what it moved. A line says when turns are
-loading; the view is never left empty without one. The view stays anchored to the bottom while
-the reader has not scrolled away.
+Every change keeps the reader's place: the entry at the top of the view (the *pin*) stays on its
+row while others are measured, added or dropped above it; while the reader follows the bottom,
+the view stays at the bottom instead. A running turn's new output makes only its own lines again
+and moves the scroll offset; nothing else is laid out or drawn again.
+
+Reaching the top of what is kept fetches older turns from the worker (`before=`), the bottom
+newer ones (`after=`); records far from the view are dropped and fetched again when the reader
+comes back, so memory stays flat however far the reader goes. Ctrl+Home goes to the session's
+first turn at once, fetching what it needs; Ctrl+End back to the live bottom. What is kept and
+how it is paged is `Paging`'s (`tui/ui/widgets/paging.py`), mixed into the view.
 
 A turn can be selected from the keyboard (`select`, `move_selection`); the session screen copies
 its pieces and opens its output. `go_to` brings any turn of the session into view (fetching the
@@ -19,68 +25,72 @@ page around it), which is how a search jumps to a match.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import time
+from bisect import bisect_right
+from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.worker import Worker, WorkerState
 
-from tui.errors import TuiError
-from tui.protocol import Transcript, TurnRecord
-from tui.ui.widgets.turn import LiveTurn, Part, TurnView, kept_lines
+from tui.ui.widgets.lines import mark_matches
+from tui.ui.widgets.live import LiveTurn
+from tui.ui.widgets.paging import KEEP, PAGE, WINDOW, EdgeLine, Fetch, Item, Paging
+from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
 
-__all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "TranscriptView"]
-
-WINDOW = 60
-"""The most ended turns mounted at once."""
-PAGE = 40
-"""How many turns are mounted (or fetched) at a time when scrolling."""
-KEEP = 200
-"""The most turn records kept in the app; the others are fetched again when needed."""
-FIRST = 12
-"""Turns mounted first on attach (newest first), enough to fill a screen; the rest follow."""
-CHUNK = 10
-"""Turns mounted between two frames when paging, so that the loop never waits long for a page."""
-
-Fetch = Callable[..., Awaitable[Transcript]]
-"""`AttachLink.transcript`: ``fetch(limit, before=, after=, around=)``."""
+__all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
 
 
-@dataclass
-class Item:
-    """One entry of the transcript: an ended turn, or a line (a note, an unknown event)."""
-
-    record: TurnRecord | None = None
-    parts: list[Part] | None = None
-    line: str = ""
-
-
-def page_items(records: list[TurnRecord]) -> list[Item]:
-    """The items of a page of turns: each turn after the notes said before it."""
-    items: list[Item] = []
-    for record in records:
-        items += [Item(line=line.text) for line in record.lines if line.kind == "before"]
-        items.append(Item(record=record))
-    return items
+MEASURE_EVERY = 0.02
+"""Seconds between two stretches of measuring what is kept but not drawn yet."""
+MEASURE_FOR = 0.004
+"""Seconds of measuring at a time (the loop stays free for keys and frames)."""
+WHOLE = ("transcript--", "diff--", "turn--thinking")
+"""Component classes whose colours are blended with the view's background (as a widget's are)."""
 
 
-class NoteLine(Static):
-    """A line between turns: a note for the agent, an event this version does not know."""
-
-    DEFAULT_CSS = """
-    NoteLine { height: auto; color: $text-muted; padding: 0 0 1 0; }
-    """
+def _plain(style: Style | None) -> bool:
+    """Whether blank cells in `style` show nothing but the background."""
+    return style is None or not (style.color or style.bgcolor or style.underline or style.reverse)
 
 
-def set_highlight(view: TurnView, text: str) -> None:
-    """Highlight `text` in `view` (`TurnView.highlight`; ``""`` for none)."""
-    view.highlight = text
+def _live_line(strip: Strip, base: Style, blank: Style, width: int) -> Strip:
+    """A line of the running turn: its text in the view's style, the blank cells after it (up to
+    `width`) in its background only, as the widgets that drew it before left them."""
+    pieces = list(strip)
+    tail: list[Segment] = []
+    while pieces and _plain(pieces[-1].style) and not pieces[-1].text.strip():
+        tail.insert(0, Segment(pieces.pop().text, blank))
+    if pieces and _plain(pieces[-1].style) and pieces[-1].text.endswith(" "):
+        text, style, _ = pieces.pop()
+        body = text.rstrip(" ")
+        pieces.append(Segment(body, style))
+        tail.insert(0, Segment(text[len(body) :], blank))
+    head: list[Segment] = []
+    while pieces and pieces[0].style is None and not pieces[0].text.strip():
+        head.append(Segment(pieces.pop(0).text, blank))  # its indent
+    segments = [*head, *(Segment(text, base + style if style else base) for text, style, _ in pieces)]
+    segments += [*tail, Segment(" " * max(0, width - strip.cell_length), blank)]
+    return Strip(segments, max(width, strip.cell_length))
 
 
-class TranscriptView(VerticalScroll):
-    """Every turn of the session, newest at the bottom."""
+def _guess(drawn: Drawn) -> int:
+    """The height of an entry never drawn: a few lines for a turn, its lines for a note."""
+    if isinstance(drawn, TurnView):
+        record = drawn.record
+        reply = record.reply.rstrip("\n")
+        return 2 + (min(40, reply.count("\n") + 1) if reply else 0) + len(record.tools)
+    return 2
+
+
+class TranscriptView(Paging, ScrollView, can_focus=True):
+    """Every turn of the session, newest at the bottom, drawn a line at a time."""
 
     BINDINGS = [
         Binding("up", "select_move(-1)", "Previous turn", show=False),
@@ -92,14 +102,57 @@ class TranscriptView(VerticalScroll):
     ]
 
     DEFAULT_CSS = """
-    TranscriptView { height: 1fr; padding: 0 1 0 1; scrollbar-size-vertical: 1; }
+    TranscriptView { height: 1fr; padding: 0 1 0 1; scrollbar-size-vertical: 1; overflow-x: hidden; }
     TranscriptView:focus { background-tint: $foreground 0%; }
-    TranscriptView > #older, TranscriptView > #newer {
-        color: $text-muted; height: auto; text-align: center;
-    }
-    TranscriptView > #hello { color: $text-muted; height: auto; display: none; }
-    TranscriptView > TurnView.-selected { background: $boost; border-left: outer $accent; }
+    TranscriptView > .transcript--edge { color: $text-muted; }
+    TranscriptView > .transcript--hello { color: $text-muted; }
+    TranscriptView > .transcript--note { color: $text-muted; }
+    TranscriptView > .transcript--output { color: $text-muted; }
+    TranscriptView > .transcript--selected { background: $boost; }
+    TranscriptView > .transcript--bar { color: $accent; }
+    TranscriptView > .turn--prompt { color: $text; text-style: bold; }
+    TranscriptView > .turn--who { color: $text-muted; }
+    TranscriptView > .turn--mark { color: $accent; text-style: bold; }
+    TranscriptView > .turn--tool { color: $text-secondary; }
+    TranscriptView > .turn--output { color: $text-muted; }
+    TranscriptView > .turn--thinking { color: $text-muted; text-style: italic; }
+    TranscriptView > .turn--failed { color: $text-error; text-style: bold; }
+    TranscriptView > .turn--interrupted { color: $text-warning; text-style: bold; }
+    TranscriptView > .lines--match { background: $warning 60%; color: $text; }
+    TranscriptView > .lines--fold { color: $text-muted; text-style: italic; }
+    TranscriptView > .diff--header { text-style: bold; }
+    TranscriptView > .diff--hunk { color: $text-accent; }
+    TranscriptView > .diff--removed { color: $text-error; }
+    TranscriptView > .diff--added { color: $text-success; }
+    TranscriptView > .plan--completed { color: $text-muted; }
+    TranscriptView > .plan--in_progress { color: $text-warning; text-style: bold; }
+    TranscriptView > .plan--pending { color: $text; }
     """
+    COMPONENT_CLASSES = {
+        "transcript--edge",
+        "transcript--hello",
+        "transcript--note",
+        "transcript--output",
+        "transcript--selected",
+        "transcript--bar",
+        "turn--prompt",
+        "turn--who",
+        "turn--mark",
+        "turn--tool",
+        "turn--output",
+        "turn--thinking",
+        "turn--failed",
+        "turn--interrupted",
+        "lines--match",
+        "lines--fold",
+        "diff--header",
+        "diff--hunk",
+        "diff--removed",
+        "diff--added",
+        "plan--completed",
+        "plan--in_progress",
+        "plan--pending",
+    }
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -109,11 +162,11 @@ class TranscriptView(VerticalScroll):
         """Whether the session has turns older than the kept ones."""
         self.has_newer = False
         """Whether the session has ended turns newer than the kept ones (dropped, or not fetched)."""
-        self._lo = 0
-        self._hi = 0
-        self._older = Static("loading the transcript…", id="older", markup=False)
-        self._hello = Static("", id="hello", markup=False)
-        self._newer = Static("", id="newer", markup=False)
+        self._older = EdgeLine("transcript--edge", centre=True)
+        self._edge_says: tuple[str | None, str | None] = ("loading the transcript…", None)
+        """What the edge lines say instead of what more there is (that it loads)."""
+        self._hello = EdgeLine("transcript--hello", centre=False)
+        self._newer = EdgeLine("transcript--edge", centre=True)
         self.live: LiveTurn | None = None
         self.verbatim = False
         """Whether replies are program output (the python agent), shown as printed."""
@@ -124,290 +177,379 @@ class TranscriptView(VerticalScroll):
         self.highlight = ""
         """The text highlighted in every turn shown (a search)."""
         self._window = asyncio.Lock()
-        """One change of what is mounted at a time."""
+        """One change of what is kept at a time."""
         self._fetching = False
         self._epoch = 0
         """Counts the times `items` was replaced: a page fetched for an earlier one is dropped."""
+        # what is drawn, and where
+        self._entries: list[Drawn] = []
+        self._index: dict[int, int] = {}
+        """Each entry's position in `_entries`, by its id()."""
+        self._heights: list[int] = []
+        self._starts: list[int] = []
+        self._total = 0
+        self._width = 0
+        self._follow = True
+        """Whether the view stays at the bottom (the reader has not scrolled away)."""
+        self._pin: tuple[Drawn, int] | None = None
+        """The entry at the top of the view and how far into it the view starts."""
+        self._placing = False
+        self._measuring = False
+        self._styles: dict[str, Style] = {}
+        self._base: Style | None = None
+        self.draws = 0
+        """How many lines were drawn (each `render_line`), for tests and benchmarks."""
 
-    def compose(self):  # type: ignore[no-untyped-def]
-        yield self._older
-        yield self._hello
-        yield self._newer
-
-    def on_mount(self) -> None:
-        self._newer.display = False
-        self.anchor()
-
-    def show_hello(self, text: str) -> None:
-        """The line an empty session shows until its first turn: where it is, what to type."""
-        self._hello.update(text)
-        self._hello.display = True
-
-    # --- what is mounted -----------------------------------------------------------------------
+    # --- as a host of drawn entries --------------------------------------------------------------
     @property
-    def mounted_turns(self) -> int:
-        """How many ended turns are mounted now."""
-        return self._hi - self._lo
+    def session_id(self) -> str | None:
+        """The session shown (named in the fold line), when the screen has a link."""
+        link = getattr(self.screen, "link", None) if self.is_attached else None
+        session = getattr(link, "session_id", None)
+        return session if isinstance(session, str) else None
+
+    def style_of(self, name: str) -> Style:
+        """The Rich style of one of the view's component classes."""
+        style = self._styles.get(name)
+        if style is None:
+            if name.startswith(WHOLE):  # drawn by widgets of their own before: colours as blended
+                whole = self.get_component_rich_style(name)
+                if name == "transcript--selected":
+                    style = Style(bgcolor=whole.bgcolor)
+                else:
+                    style = Style(color=whole.color, bold=whole.bold, italic=whole.italic, dim=whole.dim)
+            else:
+                style = self.get_component_rich_style(name, partial=True)
+            self._styles[name] = style
+        return style
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._base = None
 
     @property
-    def at_live_end(self) -> bool:
-        """Whether the newest ended turn is mounted (so the running turn follows it)."""
-        return not self.has_newer and self._hi == len(self.items)
+    def line_width(self) -> int:
+        """The width the entries' lines are made at (a selected turn's: one less, for its bar)."""
+        return max(2, self.scrollable_content_region.width)
 
-    def _widget(self, item: Item) -> Widget:
-        if item.record is not None:
-            view = TurnView(item.record, item.parts, verbatim=self.verbatim)
-            if item.record.turn_id == self.selected:
-                view.add_class("-selected")
-            if self.highlight:
-                set_highlight(view, self.highlight)
-            return view
-        return NoteLine(item.line, markup=False)
+    def _w(self, entry: Drawn) -> int:
+        return max(1, self._width - 1 if entry.classes else self._width)
 
-    def _ended_widgets(self) -> list[Widget]:
-        return [w for w in self.children if isinstance(w, TurnView | NoteLine)]
+    def place_of(self, drawn: Drawn) -> Region | None:
+        """Where `drawn` is in the view's whole height; None when it is not drawn."""
+        i = self._index.get(id(drawn))
+        if i is None or self._entries[i] is not drawn or i >= len(self._starts):
+            return None
+        return Region(0, self._starts[i], self._w(drawn), self._heights[i])
 
-    def turn_views(self) -> list[TurnView]:
-        """The ended turns mounted now, oldest first."""
-        return [w for w in self.children if isinstance(w, TurnView)]
+    def screen_region_of(self, drawn: Drawn) -> Region:
+        place = self.place_of(drawn)
+        if place is None:
+            return Region()
+        content = self.scrollable_content_region
+        return Region(
+            content.x + self.line_width - place.width,
+            content.y + self._pad + place.y - round(self.scroll_y),
+            place.width,
+            place.height,
+        )
 
-    def _show_edges(self, *, older: str | None = None, newer: str | None = None) -> None:
-        """The lines above and below the mounted turns: what more there is, or that it loads."""
-        if older is None:
-            hidden = self._lo
-            if hidden or self.has_more:
-                more = f"{hidden}{'+' if self.has_more else ''} older turns" if hidden else "older turns"
-                older = f"↑ {more}: PgUp or scroll up to load"
-        self._older.update(older or "")
-        self._older.display = bool(older)
-        if newer is None and not self.at_live_end:
-            newer = "↓ newer turns: PgDn or scroll down to load · Ctrl+End: the live bottom"
-        self._newer.update(newer or "")
-        self._newer.display = bool(newer)
-        if self.live is not None:
-            self.live.display = self.at_live_end
-
-    def _anchor(self) -> tuple[Widget, float] | None:
-        """The first mounted turn reaching into the view, and how far its top is from the view's."""
-        top = self.scroll_y
-        for widget in self._ended_widgets():
-            region = widget.virtual_region
-            if region.bottom > top:
-                return widget, region.y - top
-        return None
-
-    def _keep(self, anchor: tuple[Widget, float] | None) -> None:
-        """Scroll so that `anchor`'s widget is where it was in the view."""
-        if anchor is None:
+    def drawn_changed(self, drawn: Drawn) -> None:
+        """An entry's lines changed (the running turn streamed, a turn's tools opened): measure it
+        again and draw what shows of it; nothing else is made again."""
+        i = self._index.get(id(drawn))
+        if i is None or self._entries[i] is not drawn or not self._width:
             return
-        widget, offset = anchor
-        if widget.is_attached:
-            self.scroll_to(y=widget.virtual_region.y - offset, animate=False, immediate=True)
-
-    async def _refresh_then_keep(self, anchor: tuple[Widget, float] | None) -> None:
-        done = asyncio.Event()
-
-        def keep() -> None:
-            self._keep(anchor)
-            done.set()
-
-        self.call_after_refresh(keep)
-        await done.wait()
-
-    @property
-    def is_fetching(self) -> bool:
-        """Whether turns are being fetched or mounted now."""
-        return self._fetching or self._window.locked()
-
-    # --- loading -------------------------------------------------------------------------------
-    async def load(self, records: list[TurnRecord], *, has_more: bool, has_newer: bool = False) -> None:
-        """Show a page of the session's turns (a fresh attach, or the live bottom again).
-
-        The newest turns are mounted first, as many as fill a screen; the rest of the page follows.
-        """
-        async with self._window:
-            self._epoch += 1
-            self.items = page_items(records)
-            self.has_more, self.has_newer = has_more, has_newer
-            self._lo = max(0, len(self.items) - FIRST)
-            self._hi = len(self.items)
-            with self.app.batch_update():
-                await self.remove_children(self._ended_widgets())
-                await self.mount_all([self._widget(i) for i in self.items[self._lo :]], before=self._newer)
-                self._show_edges()
-            self.anchor()
-        if self._lo > 0:
-            self.call_after_refresh(self._more_after_load)
-
-    def _more_after_load(self) -> None:
-        self.run_worker(self._mount_older(PAGE - FIRST), group="transcript-window", exit_on_error=False)
-
-    async def to_live_end(self) -> None:
-        """Back to the live bottom: the newest turns, the running one, anchored."""
-        if self.at_live_end:
-            self.anchor()
-            return
-        if self.has_newer and self.fetch is not None:
-            self._show_edges(newer="loading the newest turns…")
-            try:
-                page = await self.fetch(PAGE)
-            except TuiError as exc:
-                self._show_edges()
-                self.notify(str(exc), title="Could not load the newest turns", severity="warning")
+        height = len(drawn.lines(self._w(drawn)))
+        if height != self._heights[i]:
+            self._set_height(i, height)
+            self._place()
+            if self._pad:  # what is above moves down too
+                self.refresh()
                 return
-            await self.load(page.turns, has_more=page.has_more)
+        top = self._starts[i] - round(self.scroll_y)
+        view = self.scrollable_content_region.height
+        if top < view and top + height > 0:
+            self.refresh(Region(0, max(0, top), self.size.width, min(view, top + height) - max(0, top)))
+
+    def _set_height(self, i: int, height: int) -> None:
+        delta = height - self._heights[i]
+        self._heights[i] = height
+        starts = self._starts
+        for k in range(i + 1, len(starts)):
+            starts[k] += delta
+        self._total += delta
+        self._set_virtual_height(self._total)
+
+    def _set_virtual_height(self, total: int) -> None:
+        """The whole height changed (the running turn grew): the scrollbar is told, and nothing is
+        laid out or drawn again, unless the scrollbar appears or goes (as a `Log` does it lays
+        out again only then)."""
+        size = Size(self.line_width, total)
+        view = self.container_size.height
+        old = self.virtual_size
+        if old.width != size.width or (old.height > view) != (total > view):
+            self.virtual_size = size
             return
-        async with self._window:
-            self._lo = max(0, len(self.items) - PAGE)
-            self._hi = len(self.items)
-            with self.app.batch_update():
-                await self.remove_children(self._ended_widgets())
-                await self.mount_all([self._widget(i) for i in self.items[self._lo :]], before=self._newer)
-                self._show_edges()
-            self.anchor()
-
-    async def _mount_older(self, count: int = PAGE) -> None:
-        """Mount up to `count` kept records above the mounted ones, a chunk a frame, keeping the
-        reader's place."""
-        epoch = self._epoch
-        while count > 0:
-            async with self._window:
-                if self._epoch != epoch:
-                    return  # the kept records were replaced (a jump): what is mounted is theirs
-                start = max(0, self._lo - min(count, CHUNK))
-                new = [self._widget(i) for i in self.items[start : self._lo]]
-                if not new:
-                    return
-                count -= len(new)
-                anchor = self._anchor()
-                with self.app.batch_update():
-                    excess = self._hi - start - WINDOW  # made room for first: never more than WINDOW
-                    if excess > 0:
-                        await self.remove_children(self._ended_widgets()[-excess:])
-                        self._hi -= excess
-                    ended = self._ended_widgets()
-                    await self.mount_all(new, before=ended[0] if ended else self._newer)
-                    self._lo = start
-                    self._show_edges()
-                if not (self._anchored and not self._anchor_released and self.at_live_end):
-                    await self._refresh_then_keep(anchor)  # else the anchor keeps the live bottom
-
-    async def _mount_newer(self, count: int = PAGE) -> None:
-        """Mount up to `count` kept records below the mounted ones, a chunk a frame, keeping the
-        reader's place."""
-        epoch = self._epoch
-        while count > 0:
-            async with self._window:
-                if self._epoch != epoch:
-                    return  # the kept records were replaced (a jump): what is mounted is theirs
-                end = min(len(self.items), self._hi + min(count, CHUNK))
-                new = [self._widget(i) for i in self.items[self._hi : end]]
-                if not new:
-                    return
-                count -= len(new)
-                anchor = self._anchor()
-                with self.app.batch_update():
-                    excess = end - self._lo - WINDOW
-                    if excess > 0:
-                        await self.remove_children(self._ended_widgets()[:excess])
-                        self._lo += excess
-                    await self.mount_all(new, before=self._newer)
-                    self._hi = end
-                    self._show_edges()
-                await self._refresh_then_keep(anchor)
-
-    def _oldest_id(self) -> str | None:
-        return next((i.record.turn_id for i in self.items if i.record is not None), None)
-
-    def _newest_id(self) -> str | None:
-        return next((i.record.turn_id for i in reversed(self.items) if i.record is not None), None)
-
-    async def _fetch_older(self) -> None:
-        if self.fetch is None or self._fetching:
-            return
-        self._fetching = True
-        self._show_edges(older="↑ loading older turns…")
-        epoch, oldest = self._epoch, self._oldest_id()
+        self.set_reactive(Widget.virtual_size, size)
+        self._placing = True
         try:
-            page = await self.fetch(PAGE, before=oldest)
-        except TuiError as exc:
-            self._show_edges()
-            self.notify(str(exc), title="Could not load older turns", severity="warning")
-            return
+            self._scroll_update(size)
         finally:
-            self._fetching = False
-        async with self._window:
-            if self._epoch != epoch or self._oldest_id() != oldest:
-                self._show_edges()
-                return  # the reader went elsewhere meanwhile: this page no longer joins on
-            self.has_more = page.has_more
-            older = page_items(page.turns)
-            self.items[:0] = older
-            self._lo += len(older)
-            self._hi += len(older)
-            drop = min(len(self.items) - KEEP, len(self.items) - self._hi)
-            if drop > 0:  # the newest kept records, far below the view: fetched again when needed
-                del self.items[-drop:]
-                self.has_newer = True
-        await self._mount_older()
-        if not page.turns:
-            self._show_edges()
+            self._placing = False
 
-    async def _fetch_newer(self) -> None:
-        if self.fetch is None or self._fetching:
+    # --- what is drawn ------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        """Put the entries in order again (the kept items, the edges, the running turn) and lay
+        them out, keeping the reader's place."""
+        self._show_edges_text()
+        entries: list[Drawn] = []
+        if self._older.text:
+            entries.append(self._older)
+        if self._hello.text and not self.items and self.live is None:
+            entries.append(self._hello)
+        for item in self.items:
+            entries.append(self._drawn(item))
+        if self._newer.text:
+            entries.append(self._newer)
+        if self.live is not None and self.at_live_end:
+            entries.append(self.live)
+        for entry in entries:
+            entry.host = self
+        self._entries = entries
+        self._index = {id(e): i for i, e in enumerate(entries)}
+        self._layout()
+
+    def _drawn(self, item: Item) -> Drawn:
+        if item.drawn is None:
+            if item.record is not None:
+                view = TurnView(item.record, item.parts, verbatim=self.verbatim)
+                item.parts = None
+                item.drawn = view
+            else:
+                item.drawn = NoteLine(item.line)
+        drawn = item.drawn
+        if isinstance(drawn, TurnView):
+            drawn.classes = {"-selected"} if drawn.record.turn_id == self.selected else set()
+            drawn.highlight = self.highlight
+        return drawn
+
+    def _height(self, entry: Drawn, width: int) -> int:
+        width = self._w(entry)
+        if entry.made_at(width):
+            return len(entry.lines(width))
+        last = next(iter(entry._made.values()), None)
+        return len(last) if last is not None else _guess(entry)
+
+    def _layout(self, *, quiet: bool = False) -> None:
+        """Measure what the view shows (and a screen around it), set the whole height, and scroll
+        so that the pinned entry stays on its row (or the bottom stays in view). `quiet`: only
+        entries out of view changed (they were measured): nothing is drawn again unless the view
+        moved."""
+        if not self.is_mounted or self.scrollable_content_region.width <= 1:
             return
-        self._fetching = True
-        self._show_edges(newer="↓ loading newer turns…")
-        epoch, newest = self._epoch, self._newest_id()
+        width = self.line_width
+        if width != self._width:
+            self._width = width
+        entries = self._entries
+        view = max(1, self.scrollable_content_region.height)
+        pin = None if self._follow else (self._pin or self._pin_at(round(self.scroll_y)))
+        heights = [self._height(e, width) for e in entries]
+        # measure exactly what will show: from the pin down (or the bottom up), and a screen around
+        if pin is not None and id(pin[0]) in self._index and entries[self._index[id(pin[0])]] is pin[0]:
+            at = self._index[id(pin[0])]
+            reach = pin[1] + 2 * view
+            k = at
+            while k < len(entries) and reach > 0:
+                heights[k] = len(entries[k].lines(self._w(entries[k])))
+                reach -= heights[k]
+                k += 1
+            reach = view
+            k = at - 1
+            budget = time.perf_counter() + MEASURE_FOR  # the rest above: measured between frames
+            while k >= 0 and reach > 0 and time.perf_counter() < budget:
+                heights[k] = len(entries[k].lines(self._w(entries[k])))
+                reach -= heights[k]
+                k -= 1
+        else:
+            pin = None
+            reach = 2 * view
+            k = len(entries) - 1
+            while k >= 0 and reach > 0:
+                heights[k] = len(entries[k].lines(self._w(entries[k])))
+                reach -= heights[k]
+                k -= 1
+        starts, y = [], 0
+        for h in heights:
+            starts.append(y)
+            y += h
+        self._heights, self._starts, self._total = heights, starts, y
+        if quiet:
+            self._set_virtual_height(y)
+        else:
+            self.virtual_size = Size(width, y)
+        self._place(pin)
+        if not quiet:
+            self.refresh()
+        if not self._measuring and any(not e.made_at(self._w(e)) for e in entries):
+            self._measuring = True
+            self.set_timer(MEASURE_EVERY, self._measure_some)
+
+    def _measure_some(self) -> None:
+        """Measure entries not yet drawn, a few milliseconds at a time between frames, so that
+        the scrollbar soon tells the true height of what is kept."""
+        self._measuring = False
+        deadline = time.perf_counter() + MEASURE_FOR
+        measured = False
+        for entry in self._entries:
+            width = self._w(entry)
+            if not entry.made_at(width):
+                entry.lines(width)
+                measured = True
+                if time.perf_counter() > deadline:
+                    break
+        if measured:
+            self._layout(quiet=True)
+
+    def _pin_at(self, y: int) -> tuple[Drawn, int] | None:
+        if not self._entries or not self._starts:
+            return None
+        i = max(0, min(len(self._entries) - 1, bisect_right(self._starts, y) - 1))
+        return self._entries[i], y - self._starts[i]
+
+    def _place(self, pin: tuple[Drawn, int] | None = None) -> None:
+        """Scroll to the bottom when following, else to where the pin is."""
+        view = self.scrollable_content_region.height
+        top = max(0, self._total - view)
+        if not self._follow:
+            pin = pin or self._pin
+            i = self._index.get(id(pin[0])) if pin is not None else None
+            if pin is not None and i is not None and self._entries[i] is pin[0]:
+                top = min(top, self._starts[i] + min(pin[1], max(0, self._heights[i] - 1)))
+            else:
+                top = min(top, round(self.scroll_y))
+        self._placing = True
         try:
-            page = await self.fetch(PAGE, after=newest)
-        except TuiError as exc:
-            self._show_edges()
-            self.notify(str(exc), title="Could not load newer turns", severity="warning")
-            return
+            self.scroll_y = top
         finally:
-            self._fetching = False
-        async with self._window:
-            if self._epoch != epoch or self._newest_id() != newest:
-                self._show_edges()
-                return
-            self.has_newer = page.has_newer
-            self.items.extend(page_items(page.turns))
-            drop = min(len(self.items) - KEEP, self._lo)
-            if drop > 0:  # the oldest kept records, far above the view
-                del self.items[:drop]
-                self._lo -= drop
-                self._hi -= drop
-                self.has_more = True
-        await self._mount_newer()
-        self._show_edges()
-
-    def load_older(self) -> None:
-        """Mount or fetch older turns, as scrolling to the top does."""
-        if self._lo > 0:
-            self.run_worker(self._mount_older(), group="transcript-window", exit_on_error=False)
-        elif self.has_more:
-            self.run_worker(self._fetch_older(), group="transcript-window", exit_on_error=False)
-
-    def load_newer(self) -> None:
-        """Mount or fetch newer turns, as scrolling to the bottom does."""
-        if self._hi < len(self.items):
-            self.run_worker(self._mount_newer(), group="transcript-window", exit_on_error=False)
-        elif self.has_newer:
-            self.run_worker(self._fetch_newer(), group="transcript-window", exit_on_error=False)
+            self._placing = False
+        self._pin = self._pin_at(round(self.scroll_y))
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
-        if self._window.locked():
+        if self._placing:
             return
-        if new <= 0 and (old > 0 or self.max_scroll_y == 0):
+        if round(new) < round(old) and round(new) < self.max_scroll_y:  # not a clamp: the view grew
+            self._follow = False
+        elif new >= self.max_scroll_y and self.at_live_end:
+            self._follow = True
+        self._pin = self._pin_at(round(new))
+        if self._entries and self._unmeasured_in_view():
+            self._layout()
+        self._near_edges()
+
+    def _unmeasured_in_view(self) -> bool:
+        top = round(self.scroll_y)
+        bottom = top + self.scrollable_content_region.height
+        i = max(0, bisect_right(self._starts, top) - 1)
+        while i < len(self._entries) and self._starts[i] < bottom:
+            if not self._entries[i].made_at(self._w(self._entries[i])):
+                return True
+            i += 1
+        return False
+
+    def _near_edges(self) -> None:
+        """Fetch the next page before the reader reaches an end of what is kept."""
+        if self._window.locked() or self._fetching:
+            return
+        view = self.scrollable_content_region.height
+        if self.scroll_y <= view and self.has_more:
             self.load_older()
-        elif new >= self.max_scroll_y and old < new and not self.at_live_end:
+        elif self.scroll_y >= self.max_scroll_y - view and self.has_newer:
             self.load_newer()
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout()
+
+    def on_mount(self) -> None:
+        self._rebuild()
+
+    def render_line(self, y: int) -> Strip:
+        self.draws += 1
+        base = self._base
+        if base is None:
+            base = self._base = self.rich_style
+        width = self._width or self.line_width
+        at = y + round(self.scroll_y) - self._pad
+        i = bisect_right(self._starts, at) - 1
+        if i < 0 or at >= self._total:
+            return Strip.blank(width, self._blank_style)  # the view's own background, as its padding
+        entry = self._entries[i]
+        width = self._w(entry)
+        made = entry.made_at(width)
+        lines = entry.lines(width)
+        if not made and len(lines) != self._heights[i]:
+            self.call_later(self._layout)  # measured only now: lay out again
+        k = at - self._starts[i]
+        strip = lines[k] if k < len(lines) else Strip.blank(0)
+        if not strip.cell_length and not entry.classes:
+            return Strip.blank(width, self._blank_style)  # a blank line between turns: as padding
+        if entry.highlight:
+            strip = mark_matches(strip, entry.highlight.lower(), self.style_of("lines--match"))
+        if entry.classes:
+            selected = self.style_of("transcript--selected")
+            bar = Segment("▌", base + selected + self.style_of("transcript--bar"))
+            if not strip.cell_length:  # the blank line closing it: its background only
+                return Strip([bar, Segment(" " * width, Style(bgcolor=selected.bgcolor))], width + 1)
+            rest = Segment(" " * max(0, width - strip.cell_length), Style(bgcolor=selected.bgcolor))
+            strip = strip.apply_style(selected).apply_style(base)
+            return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
+        if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
+            return _live_line(strip, base, self._blank_style, width)
+        return strip.apply_style(base)
+
+    @property
+    def _blank_style(self) -> Style:
+        base = self._base or self.rich_style
+        return Style(bgcolor=base.bgcolor)
+
+    @property
+    def _pad(self) -> int:
+        """Blank lines above the entries when they do not fill the view (they sit at its bottom)."""
+        return max(0, self.scrollable_content_region.height - self._total)
+
+    def on_click(self, event: events.Click) -> None:
+        at = event.y + round(self.scroll_y) - self._pad
+        i = bisect_right(self._starts, at) - 1
+        if 0 <= i < len(self._entries):
+            entry = self._entries[i]
+            if isinstance(entry, TurnView | LiveTurn) and entry.has_tools():
+                entry.action_toggle_tools()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A page that failed in a way its code did not expect is said, as the screen says its
+        own (a `TuiError` is said where it happens); the transcript keeps what it shows."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        self._show_edges()
+        self.notify(what, title="Unexpected error (the session keeps running)", severity="error")
+
+    def show_hello(self, text: str) -> None:
+        """The line an empty session shows until its first turn: where it is, what to type."""
+        self._hello.text = text
+        self._rebuild()
+
     # --- keys ----------------------------------------------------------------------------------
+    def release_anchor(self) -> None:
+        """Stop following the bottom (the reader scrolled or selected)."""
+        self._follow = False
+        self._pin = self._pin_at(round(self.scroll_y))
+
     def scroll_lines(self, lines: int) -> None:
-        """Scroll by `lines` (negative: up); past the first mounted turn, older ones load."""
+        """Scroll by `lines` (negative: up); past the first kept turn, older ones load."""
         if lines < 0:
             self.release_anchor()
             if self.scroll_y <= 0:
@@ -425,12 +567,9 @@ class TranscriptView(VerticalScroll):
         self.scroll_lines(max(1, self.scrollable_content_region.height - 2))
 
     def action_top(self) -> None:
-        """The top of what is loaded; again, older turns."""
+        """The session's first turn, in one press."""
         self.release_anchor()
-        if self.scroll_y <= 0:
-            self.load_older()
-        else:
-            self.scroll_to(y=0, animate=False, immediate=True)
+        self.run_worker(self.to_first(), group="transcript-window", exit_on_error=False)
 
     def action_bottom(self) -> None:
         self.run_worker(self.to_live_end(), group="transcript-window", exit_on_error=False)
@@ -444,12 +583,49 @@ class TranscriptView(VerticalScroll):
     # --- selection -----------------------------------------------------------------------------
     @property
     def selected_view(self) -> TurnView | None:
-        """The selected turn's widget, when mounted."""
+        """The selected turn, when kept."""
         return next((v for v in self.turn_views() if v.record.turn_id == self.selected), None)
 
     def _select_class(self, turn_id: str | None) -> None:
+        changed = False
         for view in self.turn_views():
-            view.set_class(view.record.turn_id == turn_id, "-selected")
+            was = view.classes
+            view.classes = {"-selected"} if view.record.turn_id == turn_id else set()
+            changed = changed or was != view.classes
+        if changed:  # a selected turn is drawn one cell narrower, beside its bar
+            self._layout()
+
+    def scroll_to_widget(self, widget: Widget | Drawn, **kwargs: Any) -> bool:
+        """Bring `widget` into view: an entry drawn here (a turn) or, as for any container, a
+        widget."""
+        if isinstance(widget, Drawn):
+            return self._show_entry(widget, top=bool(kwargs.get("top")))
+        return super().scroll_to_widget(widget, **kwargs)
+
+    def _show_entry(self, drawn: Drawn, *, top: bool = False, centre: bool = False) -> bool:
+        i = self._index.get(id(drawn))
+        if i is None or self._entries[i] is not drawn:
+            return False
+        self.release_anchor()
+        view = self.scrollable_content_region.height
+        for step in (-1, 1):  # measured, with a screen's worth around it
+            k, reach = i, view
+            while 0 <= k < len(self._entries) and reach > 0:
+                entry = self._entries[k]
+                reach -= len(entry.lines(self._w(entry)))
+                k += step
+        self._layout()
+        start, height = self._starts[i], self._heights[i]
+        view = self.scrollable_content_region.height
+        y = round(self.scroll_y)
+        if centre:
+            y = start - max(0, (view - height) // 2)
+        elif top or start < y or height > view:
+            y = start
+        elif start + height > y + view:
+            y = start + height - view
+        self.scroll_to(y=y, animate=False, immediate=True)
+        return True
 
     def select(self, turn_id: str | None) -> None:
         """Mark `turn_id` selected (None: no selection) and bring it into view."""
@@ -457,8 +633,7 @@ class TranscriptView(VerticalScroll):
         self._select_class(turn_id)
         view = self.selected_view
         if view is not None:
-            self.release_anchor()
-            self.scroll_to_widget(view, animate=False, immediate=True)
+            self._show_entry(view)
 
     def move_selection(self, step: int) -> None:
         """Select the turn `step` turns away (the last one in view when none is selected)."""
@@ -468,7 +643,7 @@ class TranscriptView(VerticalScroll):
         current = self.selected_view
         if current is None:
             bottom = self.scroll_y + self.scrollable_content_region.height
-            shown = [v for v in views if v.virtual_region.y < bottom] or views
+            shown = [v for v in views if v.is_attached and v.virtual_region.y < bottom] or views
             self.select(shown[-1].record.turn_id)
             return
         index = views.index(current) + step
@@ -484,145 +659,5 @@ class TranscriptView(VerticalScroll):
         """Highlight `text` in every turn shown (``""``: none)."""
         self.highlight = text
         for view in self.turn_views():
-            set_highlight(view, text)
-
-    async def go_to(self, turn_id: str) -> bool:
-        """Bring turn `turn_id` into view and select it, fetching the page around it if it is not
-        kept. Returns whether it was found."""
-        ids = [i.record.turn_id if i.record is not None else None for i in self.items]
-        if turn_id not in ids:
-            if self.fetch is None:
-                return False
-            self._show_edges(older="loading the turns around the match…")
-            try:
-                page = await self.fetch(PAGE, around=turn_id)
-            except TuiError as exc:
-                self._show_edges()
-                self.notify(str(exc), title="Could not load that turn", severity="warning")
-                return False
-            async with self._window:
-                self._epoch += 1
-                self.items = page_items(page.turns)
-                self.has_more, self.has_newer = page.has_more, page.has_newer
-                self._lo = self._hi = 0
-            ids = [i.record.turn_id if i.record is not None else None for i in self.items]
-            if turn_id not in ids:
-                return False
-        index = ids.index(turn_id)
-        if not self._lo <= index < self._hi:
-            async with self._window:
-                # what fills the screen around it; the rest is mounted as the reader scrolls
-                self._lo = max(0, index - FIRST)
-                self._hi = min(len(self.items), index + FIRST)
-                self.release_anchor()
-                with self.app.batch_update():
-                    await self.remove_children(self._ended_widgets())
-                    widgets = [self._widget(i) for i in self.items[self._lo : self._hi]]
-                    await self.mount_all(widgets, before=self._newer)
-                    self._show_edges()
-        self.selected = turn_id
-        self._select_class(turn_id)
-        done = asyncio.Event()
-
-        def show() -> None:
-            view = self.selected_view
-            if view is not None:
-                self.release_anchor()
-                self.scroll_to_center(view, animate=False, immediate=True)
-            done.set()
-
-        self.call_after_refresh(show)
-        await done.wait()
-        return True
-
-    # --- what happens now ------------------------------------------------------------------------
-    async def _append(self, item: Item) -> None:
-        self._hello.display = False
-        if self.has_newer:
-            return  # kept records end before the newest: it is fetched with them
-        self.items.append(item)
-        if self._hi == len(self.items) - 1:
-            self._hi += 1
-            await self.mount(self._widget(item), before=self._newer)
-            excess = self._hi - self._lo - WINDOW
-            if excess > 0 and self.is_vertical_scroll_end:
-                await self.remove_children(self._ended_widgets()[:excess])
-                self._lo += excess
-        self._trim_front()
-        self._show_edges()
-
-    def _trim_front(self) -> None:
-        """Drop the oldest kept records beyond `KEEP` that are not mounted."""
-        drop = min(len(self.items) - KEEP, self._lo)
-        if drop > 0:
-            del self.items[:drop]
-            self._lo -= drop
-            self._hi -= drop
-            self.has_more = True
-
-    async def add_ended(self, records: list[TurnRecord]) -> None:
-        """Turns that started and ended while the app was behind (a script's quick turns): shown
-        ended at once, in one mount, never as live turns; when more arrived than the window holds
-        and the reader follows the bottom, only the newest are mounted."""
-        if not records:
-            return
-        self._hello.display = False
-        if self.has_newer:
-            return  # kept records end before the newest: they are fetched with them
-        following = self._hi == len(self.items)
-        self.items.extend(Item(record=r) for r in records)
-        # At the bottom, or anchored there with a layout still to come (the anchor is released
-        # only when the reader scrolls away).
-        at_bottom = self.is_vertical_scroll_end or (self.is_anchored and not self._anchor_released)
-        if following and at_bottom:
-            end = len(self.items)
-            start = max(self._hi, end - WINDOW)
-            with self.app.batch_update():
-                if start > self._hi:
-                    await self.remove_children(self._ended_widgets())
-                    self._lo = start
-                await self.mount_all([self._widget(i) for i in self.items[start:end]], before=self._newer)
-                self._hi = end
-                excess = self._hi - self._lo - WINDOW
-                if excess > 0:
-                    await self.remove_children(self._ended_widgets()[:excess])
-                    self._lo += excess
-        self._trim_front()
-        self._show_edges()
-
-    async def add_line(self, text: str) -> None:
-        """A line between turns."""
-        if self.live is not None:
-            await self.live.add_line(text)
-        else:
-            await self._append(Item(line=text))
-
-    async def start_live(self, record: TurnRecord) -> LiveTurn:
-        """Show a turn that just started."""
-        self._hello.display = False
-        if self.live is not None:
-            await self.end_live(self.live.record)
-        self.live = LiveTurn(record, verbatim=self.verbatim)
-        await self.mount(self.live)
-        self._show_edges()
-        return self.live
-
-    async def end_live(self, record: TurnRecord) -> None:
-        """The running turn ended: it becomes one cheap widget."""
-        live = self.live
-        if live is None:
-            return
-        await live.finish()
-        self.live = None
-        tools = {t.call_id: t for t in record.tools}
-        lines = sum(1 for p in live.parts if p.kind == "line" and p.text in kept_lines(record))
-        said = sum(1 for line in record.lines if line.kind != "before")
-        # attached in the middle of the turn: the calls and lines that came before are only in the record
-        whole = {p.tool.call_id for p in live.parts if p.tool is not None} >= tools.keys() and lines >= said
-        parts = live.parts if whole else None
-        for part in parts or []:
-            if part.tool is not None:  # as the record ended it (a call never closed ended with the turn)
-                part.tool = tools.get(part.tool.call_id, part.tool)
-        with self.app.batch_update():
-            await live.remove()
-            await self._append(Item(record=record, parts=parts))
+            view.highlight = text
+        self.refresh()

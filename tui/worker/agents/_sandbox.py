@@ -31,9 +31,17 @@ from tui.config import SandboxSettings, config_dir, token_files
 from tui.errors import TuiError
 from tui.protocol import Option
 from tui.store.paths import socket_fallback_dirs
-from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO
+from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, notes_of, sources_of
 
-__all__ = ["OBSERVE_SECONDS", "Sandbox", "ask_options", "tui_folders_of", "tui_token_files"]
+__all__ = [
+    "DELEGATE_SCHEMA",
+    "OBSERVE_SECONDS",
+    "Sandbox",
+    "ask_options",
+    "delegate_tool",
+    "tui_folders_of",
+    "tui_token_files",
+]
 
 log = logging.getLogger("tui.worker.sandbox")
 
@@ -51,6 +59,42 @@ _ASK_SCHEMA: dict[str, Any] = {
     "required": ["question"],
     "additionalProperties": False,
 }
+
+
+DELEGATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "minLength": 1},
+        "agent": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "wait": {"type": "boolean"},
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+DELEGATE_DESCRIPTION = (
+    "Start a child session (a session of its own, in this session's folder) with `prompt` as its "
+    "first turn: a program for a python child (the default), prose for a model child (model=NAME). "
+    "With wait=True (the default) returns the child's reply as text and raises ToolError with the "
+    "child's error when its turn fails; with wait=False returns the child's id at once."
+)
+
+
+def delegate_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``delegate`` of a program run in `turn`: a child session."""
+
+    async def delegate(
+        prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+    ) -> str:
+        try:
+            return await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+        except TuiError as exc:
+            raise ToolError(exc.detail) from None
+
+    return Tool(
+        name="delegate", description=DELEGATE_DESCRIPTION, parameters=DELEGATE_SCHEMA, handler=delegate
+    )
 
 
 def ask_options(raw: list[Any] | None) -> list[Option]:
@@ -223,7 +267,7 @@ class Sandbox:
         if turn.interrupted:
             context.cancel()
         until = None if budget is None else time.monotonic() + budget
-        catalog = [self.ask_tool(turn)]
+        catalog = [self.ask_tool(turn), delegate_tool(turn), notes_tool(turn), context_tool(turn)]
         try:
             if resume:
                 result = await session.wait(context=context)
@@ -312,3 +356,61 @@ class Sandbox:
         if session is not None:
             with contextlib.suppress(Exception):
                 await session.close()
+
+
+def notes_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``notes`` of a program run in `turn`: the notes left for this turn
+    (``tui note``) that the turn's programs have not read yet, each once."""
+    unread = list(notes_of(turn))
+
+    async def notes() -> list[dict[str, Any]]:
+        taken = [
+            {
+                "text": note.text,
+                "by": note.by.name if note.by is not None else "",
+                "source": note.source,
+                "at": note.at.isoformat(),
+            }
+            for note in unread
+        ]
+        unread.clear()
+        return taken
+
+    return Tool(
+        name="notes",
+        description=(
+            "The notes left for this session since its last turn (`tui note`) that no program of "
+            "this turn read yet, oldest first: a list of dicts with text, by, source and at."
+        ),
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+        handler=notes,
+    )
+
+
+def context_tool(turn: TurnIO) -> Tool:
+    """The catalog tool ``context`` of a program run in `turn`: a context source's value as the
+    turn started (``tui context``)."""
+    sources = {entry.name: entry for entry in sources_of(turn)}
+
+    async def context(name: str) -> str:
+        entry = sources.get(name)
+        if entry is None:
+            named = ", ".join(sorted(sources)) or "none"
+            raise ToolError(f"no context source {name!r} (this session's: {named})")
+        return entry.value
+
+    return Tool(
+        name="context",
+        description=(
+            "The latest value of the session's context source NAME (`tui context add`), as the "
+            "turn started; a failed command's value is its error. Raises ToolError for a name "
+            "the session has no source of."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+            "additionalProperties": False,
+        },
+        handler=context,
+    )

@@ -35,8 +35,17 @@ from tui.codemode.confine import Protected
 from tui.config import AgentProfile
 from tui.errors import InvalidModel
 from tui.protocol import AgentChoice, AgentCommand, Diff, Option, PlanEntry
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.worker.agent import (
+    Agent,
+    AgentContext,
+    QuestionCancelled,
+    QuestionDismissed,
+    TurnIO,
+    TurnOutcome,
+    notes_for_agent,
+)
 from tui.worker.agents import register
+from tui.worker.agents._client import _Client, _sources
 from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
 from tui.worker.agents._reach import AgentFiles, confinement, protected_of, reach
 from tui.worker.agents._shapes import (
@@ -327,7 +336,13 @@ class AcpAgent(Agent):
             if turn.interrupted:
                 return TurnOutcome("interrupted")
             assert running.conn is not None
-            blocks = [acp.text_block(turn.prompt), *self._images(turn, running)]
+            said = notes_for_agent(turn)
+            texts = [text for text in (said, turn.prompt) if text]
+            blocks: list[Any] = [
+                *(acp.text_block(text) for text in texts or [""]),
+                *self._images(turn, running),
+                *_sources(turn),
+            ]
             answer: schema.PromptResponse = await self._call(
                 running, running.conn.prompt(session_id=running.session_id, prompt=blocks)
             )
@@ -658,33 +673,3 @@ class AcpAgent(Agent):
         if self._distrusted and option.kind == "allow_always":
             said += f" — {GEMINI_UNTRUSTED}"
         return said
-
-
-class _Client:
-    """The ACP client side the agent calls (``acp.interfaces.Client``), handing each call to the agent."""
-
-    def __init__(self, agent: AcpAgent) -> None:
-        self.agent = agent
-
-    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-        self.agent.update(update)
-
-    async def request_permission(
-        self,
-        session_id: str,
-        tool_call: schema.ToolCallUpdate,
-        options: list[schema.PermissionOption],
-        **kwargs: Any,
-    ) -> schema.RequestPermissionResponse:
-        return await self.agent.permission(tool_call, options)
-
-    async def read_text_file(
-        self, session_id: str, path: str, line: int | None = None, limit: int | None = None, **kwargs: Any
-    ) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=self.agent.files.read(path, line, limit))
-
-    async def write_text_file(
-        self, session_id: str, path: str, content: str, **kwargs: Any
-    ) -> schema.WriteTextFileResponse:
-        self.agent.files.write(path, content)
-        return schema.WriteTextFileResponse()

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -29,7 +29,6 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.exceptions import (
     AgentRunError,
-    ModelAPIError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelContextWindowExceededError,
@@ -52,16 +51,35 @@ from pydantic_ai.messages import (
     ThinkingPartDelta,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
-from pydantic_ai.models.wrapper import WrapperModel
+from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
-from tui.errors import InvalidModel
-from tui.worker.agent import Agent, AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, TurnOutcome
+from tui.errors import InvalidModel, TuiError
+from tui.protocol import Question
+from tui.worker.agent import (
+    Agent,
+    AgentContext,
+    Answer,
+    QuestionCancelled,
+    QuestionDismissed,
+    TurnIO,
+    TurnOutcome,
+    context_for_agent,
+    notes_for_agent,
+)
 from tui.worker.agents import register
 from tui.worker.agents._history import MessageLog, fit_context, repair
+from tui.worker.agents._provider import (
+    CONTEXT_WINDOWS,
+    MAX_TRIES,
+    _Retrying,
+    _why,
+    build_model,
+    context_window,
+    server_url,
+)
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
 from tui.worker.agents.python import run_program
 
@@ -77,24 +95,10 @@ __all__ = [
 
 log = logging.getLogger("tui.worker.model")
 
-MAX_TRIES = 3
-"""Tries of one model request when the provider is rate-limited or fails (429, 5xx)."""
-BACKOFF_SECONDS = (1.0, 4.0)
-"""The wait before the second and the third try, unless the provider says how long (retry-after)."""
-RETRY_AFTER_CAP = 60.0
-"""The longest retry-after we honour; a longer one fails the turn at once."""
 RUN_BUDGET_SECONDS = 20.0
 """How long ``run_python`` / ``wait_python`` watch a program before answering ``still_working``."""
 TOOL_RESULT_CHARACTERS = 20_000
 """A tool result the model reads is cut to this many characters (its beginning and its end)."""
-CONTEXT_WINDOWS = {"openai": 128_000, "anthropic": 200_000, "google": 1_048_576}
-"""A profile's window when it names none (a ``base_url`` server: `LOCAL_CONTEXT_WINDOW`)."""
-LOCAL_CONTEXT_WINDOW = 32_768
-DEFAULT_URLS = {
-    "openai": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com",
-    "google": "https://generativelanguage.googleapis.com",
-}
 
 INSTRUCTIONS = """\
 You work in a terminal session together with a person. You have a live Python interpreter, the same \
@@ -108,109 +112,11 @@ program that runs longer than about {budget:.0f} s returns `still_working` with 
 then call wait_python() to keep waiting or stop_python() to stop it.
 - ask_user(question, options, multiple, freeform): ask the person when you need a decision or a fact \
 only they have.
+- delegate(prompt, agent, model, wait): start a child session on a piece of the work (a Python program \
+by default; prose with model=NAME) and get its reply.
 
 Inside programs, ask(question, options=None, multiple=False, freeform=True) asks the person too.
 Answer in Markdown, briefly; show results rather than describing what you will do."""
-
-
-def context_window(profile: ModelProfile) -> int:
-    """The profile's context window in tokens: its own, else the provider's usual one."""
-    if profile.context_window is not None:
-        return profile.context_window
-    if profile.base_url is not None:
-        return LOCAL_CONTEXT_WINDOW
-    return CONTEXT_WINDOWS.get(profile.provider, LOCAL_CONTEXT_WINDOW)
-
-
-def server_url(profile: ModelProfile) -> str:
-    """The URL the profile's requests go to (for messages)."""
-    return profile.base_url or DEFAULT_URLS.get(profile.provider, profile.provider)
-
-
-def build_model(profile: ModelProfile, environ: dict[str, str] | None = None) -> Model:
-    """The pydantic-ai model of `profile`, its key read from the environment, the SDK's retries off.
-
-    Raises:
-        InvalidModel: the provider is not one this version speaks to.
-    """
-    key = profile.api_key(environ)
-    if profile.provider == "openai":
-        from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
-        from pydantic_ai.providers.openai import OpenAIProvider
-
-        # A local server takes any key; the SDK refuses none at all.
-        client = AsyncOpenAI(api_key=key or "none", base_url=profile.base_url, max_retries=0)
-        provider = OpenAIProvider(openai_client=client)
-        if profile.api == "responses":
-            return OpenAIResponsesModel(profile.model, provider=provider)
-        return OpenAIChatModel(profile.model, provider=provider)
-    if profile.provider == "anthropic":
-        from anthropic import AsyncAnthropic
-        from pydantic_ai.models.anthropic import AnthropicModel
-        from pydantic_ai.providers.anthropic import AnthropicProvider
-
-        anthropic = AsyncAnthropic(api_key=key or "none", base_url=profile.base_url, max_retries=0)
-        return AnthropicModel(profile.model, provider=AnthropicProvider(anthropic_client=anthropic))
-    if profile.provider == "google":
-        from pydantic_ai.models.google import GoogleModel
-        from pydantic_ai.providers.google import GoogleProvider
-
-        return GoogleModel(profile.model, provider=GoogleProvider(api_key=key, base_url=profile.base_url))
-    raise InvalidModel(f"the provider {profile.provider!r} is not one of openai, anthropic, google")
-
-
-class _Retrying(WrapperModel):
-    """A model whose requests are tried again on a rate limit or a server error (our one retry loop)."""
-
-    def __init__(
-        self, wrapped: Model, *, waiting: Callable[[str], None], sleep: Callable[[float], Any]
-    ) -> None:
-        super().__init__(wrapped)
-        self._waiting = waiting
-        self._sleep = sleep
-
-    async def _delay(self, exc: ModelAPIError, tries: int) -> float | None:
-        if tries >= MAX_TRIES:
-            return None
-        delay = exc.retry_after if exc.retry_after is not None else BACKOFF_SECONDS[tries - 1]
-        return None if delay > RETRY_AFTER_CAP else max(0.0, delay)
-
-    @contextlib.asynccontextmanager
-    async def request_stream(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-        run_context: Any = None,
-    ) -> AsyncIterator[StreamedResponse]:
-        tries = 0
-        async with contextlib.AsyncExitStack() as stack:
-            while True:
-                tries += 1
-                opening = self.wrapped.request_stream(
-                    messages, model_settings, model_request_parameters, run_context
-                )
-                try:
-                    stream = await stack.enter_async_context(opening)
-                except (ModelRateLimitError, ModelUnavailableError, ModelServerError) as exc:
-                    delay = await self._delay(exc, tries)
-                    if delay is None:
-                        raise
-                    log.info("model request failed (%s); try %d in %.1f s", exc, tries + 1, delay)
-                    self._waiting(f"retrying in {delay:.0f} s ({_why(exc)})")
-                    await self._sleep(delay)
-                    self._waiting("")
-                    continue
-                break
-            yield stream
-
-
-def _why(exc: ModelAPIError) -> str:
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, ModelRateLimitError):
-        return f"rate-limited, HTTP {status}" if status else "rate-limited"
-    return f"HTTP {status}" if status else "the server failed"
 
 
 # --- the agent ----------------------------------------------------------------------------------
@@ -346,6 +252,47 @@ class ModelAgent(Agent):
             raise InvalidModel(missing)
         self.model = model
 
+    def answers_child(self, question: Question) -> bool:
+        """The profile's ``answers_children``: ``options`` a question with options (the model
+        must name one), ``always`` any; ``never`` (the default) none."""
+        try:
+            profile = self.config.model_profile(self.model or "")
+        except InvalidModel:
+            return False
+        policy = profile.answers_children
+        if policy == "never" or (policy == "options" and not question.options):
+            return False
+        return profile.missing_key(self.model or "") is None
+
+    async def answer_child(self, child_id: str, question: Question) -> Answer | None:
+        if not self.answers_child(question):
+            return None
+        profile = self.config.model_profile(self.model or "")
+        policy = profile.answers_children
+        labels = [option.label for option in question.options]
+        free = question.freeform and policy == "always"
+        ask = f"Your child session {child_id[:8]} (started on part of your work) asks: {question.text}\n"
+        if labels:
+            ask += f"Options: {', '.join(labels)}. Reply with one option's label only"
+            ask += ", or a short answer of your own." if free else "."
+        else:
+            ask += "Reply with a short answer only."
+        agent: PydanticAgent[None, str] = PydanticAgent(
+            _Retrying(self._make_model(profile), waiting=lambda _text: None, sleep=self._sleep),
+            instructions="You answer your child session's question: the answer alone, nothing else.",
+        )
+        try:
+            async with agent.run_stream(ask) as streamed:  # streamed, as every request of ours
+                said = str(await streamed.get_output()).strip()
+        except Exception as exc:  # the people attached answer instead
+            log.warning("the model could not answer child %s's question: %s", child_id, exc)
+            return None
+        bare = said.strip(" .'\"`*").lower()
+        for label in labels:
+            if bare == label.lower():
+                return Answer([label])
+        return Answer([], said) if free and said else None
+
     async def close(self) -> None:
         await self.sandbox.close()
 
@@ -370,7 +317,17 @@ class ModelAgent(Agent):
                 "variables defined before are gone.)\n\n" + prompt
             )
         self._told_fresh = True
-        sent, dropped = fit_context(history, window, len(prompt) // 4)
+        said = notes_for_agent(turn)
+        current = context_for_agent(turn)
+        sent, dropped = fit_context(history, window, (len(current) + len(said) + len(prompt)) // 4)
+        # The notes left since the last turn: a message of their own, before the prompt (or the
+        # prompt itself, for a turn a note started with none).
+        noted = [ModelRequest(parts=[UserPromptPart(content=said)])] if said and prompt else []
+        # The context sources' values: a message before them, sent each turn and not kept (the
+        # next turn sends them as they stand then).
+        told = [ModelRequest(parts=[UserPromptPart(content=current)])] if current else []
+        sent = [*sent, *told, *noted]
+        asked = prompt or said
         if dropped:
             turn.note(
                 f"the conversation neared the model's context window ({window:,} tokens): its oldest "
@@ -388,7 +345,7 @@ class ModelAgent(Agent):
         handle: list[Any] = []
         if turn.interrupted:
             return TurnOutcome("interrupted")
-        task = asyncio.create_task(self._stream(agent, prompt, sent, running, handle))
+        task = asyncio.create_task(self._stream(agent, asked, sent, running, handle))
         self._task = task
         outcome: TurnOutcome
         try:
@@ -416,7 +373,7 @@ class ModelAgent(Agent):
             events = handle[0]
             self._spent(turn, events, window)
             with contextlib.suppress(Exception):
-                self.log.append(repair(events.new_messages()))
+                self.log.append(repair([*noted, *events.new_messages()]))
         return outcome
 
     async def _stream(
@@ -558,11 +515,38 @@ class ModelAgent(Agent):
             turn.tool_ended(call_id, "completed", value=value)
             return json.dumps(value)
 
+        async def delegate(
+            prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+        ) -> str:
+            """Start a child session (its own interpreter, in this session's folder) on a piece of
+            the work, and by default wait for its reply.
+
+            Args:
+                prompt: the child's first turn: a Python program for a python child (the default),
+                    or prose for a model child (give `model`).
+                agent: what the child runs (``python`` by default, ``model`` with `model`).
+                model: the child's model profile, for a model child.
+                wait: wait for the child's reply (else its id is returned at once).
+            """
+            args = {"prompt": prompt, "agent": agent, "model": model, "wait": wait}
+            running.flush()
+            running.calls_made += 1
+            call_id = turn.tool_started("delegate", args, kind="other")
+            try:
+                reply = await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+            except TuiError as exc:
+                turn.tool_ended(call_id, "error", error=exc.detail)
+                return f"The child did not complete: {exc.detail}"
+            turn.tool_output(call_id, reply)
+            turn.tool_ended(call_id, "completed")
+            return reply if wait else f"Started child session {reply}."
+
         return [
             PydanticTool(run_python),
             PydanticTool(wait_python),
             PydanticTool(stop_python),
             PydanticTool(ask_user),
+            PydanticTool(delegate),
         ]
 
     async def _observe(self, turn: TurnIO, call_id: str, code: str, *, resume: bool) -> str:

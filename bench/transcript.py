@@ -1,0 +1,419 @@
+"""The transcript drawn as lines: each figure beside its baseline from the same run.
+
+    .venv/bin/python bench/transcript.py            # every case, medians of 3 fresh processes
+    .venv/bin/python bench/transcript.py --runs 1 --only stream log
+
+Cases (headless ``App.run_test`` at 120x40; each in a fresh process):
+
+- ``stream`` / ``log``: loop lag p99 while one reply streams 20,000 chunks at 2,000 chunks/s into
+  the app (a python session: program output), beside a bare Textual ``Log`` fed the same chunks at
+  the same rate;
+- ``paging`` / ``idle``: PageUp from the bottom of a 10,000-turn session to its first turn: the
+  loop's longest stall per page (p95, median) and the pages; beside the same lag sampler idle in
+  the same kind of process;
+- ``home`` / ``cli``: Ctrl+Home on a real worker's 2,000-turn session until turn 1 shows, beside
+  ``tui transcript`` of the same session (the whole session read and printed);
+- ``first10k`` / ``first0``: the first frame of a 10,000-turn session beside an empty one;
+- ``resize`` / ``resize0``: a resize to 80 columns with a 100,000-line turn on screen, beside the
+  same resize of an empty session;
+- ``search``: Ctrl+F, a word only turn 3 of 10,000 holds, Enter: until that turn is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+_T0 = time.perf_counter()
+# bench/tui.py would shadow the package when this folder is first on the path.
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+SIZE = (120, 40)
+RATE = 2_000
+"""Chunks a second while a reply streams."""
+
+
+class Lag:
+    """How late the event loop wakes a task that asks to wake every `every` seconds."""
+
+    def __init__(self, every: float = 0.005) -> None:
+        self.every = every
+        self.late: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(self.every)
+            self.late.append(loop.time() - start - self.every)
+
+    def __enter__(self) -> Lag:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+    def take(self) -> float:
+        """The longest stall since the last take, in seconds."""
+        late, self.late = self.late, []
+        return max(late, default=0.0)
+
+    def p99_ms(self) -> float:
+        late = sorted(self.late) or [0.0]
+        return 1000 * late[int(0.99 * (len(late) - 1))]
+
+
+async def until(condition: Any, limit: float = 600.0) -> None:
+    deadline = time.perf_counter() + limit
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the app did not get there")
+        await asyncio.sleep(0.005)
+
+
+def history(n: int) -> list[Any]:
+    from tui.protocol import By, TurnRecord
+
+    return [
+        TurnRecord(
+            turn_id=f"h{i}",
+            prompt=f"print(fib({i % 30}))",
+            reply=f"fib({i % 30}) is {i * 7}; computed in {i % 13} ms.\n",
+            outcome="completed",
+            by=By(name="alice"),
+            started_seq=2 * i + 1,
+            ended_seq=2 * i + 2,
+        )
+        for i in range(n)
+    ]
+
+
+def chunks(n: int) -> list[str]:
+    return [f"line {i} of the program's output\n" if i % 4 == 3 else f"chunk {i} " for i in range(n)]
+
+
+async def paced(items: list[str], write: Any) -> None:
+    """`write` each item, `RATE` a second (in bursts of 20 every 10 ms)."""
+    start = time.perf_counter()
+    for n in range(0, len(items), 20):
+        for item in items[n : n + 20]:
+            write(item)
+        ahead = start + (n + 20) / RATE - time.perf_counter()
+        await asyncio.sleep(max(0.0, ahead))
+
+
+def case_stream(count: int = 20_000) -> dict[str, float]:
+    from tui.link.mock import MockLink
+
+    from tui.protocol import TextChunk
+    from tui.ui import TuiApp
+
+    async def run() -> dict[str, float]:
+        link = MockLink(history=history(200))
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            await pilot.pause()
+            turn = link.start_turn("for i in range(20000): print(i)")
+            await until(lambda: app.session.transcript.live is not None)
+            with Lag() as lag:
+                await paced(chunks(count), lambda c: link.emit(TextChunk(turn_id=turn, text=c)))
+                await until(lambda: app.session.cursor >= len(link.journal))
+                await pilot.pause()
+            return {"lag_p99_ms": lag.p99_ms()}
+
+    return asyncio.run(run())
+
+
+def case_log(count: int = 20_000) -> dict[str, float]:
+    from textual.app import App, ComposeResult
+    from textual.widgets import Input, Log
+
+    class Bare(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Log()
+            yield Input()
+
+    async def run() -> dict[str, float]:
+        app = Bare()
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            log = app.query_one(Log)
+            with Lag() as lag:
+                await paced(chunks(count), log.write)
+                await pilot.pause()
+            return {"lag_p99_ms": lag.p99_ms()}
+
+    return asyncio.run(run())
+
+
+def case_paging(turns: int = 10_000) -> dict[str, float]:
+    from tui.link.mock import MockLink
+
+    from tui.ui import TuiApp
+
+    link = MockLink(history=history(turns))
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            view = app.session.transcript
+            await pilot.pause()
+            stalls: list[float] = []
+            started = time.perf_counter()
+            with Lag() as lag:
+                while not (view.turn_views()[0].record.turn_id == "h0" and view.scroll_y == 0):
+                    lag.take()
+                    await pilot.press("pageup")
+                    await pilot.pause()
+                    stalls.append(lag.take())
+            stalls.sort()
+            return {
+                "pages": float(len(stalls)),
+                "seconds": time.perf_counter() - started,
+                "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
+                "stall_median_ms": 1000 * statistics.median(stalls),
+                "kept_records": float(len(view.items)),
+            }
+
+    return asyncio.run(run())
+
+
+def case_idle(pages: int = 400) -> dict[str, float]:
+    """The same sampler and the same pauses, in an app doing nothing."""
+    from tui.link.mock import MockLink
+
+    from tui.ui import TuiApp
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(MockLink(history=history(200)))
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            await pilot.pause()
+            stalls = []
+            with Lag() as lag:
+                for _ in range(pages):
+                    lag.take()
+                    await pilot.pause()
+                    stalls.append(lag.take())
+            stalls.sort()
+            return {
+                "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
+                "stall_median_ms": 1000 * statistics.median(stalls),
+            }
+
+    return asyncio.run(run())
+
+
+def _coldstart() -> Any:
+    spec = importlib.util.spec_from_file_location("coldstart", os.path.join(HERE, "coldstart.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _session(turns: int) -> tuple[str, str]:
+    """A state folder holding a stopped python session of `turns` turns (its working folder
+    inside), and its id."""
+    from tui.store import StatePaths
+
+    state = tempfile.mkdtemp(prefix="tui-bench-")
+    work = os.path.join(state, "work")
+    os.mkdir(work)
+    sid = _coldstart()._write_session(StatePaths(Path(state)), Path(work), turns)
+    return state, sid
+
+
+def case_home(turns: int = 2_000) -> dict[str, float]:
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
+    from tui.ui import TuiApp
+
+    state, sid = _session(turns)
+
+    async def run() -> dict[str, float]:
+        access = LocalAccess(StatePaths(Path(state)))
+        link = await access.link(sid, client_id="tui:bench:1")
+        try:
+            app = TuiApp(link)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(app.session.attached.is_set, 120)
+                view = app.session.transcript
+                await pilot.pause()
+                started = time.perf_counter()
+                await pilot.press("ctrl+home")
+                await until(lambda: view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0)
+                await pilot.pause()
+                took = time.perf_counter() - started
+            env = {**os.environ, "TUI_STATE_DIR": state}
+            cli = [sys.executable, "-m", "tui", "transcript", sid]
+            subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221  (bytecode, caches)
+            started = time.perf_counter()
+            out = subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221
+            cli_took = time.perf_counter() - started
+            assert b"print(0)" in out.stdout
+            return {"ctrl_home_s": took, "tui_transcript_s": cli_took}
+        finally:
+            await access.stop(sid)
+            await link.close()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def case_first(turns: int) -> dict[str, float]:
+    from tui.link.mock import MockLink
+
+    from tui.ui import TuiApp
+
+    built = time.perf_counter()
+    link = MockLink(history=history(turns))
+    excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            await pilot.pause()
+            return {"first_frame_s": time.perf_counter() - _T0 - excluded}
+
+    return asyncio.run(run())
+
+
+def case_resize(lines: int = 100_000) -> dict[str, float]:
+    from tui.link.mock import MockLink
+
+    from tui.ui import TuiApp
+
+    records = history(400 if lines else 0)
+    if lines:
+        big = "".join(f"line {i} of the output\n" for i in range(lines))
+        records[-2] = records[-2].model_copy(update={"reply": big})
+    link = MockLink(history=records)
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            await pilot.pause()
+            started = time.perf_counter()
+            await pilot.resize_terminal(80, 40)
+            await pilot.pause()
+            return {"resize_s": time.perf_counter() - started}
+
+    return asyncio.run(run())
+
+
+def case_search(turns: int = 10_000) -> dict[str, float]:
+    from tui.link.mock import MockLink
+
+    from tui.ui import TuiApp
+
+    records = history(turns)
+    records[3] = records[3].model_copy(update={"reply": "a zebra crossing\n"})
+    link = MockLink(history=records)
+
+    async def run() -> dict[str, float]:
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app.session.attached.is_set)
+            view = app.session.transcript
+            await pilot.press("ctrl+f", *"zebra")
+            await pilot.pause()
+            started = time.perf_counter()
+            await pilot.press("enter")
+            await until(lambda: view.selected == "h3" and not view.is_fetching)
+            await pilot.pause()
+            return {"first_match_shown_s": time.perf_counter() - started}
+
+    return asyncio.run(run())
+
+
+CASES = {
+    "stream": case_stream,
+    "log": case_log,
+    "paging": case_paging,
+    "idle": case_idle,
+    "home": case_home,
+    "first10k": lambda: case_first(10_000),
+    "first0": lambda: case_first(0),
+    "resize": case_resize,
+    "resize0": lambda: case_resize(0),
+    "search": case_search,
+}
+
+
+def run_case(name: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, __file__, "--case", name], capture_output=True, text=True, timeout=900, check=False
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{name} failed:\n{out.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--case", choices=sorted(CASES))
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", nargs="*", choices=sorted(CASES))
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(CASES[args.case]()))
+        return
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    r: dict[str, dict[str, float]] = {}
+    for name in args.only or list(CASES):
+        runs = [run_case(name) for _ in range(args.runs if name not in ("paging", "home") else 1)]
+        r[name] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
+        print(name, {k: round(v, 4) for k, v in r[name].items()}, flush=True)
+    if "stream" in r and "log" in r:
+        a, b = r["stream"]["lag_p99_ms"], r["log"]["lag_p99_ms"]
+        print(
+            f"streaming 20k chunks at {RATE}/s: loop lag p99 {a:.1f} ms, a bare Log {b:.1f} ms ({a / b:.2f}x)"
+        )
+    if "paging" in r and "idle" in r:
+        a, b = r["paging"]["stall_p95_ms"], r["idle"]["stall_p95_ms"]
+        pages = int(r["paging"]["pages"])
+        print(f"PageUp to the first of 10,000 turns: {pages} pages, stall p95 {a:.1f} ms, idle {b:.1f} ms")
+    if "home" in r:
+        a, b = r["home"]["ctrl_home_s"], r["home"]["tui_transcript_s"]
+        print(f"Ctrl+Home to turn 1 of 2,000: {a:.2f} s, tui transcript {b:.2f} s ({a / b:.2f}x)")
+    if "first10k" in r and "first0" in r:
+        a, b = r["first10k"]["first_frame_s"], r["first0"]["first_frame_s"]
+        print(f"first frame of 10,000 turns: {a:.2f} s, empty {b:.2f} s ({a / b:.2f}x)")
+    if "resize" in r and "resize0" in r:
+        a, b = 1000 * r["resize"]["resize_s"], 1000 * r["resize0"]["resize_s"]
+        print(
+            f"resize with a 100,000-line turn on screen: {a:.0f} ms, "
+            f"an empty session {b:.0f} ms ({a / b:.2f}x)"
+        )
+    if "search" in r:
+        print(f"search to the first match shown: {1000 * r['search']['first_match_shown_s']:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""The slash commands an `Attachment` carries out (those of `tui.link.slash` that act on the
+session through the link), each answering with an `Outcome` (`tui.link.changes`) the client shows."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from tui.errors import NotFound, TuiError
+from tui.link import changes as ch
+from tui.link.slash import format_children, format_stats
+
+if TYPE_CHECKING:
+    from tui.link.attachment import Attachment
+
+__all__ = ["COMMANDS"]
+
+
+async def _call(what: str, call: Any, done: Callable[[Any], ch.Outcome]) -> ch.Outcome:
+    try:
+        result = await call
+    except TuiError as exc:
+        return ch.Failed(what, exc)
+    return done(result)
+
+
+async def stop(attachment: Attachment, rest: str, *, delete: bool = False) -> ch.Outcome:
+    try:
+        await attachment.link.stop_worker()
+        if delete:
+            await attachment.link.delete_session()
+    except TuiError as exc:
+        return ch.Failed("exit", exc)
+    return ch.Stopped(delete)
+
+
+async def archive(attachment: Attachment, rest: str) -> ch.Outcome:
+    done = ch.Done("archive", "The session is archived; it keeps running.")
+    return await _call("archive", attachment.link.archive_session(), lambda _: done)
+
+
+async def model(attachment: Attachment, rest: str) -> ch.Outcome:
+    if not rest:
+        return ch.Usage("/model", "Type /model NAME.")
+    return await _call("model", attachment.link.set_model(rest), lambda _: ch.Done("model"))
+
+
+async def mode(attachment: Attachment, rest: str) -> ch.Outcome:
+    if not rest:
+        return ch.Usage("/mode", "Type /mode NAME (Tab completes).")
+    return await _call("mode", attachment.link.set_model(rest, "mode"), lambda _: ch.Done("mode"))
+
+
+async def queue(attachment: Attachment, rest: str) -> ch.Outcome:
+    if not rest:
+        return ch.QueueShown(tuple(attachment.session.queue))
+    attachment.submit(rest, "queue")
+    return ch.Done("queue")
+
+
+async def unqueue(attachment: Attachment, rest: str) -> ch.Outcome:
+    queue = attachment.session.queue
+    if not queue:
+        return ch.QueueShown(())
+    mine = [i for i in queue if i.client_id == attachment.link.client_id] or queue
+    item = mine[-1]
+    try:
+        await attachment.link.unqueue(item.queue_id)
+    except NotFound:
+        return ch.Unqueued(None)
+    except TuiError as exc:
+        return ch.Failed("unqueue", exc)
+    return ch.Unqueued(item)
+
+
+async def resume(attachment: Attachment, rest: str) -> ch.Outcome:
+    return await _call("resume", attachment.link.resume_queue(), lambda resumed: ch.Resumed(bool(resumed)))
+
+
+async def stats(attachment: Attachment, rest: str) -> ch.Outcome:
+    return await _call(
+        "stats", attachment.link.stats(), lambda stats: ch.StatsShown(format_stats(attachment._shown(stats)))
+    )
+
+
+async def children(attachment: Attachment, rest: str) -> ch.Outcome:
+    children = attachment.session.child_sessions.values()
+    return ch.ChildrenShown(format_children(children, lambda short: attachment.link.command("attach", short)))
+
+
+async def leave() -> ch.Outcome:
+    return ch.Leave()
+
+
+COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
+    "/detach": lambda attachment, rest: leave(),
+    "/exit": stop,
+    "/exit --delete": lambda attachment, rest: stop(attachment, rest, delete=True),
+    "/archive": archive,
+    "/model": model,
+    "/mode": mode,
+    "/queue": queue,
+    "/unqueue": unqueue,
+    "/resume": resume,
+    "/stats": stats,
+    "/children": children,
+}
+"""The commands the attachment carries out; the others of the table (``/copy``, ``/find``,
+``/help``) are the client's own (`changes.Local`)."""

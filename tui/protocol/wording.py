@@ -1,0 +1,130 @@
+"""How a session's events read as words: who did something, a note's line, a turn's steps in
+order, an agent's model and mode by name, and a tool call's record as its events build it. Used
+by the reducer (`tui.protocol.state`, which also exports these names) and by what shows a turn."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from tui.protocol.events import AgentChoice, AgentSetting, By, Note, ToolStarted, ToolUpdated
+from tui.protocol.ids import client_label
+from tui.protocol.messages import ToolRecord, TurnRecord
+
+__all__ = [
+    "RUNNING",
+    "Step",
+    "agent_mode",
+    "agent_model",
+    "note_line",
+    "steps",
+    "tool_record",
+    "update_tool",
+    "who",
+]
+
+RUNNING = "running"
+"""A tool call's status until it ends."""
+
+
+def tool_record(event: ToolStarted) -> ToolRecord:
+    """The record of the tool call `event` started, still running."""
+    return ToolRecord(
+        call_id=event.call_id,
+        name=event.name,
+        args=event.args,
+        status=RUNNING,
+        title=event.title,
+        kind=event.kind,
+        locations=list(event.locations),
+    )
+
+
+def update_tool(tool: ToolRecord, event: ToolUpdated) -> list[str] | None:
+    """Apply what `event` says again of the call `tool` records (in place): each field it gives
+    replaces the one before. Returns the call's output as it now stands when the event replaces
+    it (None: the output is unchanged)."""
+    for name in ("title", "kind", "args", "locations"):
+        value = getattr(event, name)
+        if value is not None:
+            setattr(tool, name, list(value) if name == "locations" else value)
+    if event.diffs is not None:
+        tool.diffs = list(event.diffs)
+    return None if event.output is None else [event.output] if event.output else []
+
+
+def _named(choices: list[AgentChoice], value: str | None) -> str | None:
+    if value is None:
+        return None
+    return next((c.name or c.value for c in choices if c.value == value), value)
+
+
+def agent_model(settings: list[AgentSetting]) -> str | None:
+    """The model an agent says it uses now (its setting of category ``model``), by name."""
+    model = next((s for s in settings if s.category == "model"), None)
+    return _named(model.choices, model.current) if model is not None else None
+
+
+def agent_mode(mode: str | None, modes: list[AgentChoice], settings: list[AgentSetting]) -> str | None:
+    """The mode an agent is in now, by name: its session mode, else its setting of category ``mode``."""
+    if mode is not None:
+        return _named(modes, mode)
+    setting = next((s for s in settings if s.category == "mode"), None)
+    return _named(setting.choices, setting.current) if setting is not None else None
+
+
+def who(by: By, client_id: str | None = None) -> str:
+    """A person as the transcript names them: the owner's name, or a participant's, and what
+    they did it with when it was not a terminal (``root (tui send)``)."""
+    if by.kind == "participant":
+        name = f"{by.name} (participant)" if by.name else "a participant"
+    else:
+        name = by.name or "owner"
+    label = client_label(client_id)
+    return name if label in (None, "terminal") else f"{name} ({label})"
+
+
+def note_line(event: Note) -> str:
+    """A note as the transcript shows it: ``note from claude: …``; one left for the agent names
+    who left it and with what (``note from root via ci: …``)."""
+    if event.by is not None:
+        sender = who(event.by) + (f" via {event.source}" if event.source else "")
+        return f"note from {sender}: {event.text}"
+    return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+Step = tuple[Literal["text"], str] | tuple[Literal["tool"], ToolRecord] | tuple[Literal["line"], str]
+
+
+def steps(record: TurnRecord) -> list[Step]:
+    """A turn's reply, tool calls and lines (answered questions, notes) in the order they came,
+    as far as the record says (a record written before it kept places: its tools, its answered
+    lines, then its reply). Notes said before the turn (``before`` lines) are not among them."""
+    out: list[Step] = []
+    reply, tools = record.reply, record.tools
+    done = 0  # characters of the reply placed
+    used = 0  # tools placed
+
+    def text_to(at: int) -> None:
+        nonlocal done
+        at = max(done, min(at, len(reply)))
+        if at > done:
+            out.append(("text", reply[done:at]))
+            done = at
+
+    def tools_to(count: int) -> None:
+        nonlocal used
+        while used < min(count, len(tools)):
+            text_to(tools[used].at_reply)
+            out.append(("tool", tools[used]))
+            used += 1
+
+    lines = [line for line in record.lines if line.kind != "before"]
+    for line in lines:
+        tools_to(line.tools)
+        text_to(line.at_reply)
+        out.append(("line", line.text))
+    tools_to(len(tools))
+    if not any(line.kind == "answered" for line in lines):
+        out += [("line", text) for text in record.answered]
+    text_to(len(reply))
+    return out

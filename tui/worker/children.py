@@ -1,0 +1,250 @@
+"""A session's children: the sessions it starts (``delegate``), each a full session of its own.
+
+The parent's worker starts a child through `tui.access.local.LocalAccess`, as `tui send --new
+--parent` does (its own worker, journal and record with ``parent_id``; its folder the parent's),
+sends it the prompt and follows it with a `SessionWatch` until that turn ends. The parent's
+journal says so: `child_started`, `child_asking` (the child's question pending, or no longer),
+`child_ended` (its outcome and its tokens, which the one reducer adds to the parent's). A child
+whose worker dies and does not come back ends ``failed`` with the follower's one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tui.errors import TuiError
+from tui.protocol import AnswerRequest, ChildAsking, ChildEnded, ChildStarted, DismissRequest, Note, Question
+from tui.protocol.ids import BY_PARENT, short_id
+from tui.store import SessionRecord, StatePaths
+from tui.worker.agent import Agent
+from tui.worker.writer import EventWriter
+
+if TYPE_CHECKING:
+    from tui.access.local import LocalAccess
+
+__all__ = ["ChildFailed", "ChildResult", "Children"]
+
+log = logging.getLogger("tui.worker.children")
+
+
+class ChildFailed(TuiError):
+    """A child's delegated turn did not complete (raised to the parent's program or model only)."""
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """How a child's delegated turn ended."""
+
+    child_id: str
+    outcome: str
+    reply: str = ""
+    error: str | None = None
+
+
+class Children:
+    """Starts and follows the children of one session.
+
+    Args:
+        writer: the parent session's event writer (`child_*` events go through it).
+        record: the parent session's record.
+        state_root: the state dir the sessions live in.
+    """
+
+    def __init__(self, writer: EventWriter, record: SessionRecord, state_root: Path) -> None:
+        self.writer = writer
+        self.record = record
+        self.state_root = state_root
+        self._follows: dict[str, asyncio.Task[ChildResult]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
+        self.agent: Agent | None = None
+        """The parent's agent, which may answer a child's question itself (`Agent.answers_child`)."""
+
+    async def delegate(
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        wait: bool = True,
+        turn_id: str | None = None,
+    ) -> str:
+        """Start a child with `prompt` as its first turn.
+
+        Returns:
+            With `wait`, the child's reply once its turn completed; else the child's id at once.
+
+        Raises:
+            ChildFailed: (with `wait`) the child's turn failed or was interrupted, or its worker
+                went away; the detail is the child's error.
+            TuiError: the child could not be made (an agent this machine cannot run, …).
+        """
+        from tui.access.local import LocalAccess  # the access layer, as the commands use it
+
+        access = LocalAccess(StatePaths(self.state_root))
+        child = await access.create(
+            working_directory=self.record.working_directory,
+            agent=agent,
+            model=model,
+            parent_id=self.record.id,
+        )
+        made = (await access.show(child)) if agent is None or model is None else None
+        self.writer.emit(
+            ChildStarted(
+                child_id=child,
+                prompt=prompt,
+                agent=made.agent if made is not None else agent or "python",
+                model=made.model if made is not None else model,
+                turn_id=turn_id,
+            )
+        )
+        task = asyncio.create_task(self._follow(access, child, prompt=prompt))
+        self._follows[child] = task
+        if not wait:
+            return child
+        result = await asyncio.shield(task)
+        if result.outcome != "completed":
+            raise ChildFailed(
+                f"child {short_id(child)} {result.outcome}: {result.error or 'no reason given'}",
+                child_id=child,
+            )
+        return result.reply
+
+    def resume(self) -> None:
+        """Follow again each child the journal says runs (a predecessor followed it and stopped):
+        until it is idle, then `child_ended` says how its last turn ended."""
+        from tui.access.local import LocalAccess
+
+        access = LocalAccess(StatePaths(self.state_root))
+        for child in self.writer.state.child_sessions.values():
+            if child.state in ("running", "asking") and child.child_id not in self._follows:
+                task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+                self._follows[child.child_id] = task
+
+    async def _follow(self, access: LocalAccess, child: str, *, prompt: str | None) -> ChildResult:
+        """Send `prompt` to the child (None: it was sent by a predecessor) and follow it until that
+        turn ends (None: until the child is idle); `child_ended` says how."""
+        from tui.link.watch import QuestionPolicy, SessionWatch
+
+        result = ChildResult(child, "failed", error="the child's worker went away")
+        tokens = (0, 0)
+        link = None
+        watch = None
+        try:
+            if prompt is None and not (await access.show(child)).live:  # not woken up for this
+                raise ChildFailed("its worker stopped while this session's worker was away")
+            link = await access.link(child, client_id=f"parent:{short_id(self.record.id)}")
+            watch = await SessionWatch.open(link)
+            asked: list[Question | None] = [None]
+
+            def on_event(_event: object) -> None:
+                question = watch.question if watch is not None else None
+                if question != asked[0]:
+                    asked[0] = question
+                    said = None if question is None else Question.model_validate(question.model_dump())
+                    answering = said is not None and self.agent is not None and self.agent.answers_child(said)
+                    self._say(ChildAsking(child_id=child, question=said, answering=answering))
+                    if said is not None and answering:
+                        task = asyncio.create_task(self._answer_itself(access, child, said))
+                        self._answering.add(task)
+                        task.add_done_callback(self._answering.discard)
+
+            watch.on_event = on_event
+            on_event(None)  # a question may be pending already
+            # Its questions wait for whoever answers first (its clients or the parent's).
+            policy = QuestionPolicy(timeout=math.inf)
+            if prompt is not None:
+                ended = await watch.wait_turn(await watch.send(prompt), policy)
+                result = ChildResult(child, ended.outcome, ended.reply, ended.error)
+            else:
+                await watch.wait_idle(policy)
+                last = next(reversed(watch.session.turns.values()), None)
+                outcome = last.outcome if last is not None and last.outcome else "completed"
+                result = ChildResult(child, outcome, last.reply if last else "", last.error if last else None)
+            with contextlib.suppress(TuiError):
+                stats = await link.stats()
+                tokens = (stats.tokens_in, stats.tokens_out)
+        except asyncio.CancelledError:
+            result = ChildResult(child, "interrupted", error="the parent's worker stopped following it")
+            raise
+        except TuiError as exc:
+            result = ChildResult(child, "failed", error=exc.detail)
+        except Exception as exc:  # never leave the parent waiting for a child nobody follows
+            log.exception("following child %s failed", child)
+            result = ChildResult(child, "failed", error=str(exc) or type(exc).__name__)
+        finally:
+            self._follows.pop(child, None)
+            self._say(
+                ChildEnded(
+                    child_id=child,
+                    outcome=result.outcome,  # type: ignore[arg-type]
+                    error=result.error,
+                    tokens_in=tokens[0],
+                    tokens_out=tokens[1],
+                )
+            )
+            if watch is not None:
+                with contextlib.suppress(Exception):
+                    await watch.close()
+            if link is not None:
+                with contextlib.suppress(Exception):
+                    await link.close()
+        return result
+
+    async def _answer_itself(self, access: LocalAccess, child: str, question: Question) -> None:
+        """Let the parent's agent answer the child's question; marked "answered by parent" in
+        the child's transcript (its answer's client) and in the parent's (a note)."""
+        assert self.agent is not None
+        try:
+            answer = await self.agent.answer_child(child, question)
+        except Exception:
+            log.exception("the agent's answer to child %s failed", child)
+            answer = None
+        if answer is None:  # the people attached answer it
+            self._say(ChildAsking(child_id=child, question=question, answering=False))
+            return
+        by = f"{BY_PARENT}:{short_id(self.record.id)}:{os.getpid()}"
+        link = await access.link(child, client_id=by)
+        try:
+            await link.answer(question.question_id, list(answer.selected), answer.freeform)
+        except TuiError:  # answered first by someone else, or gone: nothing to add
+            return
+        finally:
+            await link.close()
+        shown = ", ".join([*answer.selected, *([answer.freeform] if answer.freeform else [])])
+        self._say(Note(text=f"answered by parent: child {short_id(child)} asked {question.text!r}: {shown}"))
+
+    async def answer(self, child: str, request: AnswerRequest | DismissRequest) -> None:
+        """Answer or dismiss the child's pending question from the parent's side (first answer wins)."""
+        from tui.access.local import LocalAccess
+
+        access = LocalAccess(StatePaths(self.state_root))
+        link = await access.link(child, client_id=f"parent:{short_id(self.record.id)}")
+        try:
+            if isinstance(request, AnswerRequest):
+                await link.answer(request.question_id, list(request.selected), request.freeform)
+            else:
+                await link.dismiss(request.question_id)
+        finally:
+            await link.close()
+
+    def _say(self, event: ChildAsking | ChildEnded | Note) -> None:
+        """Write a child's event unless the parent's worker is leaving (its journal is closed)."""
+        if self.writer.leaving:
+            return
+        with contextlib.suppress(TuiError):
+            self.writer.emit(event)
+
+    async def close(self) -> None:
+        """Stop following the children (they run on; the parent's journal says it stopped)."""
+        for task in list(self._follows.values()):
+            task.cancel()
+        for task in list(self._follows.values()):
+            with contextlib.suppress(BaseException):
+                await task
