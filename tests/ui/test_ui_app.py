@@ -90,6 +90,17 @@ async def started(app: TuiApp, pilot, until: Until) -> None:  # type: ignore[no-
     await until(pilot, app.session.attached.is_set)
 
 
+async def asked(app: TuiApp, pilot, until: Until) -> QuestionPanel:  # type: ignore[no-untyped-def]
+    """The question is shown and holds the focus: keys pressed from here on are its keys."""
+
+    def holding() -> bool:
+        panels = app.session.query(QuestionPanel)
+        return bool(panels) and app.focused is not None and panels.first() in app.focused.ancestors
+
+    await until(pilot, holding)
+    return app.session.query_one(QuestionPanel)
+
+
 class TestTurns:
     async def test_enter_sends_the_prompt_and_the_reply_streams_into_the_turn(self, until: Until) -> None:
         link = WorkerLink()
@@ -475,7 +486,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('color?')")
             qid = await link.ask("Which color?", ["red", "green", "blue"])
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             await until(pilot, lambda: not app.session.prompt_box.display)
             await pilot.press("2")  # picked, not sent: the hint says Enter answers
             await pilot.pause()
@@ -496,7 +507,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('which?')")
             await link.ask("Which ones?", ["a", "b", "c"], multiple=True)
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             await pilot.press("1", "3", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["selected"] == ["a", "c"]
@@ -508,7 +519,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('name?')")
             await link.ask("Your name?")
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             await pilot.press(*"Ada", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["freeform"] == "Ada"
@@ -520,7 +531,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('Still there?')")
             await link.ask("Still there?")
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             await until(pilot, lambda: isinstance(app.focused, Input))
             await pilot.press("tab")  # stays in the question
             assert isinstance(app.focused, Input)
@@ -535,7 +546,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('color?')")
             await link.ask("Which color?", ["red", "green"])
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             panel = app.session.query_one(QuestionPanel)
             await until(pilot, lambda: app.focused is panel.query_one("#choices"))
             await pilot.press("tab")
@@ -552,7 +563,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('x?')")
             await link.ask("Go on?", ["yes", "no"])
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             await pilot.press("escape")
             await until(pilot, lambda: routes(link, "dismiss"))
             assert not routes(link, "interrupt")
@@ -565,7 +576,7 @@ class TestQuestions:
             await started(app, pilot, until)
             link.start_turn("ask('x?')")
             qid = await link.ask("Go on?", ["yes", "no"])
-            await until(pilot, lambda: app.session.query(QuestionPanel))
+            await asked(app, pilot, until)
             link.emit(
                 QuestionResolved(
                     question_id=qid,
