@@ -25,6 +25,7 @@ page around it), which is how a search jumps to a match.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from bisect import bisect_right
 from typing import Any
@@ -47,10 +48,9 @@ from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
 
 
-MEASURE_EVERY = 0.02
-"""Seconds between two stretches of measuring what is kept but not drawn yet."""
 MEASURE_FOR = 0.004
-"""Seconds of measuring at a time (the loop stays free for keys and frames)."""
+"""Seconds of measuring the entries above the view's top on the loop when a page arrives (the
+rest are measured in a thread)."""
 WHOLE = ("transcript--", "diff--", "turn--thinking")
 """Component classes whose colours are blended with the view's background (as a widget's are)."""
 
@@ -199,6 +199,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._base: Style | None = None
         self.draws = 0
         """How many lines were drawn (each `render_line`), for tests and benchmarks."""
+        self.made_in_thread = 0
+        """How many entries made their lines in a thread, not on the app's loop (for tests)."""
 
     # --- as a host of drawn entries --------------------------------------------------------------
     @property
@@ -339,8 +341,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         width = self._w(entry)
         if entry.made_at(width):
             return len(entry.lines(width))
-        last = next(iter(entry._made.values()), None)
-        return len(last) if last is not None else _guess(entry)
+        made = list(entry._made.values())  # a copy: the thread measuring may add one meanwhile
+        return len(made[0]) if made else _guess(entry)
 
     def _layout(self, *, quiet: bool = False) -> None:
         """Measure what the view shows (and a screen around it), set the whole height, and scroll
@@ -385,32 +387,46 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             starts.append(y)
             y += h
         self._heights, self._starts, self._total = heights, starts, y
-        if quiet:
-            self._set_virtual_height(y)
-        else:
-            self.virtual_size = Size(width, y)
+        self._set_virtual_height(y)  # the screen is laid out again only when the scrollbar comes or goes
         self._place(pin)
         if not quiet:
             self.refresh()
         if not self._measuring and any(not e.made_at(self._w(e)) for e in entries):
             self._measuring = True
-            self.set_timer(MEASURE_EVERY, self._measure_some)
+            self.call_after_refresh(self._measure_rest)
 
-    def _measure_some(self) -> None:
-        """Measure entries not yet drawn, a few milliseconds at a time between frames, so that
-        the scrollbar soon tells the true height of what is kept."""
-        self._measuring = False
-        deadline = time.perf_counter() + MEASURE_FOR
-        measured = False
-        for entry in self._entries:
-            width = self._w(entry)
+    def _measure_rest(self) -> None:
+        """Make the lines of the entries not yet drawn in a thread (the loop stays free for keys
+        and frames), then lay out again with their true heights, so that the scrollbar soon tells
+        the true height of what is kept."""
+        todo = [
+            (e, self._w(e))
+            for e in self._entries
+            if not isinstance(e, LiveTurn) and not e.made_at(self._w(e))
+        ]
+        if not todo or not self.is_mounted:
+            self._measuring = False
+            return
+        for name in self.COMPONENT_CLASSES:  # looked up here, on the loop: the thread only reads them
+            self.style_of(name)
+        _ = self.app.console  # made here too
+        self.run_worker(self._measure_in_thread(todo), group="transcript-measure", exit_on_error=False)
+
+    async def _measure_in_thread(self, todo: list[tuple[Drawn, int]]) -> None:
+        try:
+            await asyncio.to_thread(self._make_lines, todo)
+        finally:
+            self._measuring = False
+        if self.is_mounted:
+            self._layout(quiet=True)
+
+    def _make_lines(self, todo: list[tuple[Drawn, int]]) -> None:
+        """Make each entry's lines at its width (in a thread)."""
+        for entry, width in todo:
             if not entry.made_at(width):
                 entry.lines(width)
-                measured = True
-                if time.perf_counter() > deadline:
-                    break
-        if measured:
-            self._layout(quiet=True)
+                if threading.current_thread() is not threading.main_thread():
+                    self.made_in_thread += 1
 
     def _pin_at(self, y: int) -> tuple[Drawn, int] | None:
         if not self._entries or not self._starts:
