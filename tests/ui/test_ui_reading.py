@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
+from textual.strip import Strip
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
@@ -254,6 +255,44 @@ class TestDrawnAsLines:
             view = transcript.scrollable_content_region.height
             assert len(page & set(makes["loop"])) <= view // 2  # at most a screen of them (3 lines a turn)
             assert len(page & set(makes["thread"])) >= 40 - view // 2
+
+    async def test_rows_of_a_streaming_turn_that_only_moved_are_not_made_again(
+        self, until: Until, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """At the bottom, a line more of output moves every row of the running turn up: the view
+        draws them all again (as a `Log` does) but makes only the new row's line."""
+        from tui.ui.widgets import transcript as module
+
+        made: list[str] = []
+        live_line = module._live_line
+
+        def counted(strip: Strip, *args: object) -> Strip:
+            made.append(strip.text)
+            return live_line(strip, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(module, "_live_line", counted)
+        link = WorkerLink(history=history(50))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            turn = link.start_turn("for i in range(100): print(i)")
+            await until(pilot, lambda: transcript.live is not None)
+            live = transcript.live
+            assert live is not None
+            link.emit(TextChunk(turn_id=turn, text="".join(f"row {n}\n" for n in range(60))))
+            await until(pilot, lambda: live.segments and live.segments[0].text.endswith("row 59\n"))
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y > 0)
+            await pilot.pause()
+            made.clear()
+            drawn = transcript.draws
+            link.emit(TextChunk(turn_id=turn, text="row 60\n"))
+            await until(pilot, lambda: live.segments[0].text.endswith("row 60\n"))
+            await until(pilot, lambda: transcript.draws - drawn >= transcript.size.height)
+            await pilot.pause()
+            assert transcript.scroll_y == transcript.max_scroll_y  # it follows the bottom
+            assert any("row 60" in text for text in made)
+            assert len([text for text in made if text.strip()]) <= 2  # the new row (and the blank after)
 
     async def test_a_resize_wraps_on_the_loop_only_what_shows(
         self, until: Until, makes: dict[str, list[str]]

@@ -51,6 +51,8 @@ __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
 MEASURE_FOR = 0.004
 """Seconds of measuring the entries above the view's top on the loop when a page arrives (the
 rest are measured in a thread)."""
+LIVE_LINES = 2_000
+"""The most rows of the running turn kept as drawn (a row that only moves is not made again)."""
 WHOLE = ("transcript--", "diff--", "turn--thinking")
 """Component classes whose colours are blended with the view's background (as a widget's are)."""
 
@@ -197,6 +199,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._measuring = False
         self._styles: dict[str, Style] = {}
         self._base: Style | None = None
+        self._live_lines: dict[int, tuple[Strip, int, Strip]] = {}
+        """The running turn's rows as drawn, by the line they draw (kept with it and the width)."""
         self.draws = 0
         """How many lines were drawn (each `render_line`), for tests and benchmarks."""
         self.made_in_thread = 0
@@ -229,6 +233,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         super().notify_style_update()
         self._styles.clear()
         self._base = None
+        self._live_lines.clear()
 
     @property
     def line_width(self) -> int:
@@ -522,7 +527,14 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             strip = strip.apply_style(selected).apply_style(base)
             return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
         if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
-            return _live_line(strip, base, self._blank_style, width)
+            kept = self._live_lines.get(id(strip))
+            if kept is not None and kept[0] is strip and kept[1] == width:
+                return kept[2]  # a row that only moved (the running turn grew below it)
+            line = _live_line(strip, base, self._blank_style, width)
+            if len(self._live_lines) >= LIVE_LINES:
+                self._live_lines.clear()
+            self._live_lines[id(strip)] = (strip, width, line)
+            return line
         return strip.apply_style(base)
 
     @property
