@@ -4,7 +4,8 @@ The view is a Textual `ScrollView`: nothing inside it is a widget. It holds a st
 session (at most `KEEP` records, `items`), each drawn by a `TurnView` (or a `NoteLine`) whose
 lines are made once per width and kept, then the running turn (`LiveTurn`) at the bottom. Its
 height is the sum of theirs; a turn not yet drawn counts what it last measured (or a guess) until
-it comes into view, so a page of turns arriving costs no wrapping at all until it is read.
+it is measured: what shows at once, on the loop; the rest (a page that arrived above the view,
+every turn after a resize) in a thread, after which the view lays out again with true heights.
 
 Every change keeps the reader's place: the entry at the top of the view (the *pin*) stays on its
 row while others are measured, added or dropped above it; while the reader follows the bottom,
@@ -374,7 +375,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
                 k += 1
             reach = view
             k = at - 1
-            budget = time.perf_counter() + MEASURE_FOR  # the rest above: measured between frames
+            budget = time.perf_counter() + MEASURE_FOR  # the rest above: made in a thread
             while k >= 0 and reach > 0 and time.perf_counter() < budget:
                 heights[k] = len(entries[k].lines(self._w(entries[k])))
                 reach -= heights[k]
