@@ -128,6 +128,36 @@ class TestScrolling:
             assert transcript.turn_views()[0].record.turn_id == "h140"
             assert transcript.mounted_turns <= WINDOW
 
+    async def test_the_line_above_the_kept_turns_says_they_load_while_they_do(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
+                await gate.wait()
+            return NotImplemented
+
+        link = WorkerLink(history=history(300), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+
+            def top_row() -> str:
+                return transcript.render_line(0).text.strip()
+
+            transcript.scroll_to(y=0, animate=False, immediate=True)  # the top: older ones are asked for
+            assert top_row().startswith("↑ older turns: PgUp")
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            await pilot.pause()
+            transcript.scroll_to(y=0, animate=False, immediate=True)
+            assert top_row() == "↑ loading older turns…"
+            gate.set()
+            await until(pilot, lambda: not transcript.is_fetching)
+            gate.clear()
+            transcript.scroll_to(y=0, animate=False, immediate=True)
+            assert top_row().startswith("↑ older turns: PgUp")
+            gate.set()
+
     async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
         gate = asyncio.Event()
 

@@ -568,7 +568,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
 
     def show_hello(self, text: str) -> None:
         """The line an empty session shows until its first turn: where it is, what to type."""
-        self._hello.text = text
+        self._hello.say(text)
         self._rebuild()
 
     # --- keys ----------------------------------------------------------------------------------

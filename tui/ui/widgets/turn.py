@@ -193,10 +193,14 @@ class Drawn:
         """Whether its lines at `width` are made (its height is known without making them)."""
         return width in self._made
 
-    def changed(self) -> None:
-        """What it shows changed: make its lines again, and tell the transcript."""
+    def forget(self) -> None:
+        """Forget its lines: they are made again when next asked."""
         with MAKING:
             self._made.clear()
+
+    def changed(self) -> None:
+        """What it shows changed: make its lines again, and tell the transcript."""
+        self.forget()
         changed = getattr(self.host, "drawn_changed", None)
         if changed is not None:
             changed(self)
