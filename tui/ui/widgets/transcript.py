@@ -199,6 +199,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._placing = False
         self._measuring = False
         self._styles: dict[str, Style] = {}
+        self._styles_for_thread: dict[str, Style] = {}
+        """The styles as the thread making lines reads them (taken on the loop before it starts)."""
         self._base: Style | None = None
         self._live_lines: dict[int, tuple[Strip, int, Strip]] = {}
         """The running turn's rows as drawn, by the line they draw (kept with it and the width)."""
@@ -218,6 +220,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
     def style_of(self, name: str) -> Style:
         """The Rich style of one of the view's component classes."""
         style = self._styles.get(name)
+        if style is None and threading.current_thread() is not threading.main_thread():
+            return self._styles_for_thread.get(name) or Style()  # Textual's styles are the loop's
         if style is None:
             if name.startswith(WHOLE):  # drawn by widgets of their own before: colours as blended
                 whole = self.get_component_rich_style(name)
@@ -415,6 +419,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             return
         for name in self.COMPONENT_CLASSES:  # looked up here, on the loop: the thread only reads them
             self.style_of(name)
+        self._styles_for_thread = dict(self._styles)
         _ = self.app.console  # made here too
         self.run_worker(self._measure_in_thread(todo), group="transcript-measure", exit_on_error=False)
 
