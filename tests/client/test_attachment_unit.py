@@ -246,8 +246,8 @@ def test_context_lists_each_sources_age_size_and_a_failing_commands_error() -> N
     )
     assert format_context(listed, "tui context add X").splitlines() == [
         "context: 3 sources",
-        "  ci      12 s old, 1,234 chars  · make ci every 60 s",
-        "  broken  3 min old, 30 chars  · false every 5 s  · failed: no such target (exit status 2)",
+        "  ci      12 s old, 1,234 chars  · every 60 s: make ci",
+        "  broken  3 min old, 30 chars  · every 5 s: false  · failed: no such target (exit status 2)",
         "  notes   no value yet  · pushed",
     ]
 

@@ -164,13 +164,13 @@ def format_context(listed: ContextList, add: str) -> str:
     width = max(len(e.name) for e in listed.sources)
     for entry in listed.sources:
         what = entry.cmd or entry.path or "pushed"
-        every = f" every {entry.every:g} s" if entry.every else ""
+        every = f"every {entry.every:g} s: " if entry.every else ""
         if entry.at is None:
             value = "no value yet"
         else:
             age = _age((listed.now - entry.at).total_seconds())
             value = f"{age} old, {entry.size:,} chars"
-        line = f"  {entry.name:<{width}}  {value}  · {what[:60]}{every}"
+        line = f"  {entry.name:<{width}}  {value}  · {every}{what[:60]}"
         if entry.error:
             said = [part.strip() for part in entry.value.splitlines() if part.strip()]
             # A command's last line of output, then its exit status (the worker's last line).
