@@ -417,8 +417,9 @@ class SessionScreen(CommandScreen):
 
     async def _show_version(self, version: str) -> None:
         """Say once when the worker runs an older tui than the one installed, and what moves the
-        session to it (the status row says so while it lasts)."""
-        older = is_older(version)
+        session to it (the status row says so while it lasts). Only for this machine's sessions:
+        another machine's workers run the tui installed there, which `tui sessions --remote` tells."""
+        older = self.link.where == "local" and is_older(version)
         self.status.change(installed=__version__ if older else "")
         if not older or self._said_outdated:
             return
