@@ -170,7 +170,8 @@ def format_context(listed: ContextList, add: str) -> str:
         else:
             age = _age((listed.now - entry.at).total_seconds())
             value = f"{age} old, {entry.size:,} chars"
-        line = f"  {entry.name:<{width}}  {value}  · {every}{what[:60]}"
+        what = what if len(what) <= 60 else what[:59] + "…"
+        line = f"  {entry.name:<{width}}  {value}  · {every}{what}"
         if entry.error:
             said = [part.strip() for part in entry.value.splitlines() if part.strip()]
             # A command's last line of output, then its exit status (the worker's last line).
