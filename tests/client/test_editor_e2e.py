@@ -261,6 +261,26 @@ async def test_a_session_stopped_elsewhere_is_started_again_by_the_next_prompt(
         assert answer.stop_reason == "end_turn" and "back" in ed.said(sid)
 
 
+async def test_an_editor_goes_on_with_the_new_worker_after_tui_restart(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        assert (await ed.prompt(sid, "x = 1; print('before')")).stop_reason == "end_turn"
+        code, _, err = await _tui("restart", sid)
+        assert code == 0, err
+        # A turn sent from elsewhere reaches the editor through the new worker, once.
+        code, _, err = await _tui("send", sid, "print('elsewhere')", "--wait")
+        assert code == 0, err
+        await ed.until(lambda: "elsewhere" in ed.said(sid), "the turn sent after the restart")
+        answer = await ed.prompt(sid, "print('after')")
+        assert answer.stop_reason == "end_turn"
+        said = ed.said(sid)
+        assert [said.count(w) for w in ("before", "elsewhere", "after")] == [1, 1, 1], said
+        prompts = ed.said(sid, "user_message_chunk")
+        assert prompts.count("print('elsewhere')") == 1, prompts
+
+
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 """A PNG of one pixel, base64."""
 

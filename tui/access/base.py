@@ -20,18 +20,10 @@ from tui.protocol.messages import (
     NoteRequest,
 )
 from tui.protocol.web import SessionSummary
+from tui.protocol.wording import restart_loses
 from tui.store.export import Format
 
 __all__ = ["SessionAccess", "SessionSummary", "restart_loses"]
-
-
-def restart_loses(agent: str | None) -> str:
-    """What a new worker does not have of a session running `agent`, in a few words."""
-    if agent in (None, "python"):
-        return "its programs' variables"
-    if agent == "model":
-        return "the Python variables of its programs (the conversation stays)"
-    return "the agent's process (a new one is asked to load the session)"
 
 
 class SessionAccess(ABC):

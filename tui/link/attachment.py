@@ -435,7 +435,8 @@ class Attachment:
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
         elif isinstance(event, WorkerLeaving):
-            out.append(ch.Line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}"))
+            going = "restarting" if event.restarting else "leaving"
+            out.append(ch.Line(f"the worker is {going}{f': {event.reason}' if event.reason else ''}"))
         elif isinstance(event, UnknownEvent):
             out.append(ch.Line(f"(an event this version does not know: {event.type})"))
         if state.state != was:

@@ -154,6 +154,13 @@ class LocalLink(BridgedLink):
     async def archive_session(self) -> None:
         await asyncio.to_thread(archive_session, self.state, self.session_id)
 
+    async def restart_session(self, reason: str) -> None:
+        """The worker leaves saying it restarts (followers wait for the next), a new one starts."""
+        await stop_worker(self.paths, again=self.command("restart", self.short), reason=reason, restart=True)
+        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
+
+        await start_worker_async(self.state.root, self.session_id, timeout=10.0)
+
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()

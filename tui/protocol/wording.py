@@ -16,6 +16,7 @@ __all__ = [
     "agent_mode",
     "agent_model",
     "note_line",
+    "restart_loses",
     "steps",
     "tool_record",
     "update_tool",
@@ -90,6 +91,15 @@ def note_line(event: Note) -> str:
         sender = who(event.by) + (f" via {event.source}" if event.source else "")
         return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+def restart_loses(agent: str | None) -> str:
+    """What a new worker does not have of a session running `agent`, in a few words."""
+    if agent in (None, "python"):
+        return "its programs' variables"
+    if agent == "model":
+        return "the Python variables of its programs (the conversation stays)"
+    return "the agent's process (a new one is asked to load the session)"
 
 
 Step = tuple[Literal["text"], str] | tuple[Literal["tool"], ToolRecord] | tuple[Literal["line"], str]
