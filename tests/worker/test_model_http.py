@@ -182,6 +182,20 @@ async def test_chunks_that_arrive_together_reach_pydantic_ai_merged(server: Fake
     assert len(events) < len(words) // 4
 
 
+async def test_reasoning_and_text_arriving_together_stay_apart_and_whole(
+    server: FakeModelServer, tmp_path: Path
+) -> None:
+    thinking = [f"r{i} " for i in range(500)]
+    words = [f"w{i} " for i in range(500)]
+    server.script(Text(words, thinking=thinking, burst=True))
+    turn = Turn("hi")
+    outcome = await agent_for(server, tmp_path).run_turn(turn)  # type: ignore[arg-type]
+    assert outcome.outcome == "completed", outcome.error
+    assert "".join(turn.of("thinking")) == "".join(thinking) and turn.reply == "".join(words)
+    kinds = [k for k, _ in turn.events if k in ("thinking", "text")]
+    assert kinds == ["thinking"] * kinds.count("thinking") + ["text"] * kinds.count("text")
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 async def test_a_long_reply_in_tiny_chunks_around_a_tool_call_arrives_whole_and_in_order(
     server: FakeModelServer, tmp_path: Path, provider: str
