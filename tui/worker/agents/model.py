@@ -29,6 +29,7 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.exceptions import (
     AgentRunError,
+    ModelAPIError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelContextWindowExceededError,
@@ -442,6 +443,9 @@ class ModelAgent(Agent):
             return (
                 f"the conversation is too long for model {name!r}; start a new session or set context_window"
             )
+        if isinstance(exc, ModelAPIError) and exc.in_stream:
+            # an error the provider sent inside the reply: not tried again, its own words say why
+            return f"model {name!r} failed during the reply ({_why(exc)}): {_said(exc)}; try again"
         if isinstance(exc, ModelRateLimitError | ModelUnavailableError | ModelServerError):
             return f"model {name!r} failed {MAX_TRIES} times ({_why(exc)}); try again later"
         if isinstance(exc, ModelHTTPError):
@@ -653,6 +657,17 @@ def _stopped(turn: TurnIO) -> bool:
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
+
+
+def _said(exc: ModelAPIError) -> str:
+    """The provider's own message in an error's body (OpenAI's and Anthropic's shapes), else the error."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        message = (inner if isinstance(inner, dict) else body).get("message")
+        if isinstance(message, str) and message.strip():
+            return message.strip().splitlines()[0][:300]
+    return _short(exc)
 
 
 def _clip(text: str, limit: int = TOOL_RESULT_CHARACTERS) -> str:
