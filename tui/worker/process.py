@@ -220,6 +220,7 @@ async def _serve(
         access_log=False,
         timeout_graceful_shutdown=1,
         http=JsonH11,
+        ws="none",  # the bridge has no websocket route: websockets is not imported
         date_header=False,
     )
     server = _Server(config)
