@@ -44,3 +44,26 @@ async def test_a_python_session_s_worker_imports_nothing_it_does_not_use(
     assert "tui.codemode" in imported, "the log holds no import times: the test sees nothing"
     loaded = {name: why for name, why in NOT_UNTIL_USED.items() if name in imported}
     assert not loaded, f"an idle python session's worker imports {loaded}"
+
+
+def test_an_idle_worker_trims_its_heap_once_per_idle_spell(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from tui.worker import process
+
+    process._trim_heap()  # the real call: glibc's malloc_trim, or nothing where there is none
+    trims: list[float] = []
+    worker = SimpleNamespace(last_activity=100.0)
+    monkeypatch.setattr(process, "_trim_heap", lambda: trims.append(worker.last_activity))
+    look = cast(Any, process._trim_when_idle)
+    trimmed = look(worker, 1.0, 0.0)  # busy a moment ago: not yet
+    assert trims == []
+    trimmed = look(worker, process.TRIM_AFTER, trimmed)
+    trimmed = look(worker, process.TRIM_AFTER + 30, trimmed)  # the same spell: once
+    assert trims == [100.0]
+    worker.last_activity = 250.0  # a turn ran since
+    trimmed = look(worker, 2.0, trimmed)
+    assert trims == [100.0]
+    look(worker, process.TRIM_AFTER, trimmed)
+    assert trims == [100.0, 250.0]
