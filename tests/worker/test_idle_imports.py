@@ -18,6 +18,9 @@ NOT_UNTIL_USED = {
     "starlette.applications": "Starlette's application around the router",
     "tui.access": "the access layer, needed only to follow a child session",
     "tui.link": "the client side, needed only to follow a child session",
+    "uvicorn.main": "uvicorn's command line (click and its reloaders)",
+    "click": "uvicorn's command line",
+    "multiprocessing": "uvicorn's reloaders",
 }
 
 
