@@ -8,7 +8,7 @@ def _uvicorn_without_its_command_line() -> None:
     """Import uvicorn's package as a bare module holding its `Config` and `Server`.
 
     ``uvicorn/__init__.py`` imports ``uvicorn.main`` for ``uvicorn.run`` and the ``uvicorn``
-    command: click and the reloaders (multiprocessing, watchfiles), 2 MiB of every idle worker,
+    command: click and the reloaders (multiprocessing, watchfiles), about 2 MiB of every idle worker,
     which uses neither. Only this process's entry does it, before anything imports uvicorn; its
     submodules import nothing else from the package (``__version__`` is ``uvicorn.main``'s).
     """

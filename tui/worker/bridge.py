@@ -98,7 +98,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
     """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`.
 
     A router and the exception handlers, without `Starlette`'s application around them: its
-    error page's middleware imports `html` (1.2 MiB of entity tables in every idle worker), and
+    error page's middleware imports `html` (its entity tables stay in every idle worker), and
     an exception no handler takes is answered 500 by uvicorn just the same.
     """
 

@@ -130,9 +130,8 @@ class Children:
 
         access = LocalAccess(StatePaths(self.state_root))
         for child in running:
-            if child.child_id not in self._follows:
-                task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
-                self._follows[child.child_id] = task
+            task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+            self._follows[child.child_id] = task
 
     async def _follow(self, access: LocalAccess, child: str, *, prompt: str | None) -> ChildResult:
         """Send `prompt` to the child (None: it was sent by a predecessor) and follow it until that
