@@ -14,18 +14,19 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import QuestionNotPending, TuiError, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
-from tui.link.outcomes import FAILED, turn_ending
-from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
-from tui.piped import ReplyWriter
 from tui.protocol import Event, PendingQuestion
 from tui.protocol.ids import short_id
-from tui.protocol.python import syntax_error
+
+if TYPE_CHECKING:
+    # Imported where used: `tui attach` opens the app through this module (`open_access`) and
+    # its first frame needs neither the piped surface nor a watch of turns.
+    from tui.link.watch import SessionWatch, TurnResult
 
 __all__ = [
     "open_access",
@@ -278,6 +279,11 @@ async def send(
     err: IO[str] | None = None,
 ) -> int:
     """The body of ``tui send`` (see `run_send`)."""
+    from tui.link.outcomes import FAILED, turn_ending
+    from tui.link.watch import SessionWatch, Unanswered, describe_question
+    from tui.piped import ReplyWriter
+    from tui.protocol.python import syntax_error
+
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     sent = False
@@ -375,6 +381,8 @@ async def _wait_turn_or_child(
                 await waiting
     if waiting.done() and not waiting.cancelled():
         return waiting.result()
+    from tui.link.watch import Unanswered, describe_question
+
     child = next(
         c for c in watch.session.child_sessions.values() if c.question is not None and not c.answering
     )
@@ -432,6 +440,8 @@ def _on_question(
 
 def run_answer(args: argparse.Namespace) -> int:
     """``tui answer ID --option N --text T``: answer the pending question."""
+
+    from tui.link.watch import describe_question
 
     async def answer(link: AttachLink, question: PendingQuestion) -> str:
         if not args.option and args.text is None:

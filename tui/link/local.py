@@ -53,6 +53,7 @@ class LocalLink(BridgedLink):
         self.client_id = client_id or local_client_id()
         self.paths = state.session(session_id)
         self._client: BridgeClient | None = None
+        self._sidecar_seen: tuple[int, int, int] | None = None
         self._old_clients: list[BridgeClient] = []
         self._journal: Journal | None = None
         self._restarts = RestartBudget()
@@ -69,7 +70,16 @@ class LocalLink(BridgedLink):
     # --- finding the worker --------------------------------------------------------------------
     def bridge_client(self) -> BridgeClient:
         """The client for the live worker's socket (a new one when the socket moved)."""
+        try:
+            st = os.stat(self.paths.sidecar)
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = None
+        if seen is not None and seen == self._sidecar_seen and self._client is not None:
+            # The same worker.json as last time: the same socket (a request a turn reads it once).
+            return self._client
         car = live_worker(self.paths)
+        self._sidecar_seen = seen if car is not None else None
         path = car.socket if car is not None else str(self.paths.socket)
         if self._client is None or self._client.socket_path != path:
             if self._client is not None:

@@ -1,4 +1,4 @@
-"""The bridge: every route of protocol.md over HTTP, as a Starlette app around a `SessionWorker`.
+"""The bridge: every route of protocol.md over HTTP, as a Starlette router around a `SessionWorker`.
 
 Refusals are ``{"error": code, "detail": sentence, …}`` from the `tui.errors` tree. Bodies past
 4 MiB get 413 before they are read whole; JSON that does not validate gets 400
@@ -11,9 +11,11 @@ import logging
 from collections.abc import AsyncIterator
 
 from pydantic import ValidationError
-from starlette.applications import Starlette
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.routing import Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tui.errors import BadCursor, InvalidRequest
 from tui.protocol import (
@@ -92,8 +94,13 @@ def _sse(line: JournalLine) -> bytes:
     return sse_frame(line)
 
 
-def build_app(worker: SessionWorker) -> Starlette:
-    """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`."""
+def build_app(worker: SessionWorker) -> ASGIApp:
+    """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`.
+
+    A router and the exception handlers, without `Starlette`'s application around them: its
+    error page's middleware imports `html` (its entity tables stay in every idle worker), and
+    an exception no handler takes is answered 500 by uvicorn just the same.
+    """
 
     async def info(request: Request) -> Info:
         return worker.info()
@@ -239,7 +246,19 @@ def build_app(worker: SessionWorker) -> Starlette:
             "leave": leave,
         },
     )
-    return Starlette(routes=served, exception_handlers=handlers("see GET /info"))
+    return _App(ExceptionMiddleware(Router(routes=served), handlers=handlers("see GET /info")))
+
+
+class _App:
+    """The ASGI app around the router: it marks the scope as Starlette's application does, so the
+    router's 404 and a route's 405 are raised to the exception handlers (the JSON refusals)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self.app(scope, receive, send)
 
 
 OUTPUT_PIECE = 64 * 1024

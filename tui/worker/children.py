@@ -119,13 +119,19 @@ class Children:
     def resume(self) -> None:
         """Follow again each child the journal says runs (a predecessor followed it and stopped):
         until it is idle, then `child_ended` says how its last turn ended."""
+        running = [
+            child
+            for child in self.writer.state.child_sessions.values()
+            if child.state in ("running", "asking") and child.child_id not in self._follows
+        ]
+        if not running:
+            return  # the access layer (tui.link, tui.access) is imported only for a child to follow
         from tui.access.local import LocalAccess
 
         access = LocalAccess(StatePaths(self.state_root))
-        for child in self.writer.state.child_sessions.values():
-            if child.state in ("running", "asking") and child.child_id not in self._follows:
-                task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
-                self._follows[child.child_id] = task
+        for child in running:
+            task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+            self._follows[child.child_id] = task
 
     async def _follow(self, access: LocalAccess, child: str, *, prompt: str | None) -> ChildResult:
         """Send `prompt` to the child (None: it was sent by a predecessor) and follow it until that
