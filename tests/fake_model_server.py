@@ -45,6 +45,12 @@ class Text:
     """Seconds between chunks."""
     burst: bool = False
     """Send the whole answer in one write (as a fast server's chunks arrive together)."""
+    finish: str = "stop"
+    """Why it ended, in OpenAI's words (``length``, ``content_filter``); Anthropic's stream says
+    it in its own (``max_tokens``, ``refusal``)."""
+
+
+_ANTHROPIC_STOPS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
 
 
 @dataclass
@@ -267,7 +273,7 @@ class FakeModelServer:
                 if reply.delay:
                     await asyncio.sleep(reply.delay)
                 yield chunk({"content": text})
-            yield chunk({}, "stop")
+            yield chunk({}, reply.finish)
             usage = reply.usage
         elif isinstance(reply, Call):
             for text in reply.chunks or ([reply.text] if reply.text else []):
@@ -372,6 +378,7 @@ class FakeModelServer:
                 yield event("content_block_stop", {"index": index})
                 index += 1
             texts = reply.chunks
+            stop = _ANTHROPIC_STOPS[reply.finish]
         elif isinstance(reply, Call):
             texts = reply.chunks or ([reply.text] if reply.text else [])
         elif isinstance(reply, Drop | Hang | Broken):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -12,6 +13,7 @@ import acp
 import pytest
 from acp import schema
 from editor import editor
+from fake_model_server import FakeModelServer, Text
 from helpers import RUNS_UNTIL_STOPPED
 
 from client.helpers import sessions, tui, worker_pid
@@ -341,3 +343,53 @@ async def test_closing_the_editor_mid_turn_leaves_the_turn_running(state_dir: Pa
     assert row["state"] == "working" and row["live"]
     code, _, err = await _tui("interrupt", sid)
     assert code == 0 and "interrupted the running turn" in err, err
+
+
+@pytest.mark.parametrize(
+    ("provider", "finish", "stop"),
+    [
+        ("openai", "length", "max_tokens"),
+        ("openai", "content_filter", "refusal"),
+        ("anthropic", "length", "max_tokens"),
+        ("anthropic", "content_filter", "refusal"),
+    ],
+)
+async def test_a_models_reply_cut_short_is_its_stop_reason(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, finish: str, stop: str
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    with FakeModelServer() as server:
+        url = server.url if provider == "openai" else server.root
+        (Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml").write_text(
+            f'[models.local]\nprovider = "{provider}"\nmodel = "fake-1"\nbase_url = "{url}"\n'
+            'api_key_env = "FAKE_KEY"\n'
+        )
+        server.script(Text(["The answer ", "is"], finish=finish), Text(["All of it."]))
+        async with editor("--model", "local") as ed:
+            sid = await ed.new(tmp_path)
+            answer = await ed.prompt(sid, "tell me")
+            assert answer.stop_reason == stop
+            assert "The answer is" in ed.said(sid)
+            again = await ed.prompt(sid, "go on")
+            assert again.stop_reason == "end_turn"
+
+
+async def test_a_hosted_agents_stop_reason_reaches_the_journal_and_the_editor(
+    acp_tester: Path, state_dir: Path
+) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        answer = await ed.prompt(sid, "stop at max_tokens")
+        assert answer.stop_reason == "max_tokens"
+        assert "Cut here" in ed.said(sid)
+    piped = tui("attach", sid, input="stop at refusal\n")
+    assert piped.returncode == 0, piped.stderr
+    assert "turn 2 completed; the model refused to go on" in piped.stderr
+    journal = state_dir / "sessions" / sid / "journal.jsonl"
+    ended = [e for e in map(json.loads, journal.read_text().splitlines()) if e["type"] == "turn_ended"]
+    assert [(e["outcome"], e.get("stop_reason")) for e in ended] == [
+        ("completed", "max_tokens"),
+        ("completed", "refusal"),
+    ]
+    shown = tui("transcript", sid).stdout
+    assert "the reply was cut at the model's token limit" in shown

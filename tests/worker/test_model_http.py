@@ -246,3 +246,30 @@ async def test_an_error_in_the_stream_fails_the_turn_with_its_message(
     assert outcome.outcome == "failed"
     assert "the server is overloaded" in (outcome.error or "") and "\n" not in (outcome.error or "")
     assert turn.reply == "half an answer"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize(("finish", "stop"), [("length", "max_tokens"), ("content_filter", "refusal")])
+async def test_a_reply_the_model_cut_short_says_why(
+    server: FakeModelServer, tmp_path: Path, provider: str, finish: str, stop: str
+) -> None:
+    server.script(Text(["The answer ", "is"], finish=finish))
+    turn = Turn("hi")
+    outcome = await agent_for(server, tmp_path, provider).run_turn(turn)  # type: ignore[arg-type]
+    assert (outcome.outcome, outcome.stop_reason) == ("completed", stop), outcome.error
+    assert turn.reply == "The answer is"
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_reply_cut_before_it_said_anything_is_max_tokens_not_a_failure(
+    server: FakeModelServer, tmp_path: Path, provider: str
+) -> None:
+    server.script(Text([], finish="length"))
+    outcome = await agent_for(server, tmp_path, provider).run_turn(Turn("hi"))  # type: ignore[arg-type]
+    assert (outcome.outcome, outcome.stop_reason) == ("completed", "max_tokens"), outcome.error
+
+
+async def test_a_reply_the_model_ended_says_no_stop_reason(server: FakeModelServer, tmp_path: Path) -> None:
+    server.script(Text(["Done."]))
+    outcome = await agent_for(server, tmp_path).run_turn(Turn("hi"))  # type: ignore[arg-type]
+    assert (outcome.outcome, outcome.stop_reason) == ("completed", None)

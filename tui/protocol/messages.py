@@ -17,6 +17,7 @@ from tui.protocol.events import (
     Presence,
     Question,
     QueueItem,
+    StopReason,
 )
 
 __all__ = [
@@ -328,6 +329,8 @@ class TurnRecord(_Wire):
     outcome: Literal["completed", "failed", "interrupted"] | None = None
     """None while the turn runs."""
     error: str | None = None
+    stop_reason: StopReason | None = None
+    """Why its agent stopped, when it said (`TurnEnded.stop_reason`)."""
     answered: list[str] = []
     """One line for each question this turn asked: what was answered, and by whom."""
     thinking: str = ""

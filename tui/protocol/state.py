@@ -48,6 +48,7 @@ from tui.protocol.events import (
     QueueChanged,
     QueueItem,
     Status,
+    StopReason,
     TextChunk,
     Thinking,
     ToolEnded,
@@ -76,6 +77,7 @@ from tui.protocol.wording import (
     agent_model,
     note_line,
     steps,
+    stop_said,
     tool_record,
     update_tool,
     who,
@@ -223,6 +225,7 @@ class RunningTurn(BaseModel):
         outcome: Literal["completed", "failed", "interrupted"] | None = None,
         error: str | None = None,
         reply: str = "",
+        stop_reason: StopReason | None = None,
     ) -> TurnRecord:
         """The turn's compact record: as it stands (no `outcome`), or ended at `seq`.
 
@@ -232,6 +235,7 @@ class RunningTurn(BaseModel):
             outcome: how it ended; None while it runs.
             error: why it failed, if it did.
             reply: the whole reply as the ending says it; empty: the chunks so far.
+            stop_reason: why its agent stopped, when it said.
         """
         # A call the ended turn never closed (its worker stopped, or the agent did not say) ended with it.
         closed = RUNNING if outcome is None else "ended" if outcome == "completed" else "interrupted"
@@ -253,6 +257,7 @@ class RunningTurn(BaseModel):
                 "tools": tools,
                 "outcome": outcome,
                 "error": error,
+                "stop_reason": stop_reason,
                 "answered": list(self.answered),
                 "lines": list(self.lines),
                 "thinking": _joined(self.thinking),
@@ -452,9 +457,16 @@ class SessionState(BaseModel):
                 self.tokens_out += event.usage.get("output", 0)
                 at = event.at.isoformat()
                 if current is not None and current.turn_id == event.turn_id:
+                    if (cut := stop_said(event.stop_reason)) is not None:
+                        current.add_line("note", cut)
                     self._keep(
                         current.record(
-                            seq=event.seq, at=at, outcome=event.outcome, error=event.error, reply=event.reply
+                            seq=event.seq,
+                            at=at,
+                            outcome=event.outcome,
+                            error=event.error,
+                            reply=event.reply,
+                            stop_reason=event.stop_reason,
                         )
                     )
                     self.current = None

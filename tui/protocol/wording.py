@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tui.protocol.events import AgentChoice, AgentSetting, By, Note, ToolStarted, ToolUpdated
+from tui.protocol.events import AgentChoice, AgentSetting, By, Note, StopReason, ToolStarted, ToolUpdated
 from tui.protocol.ids import client_label
 from tui.protocol.messages import ToolRecord, TurnRecord
 
@@ -18,6 +18,7 @@ __all__ = [
     "note_line",
     "restart_loses",
     "steps",
+    "stop_said",
     "tool_record",
     "update_tool",
     "who",
@@ -91,6 +92,18 @@ def note_line(event: Note) -> str:
         sender = who(event.by) + (f" via {event.source}" if event.source else "")
         return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+_STOPS_SAID: dict[str | None, str] = {
+    "max_tokens": "the reply was cut at the model's token limit",
+    "refusal": "the model refused to go on",
+    "max_turn_requests": "the turn stopped at its limit of model requests",
+}
+
+
+def stop_said(stop_reason: StopReason | None) -> str | None:
+    """One line saying a turn was cut short, and why; None for a turn its agent ended."""
+    return _STOPS_SAID.get(stop_reason)
 
 
 def restart_loses(agent: str | None) -> str:

@@ -29,6 +29,7 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.exceptions import (
     AgentRunError,
+    ContentFilterError,
     ModelAPIError,
     ModelAuthenticationError,
     ModelConnectionError,
@@ -37,7 +38,9 @@ from pydantic_ai.exceptions import (
     ModelRateLimitError,
     ModelServerError,
     ModelUnavailableError,
+    OutputTokenLimitExceeded,
     UnexpectedModelBehavior,
+    UsageLimitExceeded,
     UserError,
 )
 from pydantic_ai.messages import (
@@ -58,7 +61,7 @@ from pydantic_ai.settings import ModelSettings
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel, TuiError
-from tui.protocol import Question
+from tui.protocol import Question, StopReason
 from tui.worker.agent import (
     Agent,
     AgentContext,
@@ -351,12 +354,18 @@ class ModelAgent(Agent):
         outcome: TurnOutcome
         try:
             await task
-            outcome = TurnOutcome("completed")
+            outcome = TurnOutcome("completed", stop_reason=_stopped_by(handle[0]) if handle else None)
         except asyncio.CancelledError:
             task.cancel()  # when this turn's own task was cut off, the stream goes with it
             if not _stopped(turn):
                 raise
             outcome = TurnOutcome("interrupted")
+        except OutputTokenLimitExceeded:  # cut before it said anything (or inside a tool call)
+            outcome = TurnOutcome("completed", stop_reason="max_tokens")
+        except ContentFilterError:  # a refusal with nothing else said
+            outcome = TurnOutcome("completed", stop_reason="refusal")
+        except UsageLimitExceeded:  # pydantic-ai's limit of model requests in one run
+            outcome = TurnOutcome("completed", stop_reason="max_turn_requests")
         except UnexpectedModelBehavior as exc:
             # A reply of nothing at all is an empty reply (a piped run exits 5), not a failure.
             said_nothing = not running.wrote and not running.calls_made
@@ -652,6 +661,17 @@ class _Fence:
 def _stopped(turn: TurnIO) -> bool:
     """Whether someone asked `turn` to stop (read afresh: it changes while the turn awaits)."""
     return turn.interrupted
+
+
+_FINISHED: dict[str | None, StopReason] = {"length": "max_tokens", "content_filter": "refusal"}
+"""A model's finish reason (pydantic-ai's, from OpenAI's or Anthropic's) that cut its reply, as
+ACP's stop reason."""
+
+
+def _stopped_by(run: Any) -> StopReason | None:
+    """Why the model's last response in `run` ended, when it cut the reply short; else None."""
+    last = next((m for m in reversed(run.all_messages()) if isinstance(m, ModelResponse)), None)
+    return _FINISHED.get(last.finish_reason) if last is not None else None
 
 
 def _short(exc: BaseException) -> str:
