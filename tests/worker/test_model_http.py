@@ -273,3 +273,14 @@ async def test_a_reply_the_model_ended_says_no_stop_reason(server: FakeModelServ
     server.script(Text(["Done."]))
     outcome = await agent_for(server, tmp_path).run_turn(Turn("hi"))  # type: ignore[arg-type]
     assert (outcome.outcome, outcome.stop_reason) == ("completed", None)
+
+
+async def test_a_turn_at_its_limit_of_model_requests_is_max_turn_requests(
+    server: FakeModelServer, tmp_path: Path
+) -> None:
+    # pydantic-ai's default limit: 50 requests in one run; a model that only ever asks reaches it.
+    server.script(*[Call("ask_user", {"question": "Again?", "options": ["yes"]})] * 60)
+    turn = Turn("loop", answer=Answer(selected=["yes"]))
+    outcome = await agent_for(server, tmp_path).run_turn(turn)  # type: ignore[arg-type]
+    assert (outcome.outcome, outcome.stop_reason) == ("completed", "max_turn_requests"), outcome.error
+    assert len(server.requests) == 50
