@@ -289,11 +289,12 @@ async def send(
     sent = False
     link: AttachLink | None = None
     watch: SessionWatch | None = None
+    parent: str | None = None
     try:
         async with asyncio.timeout(args.timeout):
             if target is None:
                 parent = getattr(args, "parent", None)
-                parent = None if parent is None else await access.resolve(parent)
+                parent = None if parent is None else await _parent(access, parent)
                 # A child works in its parent's folder unless --dir says otherwise.
                 folder = (await access.show(parent)).folder if parent and not args.dir else _abspath(args.dir)
                 sid = await access.create(
@@ -321,6 +322,8 @@ async def send(
                 await watch.wait_idle()
             rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
             sent = True
+            if target is None and parent is not None:
+                await _tell_parent(access, parent, sid, prompt, watch.by_request.get(rid), err)
             short = short_id(sid)
             if not args.wait:
                 how = "queued for" if args.queue else "sent to"
@@ -346,6 +349,42 @@ async def send(
             await watch.close()
         if link is not None:
             await link.close()
+
+
+async def _parent(access: SessionAccess, given: str) -> str:
+    """The full id of ``--parent``'s session, one that may take a new child.
+
+    Raises:
+        NotFound: no such session (the sentence names `tui sessions --all`).
+        Conflict: it is archived.
+    """
+    from tui.errors import Conflict
+
+    parent = await access.resolve(given)
+    if (await access.show(parent)).archived:
+        short = short_id(parent)
+        raise Conflict(
+            f"session {short} is archived, so it takes no new child; "
+            f"`{access.command('unarchive', short)}` lists it again, or leave out --parent"
+        )
+    return parent
+
+
+async def _tell_parent(
+    access: SessionAccess, parent: str, child: str, prompt: str, turn_id: str | None, err: IO[str]
+) -> None:
+    """Have the parent's worker (started if none runs) follow the child made for it, as it follows
+    one it delegated to: its clients then show the child's start, question and end."""
+    from tui.protocol import ChildAdoptRequest
+
+    try:
+        await access.adopt_child(parent, ChildAdoptRequest(child_id=child, prompt=prompt, turn_id=turn_id))
+    except TuiError as exc:
+        _say(
+            f"session {short_id(parent)} does not follow its child {short_id(child)} ({exc.detail}); "
+            f"the child runs on its own: `{access.command('attach', short_id(child))}`",
+            err,
+        )
 
 
 async def _wait_turn_or_child(

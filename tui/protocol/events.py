@@ -415,6 +415,8 @@ class ChildStarted(EventBase):
     model: str | None = None
     turn_id: str | None = None
     """This session's turn that started it (None: started from outside a turn)."""
+    by: By | None = None
+    """Who made it from outside (`tui send --new --parent`); None: this session's own ``delegate``."""
 
 
 class ChildAsking(EventBase):

@@ -74,6 +74,7 @@ from tui.protocol.wording import (
     Step,
     agent_mode,
     agent_model,
+    child_line,
     note_line,
     steps,
     tool_record,
@@ -93,6 +94,7 @@ __all__ = [
     "agent_mode",
     "agent_model",
     "apply",
+    "child_line",
     "note_line",
     "steps",
     "tool_record",
@@ -541,9 +543,9 @@ class SessionState(BaseModel):
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
             case ChildStarted():
-                if current is not None:  # the turn's line where the child starts, with its id
-                    first = event.prompt.splitlines()[0] if event.prompt else ""
-                    current.add_line("note", f"child {event.child_id[:8]} started: {first[:60]}")
+                # The line where the child starts, with its id: in the running turn, else among
+                # the lines said since the last turn (a child made from outside, to an idle parent).
+                self._child_line(child_line(event))
                 self.child_sessions = {
                     **self.child_sessions,
                     event.child_id: ChildView(
@@ -561,9 +563,7 @@ class SessionState(BaseModel):
                         ),
                     }
             case ChildEnded():
-                if current is not None:
-                    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
-                    current.add_line("note", f"child {event.child_id[:8]} ended {how}"[:200])
+                self._child_line(child_line(event))
                 child = self.child_sessions.get(event.child_id)
                 if child is not None:
                     ending: dict[str, object] = {
@@ -583,6 +583,12 @@ class SessionState(BaseModel):
             case _:
                 pass
         return self
+
+    def _child_line(self, line: str) -> None:
+        if self.current is not None:
+            self.current.add_line("note", line)
+        elif line not in self.notes:
+            self.notes = [*self.notes, line][-KEEP_NOTES:]
 
     def pending_question(self) -> PendingQuestion | None:
         """The question to show: the session's own, else its first child's waiting for a person."""

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tui.protocol.events import AgentChoice, AgentSetting, By, Note, ToolStarted, ToolUpdated
+from tui.protocol.events import (
+    AgentChoice,
+    AgentSetting,
+    By,
+    ChildEnded,
+    ChildStarted,
+    Note,
+    ToolStarted,
+    ToolUpdated,
+)
 from tui.protocol.ids import client_label
 from tui.protocol.messages import ToolRecord, TurnRecord
 
@@ -15,6 +24,7 @@ __all__ = [
     "Step",
     "agent_mode",
     "agent_model",
+    "child_line",
     "note_line",
     "restart_loses",
     "steps",
@@ -91,6 +101,17 @@ def note_line(event: Note) -> str:
         sender = who(event.by) + (f" via {event.source}" if event.source else "")
         return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+def child_line(event: ChildStarted | ChildEnded) -> str:
+    """Where a child starts or ends, as the parent's transcript shows it, with its id:
+    ``child 1b5bdb75 started by root: print(1)``, ``child 1b5bdb75 ended completed``."""
+    if isinstance(event, ChildStarted):
+        first = event.prompt.splitlines()[0] if event.prompt else ""
+        by = f" by {who(event.by)}" if event.by is not None else ""
+        return f"child {event.child_id[:8]} started{by}: {first[:60]}"
+    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
+    return f"child {event.child_id[:8]} ended {how}"[:200]
 
 
 def restart_loses(agent: str | None) -> str:

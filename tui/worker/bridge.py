@@ -22,6 +22,8 @@ from tui.protocol import (
     Answered,
     AnswerRequest,
     By,
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -216,6 +218,10 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         worker.set_model(body.model, body.setting)
         return ModelSet(model=body.model)
 
+    async def child_adopt(request: Request) -> ChildAdopted:
+        body = await parse_body(request, ChildAdoptRequest)
+        return await worker.adopt_child(body, _by(request))
+
     async def leave(request: Request) -> Left:
         body = await parse_body(request, LeaveRequest)
         await worker.leave(body.reason or "stopped on request", body.wait, restarting=body.restart)
@@ -243,6 +249,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
             "turn_output": turn_output,
             "images": images,
             "model": model,
+            "child_adopt": child_adopt,
             "leave": leave,
         },
     )
