@@ -1,16 +1,23 @@
 """Model session figures: tui's overhead between a provider's stream and a client, through a real
-worker whose profile points at the tests' loopback OpenAI-compatible server.
+worker whose profile points at the tests' loopback OpenAI-compatible server, run in a process
+and a session of its own: neither the worker nor the raw SDK shares an interpreter with it, and
+on a loaded machine (Linux's autogroup scheduling shares the CPU between sessions, and the worker
+has a session of its own) it does not take its CPU from the raw SDK's share alone.
 
 - first token: time from the server sending its first chunk to a client following the worker's
   events receiving the first `text` event (the SDK, pydantic-ai, the worker's journal and its
   event stream in between), beside the same gap for the raw `AsyncOpenAI` client;
-- throughput: a 5,000-token answer (one token a chunk), tokens/s from the first text event to
-  `turn_ended` at the client, beside the raw `AsyncOpenAI` client's tokens/s from its first
-  content chunk to the end of its stream, in interleaved pairs, and how many `text` events
-  carried the answer;
+- throughput: a 5,000-token answer (one token a chunk), tokens/s from the server's first chunk
+  to `turn_ended` at the client, beside the raw `AsyncOpenAI` client's tokens/s from the
+  server's first chunk to the end of its stream, in interleaved pairs, and how many `text`
+  events carried the answer (a clock that starts at the server, so that a reader that batches
+  is not credited with the time before its first batch);
 - ``tui send ID --wait`` of that answer, beside a script that prints it through the raw SDK
   (both whole processes, the worker already running);
-- interrupt: from `POST /interrupt` mid-stream to `turn_ended` at the client.
+- interrupt: from `POST /interrupt` mid-stream to `turn_ended` at the client;
+- pydantic-ai alone: the same answer through the model tui builds (`build_model`) and through
+  pydantic-ai's own `OpenAIChatModel`, each model's `request_stream` read in this process, beside
+  the raw SDK, interleaved.
 
 Run with ``.venv/bin/python bench/model.py``; figures go into docs/performance.md.
 """
@@ -30,16 +37,68 @@ from pathlib import Path
 
 import httpx
 
-# the tests' fake server, and not bench/ itself first on the path (its tui.py would hide the package)
-sys.path[0] = str(Path(__file__).resolve().parent.parent / "tests")
-
-from fake_model_server import FakeModelServer, Hang, Text  # noqa: E402
+# not bench/ itself first on the path (its tui.py would hide the package)
+TESTS = str(Path(__file__).resolve().parent.parent / "tests")
+sys.path[0] = TESTS
 
 from tui.link.launch import start_worker  # noqa: E402
 from tui.store import StatePaths, create_session  # noqa: E402
 
 TOKENS = 5_000
 PAIRS = 5
+
+SERVER = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+from fake_model_server import FakeModelServer, Hang, Text, _last_user_text, default_reply
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+def reply(messages):
+    words = _last_user_text(messages).strip().split("\\n\\n")[-1]
+    if words == "a long answer please":
+        return Text(["tok "] * int(sys.argv[2]))
+    if words.startswith("hi "):
+        return Text(["hello", " there"])
+    if words == "go on":
+        return Hang(["thinking "])
+    return default_reply(messages)
+
+server = FakeModelServer(reply)
+
+async def first_byte(request):
+    return JSONResponse(server.first_byte_at)
+
+server.app.router.routes.append(Route("/first_byte", first_byte))
+server.start()
+print(server.port, flush=True)
+threading.Event().wait()
+"""
+
+
+class Server:
+    """The tests' fake server in a process of its own, answering by the prompt (see `SERVER`)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, TESTS, str(TOKENS)],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline())
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    async def first_byte_at(self) -> float:
+        """`time.monotonic()` (the same clock in every process) when the last answer began."""
+        async with httpx.AsyncClient() as client:
+            answer = await client.get(f"http://127.0.0.1:{self.port}/first_byte")
+        return float(answer.json()[-1])
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
 
 
 async def _events(client: httpx.AsyncClient, cursor: int) -> AsyncIterator[tuple[str, dict[str, object]]]:
@@ -62,10 +121,9 @@ async def _cursor(client: httpx.AsyncClient) -> int:
     return int(answer.json()["cursor"])
 
 
-async def first_token(client: httpx.AsyncClient, server: FakeModelServer, runs: int = 15) -> list[float]:
+async def first_token(client: httpx.AsyncClient, server: Server, runs: int = 15) -> list[float]:
     gaps = []
     for i in range(runs):
-        server.script(Text(["hello", " there"]))
         cursor = await _cursor(client)
         await client.post("/turn", json={"prompt": f"hi {i}"})
         seen_first = None
@@ -75,12 +133,11 @@ async def first_token(client: httpx.AsyncClient, server: FakeModelServer, runs: 
             if kind == "turn_ended":
                 break
         assert seen_first is not None
-        gaps.append(seen_first - server.first_byte_at[-1])
+        gaps.append(seen_first - await server.first_byte_at())
     return gaps
 
 
-async def throughput(client: httpx.AsyncClient, server: FakeModelServer) -> tuple[float, int]:
-    server.script(Text(["tok "] * TOKENS))
+async def throughput(client: httpx.AsyncClient, server: Server) -> tuple[float, int]:
     cursor = await _cursor(client)
     await client.post("/turn", json={"prompt": "a long answer please"})
     first = None
@@ -92,16 +149,16 @@ async def throughput(client: httpx.AsyncClient, server: FakeModelServer) -> tupl
             events += 1
         if kind == "turn_ended":
             break
+    end = time.monotonic()
     assert first is not None and chars == TOKENS * len("tok ")
-    return TOKENS / (time.monotonic() - first), events
+    return TOKENS / (end - await server.first_byte_at()), events
 
 
-async def raw_sdk(server: FakeModelServer) -> tuple[float, float]:
+async def raw_sdk(server: Server) -> tuple[float, float]:
     """The raw `AsyncOpenAI` client on the same server: (tokens/s, first-token gap in s)."""
     from openai import AsyncOpenAI
 
     sdk = AsyncOpenAI(api_key="none", base_url=server.url, max_retries=0)
-    server.script(Text(["tok "] * TOKENS))
     stream = await sdk.chat.completions.create(
         model="fake", messages=[{"role": "user", "content": "a long answer please"}], stream=True
     )
@@ -114,7 +171,36 @@ async def raw_sdk(server: FakeModelServer) -> tuple[float, float]:
     end = time.monotonic()
     await sdk.close()
     assert first is not None and chars == TOKENS * len("tok ")
-    return TOKENS / (end - first), first - server.first_byte_at[-1]
+    began = await server.first_byte_at()
+    return TOKENS / (end - began), first - began
+
+
+async def model_alone(server: Server, *, ours: bool) -> float:
+    """Tokens/s of the answer through a pydantic-ai model's `request_stream` alone: the model tui
+    builds for the profile (`ours`) or pydantic-ai's own `OpenAIChatModel`."""
+    from openai import AsyncOpenAI
+    from pydantic_ai.messages import ModelRequest
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from tui.config import Config
+    from tui.worker.agents._provider import build_model
+
+    if ours:
+        profile = {"provider": "openai", "model": "fake", "base_url": server.url}
+        model = build_model(Config.model_validate({"models": {"local": profile}}).models["local"])
+    else:
+        sdk = AsyncOpenAI(api_key="none", base_url=server.url, max_retries=0)
+        model = OpenAIChatModel("fake", provider=OpenAIProvider(openai_client=sdk))
+    prompt = [ModelRequest.user_text_prompt("a long answer please")]
+    async with model.request_stream(prompt, None, ModelRequestParameters()) as stream:
+        async for _ in stream:
+            pass
+    end = time.monotonic()
+    text = stream.get().parts[0]
+    assert getattr(text, "content", "") == "tok " * TOKENS
+    return TOKENS / (end - await server.first_byte_at())
 
 
 RAW_SCRIPT = """
@@ -132,9 +218,8 @@ asyncio.run(main())
 """
 
 
-def send_wait(sid: str, server: FakeModelServer) -> tuple[float, float]:
+def send_wait(sid: str, server: Server) -> tuple[float, float]:
     """Seconds of ``tui send ID --wait`` and of the raw SDK script, each printing the answer."""
-    server.script(Text(["tok "] * TOKENS))
     began = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-m", "tui", "send", sid, "a long answer please", "--wait"],
@@ -144,7 +229,6 @@ def send_wait(sid: str, server: FakeModelServer) -> tuple[float, float]:
     ).stdout
     ours = time.monotonic() - began
     assert out.count("tok") == TOKENS, out[-300:]
-    server.script(Text(["tok "] * TOKENS))
     began = time.monotonic()
     out = subprocess.run(
         [sys.executable, "-c", RAW_SCRIPT, server.url], capture_output=True, text=True, check=True
@@ -154,10 +238,9 @@ def send_wait(sid: str, server: FakeModelServer) -> tuple[float, float]:
     return ours, raw
 
 
-async def interrupt(client: httpx.AsyncClient, server: FakeModelServer, runs: int = 5) -> list[float]:
+async def interrupt(client: httpx.AsyncClient, runs: int = 5) -> list[float]:
     times = []
     for _ in range(runs):
-        server.script(Hang(["thinking "]))
         cursor = await _cursor(client)
         await client.post("/turn", json={"prompt": "go on"})
         asked = 0.0
@@ -175,7 +258,7 @@ def ms(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:.1f} ms, max {max(values) * 1000:.1f} ms"
 
 
-async def run(sock: str, sid: str, server: FakeModelServer) -> None:
+async def run(sock: str, sid: str, server: Server) -> None:
     async with httpx.AsyncClient(
         transport=httpx.AsyncHTTPTransport(uds=sock), base_url="http://w", timeout=60
     ) as c:
@@ -209,12 +292,25 @@ async def run(sock: str, sid: str, server: FakeModelServer) -> None:
             f"script {statistics.median(w[1] for w in walls):.2f} s; ratio "
             f"{statistics.median(w[0] / w[1] for w in walls):.2f}x"
         )
-        print(f"interrupt mid-stream to turn_ended at the client: {ms(await interrupt(c, server))}")
+        print(f"interrupt mid-stream to turn_ended at the client: {ms(await interrupt(c))}")
         await c.post("/leave", json={})
+    built, plain, raws = [], [], []
+    for _ in range(PAIRS):
+        built.append(await model_alone(server, ours=True))
+        plain.append(await model_alone(server, ours=False))
+        raws.append((await raw_sdk(server))[0])
+    print(
+        f"request_stream alone, in this process: the model tui builds {statistics.median(built):,.0f} "
+        f"tokens/s ({statistics.median(a / b for a, b in zip(built, raws, strict=True)):.2f}x); "
+        f"pydantic-ai's OpenAIChatModel {statistics.median(plain):,.0f} "
+        f"({statistics.median(a / b for a, b in zip(plain, raws, strict=True)):.2f}x); "
+        f"raw SDK {statistics.median(raws):,.0f}"
+    )
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="tui-bench-", dir="/tmp") as d, FakeModelServer() as server:
+    server = Server()
+    with tempfile.TemporaryDirectory(prefix="tui-bench-", dir="/tmp") as d:
         config = Path(d) / "config"
         config.mkdir()
         (config / "config.toml").write_text(
@@ -227,7 +323,10 @@ def main() -> None:
         workdir.mkdir()
         sid = create_session(state, working_directory=workdir, agent="model", model="local").id
         car = start_worker(state, sid)
-        asyncio.run(run(car.socket, sid, server))
+        try:
+            asyncio.run(run(car.socket, sid, server))
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -8,23 +8,51 @@ stops it at the end. The figures go into the "Piped surface" section of docs/per
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-from tui.codemode import Limits, PythonSession
+# bench/tui.py would shadow the package when this folder is first on the path.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+from tui.codemode import Limits, PythonSession  # noqa: E402
 
 TURNS = 1000
 
 
+CPU: dict[str, float] = {}
+"""CPU seconds of the last `tui` process (``client``) and of the session's worker meanwhile (``worker``)."""
+
+
+def _worker_cpu(state: str) -> float:
+    """utime + stime of the live worker of the one session under `state` (0 when none)."""
+    for car in Path(state, "sessions").glob("*/worker.json"):
+        with contextlib.suppress(OSError, ValueError):
+            fields = (
+                Path(f"/proc/{json.loads(car.read_text())['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+            )
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def tui(*args: str, stdin: str = "", env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    worker = _worker_cpu(env["TUI_STATE_DIR"])
     started = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-m", "tui", *args], input=stdin, capture_output=True, text=True, env=env
     )
-    return time.perf_counter() - started, out
+    took = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["client"] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    CPU["worker"] = _worker_cpu(env["TUI_STATE_DIR"]) - worker
+    return took, out
 
 
 async def direct(programs: list[str], workdir: str) -> float:
@@ -50,6 +78,7 @@ def main() -> None:
     try:
         one, out = tui("attach", sid, stdin=programs[0] + "\n", env=env)
         assert out.returncode == 0, out.stderr
+        one_cpu = dict(CPU)
         rows: list[tuple[str, str]] = []
         rows.append(
             ("`tui attach ID < script`, 1 turn (process start, attach, one turn)", f"{one * 1000:.0f} ms")
@@ -65,11 +94,20 @@ def main() -> None:
             rows.append(
                 (f"{TURNS} turns, --output {output}: per turn (after the first)", f"{per * 1000:.2f} ms")
             )
+            rows.append(
+                (
+                    f"{TURNS} turns, --output {output}: CPU per turn (after the first), client / worker",
+                    " / ".join(
+                        f"{(CPU[k] - one_cpu[k]) / (TURNS - 1) * 1000:.2f} ms" for k in ("client", "worker")
+                    ),
+                )
+            )
         workdir = tempfile.mkdtemp(prefix="tui-bench-direct-")
         took = asyncio.run(direct(programs, workdir))
         rows.append((f"{TURNS} programs straight into one warm PythonSession", f"{took:.2f} s"))
         rows.append(("  per program", f"{took / TURNS * 1000:.2f} ms"))
         piped_per = float(rows[3][1].split()[0])
+        rows.insert(0, ("load average", Path("/proc/loadavg").read_text().strip()))
         rows.append(
             (
                 "overhead of the piped surface + worker + bridge, per turn",

@@ -8,14 +8,16 @@ Cases (headless ``App.run_test`` at 120x40; each in a fresh process):
 - ``stream`` / ``log``: loop lag p99 while one reply streams 20,000 chunks at 2,000 chunks/s into
   the app (a python session: program output), beside a bare Textual ``Log`` fed the same chunks at
   the same rate;
-- ``paging`` / ``idle``: PageUp from the bottom of a 10,000-turn session to its first turn: the
-  loop's longest stall per page (p95, median) and the pages; beside the same lag sampler idle in
+- ``paging`` / ``idle``: PageUp from the bottom of a real worker's 10,000-turn session (the worker
+  in its own process) to its first turn: the loop's longest stall per page (p95, median; and for
+  the pages on which a fetched page arrived) and the pages; beside the same lag sampler idle in
   the same kind of process;
 - ``home`` / ``cli``: Ctrl+Home on a real worker's 2,000-turn session until turn 1 shows, beside
   ``tui transcript`` of the same session (the whole session read and printed);
 - ``first10k`` / ``first0``: the first frame of a 10,000-turn session beside an empty one;
-- ``resize`` / ``resize0``: a resize to 80 columns with a 100,000-line turn on screen, beside the
-  same resize of an empty session;
+- ``resize`` / ``resize0``: a resize to 80 columns with a 100,000-line turn on screen until the
+  transcript is drawn at the new width (and until the app is idle again, the turns out of view
+  measured), beside the same resize of an empty session;
 - ``search``: Ctrl+F, a word only turn 3 of 10,000 holds, Enter: until that turn is shown.
 """
 
@@ -119,13 +121,12 @@ async def paced(items: list[str], write: Any) -> None:
 
 
 def case_stream(count: int = 20_000) -> dict[str, float]:
-    from tui.link.mock import MockLink
-
+    from tui.link.double import WorkerLink
     from tui.protocol import TextChunk
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        link = MockLink(history=history(200))
+        link = WorkerLink(history=history(200))
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(app.session.attached.is_set)
@@ -164,46 +165,64 @@ def case_log(count: int = 20_000) -> dict[str, float]:
 
 
 def case_paging(turns: int = 10_000) -> dict[str, float]:
-    from tui.link.mock import MockLink
-
+    """PageUp from the bottom of a real worker's session to its first turn (the worker in its
+    own process, as a user runs it)."""
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
     from tui.ui import TuiApp
 
-    link = MockLink(history=history(turns))
+    state, sid = _session(turns)
 
     async def run() -> dict[str, float]:
-        app = TuiApp(link)
-        async with app.run_test(size=SIZE) as pilot:
-            await until(app.session.attached.is_set)
-            view = app.session.transcript
-            await pilot.pause()
-            stalls: list[float] = []
-            started = time.perf_counter()
-            with Lag() as lag:
-                while not (view.turn_views()[0].record.turn_id == "h0" and view.scroll_y == 0):
-                    lag.take()
-                    await pilot.press("pageup")
-                    await pilot.pause()
-                    stalls.append(lag.take())
-            stalls.sort()
-            return {
-                "pages": float(len(stalls)),
-                "seconds": time.perf_counter() - started,
-                "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
-                "stall_median_ms": 1000 * statistics.median(stalls),
-                "kept_records": float(len(view.items)),
-            }
+        access = LocalAccess(StatePaths(Path(state)))
+        link = await access.link(sid, client_id="tui:bench:1")
+        try:
+            app = TuiApp(link)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(app.session.attached.is_set, 120)
+                view = app.session.transcript
+                await pilot.pause()
+                stalls: list[float] = []
+                arrived: list[float] = []
+                started = time.perf_counter()
+                with Lag() as lag:
+                    while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
+                        lag.take()
+                        first = view.items[0] if view.items else None
+                        await pilot.press("pageup")
+                        await pilot.pause()
+                        stalls.append(lag.take())
+                        if view.items and view.items[0] is not first:
+                            arrived.append(stalls[-1])
+                stalls.sort()
+                arrived.sort()
+                return {
+                    "pages": float(len(stalls)),
+                    "seconds": time.perf_counter() - started,
+                    "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
+                    "stall_median_ms": 1000 * statistics.median(stalls),
+                    "arrived_pages": float(len(arrived)),
+                    "arrived_p95_ms": 1000 * arrived[int(0.95 * (len(arrived) - 1))],
+                    "arrived_median_ms": 1000 * statistics.median(arrived),
+                    "kept_records": float(len(view.items)),
+                }
+        finally:
+            await access.stop(sid)
+            await link.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_idle(pages: int = 400) -> dict[str, float]:
     """The same sampler and the same pauses, in an app doing nothing."""
-    from tui.link.mock import MockLink
-
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
-        app = TuiApp(MockLink(history=history(200)))
+        app = TuiApp(WorkerLink(history=history(200)))
         async with app.run_test(size=SIZE) as pilot:
             await until(app.session.attached.is_set)
             await pilot.pause()
@@ -282,12 +301,11 @@ def case_home(turns: int = 2_000) -> dict[str, float]:
 
 
 def case_first(turns: int) -> dict[str, float]:
-    from tui.link.mock import MockLink
-
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     built = time.perf_counter()
-    link = MockLink(history=history(turns))
+    link = WorkerLink(history=history(turns))
     excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
 
     async def run() -> dict[str, float]:
@@ -301,37 +319,41 @@ def case_first(turns: int) -> dict[str, float]:
 
 
 def case_resize(lines: int = 100_000) -> dict[str, float]:
-    from tui.link.mock import MockLink
-
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(400 if lines else 0)
     if lines:
         big = "".join(f"line {i} of the output\n" for i in range(lines))
         records[-2] = records[-2].model_copy(update={"reply": big})
-    link = MockLink(history=records)
+    link = WorkerLink(history=records)
 
     async def run() -> dict[str, float]:
         app = TuiApp(link)
         async with app.run_test(size=SIZE) as pilot:
             await until(app.session.attached.is_set)
             await pilot.pause()
-            started = time.perf_counter()
-            await pilot.resize_terminal(80, 40)
-            await pilot.pause()
-            return {"resize_s": time.perf_counter() - started}
+            view = app.session.transcript
+            drawn = view.draws
+            with Lag() as lag:
+                started = time.perf_counter()
+                await pilot.resize_terminal(80, 40)
+                await until(lambda: view.draws > drawn and view.region.width == 80)
+                shown = time.perf_counter() - started
+                await pilot.pause()
+                idle = time.perf_counter() - started
+            return {"resize_s": shown, "resize_until_idle_s": idle, "stall_ms": 1000 * lag.take()}
 
     return asyncio.run(run())
 
 
 def case_search(turns: int = 10_000) -> dict[str, float]:
-    from tui.link.mock import MockLink
-
+    from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(turns)
     records[3] = records[3].model_copy(update={"reply": "a zebra crossing\n"})
-    link = MockLink(history=records)
+    link = WorkerLink(history=records)
 
     async def run() -> dict[str, float]:
         app = TuiApp(link)
@@ -398,7 +420,11 @@ def main() -> None:
     if "paging" in r and "idle" in r:
         a, b = r["paging"]["stall_p95_ms"], r["idle"]["stall_p95_ms"]
         pages = int(r["paging"]["pages"])
-        print(f"PageUp to the first of 10,000 turns: {pages} pages, stall p95 {a:.1f} ms, idle {b:.1f} ms")
+        c = r["paging"]["arrived_p95_ms"]
+        print(
+            f"PageUp to the first of 10,000 turns: {pages} pages, stall p95 {a:.1f} ms "
+            f"(pages arriving: p95 {c:.1f} ms), idle {b:.1f} ms"
+        )
     if "home" in r:
         a, b = r["home"]["ctrl_home_s"], r["home"]["tui_transcript_s"]
         print(f"Ctrl+Home to turn 1 of 2,000: {a:.2f} s, tui transcript {b:.2f} s ({a / b:.2f}x)")
@@ -407,9 +433,10 @@ def main() -> None:
         print(f"first frame of 10,000 turns: {a:.2f} s, empty {b:.2f} s ({a / b:.2f}x)")
     if "resize" in r and "resize0" in r:
         a, b = 1000 * r["resize"]["resize_s"], 1000 * r["resize0"]["resize_s"]
+        c, d = 1000 * r["resize"]["resize_until_idle_s"], 1000 * r["resize0"]["resize_until_idle_s"]
         print(
             f"resize with a 100,000-line turn on screen: {a:.0f} ms, "
-            f"an empty session {b:.0f} ms ({a / b:.2f}x)"
+            f"an empty session {b:.0f} ms ({a / b:.2f}x); until idle {c:.0f} ms, empty {d:.0f} ms"
         )
     if "search" in r:
         print(f"search to the first match shown: {1000 * r['search']['first_match_shown_s']:.0f} ms")

@@ -245,6 +245,9 @@ class CodingAgent:
         cancelled = self.cancelled[session_id] = asyncio.Event()
         self._remember(session_id, text)
         await self.say(session_id, acp.update_agent_thought_text("Thinking about it."))
+        if text.startswith("stop at "):  # e.g. "stop at max_tokens": answered with that stop reason
+            await self.say(session_id, acp.update_agent_message_text("Cut here"))
+            return schema.PromptResponse(stop_reason=text.split()[2])  # type: ignore[arg-type]
         for word in ("Working ", "on: ", text, "\n"):
             await self.say(session_id, acp.update_agent_message_text(word))
         if "broken" in text:  # as Claude's adapter answers when Claude Code exits

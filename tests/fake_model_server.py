@@ -43,6 +43,14 @@ class Text:
     usage: tuple[int, int] = (12, 5)
     delay: float = 0.0
     """Seconds between chunks."""
+    burst: bool = False
+    """Send the whole answer in one write (as a fast server's chunks arrive together)."""
+    finish: str = "stop"
+    """Why it ended, in OpenAI's words (``length``, ``content_filter``); Anthropic's stream says
+    it in its own (``max_tokens``, ``refusal``)."""
+
+
+_ANTHROPIC_STOPS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
 
 
 @dataclass
@@ -53,6 +61,10 @@ class Call:
     args: dict[str, Any]
     text: str = ""
     usage: tuple[int, int] = (20, 8)
+    chunks: list[str] = field(default_factory=list)
+    """The text before the call in these chunks (else `text` in one)."""
+    burst: bool = False
+    """Send the whole answer in one write."""
 
 
 @dataclass
@@ -79,7 +91,15 @@ class Hang:
     chunks: list[str]
 
 
-Reply = Text | Call | Fail | Drop | Hang
+@dataclass
+class Broken:
+    """Some text chunks, then an error in the stream (as a provider reports an overload mid-reply)."""
+
+    chunks: list[str]
+    message: str = "the server is overloaded"
+
+
+Reply = Text | Call | Fail | Drop | Hang | Broken
 
 
 def _last_user_text(messages: list[dict[str, Any]]) -> str:
@@ -217,9 +237,10 @@ class FakeModelServer:
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
         model = body.get("model", "fake")
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(
-            self._openai_stream(reply, model, with_usage), media_type="text/event-stream"
-        )
+        stream = self._openai_stream(reply, model, with_usage)
+        if isinstance(reply, Text | Call) and reply.burst:
+            stream = _in_one_write(stream)
+        return StreamingResponse(stream, media_type="text/event-stream")
 
     async def _openai_stream(self, reply: Reply, model: str, with_usage: bool) -> AsyncIterator[bytes]:
         created = int(time.time())
@@ -252,11 +273,11 @@ class FakeModelServer:
                 if reply.delay:
                     await asyncio.sleep(reply.delay)
                 yield chunk({"content": text})
-            yield chunk({}, "stop")
+            yield chunk({}, reply.finish)
             usage = reply.usage
         elif isinstance(reply, Call):
-            if reply.text:
-                yield chunk({"content": reply.text})
+            for text in reply.chunks or ([reply.text] if reply.text else []):
+                yield chunk({"content": text})
             arguments = json.dumps(reply.args)
             third = max(1, len(arguments) // 3)
             head = {
@@ -280,6 +301,12 @@ class FakeModelServer:
             for text in reply.chunks:
                 yield chunk({"content": text})
             await asyncio.sleep(3600)
+        elif isinstance(reply, Broken):
+            for text in reply.chunks:
+                yield chunk({"content": text})
+            error = {"error": {"message": reply.message, "type": "server_error", "code": None}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+            return
         if with_usage:
             data = {
                 "id": "chatcmpl-fake",
@@ -351,9 +378,10 @@ class FakeModelServer:
                 yield event("content_block_stop", {"index": index})
                 index += 1
             texts = reply.chunks
+            stop = _ANTHROPIC_STOPS[reply.finish]
         elif isinstance(reply, Call):
-            texts = [reply.text] if reply.text else []
-        elif isinstance(reply, Drop | Hang):
+            texts = reply.chunks or ([reply.text] if reply.text else [])
+        elif isinstance(reply, Drop | Hang | Broken):
             texts = reply.chunks
         if texts:
             yield event(
@@ -369,6 +397,10 @@ class FakeModelServer:
                 raise ConnectionResetError("the fake server cut the connection")
             if isinstance(reply, Hang):
                 await asyncio.sleep(3600)
+            if isinstance(reply, Broken):
+                error = {"error": {"type": "overloaded_error", "message": reply.message}}
+                yield event("error", error)
+                return
             yield event("content_block_stop", {"index": index})
             index += 1
         if isinstance(reply, Call):
@@ -386,6 +418,10 @@ class FakeModelServer:
             {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": usage[1]}},
         )
         yield event("message_stop", {})
+
+
+async def _in_one_write(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield b"".join([piece async for piece in stream])
 
 
 def main() -> None:

@@ -7,9 +7,9 @@ import acp
 import pytest
 from acp import schema
 
-from tui.editor.shapes import OUTPUT_KEPT, Shaper, permission_options, prompt_text, usage_of
+from tui.editor.shapes import OUTPUT_KEPT, Shaper, permission_options, prompt_text, stop_reason, usage_of
 from tui.protocol import Option, Question, ToolOutput, ToolStarted, TurnEnded, TurnStarted
-from tui.protocol.events import By
+from tui.protocol.events import By, StopReason
 
 
 def test_another_clients_turn_names_who_sent_it_and_the_editors_own_is_not_said_back() -> None:
@@ -73,3 +73,17 @@ def test_usage_is_said_only_when_the_turn_counted_tokens() -> None:
         5,
         3,
     )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "stopped", "said"),
+    [
+        ("completed", None, "end_turn"),
+        ("completed", "max_tokens", "max_tokens"),
+        ("completed", "refusal", "refusal"),
+        ("completed", "max_turn_requests", "max_turn_requests"),
+        ("interrupted", "max_tokens", "cancelled"),
+    ],
+)
+def test_a_turns_stop_reason_is_acps(outcome: str, stopped: StopReason | None, said: str) -> None:
+    assert stop_reason(outcome, stopped) == said

@@ -307,6 +307,20 @@ def test_the_start_up_modules_load_no_heavy_package_when_run() -> None:
     assert out.stdout.strip() == "[]", f"importing {start_up()} loads {out.stdout.strip()}"
 
 
+def test_the_app_s_first_frame_imports_no_piped_surface_and_no_turn_watch() -> None:
+    """`tui attach` reaches the app through `tui.commands.sessions` (`open_access`); what only
+    ``tui send`` and piped scripts use (the piped surface, the watch of turns and their outcomes,
+    the Python syntax check) is imported when they run, not before the app's first frame."""
+    code = (
+        "import sys, tui.cli, tui.commands.attach, tui.access.local, tui.link.client, tui.ui\n"
+        "from tui.commands.sessions import open_access\n"
+        "print(sorted({'tui.piped', 'tui.link.watch', 'tui.link.outcomes', 'tui.link.scripts', "
+        "'tui.protocol.python', 'codeop'} & sys.modules.keys()))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", f"the attach path to the app imports {out.stdout.strip()}"
+
+
 def test_importing_the_wire_models_builds_no_validator() -> None:
     """A wire model builds its validator on first use (`defer_build`): importing `tui.protocol`
     builds none, so neither pydantic's plugin look-up (every installed package's entry points)

@@ -33,3 +33,15 @@ def test_refusals_map_back_to_the_same_exception() -> None:
     assert isinstance(error_from_wire({"error": "question_not_pending", "detail": "x"}, 409), Conflict)
     revoked = error_from_wire({"error": "token_revoked", "detail": "revoked"}, 401)
     assert isinstance(revoked, Refused) and revoked.exit_code == 6
+
+
+def test_a_turn_ended_says_why_its_agent_stopped_and_an_older_one_still_decodes() -> None:
+    from tui.protocol import TurnEnded
+
+    old = decode_event('{"seq": 4, "type": "turn_ended", "turn_id": "t1", "outcome": "completed"}')
+    assert isinstance(old, TurnEnded) and old.stop_reason is None
+    cut = decode_event(
+        '{"seq": 5, "type": "turn_ended", "turn_id": "t2", "outcome": "completed", '
+        '"stop_reason": "max_tokens"}'
+    )
+    assert isinstance(cut, TurnEnded) and cut.stop_reason == "max_tokens"

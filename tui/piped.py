@@ -320,7 +320,9 @@ class _Run:
             names = ", ".join(c.name for c in commands.commands_for("piped"))
             raise UsageError(f"unknown command {word}; piped input takes {names}")
         if isinstance(outcome, changes.Usage):
-            raise UsageError(f"{word} needs a name: `{word} NAME`")
+            raise UsageError(
+                outcome.text if word in ("/note", "/context") else f"{word} needs a name: `{word} NAME`"
+            )
         if isinstance(outcome, changes.NotPermitted):
             raise NotPermitted(outcome.text)
         if isinstance(outcome, changes.Failed):
@@ -332,7 +334,9 @@ class _Run:
             self.say(f"queue: {len(items)} waiting" + "".join(f"\n  {i}" for i in items))
         elif isinstance(outcome, changes.StatsShown):
             self.say(outcome.line)
-        elif isinstance(outcome, changes.ChildrenShown):
+        elif (
+            isinstance(outcome, changes.ChildrenShown | changes.ContextShown | changes.Done) and outcome.text
+        ):
             self.say(outcome.text)
         elif isinstance(outcome, changes.Resumed):
             self.say("the held queue runs again" if outcome.resumed else "the queue was not held")

@@ -7,6 +7,7 @@ The same attachment runs against real workers in test_attachment_e2e.py.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +19,9 @@ from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.link.base import Gone, Live, Located, Reconnecting
 from tui.link.double import WorkerLink
+from tui.link.slash import format_context
 from tui.protocol import TextChunk, Transcript
+from tui.protocol.messages import ContextEntry, ContextList
 from tui.protocol.principal import Principal
 
 
@@ -185,13 +188,88 @@ async def test_slash_commands_answer_with_what_they_did() -> None:
     await attachment.close()
 
 
-@pytest.mark.parametrize(("line", "says"), [("/exit", "for the session's owner"), ("/queue x", "viewing as")])
+async def test_note_context_and_restart_answer_with_what_they_did() -> None:
+    link = WorkerLink()
+    attachment = await attached(link)
+    assert await attachment.command("/note") == ch.Usage(
+        "/note", "Type /note TEXT: the agent reads it with its next turn."
+    )
+    noted = await attachment.command("/note the build is green")
+    assert noted == ch.Done("note", "note left; the agent reads it with its next turn")
+    lines = await changes_until(attachment, lambda c: isinstance(c, ch.Line))
+    assert ch.Line("note from alice: the build is green") in lines
+    listed = await attachment.command("/context")
+    assert isinstance(listed, ch.ContextShown) and listed.text.startswith("context: none; `tui context add ")
+    usage = await attachment.command("/context drop ci")
+    assert isinstance(usage, ch.Usage) and "/context remove NAME" in usage.text
+    link.start_turn("slow()")
+    await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
+    busy = await attachment.command("/restart")
+    assert isinstance(busy, ch.Failed) and "once it is idle" in str(busy.error)
+    await link.end_turn()
+    await changes_until(attachment, lambda c: isinstance(c, ch.TurnEnded))
+    restarted = await attachment.command("/restart")
+    assert restarted == ch.Done(
+        "restart", "the session runs in a new worker; its programs' variables are gone"
+    )
+    [asked] = [r for r in link.requests if r.route == "restart"]
+    assert asked.body == {"reason": "restarted by /restart; its programs' variables are gone"}
+    await attachment.close()
+
+
+def test_context_lists_each_sources_age_size_and_a_failing_commands_error() -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    listed = ContextList(
+        now=now,
+        sources=[
+            ContextEntry(
+                name="ci",
+                kind="cmd",
+                cmd="make ci",
+                every=60,
+                value="ok\n",
+                size=1234,
+                at=now - timedelta(seconds=12),
+            ),
+            ContextEntry(
+                name="broken",
+                kind="cmd",
+                cmd="false",
+                every=5,
+                error=True,
+                value="no such target\n(exit status 2)",
+                size=30,
+                at=now - timedelta(minutes=3),
+            ),
+            ContextEntry(name="notes", kind="push"),
+        ],
+    )
+    assert format_context(listed, "tui context add X").splitlines() == [
+        "context: 3 sources",
+        "  ci      12 s old, 1,234 chars  · every 60 s: make ci",
+        "  broken  3 min old, 30 chars  · every 5 s: false  · failed: no such target (exit status 2)",
+        "  notes   no value yet  · pushed",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        ("/exit", "for the session's owner"),
+        ("/queue x", "viewing as"),
+        ("/note hi", "viewing as"),
+        ("/restart", "for the session's owner"),
+        ("/context remove ci", "for the session's owner"),
+    ],
+)
 async def test_what_this_client_may_not_do_is_refused_in_one_line(line: str, says: str) -> None:
     link = WorkerLink(principal=Principal(kind="viewer", name="ana", session_id="3f2a9c0e1b7d4a55"))
     attachment = await attached(link)
     refused = await attachment.command(line)
     assert isinstance(refused, ch.NotPermitted) and says in refused.text
-    assert not any(r.route in ("stop", "turn") for r in link.requests)
+    assert not any(r.route in ("stop", "turn", "note", "restart", "context_remove") for r in link.requests)
+    # A viewer may read the sources.
+    assert isinstance(await attachment.command("/context"), ch.ContextShown)
     await attachment.close()
 
 

@@ -3,6 +3,7 @@ parent's worker starting each child through the same access layer as the command
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -16,7 +17,11 @@ import pytest
 from fake_model_server import Call, FakeModelServer, Text
 from helpers import wait_until
 
-from client.helpers import kill_worker, sessions, tui
+from client.helpers import changes_until, kill_worker, of, sessions, tui
+from tui.access.local import LocalAccess
+from tui.link import changes as ch
+from tui.link.attachment import Attachment
+from tui.protocol.principal import owner_name
 from tui.store import StatePaths
 
 DELEGATE = 'r = delegate("print(6*7)"); print("child said", r.strip())'
@@ -275,3 +280,97 @@ def test_a_restarted_parent_worker_follows_its_running_child_again(state_dir: Pa
     (ended,) = of_type(state_dir, parent, "child_ended")
     assert (ended["child_id"], ended["outcome"]) == (child, "completed")
     assert of_type(state_dir, parent, "status")[-1]["children"] == {"done": 1}
+
+
+def test_send_new_parent_is_followed_by_the_parents_worker(state_dir: Path) -> None:
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    out = tui("send", "--new", "--parent", parent[:8], "print(6*7)", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "42\n"
+    child = out.stderr.strip().splitlines()[0]
+
+    # The parent's worker heard of it: where it started (and who made it), and how it ended.
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the parent to see its child end")
+    (started,) = of_type(state_dir, parent, "child_started")
+    assert started["child_id"] == child and started["prompt"] == "print(6*7)"
+    assert started["by"]["kind"] == "owner" and started["turn_id"] is None
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["child_id"] == child and ended["outcome"] == "completed"
+    wait_until(lambda: of_type(state_dir, parent, "status")[-1]["children"] == {"done": 1}, "the count")
+    assert [r["parent_id"] for r in sessions() if r["id"] == child] == [parent]
+
+    listed = tui("attach", parent[:8], input="/children\n")
+    assert listed.returncode == 0, listed.stderr
+    assert f"{child[:8]}  done  print(6*7)  `tui attach {child[:8]}`" in listed.stdout + listed.stderr
+
+
+async def test_an_attached_parent_shows_a_child_made_with_send(state_dir: Path) -> None:
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    access = LocalAccess(StatePaths(state_dir))
+    link = await access.link(parent, client_id="tui:test:1")
+    attachment = Attachment(link)
+    try:
+        await changes_until(attachment, lambda c: isinstance(c, ch.Attached))
+        out = await asyncio.to_thread(tui, "send", "--new", "--parent", parent[:8], "print(6*7)")
+        assert out.returncode == 0, out.stderr
+        child = out.stderr.strip().splitlines()[0]
+        # The parent is idle: its client shows the child's lines between turns, and counts it.
+        seen = await changes_until(
+            attachment, lambda c: isinstance(c, ch.Line) and c.text.startswith(f"child {child[:8]} ended")
+        )
+        lines = [c.text for c in of(ch.Line, seen)]
+        assert f"child {child[:8]} started by {owner_name()}: print(6*7)" in lines
+        assert f"child {child[:8]} ended completed" in lines
+        assert attachment.session.child_sessions[child].state == "completed"
+        # A client attaching later reads the same lines from the transcript.
+        notes = (await link.transcript(limit=1)).notes
+        assert f"child {child[:8]} ended completed" in notes
+    finally:
+        await attachment.close()
+        await link.close()
+
+
+def test_send_new_parent_wakes_a_stopped_parent_to_follow_its_child(state_dir: Path) -> None:
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    assert tui("stop", parent[:8]).returncode == 0
+    out = tui("send", "--new", "--parent", parent[:8], "1/0", "--wait")
+    assert out.returncode != 0 and "ZeroDivisionError" in out.stderr
+    child = out.stderr.strip().splitlines()[0]
+    assert [r["live"] for r in sessions() if r["id"] == parent] == [True]
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the parent to see its child end")
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["child_id"] == child and ended["outcome"] == "failed"
+    assert "ZeroDivisionError" in (ended["error"] or "")
+
+
+def test_a_question_of_a_child_made_with_send_is_answered_from_the_parent(state_dir: Path) -> None:
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    out = tui("send", "--new", "--parent", parent[:8], ASKING_CHILD)
+    assert out.returncode == 0, out.stderr
+    child = out.stderr.strip().splitlines()[0]
+
+    def asked() -> bool:
+        asking = of_type(state_dir, parent, "child_asking")
+        return bool(asking) and asking[-1]["question"] is not None
+
+    wait_until(asked, "the parent to show its child's question")
+    assert of_type(state_dir, parent, "child_asking")[-1]["child_id"] == child
+    # The parent has no question of its own: `tui answer PARENT` answers its child's.
+    answered = tui("answer", parent[:8], "--option", "1")
+    assert answered.returncode == 0, answered.stderr
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the parent to see its child end")
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["child_id"] == child and ended["outcome"] == "completed"
+    assert of_type(state_dir, parent, "child_asking")[-1]["question"] is None
+    resolved = of_type(state_dir, child, "question_resolved")
+    assert [e["how"] for e in resolved] == ["answered"] and resolved[0]["selected"] == ["yes"]
+
+
+def test_send_new_parent_refuses_an_archived_parent_in_one_line(state_dir: Path) -> None:
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    assert tui("archive", parent[:8]).returncode == 0
+    out = tui("send", "--new", "--parent", parent[:8], "print(1)")
+    assert out.returncode != 0
+    (line,) = out.stderr.strip().splitlines()
+    assert f"session {parent[:8]} is archived" in line and f"`tui unarchive {parent[:8]}`" in line
+    assert [r for r in sessions(all_=True) if r["parent_id"] == parent] == []

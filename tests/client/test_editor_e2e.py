@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -12,6 +13,7 @@ import acp
 import pytest
 from acp import schema
 from editor import editor
+from fake_model_server import FakeModelServer, Text
 from helpers import RUNS_UNTIL_STOPPED
 
 from client.helpers import sessions, tui, worker_pid
@@ -261,6 +263,26 @@ async def test_a_session_stopped_elsewhere_is_started_again_by_the_next_prompt(
         assert answer.stop_reason == "end_turn" and "back" in ed.said(sid)
 
 
+async def test_an_editor_goes_on_with_the_new_worker_after_tui_restart(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        assert (await ed.prompt(sid, "x = 1; print('before')")).stop_reason == "end_turn"
+        code, _, err = await _tui("restart", sid)
+        assert code == 0, err
+        # A turn sent from elsewhere reaches the editor through the new worker, once.
+        code, _, err = await _tui("send", sid, "print('elsewhere')", "--wait")
+        assert code == 0, err
+        await ed.until(lambda: "elsewhere" in ed.said(sid), "the turn sent after the restart")
+        answer = await ed.prompt(sid, "print('after')")
+        assert answer.stop_reason == "end_turn"
+        said = ed.said(sid)
+        assert [said.count(w) for w in ("before", "elsewhere", "after")] == [1, 1, 1], said
+        prompts = ed.said(sid, "user_message_chunk")
+        assert prompts.count("print('elsewhere')") == 1, prompts
+
+
 PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 """A PNG of one pixel, base64."""
 
@@ -321,3 +343,56 @@ async def test_closing_the_editor_mid_turn_leaves_the_turn_running(state_dir: Pa
     assert row["state"] == "working" and row["live"]
     code, _, err = await _tui("interrupt", sid)
     assert code == 0 and "interrupted the running turn" in err, err
+
+
+@pytest.mark.parametrize(
+    ("provider", "finish", "stop"),
+    [
+        ("openai", "length", "max_tokens"),
+        ("openai", "content_filter", "refusal"),
+        ("anthropic", "length", "max_tokens"),
+        ("anthropic", "content_filter", "refusal"),
+    ],
+)
+async def test_a_models_reply_cut_short_is_its_stop_reason(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: str, finish: str, stop: str
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", "sk-test")
+    with FakeModelServer() as server:
+        url = server.url if provider == "openai" else server.root
+        (Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml").write_text(
+            f'[models.local]\nprovider = "{provider}"\nmodel = "fake-1"\nbase_url = "{url}"\n'
+            'api_key_env = "FAKE_KEY"\n'
+        )
+        server.script(Text(["The answer ", "is"], finish=finish), Text(["All of it."]))
+        async with editor("--model", "local") as ed:
+            sid = await ed.new(tmp_path)
+            answer = await ed.prompt(sid, "tell me")
+            assert answer.stop_reason == stop
+            assert "The answer is" in ed.said(sid)
+            again = await ed.prompt(sid, "go on")
+            assert again.stop_reason == "end_turn"
+
+
+async def test_a_hosted_agents_stop_reason_reaches_the_journal_and_the_editor(
+    acp_tester: Path, state_dir: Path
+) -> None:
+    async with editor("--agent", "tester") as ed:
+        sid = await ed.new(acp_tester)
+        answer = await ed.prompt(sid, "stop at max_tokens")
+        assert answer.stop_reason == "max_tokens"
+        assert "Cut here" in ed.said(sid)
+    piped = tui("attach", sid, input="stop at refusal\n")
+    assert piped.returncode == 0, piped.stderr
+    assert "turn 2 completed; the model refused to go on" in piped.stderr
+    journal = state_dir / "sessions" / sid / "journal.jsonl"
+    ended = [e for e in map(json.loads, journal.read_text().splitlines()) if e["type"] == "turn_ended"]
+    assert [(e["outcome"], e.get("stop_reason")) for e in ended] == [
+        ("completed", "max_tokens"),
+        ("completed", "refusal"),
+    ]
+    sent = tui("send", sid, "stop at max_tokens", "--wait")
+    assert sent.returncode == 0, sent.stderr
+    assert "the turn completed; the reply was cut at the model's token limit" in sent.stderr
+    shown = tui("transcript", sid).stdout
+    assert "the reply was cut at the model's token limit" in shown

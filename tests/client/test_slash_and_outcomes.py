@@ -25,7 +25,18 @@ class TestSlash:
 
     def test_each_surface_takes_its_commands(self) -> None:
         piped = [c.name for c in commands_for("piped")]
-        assert piped == ["/detach", "/exit", "/model", "/queue", "/resume", "/stats", "/children"]
+        assert piped == [
+            "/detach",
+            "/exit",
+            "/model",
+            "/queue",
+            "/resume",
+            "/stats",
+            "/children",
+            "/note",
+            "/context",
+            "/restart",
+        ]
         assert find("/help", "tui") is not None and find("/help", "piped") is None
         assert find("/copy", "tui") is not None and find("/copy", "piped") is None
         assert needs("/resume") == "write"
@@ -34,6 +45,8 @@ class TestSlash:
         assert needs("/model", "big") == "owner" and needs("/exit --delete") == "owner"
         assert needs("/queue", "print(1)") == "write" and needs("/queue") is None
         assert needs("/stats") is None and needs("/nonsense") is None
+        assert needs("/note", "hi") == "write" and needs("/restart") == "owner"
+        assert needs("/context") is None and needs("/context", "remove ci") == "owner"
 
     def test_stats_read_the_same_everywhere(self) -> None:
         line = format_stats(

@@ -4,12 +4,14 @@ memory bounded however far the reader goes, selecting and copying a turn, findin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
 from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
+from textual.strip import Strip
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
@@ -17,8 +19,8 @@ from tui.link.double import LinkRequest, WorkerLink
 from tui.protocol import By, TextChunk, TurnRecord
 from tui.store import StatePaths
 from tui.ui import TuiApp
-from tui.ui.widgets.transcript import KEEP, WINDOW
-from tui.ui.widgets.turn import TurnView
+from tui.ui.widgets.transcript import KEEP, WINDOW, TranscriptView
+from tui.ui.widgets.turn import PromptBlock, TurnView
 
 Until = Callable[..., Awaitable[None]]
 
@@ -126,6 +128,36 @@ class TestScrolling:
             assert transcript.turn_views()[0].record.turn_id == "h140"
             assert transcript.mounted_turns <= WINDOW
 
+    async def test_the_line_above_the_kept_turns_says_they_load_while_they_do(self, until: Until) -> None:
+        gate = asyncio.Event()
+
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
+                await gate.wait()
+            return NotImplemented
+
+        link = WorkerLink(history=history(300), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+
+            def top_row() -> str:
+                return transcript.render_line(0).text.strip()
+
+            transcript.scroll_to(y=0, animate=False, immediate=True)  # the top: older ones are asked for
+            assert top_row().startswith("↑ older turns: PgUp")
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            await pilot.pause()
+            transcript.scroll_to(y=0, animate=False, immediate=True)
+            assert top_row() == "↑ loading older turns…"
+            gate.set()
+            await until(pilot, lambda: not transcript.is_fetching)
+            gate.clear()
+            transcript.scroll_to(y=0, animate=False, immediate=True)
+            assert top_row().startswith("↑ older turns: PgUp")
+            gate.set()
+
     async def test_a_page_arriving_after_the_reader_jumped_elsewhere_is_dropped(self, until: Until) -> None:
         gate = asyncio.Event()
 
@@ -198,7 +230,125 @@ class TestFirstAndLast:
             assert not transcript.has_newer
 
 
+@pytest.fixture
+def makes(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str]]]:
+    """The prompts whose lines were made, by where: on the app's loop (``loop``) or in a thread."""
+    where: dict[str, list[str]] = {"loop": [], "thread": []}
+    make = PromptBlock.make
+
+    def recorded(self: PromptBlock, view: object, width: int) -> object:
+        on_loop = threading.current_thread() is threading.main_thread()
+        where["loop" if on_loop else "thread"].append(self.record.prompt)
+        return make(self, view, width)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(PromptBlock, "make", recorded)
+    yield where
+
+
+def all_made(transcript: TranscriptView) -> bool:
+    return all(v.made_at(transcript.line_width) for v in transcript.turn_views())
+
+
 class TestDrawnAsLines:
+    async def test_a_page_arriving_makes_the_turns_above_the_view_in_a_thread(
+        self, until: Until, makes: dict[str, list[str]]
+    ) -> None:
+        """A page of older turns arriving wraps on the loop only what is about to show; the turns
+        further above are made in a thread."""
+        gate = asyncio.Event()
+
+        async def slow_older(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("before"):
+                await gate.wait()
+            return NotImplemented
+
+        link = WorkerLink(history=history(300), handler=slow_older)
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            for _ in range(100):  # up to the top of the kept turns: older ones are asked for
+                if len(routes(link, "transcript")) > 1:
+                    break
+                await pilot.press("pageup")
+                await pilot.pause()
+            await until(pilot, lambda: len(routes(link, "transcript")) > 1)
+            await until(pilot, lambda: all_made(transcript))
+            await pilot.pause()
+            makes["loop"].clear()
+            gate.set()
+            await until(pilot, lambda: not transcript.is_fetching)
+            await until(pilot, lambda: all_made(transcript))
+            await pilot.pause()
+            page = {f"print({i})" for i in range(220, 260)}  # the 40 turns that arrived
+            assert page <= {*makes["loop"], *makes["thread"]}
+            view = transcript.scrollable_content_region.height
+            assert len(page & set(makes["loop"])) <= view // 2  # at most a screen of them (3 lines a turn)
+            assert len(page & set(makes["thread"])) >= 40 - view // 2
+
+    async def test_rows_of_a_streaming_turn_that_only_moved_are_not_made_again(
+        self, until: Until, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """At the bottom, a line more of output moves every row of the running turn up: the view
+        draws them all again (as a `Log` does) but makes only the new row's line."""
+        from tui.ui.widgets import transcript as module
+
+        made: list[str] = []
+        live_line = module._live_line
+
+        def counted(strip: Strip, *args: object) -> Strip:
+            made.append(strip.text)
+            return live_line(strip, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(module, "_live_line", counted)
+        link = WorkerLink(history=history(50))
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            turn = link.start_turn("for i in range(100): print(i)")
+            await until(pilot, lambda: transcript.live is not None)
+            live = transcript.live
+            assert live is not None
+            link.emit(TextChunk(turn_id=turn, text="".join(f"row {n}\n" for n in range(60))))
+            await until(pilot, lambda: live.segments and live.segments[0].text.endswith("row 59\n"))
+            await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y > 0)
+            await pilot.pause()
+            made.clear()
+            drawn = transcript.draws
+            link.emit(TextChunk(turn_id=turn, text="row 60\n"))
+            await until(pilot, lambda: live.segments[0].text.endswith("row 60\n"))
+            await until(pilot, lambda: transcript.draws - drawn >= transcript.size.height)
+            await pilot.pause()
+            assert transcript.scroll_y == transcript.max_scroll_y  # it follows the bottom
+            assert any("row 60" in text for text in made)
+            assert len([text for text in made if text.strip()]) <= 2  # the new row (and the blank after)
+
+    async def test_a_resize_wraps_on_the_loop_only_what_shows(
+        self, until: Until, makes: dict[str, list[str]]
+    ) -> None:
+        """A resize makes again on the loop the turns in view (and a screen around them); the
+        others kept are made in a thread, then the scrollbar tells their true height."""
+        big = "".join(f"line {i} of the output\n" for i in range(100_000))
+        records = history(100)
+        records[-2] = records[-2].model_copy(update={"reply": big})
+        link = WorkerLink(history=records)
+        app = TuiApp(link)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await until(pilot, lambda: all_made(transcript))
+            await pilot.pause()
+            makes["loop"].clear()
+            await pilot.resize_terminal(80, 30)
+            await until(pilot, lambda: transcript.line_width < 80 and all_made(transcript))
+            await pilot.pause()
+            kept = len(transcript.turn_views())
+            assert len(makes["loop"]) <= 3  # the big turn fills the view: it and its neighbours
+            assert len(makes["thread"]) >= kept - 3
+            heights = sum(v.virtual_region.height for v in transcript.turn_views())
+            assert heights == sum(len(v.lines(v.content_size.width)) for v in transcript.turn_views())
+
     async def test_a_streaming_turn_draws_nothing_else_again(self, until: Until) -> None:
         """While a turn streams below the view, no line of the view is drawn again and no other
         turn makes its lines again; paging in older turns mounts no widget."""

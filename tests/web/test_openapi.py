@@ -178,6 +178,10 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         assert session("get", "/context")["sources"][0]["value"] == "green"
         chk.check("delete", sp + "/context/{name}", c.delete(f"{s}/context/ci"))
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
+        kid = c.post("/api/sessions", json={"parent_id": sid, "prompt": "z = 7", "wait": TIMEOUT})
+        assert kid.status_code == 201, kid.text
+        adopted = session("post", "/children", json={"child_id": kid.json()["id"], "prompt": "z = 7"})
+        assert adopted == {"child_id": kid.json()["id"], "following": True}
         with c.stream("GET", f"{s}/events", params={"cursor": 0}) as stream:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")

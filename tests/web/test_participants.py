@@ -32,6 +32,7 @@ ROUTES: list[tuple[str, str, object, str, bool]] = [
     ("DELETE", "/api/sessions/{sid}/queue/q1", None, "write", False),
     ("POST", "/api/sessions/{sid}/images?name=a.png", b"\x89PNG", "write", False),
     ("POST", "/api/sessions/{sid}/model", {"model": "x"}, "owner", False),
+    ("POST", "/api/sessions/{sid}/children", {"child_id": "0123456789abcdef"}, "owner", False),
     ("GET", "/api/sessions/{sid}/participants", None, "owner", False),
     ("POST", "/api/sessions/{sid}/participants", {"name": "zed", "kind": "viewer"}, "owner", False),
     ("DELETE", "/api/sessions/{sid}/participants?participant=nobody", None, "owner", False),

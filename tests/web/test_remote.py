@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from helpers import wait_until
 
 import tui.errors
 from tui.access.remote import RemoteAccess
@@ -453,3 +454,14 @@ def test_send_new_parent_makes_a_child_remote_in_the_parents_folder(lab: Lab, tm
     rows = {row["id"]: row for row in json.loads(lab.there("sessions", "--json").out)}
     assert rows[child]["parent_id"] == parent and rows[child]["folder"] == str(folder)
     assert "└ import os" in lab.there("sessions").out
+
+    # The parent's worker follows it, told through the web bridge (the owner's token).
+    def events(kind: str) -> list[dict[str, object]]:
+        lines = (lab.web.state / "sessions" / parent / "journal.jsonl").read_text().splitlines()
+        return [e for e in map(json.loads, lines) if e["type"] == kind]
+
+    wait_until(lambda: events("child_ended"), "the parent to see its child end")
+    (started,) = events("child_started")
+    assert started["child_id"] == child and started["prompt"] == "import os; print(os.getcwd())"
+    (ended,) = events("child_ended")
+    assert ended["child_id"] == child and ended["outcome"] == "completed"

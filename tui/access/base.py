@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
 from tui.protocol.messages import (
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -20,18 +22,10 @@ from tui.protocol.messages import (
     NoteRequest,
 )
 from tui.protocol.web import SessionSummary
+from tui.protocol.wording import restart_loses
 from tui.store.export import Format
 
 __all__ = ["SessionAccess", "SessionSummary", "restart_loses"]
-
-
-def restart_loses(agent: str | None) -> str:
-    """What a new worker does not have of a session running `agent`, in a few words."""
-    if agent in (None, "python"):
-        return "its programs' variables"
-    if agent == "model":
-        return "the Python variables of its programs (the conversation stays)"
-    return "the agent's process (a new one is asked to load the session)"
 
 
 class SessionAccess(ABC):
@@ -101,6 +95,16 @@ class SessionAccess(ABC):
     @abstractmethod
     async def note(self, session_id: str, request: NoteRequest) -> Noted:
         """Leave a note for the agent's next turn (``POST /notes``), its worker started if none runs."""
+
+    @abstractmethod
+    async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
+        """Have the parent's worker follow a child made from outside (``POST /children``), its
+        worker started if none runs.
+
+        Raises:
+            InvalidRequest: the session is not the parent's child.
+            WorkerUnavailable: the parent's worker could not be started.
+        """
 
     @abstractmethod
     async def context_list(self, session_id: str) -> ContextList:

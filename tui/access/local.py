@@ -16,6 +16,8 @@ from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.ids import short_id
 from tui.protocol.messages import (
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -229,6 +231,11 @@ class LocalAccess(SessionAccess):
         async with self._worker(session_id) as client:
             noted: Noted = await client.call(BRIDGE["note"], request)
             return noted
+
+    async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
+        async with self._worker(parent_id) as client:
+            adopted: ChildAdopted = await client.call(BRIDGE["child_adopt"], request)
+            return adopted
 
     async def context_list(self, session_id: str) -> ContextList:
         async with self._worker(session_id) as client:

@@ -22,6 +22,8 @@ from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
 from tui.protocol.ids import short_id
 from tui.protocol.messages import (
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -169,6 +171,10 @@ class RemoteAccess(SessionAccess):
     async def note(self, session_id: str, request: NoteRequest) -> Noted:
         noted: Noted = await self._worker(session_id, "note", request)
         return noted
+
+    async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
+        adopted: ChildAdopted = await self._worker(parent_id, "child_adopt", request)
+        return adopted
 
     async def context_list(self, session_id: str) -> ContextList:
         listed: ContextList = await self._worker(session_id, "context_list")

@@ -14,18 +14,19 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from tui.access.base import SessionAccess, SessionSummary
 from tui.errors import QuestionNotPending, TuiError, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
-from tui.link.outcomes import FAILED, turn_ending
-from tui.link.watch import SessionWatch, TurnResult, Unanswered, describe_question
-from tui.piped import ReplyWriter
 from tui.protocol import Event, PendingQuestion
 from tui.protocol.ids import short_id
-from tui.protocol.python import syntax_error
+
+if TYPE_CHECKING:
+    # Imported where used: `tui attach` opens the app through this module (`open_access`) and
+    # its first frame needs neither the piped surface nor a watch of turns.
+    from tui.link.watch import SessionWatch, TurnResult
 
 __all__ = [
     "open_access",
@@ -278,16 +279,22 @@ async def send(
     err: IO[str] | None = None,
 ) -> int:
     """The body of ``tui send`` (see `run_send`)."""
+    from tui.link.outcomes import FAILED, turn_ending
+    from tui.link.watch import SessionWatch, Unanswered, describe_question
+    from tui.piped import ReplyWriter
+    from tui.protocol.python import syntax_error
+
     out = out or sys.stdout.buffer
     err = err or sys.stderr
     sent = False
     link: AttachLink | None = None
     watch: SessionWatch | None = None
+    parent: str | None = None
     try:
         async with asyncio.timeout(args.timeout):
             if target is None:
                 parent = getattr(args, "parent", None)
-                parent = None if parent is None else await access.resolve(parent)
+                parent = None if parent is None else await _parent(access, parent)
                 # A child works in its parent's folder unless --dir says otherwise.
                 folder = (await access.show(parent)).folder if parent and not args.dir else _abspath(args.dir)
                 sid = await access.create(
@@ -315,6 +322,8 @@ async def send(
                 await watch.wait_idle()
             rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
             sent = True
+            if target is None and parent is not None:
+                await _tell_parent(access, parent, sid, prompt, watch.by_request.get(rid), err)
             short = short_id(sid)
             if not args.wait:
                 how = "queued for" if args.queue else "sent to"
@@ -323,7 +332,7 @@ async def send(
             result = await _wait_turn_or_child(access, watch, rid, printer)
             printer.finish(result)
             ending = turn_ending(result, info.reply_format, attach=link.command("attach", short))
-            if ending.code:
+            if ending.code or result.stop_reason:  # a reply cut short says so, though it completed
                 _say(ending.line, err)
             return ending.code
     except TimeoutError:
@@ -340,6 +349,42 @@ async def send(
             await watch.close()
         if link is not None:
             await link.close()
+
+
+async def _parent(access: SessionAccess, given: str) -> str:
+    """The full id of ``--parent``'s session, one that may take a new child.
+
+    Raises:
+        NotFound: no such session (the sentence names `tui sessions --all`).
+        Conflict: it is archived.
+    """
+    from tui.errors import Conflict
+
+    parent = await access.resolve(given)
+    if (await access.show(parent)).archived:
+        short = short_id(parent)
+        raise Conflict(
+            f"session {short} is archived, so it takes no new child; "
+            f"`{access.command('unarchive', short)}` lists it again, or leave out --parent"
+        )
+    return parent
+
+
+async def _tell_parent(
+    access: SessionAccess, parent: str, child: str, prompt: str, turn_id: str | None, err: IO[str]
+) -> None:
+    """Have the parent's worker (started if none runs) follow the child made for it, as it follows
+    one it delegated to: its clients then show the child's start, question and end."""
+    from tui.protocol import ChildAdoptRequest
+
+    try:
+        await access.adopt_child(parent, ChildAdoptRequest(child_id=child, prompt=prompt, turn_id=turn_id))
+    except TuiError as exc:
+        _say(
+            f"session {short_id(parent)} does not follow its child {short_id(child)} ({exc.detail}); "
+            f"the child runs on its own: `{access.command('attach', short_id(child))}`",
+            err,
+        )
 
 
 async def _wait_turn_or_child(
@@ -375,6 +420,8 @@ async def _wait_turn_or_child(
                 await waiting
     if waiting.done() and not waiting.cancelled():
         return waiting.result()
+    from tui.link.watch import Unanswered, describe_question
+
     child = next(
         c for c in watch.session.child_sessions.values() if c.question is not None and not c.answering
     )
@@ -432,6 +479,8 @@ def _on_question(
 
 def run_answer(args: argparse.Namespace) -> int:
     """``tui answer ID --option N --text T``: answer the pending question."""
+
+    from tui.link.watch import describe_question
 
     async def answer(link: AttachLink, question: PendingQuestion) -> str:
         if not args.option and args.text is None:

@@ -221,7 +221,7 @@ class EditorSession:
                 -32603, f"the turn failed: {ended.error or 'no reason given'}", {"code": "turn_failed"}
             )
         return schema.PromptResponse(
-            stop_reason=stop_reason(ended.outcome or "failed"),
+            stop_reason=stop_reason(ended.outcome or "failed", ended.stop_reason),
             usage=usage_of(self.usage.get(ended.turn_id, {})),
         )
 

@@ -23,6 +23,7 @@ from tui.protocol import (
     Plan,
     Question,
     QuestionResolved,
+    StopReason,
     TextChunk,
     Thinking,
     ToolEnded,
@@ -203,9 +204,12 @@ def resolved_text(event: QuestionResolved) -> str:
     return "the question was withdrawn"
 
 
-def stop_reason(outcome: str) -> Literal["end_turn", "cancelled"]:
-    """An ended turn's outcome as ACP's stop reason (a failed turn is an error, not a reason)."""
-    return "cancelled" if outcome == "interrupted" else "end_turn"
+def stop_reason(outcome: str, stopped: StopReason | None = None) -> schema.StopReason:
+    """An ended turn's outcome, and why its agent stopped when it said, as ACP's stop reason (a
+    failed turn is an error, not a reason)."""
+    if outcome == "interrupted":
+        return "cancelled"
+    return stopped or "end_turn"
 
 
 def usage_of(usage: dict[str, int]) -> schema.Usage | None:

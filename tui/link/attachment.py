@@ -55,6 +55,8 @@ from tui.link.follow import Follower, Retries
 from tui.link.slash import Surface, find, needs, parse
 from tui.protocol import (
     AgentInfo,
+    ChildEnded,
+    ChildStarted,
     Event,
     Info,
     ModelChanged,
@@ -79,7 +81,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, note_line
+from tui.protocol.state import SessionState, child_line, note_line
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -432,10 +434,13 @@ class Attachment:
             out.append(ch.ModelChanged(event.model))
         elif isinstance(event, Note):
             out.append(ch.Line(note_line(event)))
+        elif isinstance(event, (ChildStarted, ChildEnded)) and running is None:
+            out.append(ch.Line(child_line(event)))  # a child made from outside, to an idle parent
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
         elif isinstance(event, WorkerLeaving):
-            out.append(ch.Line(f"the worker is leaving{f': {event.reason}' if event.reason else ''}"))
+            going = "restarting" if event.restarting else "leaving"
+            out.append(ch.Line(f"the worker is {going}{f': {event.reason}' if event.reason else ''}"))
         elif isinstance(event, UnknownEvent):
             out.append(ch.Line(f"(an event this version does not know: {event.type})"))
         if state.state != was:

@@ -46,6 +46,7 @@ from tui.protocol import (
     TurnAccepted,
     TurnRequest,
 )
+from tui.protocol.messages import ContextList, Noted, NoteRequest
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, RouteSpec
 
@@ -246,6 +247,11 @@ class AttachLink(Caller):
         """`/archive`: hide the session from lists. Default: refused."""
         raise InvalidRequest(f"this session cannot be archived from here; `{self.command('archive')}` can")
 
+    async def restart_session(self, reason: str) -> None:
+        """`/restart`: a new worker takes the session (the old one says `worker_leaving` with
+        ``restarting`` and `reason`; followers go on with the new one). Default: refused."""
+        raise InvalidRequest(f"this session cannot be restarted from here; `{self.command('restart')}` can")
+
     async def whoami(self) -> Principal:
         """Who this client acts as now (a remote link asks its machine). Default: `principal`."""
         return self.principal
@@ -353,6 +359,20 @@ class AttachLink(Caller):
     async def set_model(self, model: str, setting: str | None = None) -> None:
         """Switch the session's model (or its agent's `setting`, ``mode`` …)."""
         await self.call(BRIDGE["model"], ModelRequest(model=model, setting=setting))
+
+    async def note(self, text: str) -> Noted:
+        """`/note TEXT`: a note the agent is given with its next turn, shown as from this client."""
+        noted: Noted = await self.call(BRIDGE["note"], NoteRequest(text=text, client_id=self.client_id))
+        return noted
+
+    async def context_list(self) -> ContextList:
+        """`/context`: the session's context sources and their latest values."""
+        listed: ContextList = await self.call(BRIDGE["context_list"])
+        return listed
+
+    async def context_remove(self, name: str) -> None:
+        """`/context remove NAME`: the source's runs stop and the agent no longer sees it."""
+        await self.call(BRIDGE["context_remove"], name=name)
 
     async def stats(self) -> Stats:
         """The session's figures for `/stats`."""

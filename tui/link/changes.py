@@ -13,7 +13,7 @@ a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
 
 What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
 `Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`,
-`ChildrenShown`, `Local`.
+`ChildrenShown`, `ContextShown`, `Local`.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ __all__ = [
     "CaughtUp",
     "Change",
     "ChildrenShown",
+    "ContextShown",
     "Done",
     "Failed",
     "Leave",
@@ -366,6 +367,13 @@ class ChildrenShown:
 
 
 @dataclass(frozen=True)
+class ContextShown:
+    """``/context``: the lines listing the session's context sources (age, size, errors)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Local:
     """A command the client carries out itself (``/copy``, ``/find TEXT``, ``/help``)."""
 
@@ -386,5 +394,6 @@ Outcome = (
     | Resumed
     | StatsShown
     | ChildrenShown
+    | ContextShown
     | Local
 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -192,12 +193,18 @@ class BridgeClient(Caller):
                         try:
                             event = decode_event(data)
                         except ValueError as exc:
+                            said = sse_id.decode(errors="replace") if sse_id is not None else None
                             raise UnreadableEvent(
-                                f"{self.label} sent an event this version cannot read (id {sse_id}): {exc}"
+                                f"{self.label} sent an event this version cannot read (id {said}): {exc}"
                             ) from exc
                         yield event
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
+
+
+_MESSAGE = re.compile(rb"id: ([^\n\0]*)\nevent: [^\n]*\ndata: ([^\n]*)\n\n")
+"""One message as the worker writes it: its id, its event name and its one line of data."""
+_MESSAGES = re.compile(rb"(?:id: [^\n\0]*\nevent: [^\n]*\ndata: [^\n]*\n\n)+")
 
 
 class _SseReader:
@@ -217,29 +224,41 @@ class _SseReader:
         self.disk_full: str | None = None
         """The worker's ``: disk_full SENTENCE`` comment ("" after ``: disk_ok``; None: neither yet)."""
 
-    def feed(self, chunk: bytes) -> list[tuple[bytes, str | None]]:
-        """The messages `chunk` completes: each message's data and its id."""
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bytes | None]]:
+        """The messages `chunk` completes: each message's data and its id (as sent)."""
         data = self._rest + chunk
         if b"\r" in data:
             # A CR at the very end may be the first half of a CRLF: keep it for the next chunk.
             keep = data.endswith(b"\r")
             data = data[:-1] if keep else data
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + (b"\r" if keep else b"")
-        blocks = data.split(b"\n\n")
-        self._rest = blocks.pop()
-        out: list[tuple[bytes, str | None]] = []
+        cut = data.rfind(b"\n\n") + 2
+        if cut < 2:
+            self._rest = data
+            return []
+        self._rest = data[cut:]
+        whole = data[:cut]
+        # The usual case: nothing but the worker's own messages, read by one search over the
+        # chunk. The messages found must cover it all, or it is read message by message.
+        if whole.startswith(b"id: ") and _MESSAGES.fullmatch(whole):
+            found = _MESSAGE.findall(whole)
+            self._id = found[-1][0]
+            return [(message, sse_id) for sse_id, message in found]
+        blocks = whole.split(b"\n\n")
+        blocks.pop()
+        out: list[tuple[bytes, bytes | None]] = []
         for block in blocks:
             if block.startswith(b"id: ") and block.count(b"\ndata: ") == 1 and b"\nretry:" not in block:
                 head = block.find(b"\n")
                 at = block.find(b"\ndata: ") + 7
                 end = block.find(b"\n", at)
                 self._id = block[4:head]
-                out.append((block[at:] if end < 0 else block[at:end], self._id.decode(errors="replace")))
+                out.append((block[at:] if end < 0 else block[at:end], self._id))
             elif block.strip(b"\n"):
                 self._read_lines(block, out)
         return out
 
-    def _read_lines(self, block: bytes, out: list[tuple[bytes, str | None]]) -> None:
+    def _read_lines(self, block: bytes, out: list[tuple[bytes, bytes | None]]) -> None:
         lines: list[bytes] = []
         for line in block.split(b"\n"):
             name, colon, value = line.partition(b":")
@@ -261,6 +280,4 @@ class _SseReader:
             elif name == b"retry" and value.isdigit():
                 self.retry = int(value)
         if lines:
-            out.append(
-                (b"\n".join(lines), self._id.decode(errors="replace") if self._id is not None else None)
-            )
+            out.append((b"\n".join(lines), self._id))

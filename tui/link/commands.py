@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tui.errors import NotFound, TuiError
+from tui.errors import Busy, NotFound, TuiError, UsageError
 from tui.link import changes as ch
-from tui.link.slash import format_children, format_stats
+from tui.link.slash import format_children, format_context, format_stats
+from tui.protocol.ids import short_id
+from tui.protocol.messages import MAX_NOTE, ContextList, Noted
+from tui.protocol.wording import restart_loses
 
 if TYPE_CHECKING:
     from tui.link.attachment import Attachment
@@ -88,6 +91,50 @@ async def children(attachment: Attachment, rest: str) -> ch.Outcome:
     return ch.ChildrenShown(format_children(children, lambda short: attachment.link.command("attach", short)))
 
 
+def _noted(noted: Noted) -> ch.Outcome:
+    if noted.turn_id is not None:
+        return ch.Done("note", f"note left; it started turn {noted.turn_id}")
+    return ch.Done("note", "note left; the agent reads it with its next turn")
+
+
+async def note(attachment: Attachment, rest: str) -> ch.Outcome:
+    if not rest:
+        return ch.Usage("/note", "Type /note TEXT: the agent reads it with its next turn.")
+    if len(rest) > MAX_NOTE:
+        why = f"a note is at most {MAX_NOTE:,} characters; this one has {len(rest):,}"
+        return ch.Failed("note", UsageError(why))
+    return await _call("note", attachment.link.note(rest), _noted)
+
+
+async def context(attachment: Attachment, rest: str) -> ch.Outcome:
+    link = attachment.link
+    if not rest:
+        short = short_id(link.session_id)
+        add = link.command("context", "add", short, "NAME", "--cmd", "CMD", "--every", "S")
+
+        def shown(listed: ContextList) -> ch.Outcome:
+            return ch.ContextShown(format_context(listed, add))
+
+        return await _call("context", link.context_list(), shown)
+    action, _, name = rest.partition(" ")
+    name = name.strip()
+    if action != "remove" or not name or " " in name:
+        return ch.Usage("/context", "Type /context to list the sources, or /context remove NAME.")
+    done = ch.Done("context", f"context source {name} removed; the agent no longer sees it")
+    return await _call("context", link.context_remove(name), lambda _: done)
+
+
+async def restart(attachment: Attachment, rest: str) -> ch.Outcome:
+    state = attachment.session.state
+    if state != "idle":
+        why = f"the session is {state}; /restart once it is idle, or interrupt the turn (Esc) first"
+        return ch.Failed("restart", Busy(why))
+    loses = restart_loses(attachment.session.agent or (attachment.info.agent if attachment.info else None))
+    reason = f"restarted by /restart; {loses} are gone"
+    done = ch.Done("restart", f"the session runs in a new worker; {loses} are gone")
+    return await _call("restart", attachment.link.restart_session(reason), lambda _: done)
+
+
 async def leave() -> ch.Outcome:
     return ch.Leave()
 
@@ -104,6 +151,9 @@ COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
     "/resume": resume,
     "/stats": stats,
     "/children": children,
+    "/note": note,
+    "/context": context,
+    "/restart": restart,
 }
 """The commands the attachment carries out; the others of the table (``/copy``, ``/find``,
 ``/help``) are the client's own (`changes.Local`)."""

@@ -66,7 +66,7 @@ Outcome = Literal["completed", "failed", "interrupted"]
 @dataclass
 class LinkRequest:
     """One request a client made: the route's name (``turn``, ``transcript``, ``answer`` …, and
-    ``stop``, ``delete``, ``archive`` for the session's) and its body, query and path fields."""
+    ``stop``, ``delete``, ``archive``, ``restart`` for the session's) and its body, query and path fields."""
 
     route: str
     body: dict[str, Any] = field(default_factory=dict)
@@ -548,6 +548,9 @@ class WorkerLink(AttachLink):
 
     async def archive_session(self) -> None:
         await self._handled("archive", {})
+
+    async def restart_session(self, reason: str) -> None:
+        await self._handled("restart", {"reason": reason})
 
     async def close(self) -> None:
         """The attach is over. The worker stays, so the same link can be attached again; its

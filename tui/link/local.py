@@ -53,6 +53,7 @@ class LocalLink(BridgedLink):
         self.client_id = client_id or local_client_id()
         self.paths = state.session(session_id)
         self._client: BridgeClient | None = None
+        self._sidecar_seen: tuple[int, int, int] | None = None
         self._old_clients: list[BridgeClient] = []
         self._journal: Journal | None = None
         self._restarts = RestartBudget()
@@ -69,7 +70,16 @@ class LocalLink(BridgedLink):
     # --- finding the worker --------------------------------------------------------------------
     def bridge_client(self) -> BridgeClient:
         """The client for the live worker's socket (a new one when the socket moved)."""
+        try:
+            st = os.stat(self.paths.sidecar)
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = None
+        if seen is not None and seen == self._sidecar_seen and self._client is not None:
+            # The same worker.json as last time: the same socket (a request a turn reads it once).
+            return self._client
         car = live_worker(self.paths)
+        self._sidecar_seen = seen if car is not None else None
         path = car.socket if car is not None else str(self.paths.socket)
         if self._client is None or self._client.socket_path != path:
             if self._client is not None:
@@ -153,6 +163,13 @@ class LocalLink(BridgedLink):
 
     async def archive_session(self) -> None:
         await asyncio.to_thread(archive_session, self.state, self.session_id)
+
+    async def restart_session(self, reason: str) -> None:
+        """The worker leaves saying it restarts (followers wait for the next), a new one starts."""
+        await stop_worker(self.paths, again=self.command("restart", self.short), reason=reason, restart=True)
+        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
+
+        await start_worker_async(self.state.root, self.session_id, timeout=10.0)
 
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():

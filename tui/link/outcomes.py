@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tui.link.watch import TurnResult, Unanswered, WorkerGoneError
+from tui.protocol.wording import stop_said
 
 __all__ = [
     "COMPLETED",
@@ -65,7 +66,8 @@ def turn_ending(
     if result.outcome == "completed":
         if not result.reply and reply_format != "verbatim":
             return TurnEnding(EMPTY_REPLY, f"{turn} completed with no reply at all{look}")
-        return TurnEnding(COMPLETED, f"{turn} completed")
+        cut = stop_said(result.stop_reason)
+        return TurnEnding(COMPLETED, f"{turn} completed" + (f"; {cut}" if cut else ""))
     if result.outcome == "interrupted":
         return TurnEnding(FAILED, f"{turn} was interrupted{look}")
     lines = (result.error or "failed").strip().splitlines()

@@ -361,6 +361,12 @@ class RemoteLink(BridgedLink):
     async def archive_session(self) -> None:
         await self.web.call(WEB["archive"], id=self.session_id)
 
+    async def restart_session(self, reason: str) -> None:
+        """``POST …/restart``: the remote's web bridge says its own reason (its tui's version)."""
+        await self.web.call(
+            WEB["restart"], WakeRequest(wait=WAKE_WAIT), seconds=WAKE_WAIT + 40, id=self.session_id
+        )
+
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()

@@ -2,7 +2,8 @@
 
 Each command says how it is typed, what it does, what a client needs to be permitted it (the
 `Permission` of `tui.protocol.principal`) and which surfaces take it. `parse` splits a typed line;
-`format_stats` is what ``/stats`` prints on either surface, `format_children` what ``/children`` does.
+`format_stats` is what ``/stats`` prints on either surface, `format_children` what ``/children`` does,
+`format_context` what ``/context`` does.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Literal
 
 from tui.protocol import ChildView, Stats
 from tui.protocol.ids import client_label, short_id
+from tui.protocol.messages import ContextList
 from tui.protocol.principal import Permission
 
 __all__ = [
@@ -22,6 +24,7 @@ __all__ = [
     "commands_for",
     "find",
     "format_children",
+    "format_context",
     "format_stats",
     "needs",
     "parse",
@@ -63,6 +66,13 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand("/copy", "/copy", "copy the last reply to the clipboard", None, _TUI),
     SlashCommand("/stats", "/stats", "the session's figures: turns, tokens, uptime, who is attached"),
     SlashCommand("/children", "/children", "the sessions this one started, how each stands, how to attach"),
+    SlashCommand("/note", "/note TEXT", "leave a note the agent is given with its next turn", "write"),
+    SlashCommand(
+        "/context",
+        "/context [remove NAME]",
+        "the context sources the agent sees: age, size, a failing command's error; or remove one",
+    ),
+    SlashCommand("/restart", "/restart", "move the session to a new worker (the tui installed)", "owner"),
     SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )
@@ -92,6 +102,8 @@ def needs(name: str, rest: str = "") -> Permission | None:
     command = next((c for c in COMMANDS if c.name == name), None)
     if command is None or (name == "/queue" and not rest):
         return None
+    if name == "/context":
+        return "owner" if rest.split()[:1] == ["remove"] else None  # removing is the owner's
     return command.needs
 
 
@@ -133,4 +145,38 @@ def format_children(children: Iterable[ChildView], attach: Callable[[str], str])
         lines.append(
             f"  {short}  {state}{f' ({why})' if why else ''}  {first[:40]}  `{attach(short)}`".rstrip()
         )
+    return "\n".join(lines)
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    return f"{seconds // 60} min" if seconds < 7200 else f"{seconds // 3600} h"
+
+
+def format_context(listed: ContextList, add: str) -> str:
+    """The lines ``/context`` shows: each source's name, what it runs, the age and size of its
+    value, and a failing command's error (its value); `add` is the command that adds one."""
+    if not listed.sources:
+        return f"context: none; `{add}` adds one"
+    lines = [f"context: {len(listed.sources)} source{'s' if len(listed.sources) != 1 else ''}"]
+    width = max(len(e.name) for e in listed.sources)
+    for entry in listed.sources:
+        what = entry.cmd or entry.path or "pushed"
+        every = f"every {entry.every:g} s: " if entry.every else ""
+        if entry.at is None:
+            value = "no value yet"
+        else:
+            age = _age((listed.now - entry.at).total_seconds())
+            value = f"{age} old, {entry.size:,} chars"
+        what = what if len(what) <= 60 else what[:59] + "…"
+        line = f"  {entry.name:<{width}}  {value}  · {every}{what}"
+        if entry.error:
+            said = [part.strip() for part in entry.value.splitlines() if part.strip()]
+            # A command's last line of output, then its exit status (the worker's last line).
+            status = bool(said) and said[-1].startswith("(exit status")
+            error = " ".join(said[-2:] if status else said[-1:])
+            line += f"  · failed: {error[-100:] or 'no output'}"
+        lines.append(line)
     return "\n".join(lines)

@@ -32,7 +32,7 @@ from tui.errors import (
 from tui.link.attachment import Attachment
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.follow import Follower
-from tui.protocol import Event, PendingQuestion, QueueItem, Transcript, TurnRecord, TurnStarted
+from tui.protocol import Event, PendingQuestion, QueueItem, StopReason, Transcript, TurnRecord, TurnStarted
 from tui.protocol.ids import short_id
 from tui.protocol.state import SessionState, State
 
@@ -93,6 +93,8 @@ class TurnResult:
     """The turn's number in the session (``#N``; 0 when the worker did not say)."""
     held: bool = False
     """It never started: it waits in a queue held after an interrupt (`turn_id` is empty)."""
+    stop_reason: StopReason | None = None
+    """Why its agent stopped, when it said (`TurnEnded.stop_reason`)."""
 
 
 def resolve_answer(question: PendingQuestion, spec: AnswerSpec) -> tuple[list[str], str | None]:
@@ -408,7 +410,14 @@ class SessionWatch:
             if turn_id is not None and ended is not None:
                 if ended.outcome == "interrupted":
                     await self._follow_a_stopping_worker()
-                return TurnResult(turn_id, ended.outcome or "failed", ended.reply, ended.error, ended.number)
+                return TurnResult(
+                    turn_id,
+                    ended.outcome or "failed",
+                    ended.reply,
+                    ended.error,
+                    ended.number,
+                    stop_reason=ended.stop_reason,
+                )
             if self.disk_full:
                 # Nothing the turn does now reaches the journal, so nothing reaches this wait:
                 # say so and end, rather than wait for space no one may free (the worker goes

@@ -44,6 +44,7 @@ __all__ = [
     "QueueChanged",
     "QueueItem",
     "Status",
+    "StopReason",
     "TextChunk",
     "Thinking",
     "ToolEnded",
@@ -296,6 +297,12 @@ class QuestionResolved(EventBase):
     by: By = Field(default_factory=By)
 
 
+StopReason = Literal["end_turn", "max_tokens", "refusal", "max_turn_requests"]
+"""Why an agent stopped a completed turn, in ACP's words: it was done (``end_turn``), its model's
+token limit cut the reply (``max_tokens``), the model refused to go on (``refusal``), or the turn
+reached its limit of model requests (``max_turn_requests``)."""
+
+
 class TurnEnded(EventBase):
     type: Literal["turn_ended"] = "turn_ended"
     turn_id: str
@@ -303,6 +310,9 @@ class TurnEnded(EventBase):
     reply: str = ""
     error: str | None = None
     usage: dict[str, int] = {}
+    stop_reason: StopReason | None = None
+    """Why the agent stopped, when it said (a model's finish reason, a hosted ACP agent's stop
+    reason); None: it did not say, which is ``end_turn`` for a completed turn."""
 
 
 class QueueChanged(EventBase):
@@ -415,6 +425,8 @@ class ChildStarted(EventBase):
     model: str | None = None
     turn_id: str | None = None
     """This session's turn that started it (None: started from outside a turn)."""
+    by: By | None = None
+    """Who made it from outside (`tui send --new --parent`); None: this session's own ``delegate``."""
 
 
 class ChildAsking(EventBase):

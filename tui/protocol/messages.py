@@ -17,6 +17,7 @@ from tui.protocol.events import (
     Presence,
     Question,
     QueueItem,
+    StopReason,
 )
 
 __all__ = [
@@ -24,6 +25,8 @@ __all__ = [
     "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
+    "ChildAdoptRequest",
+    "ChildAdopted",
     "ChildView",
     "ContextAddRequest",
     "ContextEntry",
@@ -328,6 +331,8 @@ class TurnRecord(_Wire):
     outcome: Literal["completed", "failed", "interrupted"] | None = None
     """None while the turn runs."""
     error: str | None = None
+    stop_reason: StopReason | None = None
+    """Why its agent stopped, when it said (`TurnEnded.stop_reason`)."""
     answered: list[str] = []
     """One line for each question this turn asked: what was answered, and by whom."""
     thinking: str = ""
@@ -357,6 +362,21 @@ class ChildView(_Wire):
     error: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+
+
+class ChildAdoptRequest(_Body):
+    """A child made from outside (``tui send --new --parent``), for its parent's worker to follow."""
+
+    child_id: str = Field(min_length=1, max_length=100)
+    prompt: str = Field(default="", max_length=MAX_PROMPT)
+    """The child's first turn, as it was sent."""
+    turn_id: str | None = Field(default=None, max_length=100)
+    """The child's turn that prompt started: followed until it ends (None: until the child is idle)."""
+
+
+class ChildAdopted(_Wire):
+    child_id: str
+    following: bool = True
 
 
 class Transcript(_Wire):

@@ -277,6 +277,15 @@ BRIDGE = _routes(
     RouteSpec(
         "model", "POST", "/model", "switch its model", "owner", request=m.ModelRequest, answer=m.ModelSet
     ),
+    RouteSpec(
+        "child_adopt",
+        "POST",
+        "/children",
+        "follow a child made from outside (`tui send --new --parent`) as one it delegated to",
+        "owner",
+        request=m.ChildAdoptRequest,
+        answer=m.ChildAdopted,
+    ),
     RouteSpec("leave", "POST", "/leave", "stop the worker", None, request=m.LeaveRequest, answer=m.Left),
 )
 """The worker's bridge (protocol.md), served at ``/`` of its socket and forwarded by the web

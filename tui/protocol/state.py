@@ -48,6 +48,7 @@ from tui.protocol.events import (
     QueueChanged,
     QueueItem,
     Status,
+    StopReason,
     TextChunk,
     Thinking,
     ToolEnded,
@@ -74,8 +75,10 @@ from tui.protocol.wording import (
     Step,
     agent_mode,
     agent_model,
+    child_line,
     note_line,
     steps,
+    stop_said,
     tool_record,
     update_tool,
     who,
@@ -93,6 +96,7 @@ __all__ = [
     "agent_mode",
     "agent_model",
     "apply",
+    "child_line",
     "note_line",
     "steps",
     "tool_record",
@@ -223,6 +227,7 @@ class RunningTurn(BaseModel):
         outcome: Literal["completed", "failed", "interrupted"] | None = None,
         error: str | None = None,
         reply: str = "",
+        stop_reason: StopReason | None = None,
     ) -> TurnRecord:
         """The turn's compact record: as it stands (no `outcome`), or ended at `seq`.
 
@@ -232,6 +237,7 @@ class RunningTurn(BaseModel):
             outcome: how it ended; None while it runs.
             error: why it failed, if it did.
             reply: the whole reply as the ending says it; empty: the chunks so far.
+            stop_reason: why its agent stopped, when it said.
         """
         # A call the ended turn never closed (its worker stopped, or the agent did not say) ended with it.
         closed = RUNNING if outcome is None else "ended" if outcome == "completed" else "interrupted"
@@ -253,6 +259,7 @@ class RunningTurn(BaseModel):
                 "tools": tools,
                 "outcome": outcome,
                 "error": error,
+                "stop_reason": stop_reason,
                 "answered": list(self.answered),
                 "lines": list(self.lines),
                 "thinking": _joined(self.thinking),
@@ -452,9 +459,16 @@ class SessionState(BaseModel):
                 self.tokens_out += event.usage.get("output", 0)
                 at = event.at.isoformat()
                 if current is not None and current.turn_id == event.turn_id:
+                    if (cut := stop_said(event.stop_reason)) is not None:
+                        current.add_line("note", cut)
                     self._keep(
                         current.record(
-                            seq=event.seq, at=at, outcome=event.outcome, error=event.error, reply=event.reply
+                            seq=event.seq,
+                            at=at,
+                            outcome=event.outcome,
+                            error=event.error,
+                            reply=event.reply,
+                            stop_reason=event.stop_reason,
                         )
                     )
                     self.current = None
@@ -541,9 +555,9 @@ class SessionState(BaseModel):
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
             case ChildStarted():
-                if current is not None:  # the turn's line where the child starts, with its id
-                    first = event.prompt.splitlines()[0] if event.prompt else ""
-                    current.add_line("note", f"child {event.child_id[:8]} started: {first[:60]}")
+                # The line where the child starts, with its id: in the running turn, else among
+                # the lines said since the last turn (a child made from outside, to an idle parent).
+                self._child_line(child_line(event))
                 self.child_sessions = {
                     **self.child_sessions,
                     event.child_id: ChildView(
@@ -561,9 +575,7 @@ class SessionState(BaseModel):
                         ),
                     }
             case ChildEnded():
-                if current is not None:
-                    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
-                    current.add_line("note", f"child {event.child_id[:8]} ended {how}"[:200])
+                self._child_line(child_line(event))
                 child = self.child_sessions.get(event.child_id)
                 if child is not None:
                     ending: dict[str, object] = {
@@ -583,6 +595,12 @@ class SessionState(BaseModel):
             case _:
                 pass
         return self
+
+    def _child_line(self, line: str) -> None:
+        if self.current is not None:
+            self.current.add_line("note", line)
+        elif line not in self.notes:
+            self.notes = [*self.notes, line][-KEEP_NOTES:]
 
     def pending_question(self) -> PendingQuestion | None:
         """The question to show: the session's own, else its first child's waiting for a person."""

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from tui.protocol.events import AgentChoice, AgentSetting, By, Note, ToolStarted, ToolUpdated
+from tui.protocol.events import (
+    AgentChoice,
+    AgentSetting,
+    By,
+    ChildEnded,
+    ChildStarted,
+    Note,
+    StopReason,
+    ToolStarted,
+    ToolUpdated,
+)
 from tui.protocol.ids import client_label
 from tui.protocol.messages import ToolRecord, TurnRecord
 
@@ -15,8 +25,11 @@ __all__ = [
     "Step",
     "agent_mode",
     "agent_model",
+    "child_line",
     "note_line",
+    "restart_loses",
     "steps",
+    "stop_said",
     "tool_record",
     "update_tool",
     "who",
@@ -90,6 +103,38 @@ def note_line(event: Note) -> str:
         sender = who(event.by) + (f" via {event.source}" if event.source else "")
         return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+_STOPS_SAID: dict[str | None, str] = {
+    "max_tokens": "the reply was cut at the model's token limit",
+    "refusal": "the model refused to go on",
+    "max_turn_requests": "the turn stopped at its limit of model requests",
+}
+
+
+def stop_said(stop_reason: StopReason | None) -> str | None:
+    """One line saying a turn was cut short, and why; None for a turn its agent ended."""
+    return _STOPS_SAID.get(stop_reason)
+
+
+def child_line(event: ChildStarted | ChildEnded) -> str:
+    """Where a child starts or ends, as the parent's transcript shows it, with its id:
+    ``child 1b5bdb75 started by root: print(1)``, ``child 1b5bdb75 ended completed``."""
+    if isinstance(event, ChildStarted):
+        first = event.prompt.splitlines()[0] if event.prompt else ""
+        by = f" by {who(event.by)}" if event.by is not None else ""
+        return f"child {event.child_id[:8]} started{by}: {first[:60]}"
+    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
+    return f"child {event.child_id[:8]} ended {how}"[:200]
+
+
+def restart_loses(agent: str | None) -> str:
+    """What a new worker does not have of a session running `agent`, in a few words."""
+    if agent in (None, "python"):
+        return "its programs' variables"
+    if agent == "model":
+        return "the Python variables of its programs (the conversation stays)"
+    return "the agent's process (a new one is asked to load the session)"
 
 
 Step = tuple[Literal["text"], str] | tuple[Literal["tool"], ToolRecord] | tuple[Literal["line"], str]

@@ -28,6 +28,7 @@ from tui.protocol import (
     Option,
     PlanEntry,
     Question,
+    StopReason,
     TurnRecord,
 )
 from tui.protocol.state import note_line
@@ -95,6 +96,8 @@ class TurnOutcome:
     outcome: Literal["completed", "failed", "interrupted"]
     error: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    stop_reason: StopReason | None = None
+    """Why the agent stopped, when it says (`TurnEnded.stop_reason`)."""
 
 
 @dataclass(frozen=True)

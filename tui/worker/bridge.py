@@ -1,4 +1,4 @@
-"""The bridge: every route of protocol.md over HTTP, as a Starlette app around a `SessionWorker`.
+"""The bridge: every route of protocol.md over HTTP, as a Starlette router around a `SessionWorker`.
 
 Refusals are ``{"error": code, "detail": sentence, …}`` from the `tui.errors` tree. Bodies past
 4 MiB get 413 before they are read whole; JSON that does not validate gets 400
@@ -11,15 +11,19 @@ import logging
 from collections.abc import AsyncIterator
 
 from pydantic import ValidationError
-from starlette.applications import Starlette
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.routing import Router
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tui.errors import BadCursor, InvalidRequest
 from tui.protocol import (
     Answered,
     AnswerRequest,
     By,
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -92,8 +96,13 @@ def _sse(line: JournalLine) -> bytes:
     return sse_frame(line)
 
 
-def build_app(worker: SessionWorker) -> Starlette:
-    """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`."""
+def build_app(worker: SessionWorker) -> ASGIApp:
+    """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`.
+
+    A router and the exception handlers, without `Starlette`'s application around them: its
+    error page's middleware imports `html` (its entity tables stay in every idle worker), and
+    an exception no handler takes is answered 500 by uvicorn just the same.
+    """
 
     async def info(request: Request) -> Info:
         return worker.info()
@@ -209,6 +218,10 @@ def build_app(worker: SessionWorker) -> Starlette:
         worker.set_model(body.model, body.setting)
         return ModelSet(model=body.model)
 
+    async def child_adopt(request: Request) -> ChildAdopted:
+        body = await parse_body(request, ChildAdoptRequest)
+        return await worker.adopt_child(body, _by(request))
+
     async def leave(request: Request) -> Left:
         body = await parse_body(request, LeaveRequest)
         await worker.leave(body.reason or "stopped on request", body.wait, restarting=body.restart)
@@ -236,10 +249,23 @@ def build_app(worker: SessionWorker) -> Starlette:
             "turn_output": turn_output,
             "images": images,
             "model": model,
+            "child_adopt": child_adopt,
             "leave": leave,
         },
     )
-    return Starlette(routes=served, exception_handlers=handlers("see GET /info"))
+    return _App(ExceptionMiddleware(Router(routes=served), handlers=handlers("see GET /info")))
+
+
+class _App:
+    """The ASGI app around the router: it marks the scope as Starlette's application does, so the
+    router's 404 and a route's 405 are raised to the exception handlers (the JSON refusals)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        await self.app(scope, receive, send)
 
 
 OUTPUT_PIECE = 64 * 1024

@@ -19,8 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tui.errors import TuiError
-from tui.protocol import AnswerRequest, ChildAsking, ChildEnded, ChildStarted, DismissRequest, Note, Question
+from tui.errors import InvalidRequest, TuiError
+from tui.protocol import (
+    AnswerRequest,
+    By,
+    ChildAdoptRequest,
+    ChildAsking,
+    ChildEnded,
+    ChildStarted,
+    DismissRequest,
+    Note,
+    Question,
+)
 from tui.protocol.ids import BY_PARENT, short_id
 from tui.store import SessionRecord, StatePaths
 from tui.worker.agent import Agent
@@ -28,6 +38,9 @@ from tui.worker.writer import EventWriter
 
 if TYPE_CHECKING:
     from tui.access.local import LocalAccess
+    from tui.link.base import AttachLink
+    from tui.link.watch import SessionWatch
+    from tui.protocol import TurnRecord
 
 __all__ = ["ChildFailed", "ChildResult", "Children"]
 
@@ -116,20 +129,67 @@ class Children:
             )
         return result.reply
 
+    async def adopt(self, request: ChildAdoptRequest, by: By | None = None) -> bool:
+        """Follow a child made from outside (``tui send --new --parent``) as one it delegated
+        to: `child_started` naming who made it, then `child_asking` and `child_ended` (the end
+        of the turn `request.turn_id`, or the child's last turn once it is idle). Nobody waits
+        for it here. False when it is followed already (nothing is said twice).
+
+        Raises:
+            NotFound: no such session.
+            InvalidRequest: it is not a child of this session.
+        """
+        from tui.access.local import LocalAccess
+        from tui.store import get_session
+
+        child = request.child_id
+        record = get_session(StatePaths(self.state_root), child)
+        if record.parent_id != self.record.id:
+            raise InvalidRequest(
+                f"session {short_id(child)} is not a child of session {short_id(self.record.id)} "
+                f"(`tui send --new --parent {short_id(self.record.id)} PROMPT` makes one)",
+                field="child_id",
+            )
+        known = self.writer.state.child_sessions.get(child)
+        if child in self._follows or (known is not None and known.state in ("running", "asking")):
+            return False
+        self.writer.emit(
+            ChildStarted(
+                child_id=child,
+                prompt=request.prompt,
+                agent=record.agent,
+                model=record.model,
+                by=by or By(),
+            )
+        )
+        access = LocalAccess(StatePaths(self.state_root))
+        task = asyncio.create_task(self._follow(access, child, prompt=None, turn_id=request.turn_id))
+        self._follows[child] = task
+        return True
+
     def resume(self) -> None:
         """Follow again each child the journal says runs (a predecessor followed it and stopped):
         until it is idle, then `child_ended` says how its last turn ended."""
+        running = [
+            child
+            for child in self.writer.state.child_sessions.values()
+            if child.state in ("running", "asking") and child.child_id not in self._follows
+        ]
+        if not running:
+            return  # the access layer (tui.link, tui.access) is imported only for a child to follow
         from tui.access.local import LocalAccess
 
         access = LocalAccess(StatePaths(self.state_root))
-        for child in self.writer.state.child_sessions.values():
-            if child.state in ("running", "asking") and child.child_id not in self._follows:
-                task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
-                self._follows[child.child_id] = task
+        for child in running:
+            task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+            self._follows[child.child_id] = task
 
-    async def _follow(self, access: LocalAccess, child: str, *, prompt: str | None) -> ChildResult:
-        """Send `prompt` to the child (None: it was sent by a predecessor) and follow it until that
-        turn ends (None: until the child is idle); `child_ended` says how."""
+    async def _follow(
+        self, access: LocalAccess, child: str, *, prompt: str | None, turn_id: str | None = None
+    ) -> ChildResult:
+        """Send `prompt` to the child (None: it was sent by a predecessor, or from outside) and
+        follow it until that turn ends (None: until the child is idle; `turn_id`: the turn sent
+        from outside, which may have ended already); `child_ended` says how."""
         from tui.link.watch import QuestionPolicy, SessionWatch
 
         result = ChildResult(child, "failed", error="the child's worker went away")
@@ -137,7 +197,7 @@ class Children:
         link = None
         watch = None
         try:
-            if prompt is None and not (await access.show(child)).live:  # not woken up for this
+            if prompt is None and turn_id is None and not (await access.show(child)).live:  # not woken up
                 raise ChildFailed("its worker stopped while this session's worker was away")
             link = await access.link(child, client_id=f"parent:{short_id(self.record.id)}")
             watch = await SessionWatch.open(link)
@@ -164,7 +224,7 @@ class Children:
                 result = ChildResult(child, ended.outcome, ended.reply, ended.error)
             else:
                 await watch.wait_idle(policy)
-                last = next(reversed(watch.session.turns.values()), None)
+                last = await _ended(link, watch, turn_id)
                 outcome = last.outcome if last is not None and last.outcome else "completed"
                 result = ChildResult(child, outcome, last.reply if last else "", last.error if last else None)
             with contextlib.suppress(TuiError):
@@ -248,3 +308,21 @@ class Children:
         for task in list(self._follows.values()):
             with contextlib.suppress(BaseException):
                 await task
+
+
+async def _ended(link: AttachLink, watch: SessionWatch, turn_id: str | None) -> TurnRecord | None:
+    """The record of the child's turn `turn_id` (None: its last turn), from what the watch saw or,
+    when it ended before the watch opened, from the child's transcript."""
+    seen = watch.session.turns
+    if turn_id is None:
+        last = next(reversed(seen.values()), None)
+        if last is not None:
+            return last
+        page = await link.transcript(limit=1)
+        return page.turns[-1] if page.turns else None
+    if turn_id in seen:
+        return seen[turn_id]
+    with contextlib.suppress(TuiError):
+        page = await link.transcript(limit=1, around=turn_id)
+        return next((t for t in page.turns if t.turn_id == turn_id), None)
+    return None

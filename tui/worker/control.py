@@ -415,6 +415,7 @@ class TurnControl:
                 reply=reply,
                 error=result.error,
                 usage=usage,
+                stop_reason=result.stop_reason,
             )
         )
         log.info("turn %s ended %s", turn.turn_id, result.outcome)

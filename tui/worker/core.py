@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from tui import worker_version
-from tui.errors import DiskFull
+from tui.errors import DiskFull, InvalidRequest
 from tui.protocol import (
     FEATURES,
     AgentChoice,
@@ -34,6 +34,8 @@ from tui.protocol import (
     AgentSetting,
     AnswerRequest,
     By,
+    ChildAdopted,
+    ChildAdoptRequest,
     ContextAddRequest,
     ContextEntry,
     ContextList,
@@ -318,6 +320,19 @@ class SessionWorker:
                 await children.answer(child.child_id, request)
                 return True
         return False
+
+    async def adopt_child(self, request: ChildAdoptRequest, by: By | None = None) -> ChildAdopted:
+        """Follow a child made from outside (`Children.adopt`): ``POST /children``.
+
+        Raises:
+            NotFound: no such session.
+            InvalidRequest: it is not this session's child, or this worker has no state dir.
+        """
+        children = self.control.children
+        if children is None:
+            raise InvalidRequest("this session cannot follow children (its worker has no state dir)")
+        await children.adopt(request, by or self.control.by)
+        return ChildAdopted(child_id=request.child_id)
 
     # --- the rest of the routes ----------------------------------------------------------------
     def info(self) -> Info:

@@ -100,6 +100,9 @@ class CommandScreen(ReadingScreen):
     async def _children_shown(self, outcome: ch.ChildrenShown) -> None:
         await self.transcript.add_line(visible(outcome.text))
 
+    async def _context_shown(self, outcome: ch.ContextShown) -> None:
+        await self.transcript.add_line(visible(outcome.text))
+
     async def _local(self, outcome: ch.Local) -> None:
         """The commands of this screen alone: /copy, /find, /help."""
         if outcome.name == "/copy":
@@ -161,9 +164,10 @@ _SHOW: dict[type, Callable[[CommandScreen, Any], Awaitable[None]]] = {
     ch.Resumed: CommandScreen._resumed,
     ch.StatsShown: CommandScreen._stats_shown,
     ch.ChildrenShown: CommandScreen._children_shown,
+    ch.ContextShown: CommandScreen._context_shown,
     ch.Local: CommandScreen._local,
 }
 """How what each slash command did is shown."""
 
-_WHICH = {"/model": "Which model?", "/mode": "Which mode?"}
+_WHICH = {"/model": "Which model?", "/mode": "Which mode?", "/note": "What note?", "/context": "Context"}
 """The title of the line that asks for a command's missing argument."""

@@ -23,6 +23,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
+from tui import __version__, is_older
 from tui.errors import TuiError
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
@@ -40,6 +41,7 @@ from tui.protocol import (
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model
+from tui.protocol.wording import restart_loses
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
 from tui.ui.messages import Arrived, LinkStateChanged
@@ -112,6 +114,8 @@ class SessionScreen(CommandScreen):
         """The state changed: the keys on offer (footer) are worked out again after the batch."""
         self._leaving = False
         """Set once this screen asked the app to exit: what arrives later is not drawn."""
+        self._said_outdated = False
+        """The line saying the worker runs an older tui than the one installed was shown."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -275,6 +279,7 @@ class SessionScreen(CommandScreen):
             attached=tuple(transcript.attached),
         )
         self._show_principal()
+        await self._show_version(info.version if info else "")
         await self._show_question(self.question)
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
@@ -406,6 +411,27 @@ class SessionScreen(CommandScreen):
     async def _worker_started(self, change: ch.WorkerStarted) -> None:
         self.status.change(
             version=change.version, model=change.model or self.status.status.model, agent=change.agent
+        )
+        await self.transcript.add_line(f"a new worker runs the session: tui {change.version}")
+        await self._show_version(change.version)
+
+    async def _show_version(self, version: str) -> None:
+        """Say once when the worker runs an older tui than the one installed, and what moves the
+        session to it (the status row says so while it lasts). Only for this machine's sessions:
+        another machine's workers run the tui installed there, which `tui sessions --remote` tells."""
+        older = self.link.where == "local" and is_older(version)
+        self.status.change(installed=__version__ if older else "")
+        if not older or self._said_outdated:
+            return
+        self._said_outdated = True
+        loses = restart_loses(self.status.status.agent)
+        how = (
+            f"/restart moves the session to it ({loses} are lost)"
+            if self.principal.may("owner")
+            else "the session's owner can move it there"
+        )
+        await self.transcript.add_line(
+            f"this worker runs tui {version}; tui {__version__} is installed: {how}"
         )
 
     async def _line(self, change: ch.Line) -> None:

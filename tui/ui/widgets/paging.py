@@ -81,6 +81,12 @@ class EdgeLine(Drawn):
             self.text = text
             self.changed()
 
+    def say(self, text: str) -> None:
+        """Say `text` from the next layout on (its lines made again)."""
+        if text != self.text:
+            self.text = text
+            self.forget()
+
     def blocks_now(self) -> list[Any]:
         text, name, centre = self.text, self.style_name, self.centre
         return [RichBlock(lambda style: Text(text, style=style(name), justify="center" if centre else None))]
@@ -150,8 +156,8 @@ class Paging(_Host):
             )
         if newer is None and not self.at_live_end:
             newer = "↓ newer turns: PgDn or scroll down to load · Ctrl+End: the live bottom"
-        self._older.text = older
-        self._newer.text = newer or ""
+        self._older.say(older)
+        self._newer.say(newer or "")
 
     def _show_edges(self, *, older: str | None = None, newer: str | None = None) -> None:
         """The lines above and below the kept turns: what more there is, or that it loads (until

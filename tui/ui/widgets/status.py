@@ -51,6 +51,8 @@ class SessionStatus:
     reconnect_at: float | None = None
     """The client clock of the next reconnect try."""
     version: str = ""
+    installed: str = ""
+    """The tui installed, when the worker runs an older one (empty otherwise)."""
     attached: tuple[Presence, ...] = ()
     """Who has the session open now, as the worker's last `status` said."""
     principal: Principal = field(default_factory=Principal)
@@ -217,7 +219,8 @@ class StatusRows(Vertical):
         if s.attached:
             parts.append((3, "attached: " + attached_text(s.attached)))
         if s.version:
-            parts.append((1, f"worker {s.version}"))
+            newer = f" (tui {s.installed} installed: /restart)" if s.installed else ""
+            parts.append((1, f"worker {s.version}{newer}"))
         if self.last_event is not None:
             parts.append((1, f"last event {_age(now - self.last_event)} ago"))
         return _fit(parts, width)

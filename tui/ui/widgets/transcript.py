@@ -4,7 +4,8 @@ The view is a Textual `ScrollView`: nothing inside it is a widget. It holds a st
 session (at most `KEEP` records, `items`), each drawn by a `TurnView` (or a `NoteLine`) whose
 lines are made once per width and kept, then the running turn (`LiveTurn`) at the bottom. Its
 height is the sum of theirs; a turn not yet drawn counts what it last measured (or a guess) until
-it comes into view, so a page of turns arriving costs no wrapping at all until it is read.
+it is measured: what shows at once, on the loop; the rest (a page that arrived above the view,
+every turn after a resize) in a thread, after which the view lays out again with true heights.
 
 Every change keeps the reader's place: the entry at the top of the view (the *pin*) stays on its
 row while others are measured, added or dropped above it; while the reader follows the bottom,
@@ -25,6 +26,7 @@ page around it), which is how a search jumps to a match.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from bisect import bisect_right
 from typing import Any
@@ -47,10 +49,11 @@ from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
 
 
-MEASURE_EVERY = 0.02
-"""Seconds between two stretches of measuring what is kept but not drawn yet."""
 MEASURE_FOR = 0.004
-"""Seconds of measuring at a time (the loop stays free for keys and frames)."""
+"""Seconds of measuring the entries above the view's top on the loop when a page arrives (the
+rest are measured in a thread)."""
+LIVE_LINES = 2_000
+"""The most rows of the running turn kept as drawn (a row that only moves is not made again)."""
 WHOLE = ("transcript--", "diff--", "turn--thinking")
 """Component classes whose colours are blended with the view's background (as a widget's are)."""
 
@@ -196,9 +199,15 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._placing = False
         self._measuring = False
         self._styles: dict[str, Style] = {}
+        self._styles_for_thread: dict[str, Style] = {}
+        """The styles as the thread making lines reads them (taken on the loop before it starts)."""
         self._base: Style | None = None
+        self._live_lines: dict[int, tuple[Strip, int, Strip]] = {}
+        """The running turn's rows as drawn, by the line they draw (kept with it and the width)."""
         self.draws = 0
         """How many lines were drawn (each `render_line`), for tests and benchmarks."""
+        self.made_in_thread = 0
+        """How many entries made their lines in a thread, not on the app's loop (for tests)."""
 
     # --- as a host of drawn entries --------------------------------------------------------------
     @property
@@ -211,6 +220,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
     def style_of(self, name: str) -> Style:
         """The Rich style of one of the view's component classes."""
         style = self._styles.get(name)
+        if style is None and threading.current_thread() is not threading.main_thread():
+            return self._styles_for_thread.get(name) or Style()  # Textual's styles are the loop's
         if style is None:
             if name.startswith(WHOLE):  # drawn by widgets of their own before: colours as blended
                 whole = self.get_component_rich_style(name)
@@ -227,6 +238,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         super().notify_style_update()
         self._styles.clear()
         self._base = None
+        self._live_lines.clear()
 
     @property
     def line_width(self) -> int:
@@ -339,8 +351,8 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         width = self._w(entry)
         if entry.made_at(width):
             return len(entry.lines(width))
-        last = next(iter(entry._made.values()), None)
-        return len(last) if last is not None else _guess(entry)
+        made = list(entry._made.values())  # a copy: the thread measuring may add one meanwhile
+        return len(made[0]) if made else _guess(entry)
 
     def _layout(self, *, quiet: bool = False) -> None:
         """Measure what the view shows (and a screen around it), set the whole height, and scroll
@@ -367,7 +379,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
                 k += 1
             reach = view
             k = at - 1
-            budget = time.perf_counter() + MEASURE_FOR  # the rest above: measured between frames
+            budget = time.perf_counter() + MEASURE_FOR  # the rest above: made in a thread
             while k >= 0 and reach > 0 and time.perf_counter() < budget:
                 heights[k] = len(entries[k].lines(self._w(entries[k])))
                 reach -= heights[k]
@@ -385,32 +397,47 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             starts.append(y)
             y += h
         self._heights, self._starts, self._total = heights, starts, y
-        if quiet:
-            self._set_virtual_height(y)
-        else:
-            self.virtual_size = Size(width, y)
+        self._set_virtual_height(y)  # the screen is laid out again only when the scrollbar comes or goes
         self._place(pin)
         if not quiet:
             self.refresh()
         if not self._measuring and any(not e.made_at(self._w(e)) for e in entries):
             self._measuring = True
-            self.set_timer(MEASURE_EVERY, self._measure_some)
+            self.call_after_refresh(self._measure_rest)
 
-    def _measure_some(self) -> None:
-        """Measure entries not yet drawn, a few milliseconds at a time between frames, so that
-        the scrollbar soon tells the true height of what is kept."""
-        self._measuring = False
-        deadline = time.perf_counter() + MEASURE_FOR
-        measured = False
-        for entry in self._entries:
-            width = self._w(entry)
+    def _measure_rest(self) -> None:
+        """Make the lines of the entries not yet drawn in a thread (the loop stays free for keys
+        and frames), then lay out again with their true heights, so that the scrollbar soon tells
+        the true height of what is kept."""
+        todo = [
+            (e, self._w(e))
+            for e in self._entries
+            if not isinstance(e, LiveTurn) and not e.made_at(self._w(e))
+        ]
+        if not todo or not self.is_mounted:
+            self._measuring = False
+            return
+        for name in self.COMPONENT_CLASSES:  # looked up here, on the loop: the thread only reads them
+            self.style_of(name)
+        self._styles_for_thread = dict(self._styles)
+        _ = self.app.console  # made here too
+        self.run_worker(self._measure_in_thread(todo), group="transcript-measure", exit_on_error=False)
+
+    async def _measure_in_thread(self, todo: list[tuple[Drawn, int]]) -> None:
+        try:
+            await asyncio.to_thread(self._make_lines, todo)
+        finally:
+            self._measuring = False
+        if self.is_mounted:
+            self._layout(quiet=True)
+
+    def _make_lines(self, todo: list[tuple[Drawn, int]]) -> None:
+        """Make each entry's lines at its width (in a thread)."""
+        for entry, width in todo:
             if not entry.made_at(width):
                 entry.lines(width)
-                measured = True
-                if time.perf_counter() > deadline:
-                    break
-        if measured:
-            self._layout(quiet=True)
+                if threading.current_thread() is not threading.main_thread():
+                    self.made_in_thread += 1
 
     def _pin_at(self, y: int) -> tuple[Drawn, int] | None:
         if not self._entries or not self._starts:
@@ -506,7 +533,14 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             strip = strip.apply_style(selected).apply_style(base)
             return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
         if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
-            return _live_line(strip, base, self._blank_style, width)
+            kept = self._live_lines.get(id(strip))
+            if kept is not None and kept[0] is strip and kept[1] == width:
+                return kept[2]  # a row that only moved (the running turn grew below it)
+            line = _live_line(strip, base, self._blank_style, width)
+            if len(self._live_lines) >= LIVE_LINES:
+                self._live_lines.clear()
+            self._live_lines[id(strip)] = (strip, width, line)
+            return line
         return strip.apply_style(base)
 
     @property
@@ -539,7 +573,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
 
     def show_hello(self, text: str) -> None:
         """The line an empty session shows until its first turn: where it is, what to type."""
-        self._hello.text = text
+        self._hello.say(text)
         self._rebuild()
 
     # --- keys ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ rest, so a program printing a million lines costs the screen no more than one pr
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,6 +73,9 @@ LIVE_DIFF = 5
 """Cells left of a running call's diff (under its title, as the call's output)."""
 ASKING = frozenset({"ask", "ask_user"})
 """Tools that put a question to the people attached: an answered line goes under them."""
+MAKING = threading.RLock()
+"""Held while an entry makes its lines or forgets them: the transcript makes the lines of entries
+out of view in a thread, and the app's loop may ask the same entry at the same time."""
 
 
 def safe_cut(source: str) -> int:
@@ -143,6 +147,8 @@ class Drawn:
     def __init__(self) -> None:
         self.host: Host | None = None
         self._made: dict[int, list[Strip]] = {}
+        self.makes = 0
+        """How many times its lines were made (at any width), for tests and benchmarks."""
         self.classes: set[str] = set()
         """Marks the transcript draws it with (``-selected``)."""
         self.highlight = ""
@@ -170,22 +176,31 @@ class Drawn:
         """Every line at `width`, the blank one closing it included."""
         made = self._made.get(width)
         if made is None:
-            made = []
-            for block in self.blocks_now():
-                made.extend(block.lines(self, width))
-            made.append(Strip.blank(0))
-            if len(self._made) >= 2:
-                del self._made[next(iter(self._made))]
-            self._made[width] = made
+            with MAKING:
+                made = self._made.get(width)
+                if made is None:
+                    made = []
+                    for block in self.blocks_now():
+                        made.extend(block.lines(self, width))
+                    made.append(Strip.blank(0))
+                    if len(self._made) >= 2:
+                        del self._made[next(iter(self._made))]
+                    self._made[width] = made
+                    self.makes += 1
         return made
 
     def made_at(self, width: int) -> bool:
         """Whether its lines at `width` are made (its height is known without making them)."""
         return width in self._made
 
+    def forget(self) -> None:
+        """Forget its lines: they are made again when next asked."""
+        with MAKING:
+            self._made.clear()
+
     def changed(self) -> None:
         """What it shows changed: make its lines again, and tell the transcript."""
-        self._made.clear()
+        self.forget()
         changed = getattr(self.host, "drawn_changed", None)
         if changed is not None:
             changed(self)

@@ -71,15 +71,17 @@ def build_model(profile: ModelProfile, environ: dict[str, str] | None = None) ->
     key = profile.api_key(environ)
     if profile.provider == "openai":
         from openai import AsyncOpenAI
-        from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+        from pydantic_ai.models.openai import OpenAIResponsesModel
         from pydantic_ai.providers.openai import OpenAIProvider
+
+        from tui.worker.agents._chat import CoalescingChatModel
 
         # A local server takes any key; the SDK refuses none at all.
         client = AsyncOpenAI(api_key=key or "none", base_url=profile.base_url, max_retries=0)
         provider = OpenAIProvider(openai_client=client)
         if profile.api == "responses":
             return OpenAIResponsesModel(profile.model, provider=provider)
-        return OpenAIChatModel(profile.model, provider=provider)
+        return CoalescingChatModel(profile.model, provider=provider)
     if profile.provider == "anthropic":
         from anthropic import AsyncAnthropic
         from pydantic_ai.models.anthropic import AnthropicModel

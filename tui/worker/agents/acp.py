@@ -361,9 +361,8 @@ class AcpAgent(Agent):
         tokens = {"input": usage.input_tokens, "output": usage.output_tokens} if usage is not None else {}
         if cancelled:
             return TurnOutcome("interrupted", usage=tokens)
-        if answer.stop_reason == "refusal":
-            return TurnOutcome("failed", f"the agent {self.name!r} refused to go on", usage=tokens)
-        return TurnOutcome("completed", usage=tokens)
+        stop = answer.stop_reason  # passed through: the editors of `tui acp` see it as the agent said it
+        return TurnOutcome("completed", usage=tokens, stop_reason=None if stop == "cancelled" else stop)
 
     def _images(self, turn: TurnIO, running: AgentProcess) -> list[schema.ImageContentBlock]:
         caps = running.capabilities.prompt_capabilities

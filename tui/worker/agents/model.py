@@ -29,6 +29,8 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.exceptions import (
     AgentRunError,
+    ContentFilterError,
+    ModelAPIError,
     ModelAuthenticationError,
     ModelConnectionError,
     ModelContextWindowExceededError,
@@ -36,7 +38,9 @@ from pydantic_ai.exceptions import (
     ModelRateLimitError,
     ModelServerError,
     ModelUnavailableError,
+    OutputTokenLimitExceeded,
     UnexpectedModelBehavior,
+    UsageLimitExceeded,
     UserError,
 )
 from pydantic_ai.messages import (
@@ -57,7 +61,7 @@ from pydantic_ai.settings import ModelSettings
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel, TuiError
-from tui.protocol import Question
+from tui.protocol import Question, StopReason
 from tui.worker.agent import (
     Agent,
     AgentContext,
@@ -350,12 +354,18 @@ class ModelAgent(Agent):
         outcome: TurnOutcome
         try:
             await task
-            outcome = TurnOutcome("completed")
+            outcome = TurnOutcome("completed", stop_reason=_stopped_by(handle[0]) if handle else None)
         except asyncio.CancelledError:
             task.cancel()  # when this turn's own task was cut off, the stream goes with it
             if not _stopped(turn):
                 raise
             outcome = TurnOutcome("interrupted")
+        except OutputTokenLimitExceeded:  # cut before it said anything (or inside a tool call)
+            outcome = TurnOutcome("completed", stop_reason="max_tokens")
+        except ContentFilterError:  # a refusal with nothing else said
+            outcome = TurnOutcome("completed", stop_reason="refusal")
+        except UsageLimitExceeded:  # pydantic-ai's limit of model requests in one run
+            outcome = TurnOutcome("completed", stop_reason="max_turn_requests")
         except UnexpectedModelBehavior as exc:
             # A reply of nothing at all is an empty reply (a piped run exits 5), not a failure.
             said_nothing = not running.wrote and not running.calls_made
@@ -442,6 +452,9 @@ class ModelAgent(Agent):
             return (
                 f"the conversation is too long for model {name!r}; start a new session or set context_window"
             )
+        if isinstance(exc, ModelAPIError) and exc.in_stream:
+            # an error the provider sent inside the reply: not tried again, its own words say why
+            return f"model {name!r} failed during the reply ({_why(exc)}): {_said(exc)}; try again"
         if isinstance(exc, ModelRateLimitError | ModelUnavailableError | ModelServerError):
             return f"model {name!r} failed {MAX_TRIES} times ({_why(exc)}); try again later"
         if isinstance(exc, ModelHTTPError):
@@ -650,9 +663,31 @@ def _stopped(turn: TurnIO) -> bool:
     return turn.interrupted
 
 
+_FINISHED: dict[str | None, StopReason] = {"length": "max_tokens", "content_filter": "refusal"}
+"""A model's finish reason (pydantic-ai's, from OpenAI's or Anthropic's) that cut its reply, as
+ACP's stop reason."""
+
+
+def _stopped_by(run: Any) -> StopReason | None:
+    """Why the model's last response in `run` ended, when it cut the reply short; else None."""
+    last = next((m for m in reversed(run.all_messages()) if isinstance(m, ModelResponse)), None)
+    return _FINISHED.get(last.finish_reason) if last is not None else None
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return text[:300]
+
+
+def _said(exc: ModelAPIError) -> str:
+    """The provider's own message in an error's body (OpenAI's and Anthropic's shapes), else the error."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        message = (inner if isinstance(inner, dict) else body).get("message")
+        if isinstance(message, str) and message.strip():
+            return message.strip().splitlines()[0][:300]
+    return _short(exc)
 
 
 def _clip(text: str, limit: int = TOOL_RESULT_CHARACTERS) -> str:

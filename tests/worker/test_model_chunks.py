@@ -1,0 +1,168 @@
+"""The Chat Completions stream read in batches (`tui.worker.agents._chat.CoalescedStream`): chunks
+that wait together are merged where nothing is lost, a lone chunk passes at once, an error comes
+after the chunks before it, and closing leaves no task behind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any, cast
+
+from helpers import TIMEOUT
+from openai import AsyncStream
+from openai.types.chat import ChatCompletionChunk
+
+from tui.worker.agents._chat import CoalescedStream
+
+HANG = object()
+
+
+def chunk(
+    delta: dict[str, Any] | None = None, *, finish: str | None = None, **top: Any
+) -> ChatCompletionChunk:
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+    data = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": choices,
+        **top,
+    }
+    return ChatCompletionChunk.model_validate(data)
+
+
+class Source:
+    """An SDK stream whose chunks are all there at once (then, with `HANG`, nothing more)."""
+
+    def __init__(self, *items: object) -> None:
+        self.items: deque[object] = deque(items)
+        self.closed = False
+        self.hanging = asyncio.Event()
+
+    async def __anext__(self) -> ChatCompletionChunk:
+        if not self.items:
+            raise StopAsyncIteration
+        item = self.items.popleft()
+        if item is HANG:
+            self.hanging.set()
+            await asyncio.Event().wait()
+        if isinstance(item, Exception):
+            raise item
+        return cast(ChatCompletionChunk, item)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def coalesced(source: Source) -> CoalescedStream:
+    return CoalescedStream(cast("AsyncStream[ChatCompletionChunk]", source))
+
+
+def described(c: ChatCompletionChunk) -> tuple[str, object]:
+    if c.usage is not None:
+        return ("usage", c.usage.completion_tokens)
+    choice = c.choices[0]
+    if choice.finish_reason:
+        return ("finish", choice.finish_reason)
+    delta = choice.delta
+    if delta.tool_calls:
+        call = delta.tool_calls[0].function
+        assert call is not None
+        return ("tool", (call.name, call.arguments))
+    if delta.model_extra:
+        return next(iter(delta.model_extra.items()))
+    return ("content", delta.content)
+
+
+async def test_chunks_waiting_together_are_merged_by_kind_in_order() -> None:
+    def tool(**function: Any) -> ChatCompletionChunk:
+        return chunk({"tool_calls": [{"index": 0, "function": function}]})
+
+    source = Source(
+        chunk({"role": "assistant", "content": ""}),
+        chunk({"content": "Hel"}),
+        chunk({"content": "lo "}),
+        chunk({"reasoning_content": "so "}),
+        chunk({"reasoning_content": "then"}),
+        chunk({"content": "<think>"}),  # a thinking tag pydantic-ai matches whole: never merged
+        chunk({"content": "hm"}),
+        chunk({"content": "m"}),
+        chunk({"content": "</think>"}),
+        chunk({"content": "wor"}),
+        chunk({"content": "ld"}),
+        tool(name="ask_user", arguments=""),
+        tool(arguments='{"question": '),
+        tool(arguments='"Go?"}'),
+        chunk({"content": "af"}),
+        chunk({"content": "ter"}),
+        chunk({}, finish="stop"),
+        chunk(None, usage={"prompt_tokens": 3, "completion_tokens": 9, "total_tokens": 12}),
+    )
+    stream = coalesced(source)
+    got = [described(c) async for c in stream]
+    assert got == [
+        ("content", "Hello "),
+        ("reasoning_content", "so then"),
+        ("content", "<think>"),
+        ("content", "hmm"),
+        ("content", "</think>"),
+        ("content", "world"),
+        ("tool", ("ask_user", "")),
+        ("tool", (None, '{"question": ')),
+        ("tool", (None, '"Go?"}')),
+        ("content", "after"),
+        ("finish", "stop"),
+        ("usage", 9),
+    ]
+    assert stream.merged == 6  # 18 chunks in, 12 out
+    await stream.close()
+    assert source.closed
+
+
+async def test_whitespace_stays_alone_for_a_profile_that_drops_it_at_a_part_start() -> None:
+    source = Source(chunk({"content": "\n\n"}), chunk({"content": "Hi"}), chunk({"content": "!"}))
+    stream = CoalescedStream(cast("AsyncStream[ChatCompletionChunk]", source), whitespace_alone=True)
+    assert [described(c) async for c in stream] == [("content", "\n\n"), ("content", "Hi!")]
+
+
+async def test_a_lone_chunk_passes_at_once_and_closing_stops_the_reading() -> None:
+    before = asyncio.all_tasks()
+    source = Source(chunk({"content": "first"}), HANG)
+    stream = coalesced(source)
+    first = await asyncio.wait_for(anext(stream), TIMEOUT)  # the stream hangs after it
+    assert described(first) == ("content", "first")
+    assert len(asyncio.all_tasks() - before) == 1  # the reading task, waiting for more
+    await asyncio.wait_for(stream.close(), TIMEOUT)
+    assert source.closed and asyncio.all_tasks() - before == set()
+
+
+async def test_an_interrupted_reader_leaves_no_task() -> None:
+    before = asyncio.all_tasks()
+    source = Source(chunk({"content": "a"}), HANG)
+    stream = coalesced(source)
+    got: list[ChatCompletionChunk] = []
+
+    async def consume() -> None:
+        async with stream:
+            async for c in stream:
+                got.append(c)
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(source.hanging.wait(), TIMEOUT)  # mid-stream, the reader waiting
+    task.cancel()  # as an interrupt cancels the turn
+    done, _ = await asyncio.wait([task], timeout=TIMEOUT)
+    assert task in done and task.cancelled()
+    assert source.closed and asyncio.all_tasks() - before == set()
+
+
+async def test_an_error_of_the_stream_comes_after_the_chunks_before_it() -> None:
+    source = Source(chunk({"content": "half "}), chunk({"content": "an answer"}), RuntimeError("overloaded"))
+    stream = coalesced(source)
+    assert described(await anext(stream)) == ("content", "half an answer")
+    try:
+        await anext(stream)
+    except RuntimeError as exc:
+        assert str(exc) == "overloaded"
+    else:
+        raise AssertionError("the stream's error was lost")

@@ -1,0 +1,228 @@
+"""OpenAI Chat Completions for the model agent, its stream read in batches (`CoalescingChatModel`).
+
+pydantic-ai's Chat Completions model turns every SDK chunk into part events through its parts
+manager, which costs several times what the SDK spends parsing the chunk: a server sending one
+token a chunk faster than that keeps the worker busy at about half the SDK's rate. Here a task
+reads the SDK's stream as it arrives, and pydantic-ai gets, each time it asks, everything that
+arrived meanwhile with consecutive text-only (or reasoning-only) chunks merged into one. A chunk
+that arrives alone passes at once; anything else (a tool-call delta, a finish reason, usage,
+logprobs, a refusal, a thinking tag, fields we do not know) passes as it came and ends a merge,
+so nothing is reordered or lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from types import TracebackType
+from typing import Literal, cast, overload
+
+from openai import AsyncStream
+from openai.types import chat
+from openai.types.chat import ChatCompletionChunk
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models import ModelRequestParameters
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
+from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
+
+__all__ = ["CoalescedStream", "CoalescingChatModel"]
+
+
+class CoalescingChatModel(OpenAIChatModel):
+    """pydantic-ai's Chat Completions model whose streamed chunks come merged (`CoalescedStream`)."""
+
+    @overload
+    async def _completions_create(
+        self,
+        messages: list[ModelMessage],
+        stream: Literal[True],
+        model_settings: OpenAIChatModelSettings,
+        model_request_parameters: ModelRequestParameters,
+    ) -> AsyncStream[ChatCompletionChunk] | ModelResponse: ...
+
+    @overload
+    async def _completions_create(
+        self,
+        messages: list[ModelMessage],
+        stream: Literal[False],
+        model_settings: OpenAIChatModelSettings,
+        model_request_parameters: ModelRequestParameters,
+    ) -> chat.ChatCompletion | ModelResponse: ...
+
+    async def _completions_create(
+        self,
+        messages: list[ModelMessage],
+        stream: bool,
+        model_settings: OpenAIChatModelSettings,
+        model_request_parameters: ModelRequestParameters,
+    ) -> chat.ChatCompletion | AsyncStream[ChatCompletionChunk] | ModelResponse:
+        parameters = model_request_parameters
+        if not stream:
+            return await super()._completions_create(messages, False, model_settings, parameters)
+        response = await super()._completions_create(messages, True, model_settings, parameters)
+        if not isinstance(response, AsyncStream):
+            return response
+        profile = self.profile
+        fields = (profile.get("openai_chat_thinking_field"), "reasoning", "reasoning_content")
+        merged = CoalescedStream(
+            response,
+            reasoning_fields=frozenset(f for f in fields if f),
+            alone=frozenset(profile.get("thinking_tags", DEFAULT_THINKING_TAGS)),
+            whitespace_alone=bool(profile.get("ignore_streamed_leading_whitespace", False)),
+        )
+        # pydantic-ai uses the stream as an async iterator and closes it (`close`, `async with`)
+        return cast("AsyncStream[ChatCompletionChunk]", merged)
+
+
+class CoalescedStream:
+    """The chunks of an SDK stream, those that arrived together merged where nothing is lost by it.
+
+    A task reads `source` into a queue; each `__anext__` takes the first chunk waiting and, when it
+    carries only text (or only one field of reasoning), appends to it the text of the chunks
+    after it that carry only the same, up to the first that does not. An error of the stream is
+    raised after the chunks that came before it. `close` stops the task and closes `source`.
+
+    Args:
+        reasoning_fields: the delta fields read as reasoning (pydantic-ai's, and the profile's).
+        alone: text that is never merged (the thinking tags pydantic-ai matches whole).
+        whitespace_alone: whether whitespace-only text is never merged (a profile that drops it
+            at the start of a part).
+    """
+
+    def __init__(
+        self,
+        source: AsyncStream[ChatCompletionChunk],
+        *,
+        reasoning_fields: frozenset[str] = frozenset({"reasoning", "reasoning_content"}),
+        alone: frozenset[str] = frozenset(DEFAULT_THINKING_TAGS),
+        whitespace_alone: bool = False,
+    ) -> None:
+        self.source = source
+        self.reasoning_fields = reasoning_fields
+        self.alone = alone
+        self.whitespace_alone = whitespace_alone
+        self.merged = 0
+        """How many chunks were merged into others (for tests and figures)."""
+        self._chunks: deque[ChatCompletionChunk] = deque()
+        self._reader: asyncio.Task[None] | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._ended = False
+        self._error: Exception | None = None
+
+    # --- the reading task -------------------------------------------------------------------------
+    async def _read(self) -> None:
+        step = self.source.__anext__
+        try:
+            while True:
+                try:
+                    chunk = await step()
+                except StopAsyncIteration:
+                    break
+                self._chunks.append(chunk)
+                self._wake()
+        except Exception as exc:  # the SDK's own (APIError, a broken connection): raised in order
+            self._error = exc
+        finally:
+            self._ended = True
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- the async iterator -----------------------------------------------------------------------
+    def __aiter__(self) -> CoalescedStream:
+        return self
+
+    async def __anext__(self) -> ChatCompletionChunk:
+        chunks = self._chunks
+        if not chunks:
+            if self._reader is None:
+                self._reader = asyncio.get_running_loop().create_task(self._read())
+            while not chunks and not self._ended:
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+            if not chunks:
+                error, self._error = self._error, None
+                if error is not None:
+                    raise error
+                raise StopAsyncIteration
+        head = chunks.popleft()
+        if chunks:
+            kind = self._kind(head)
+            if kind is not None:
+                self._merge(head, kind)
+        return head
+
+    def _kind(self, chunk: ChatCompletionChunk) -> str | None:
+        """``content``, or the one reasoning field, that is all `chunk` carries; else None."""
+        choices = chunk.choices
+        if chunk.usage is not None or chunk.moderation is not None or not choices or len(choices) != 1:
+            return None
+        choice = choices[0]
+        if choice.finish_reason is not None or choice.logprobs is not None:
+            return None
+        delta = choice.delta
+        if (
+            delta is None  # pyright: ignore[reportUnnecessaryComparison]
+            or delta.tool_calls
+            or delta.function_call is not None
+            or delta.refusal
+            or delta.audio is not None
+        ):
+            return None
+        extra = delta.model_extra
+        content = delta.content
+        if not extra:
+            if type(content) is not str or content in self.alone:
+                return None
+            if self.whitespace_alone and content.isspace():
+                return None
+            return "content"
+        if content or len(extra) != 1:
+            return None
+        ((name, value),) = extra.items()
+        return name if name in self.reasoning_fields and type(value) is str else None
+
+    def _merge(self, head: ChatCompletionChunk, kind: str) -> None:
+        """Append to `head`'s text that of the waiting chunks that carry only the same kind."""
+        chunks = self._chunks
+        first = head.choices[0]
+        role = first.delta.role
+        parts: list[str] = []
+        while chunks:
+            after = chunks[0]
+            if self._kind(after) != kind or after.id != head.id or after.model != head.model:
+                break
+            choice = after.choices[0]
+            if choice.index != first.index or choice.delta.role not in (None, role):
+                break
+            chunks.popleft()
+            parts.append(cast(str, getattr(choice.delta, kind)))
+        if not parts:
+            return
+        self.merged += len(parts)
+        delta = first.delta
+        text = cast("str | None", getattr(delta, kind)) or ""
+        setattr(delta, kind, text + "".join(parts))
+
+    # --- closing ----------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop reading and close the SDK's stream (its HTTP response)."""
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.cancel()
+            await asyncio.wait([reader])
+        await self.source.close()
+
+    async def __aenter__(self) -> CoalescedStream:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
