@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -26,14 +25,11 @@ from pathlib import Path
 
 import httpx
 
-# bench/tui.py would shadow the package when this folder is first on the path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-from tui.link.client import BridgeClient  # noqa: E402
-from tui.link.launch import start_worker  # noqa: E402
-from tui.protocol import Status, TextChunk, TurnEnded, TurnRecord, TurnStarted, WorkerLeaving, WorkerStarted  # noqa: E402
-from tui.protocol.routes import BRIDGE  # noqa: E402
-from tui.store import StatePaths, create_session  # noqa: E402
+from tui.link.client import BridgeClient
+from tui.link.launch import start_worker
+from tui.protocol import Status, TextChunk, TurnEnded, TurnRecord, TurnStarted, WorkerLeaving, WorkerStarted
+from tui.protocol.routes import BRIDGE
+from tui.store import StatePaths, create_session
 
 
 def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -28,11 +27,8 @@ from pathlib import Path
 
 import httpx
 
-# the repository, not bench/ itself, first on the path (bench/tui.py would hide the package)
-sys.path[0] = str(Path(__file__).resolve().parent.parent)
-
-from tui.link.launch import start_worker  # noqa: E402
-from tui.store import StatePaths, create_session  # noqa: E402
+from tui.link.launch import start_worker
+from tui.store import StatePaths, create_session
 
 TICK = os.sysconf("SC_CLK_TCK")
 

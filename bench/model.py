@@ -37,7 +37,7 @@ from pathlib import Path
 
 import httpx
 
-# not bench/ itself first on the path (its tui.py would hide the package)
+# the tests' folder first on the path: the loopback model server lives there
 TESTS = str(Path(__file__).resolve().parent.parent / "tests")
 sys.path[0] = TESTS
 

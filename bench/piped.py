@@ -18,10 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# bench/tui.py would shadow the package when this folder is first on the path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-from tui.codemode import Limits, PythonSession  # noqa: E402
+from tui.codemode import Limits, PythonSession
 
 TURNS = 1000
 

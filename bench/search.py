@@ -7,24 +7,18 @@ Run: ``.venv/bin/python bench/search.py [--turns N]``. Each figure is printed on
 
 from __future__ import annotations
 
-import os
-import sys
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
 
-# bench/tui.py is named like the package: keep this folder off the import path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+import httpx
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import httpx  # noqa: E402
-
-from tui.link.launch import start_worker  # noqa: E402
-from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted  # noqa: E402
-from tui.store import Journal, StatePaths, create_session  # noqa: E402
+from tui.link.launch import start_worker
+from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted
+from tui.store import Journal, StatePaths, create_session
 
 WORDS = [
     "the",

@@ -5,8 +5,8 @@ route's answer time, the worker's CPU and memory while full, the recovery), and 
 one turn straight on the worker's socket and through `tui web` (append→arrival p50/p95, and the
 CPU each process spent).
 
-Run with ``.venv/bin/python -P bench/soak.py [--kills N] [--followers N] [--fan-out N]
-[--only NAME]`` (``-P``: bench/tui.py must not hide the package; raise ``ulimit -n`` for the
+Run with ``.venv/bin/python bench/soak.py [--kills N] [--followers N] [--fan-out N]
+[--only NAME]`` (raise ``ulimit -n`` for the
 fan-out); it makes its own state
 dirs, listens on loopback only, and stops everything it started. It prints events lost and
 repeated (a follower's events against the journal) and requests refused by code. The figures go

@@ -4,8 +4,7 @@
 - `tui send ID PROMPT --wait`, 20 in a row in one process (one SSH connection), beside local;
 - a killed connection: from SIGKILL of `ssh` to the next request answered (median of 5).
 
-Run as root (sshd logs in as root on loopback): ``.venv/bin/python -P bench/ssh.py`` (``-P``:
-not bench/ first on the path, where bench/tui.py would hide the package).
+Run as root (sshd logs in as root on loopback): ``.venv/bin/python bench/ssh.py``.
 """
 
 from __future__ import annotations

@@ -36,12 +36,9 @@ from pathlib import Path
 
 import httpx
 
-# bench/tui.py would shadow the package when this folder is first on the path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
-
-import tui as tui_package  # noqa: E402
-from tui.link.launch import start_worker  # noqa: E402
-from tui.store import StatePaths, create_session  # noqa: E402
+import tui as tui_package
+from tui.link.launch import start_worker
+from tui.store import StatePaths, create_session
 
 
 def _median_ms(times: list[float]) -> str:

@@ -28,10 +28,6 @@ import sys
 import time
 
 _T0 = time.perf_counter()
-# bench/tui.py would shadow the package when this folder is first on the path.
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
 import importlib.util  # noqa: E402
@@ -43,6 +39,7 @@ import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 SIZE = (120, 40)
 RATE = 2_000
 """Chunks a second while a reply streams."""

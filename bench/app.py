@@ -1,7 +1,7 @@
 """The full-screen app's figures, headless (``App.run_test`` at 120x40), on a `WorkerLink`.
 
-    .venv/bin/python bench/tui.py            # every case, medians of 3 fresh processes
-    .venv/bin/python bench/tui.py --runs 5
+    .venv/bin/python bench/app.py            # every case, medians of 3 fresh processes
+    .venv/bin/python bench/app.py --runs 5
 
 Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an empty
 session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and the event
