@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal
 
+from tui import __version__, is_older
 from tui.errors import (
     Busy,
     Conflict,
@@ -82,6 +83,7 @@ from tui.protocol import (
 )
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, child_line, note_line
+from tui.protocol.wording import restart_loses
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -151,6 +153,8 @@ class Attachment:
         self.info: Info | None = None
         self.disk_full = ""
         """The worker's sentence while its disk is full (`Live.disk_full`)."""
+        self._said_outdated = False
+        """The line saying the worker runs an older tui than the one installed was handed out."""
         self.follower: Follower | None = None
         self._inbox: deque[_Item | BaseException] = deque()
         self._arrived = asyncio.Event()
@@ -244,6 +248,22 @@ class Attachment:
         except TuiError:
             principal = self.link.principal
         return _Attached(transcript, info, principal)
+
+    def _outdated(self, version: str) -> list[ch.Change]:
+        """Whether the worker runs an older tui than the one installed, and once a line saying
+        what moves the session to it. Only for this machine's sessions: another machine's
+        workers run the tui installed there, which `tui sessions --remote` tells."""
+        older = self.link.where == "local" and is_older(version)
+        out: list[ch.Change] = [ch.Outdated(__version__ if older else "")]
+        if older and not self._said_outdated:
+            self._said_outdated = True
+            how = (
+                f"/restart moves the session to it ({restart_loses(self.session.agent)} are lost)"
+                if self.principal.may("owner")
+                else "the session's owner can move it there"
+            )
+            out.append(ch.Line(f"this worker runs tui {version}; tui {__version__} is installed: {how}"))
+        return out
 
     @property
     def ended(self) -> bool:
@@ -347,6 +367,7 @@ class Attachment:
                 self.principal = item.principal
                 self._attach(item.transcript, item.info)
                 out.append(ch.Attached(item.transcript, item.info, item.principal))
+                out.extend(self._outdated(item.info.version if item.info else ""))
             elif isinstance(item, ch.PrincipalChanged):
                 self.principal = item.principal
                 out.append(item)
@@ -438,6 +459,7 @@ class Attachment:
             out.append(ch.Line(child_line(event)))  # a child made from outside, to an idle parent
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
+            out.extend(self._outdated(event.version))
         elif isinstance(event, WorkerLeaving):
             going = "restarting" if event.restarting else "leaving"
             out.append(ch.Line(f"the worker is {going}{f': {event.reason}' if event.reason else ''}"))

@@ -8,7 +8,7 @@ Changes of the session (`Change`): `Attached` (the first state, before any event
 `TurnStarted`, `Output` (the running turn's text, thinking, tool calls, plan), `TurnEnded`,
 `CaughtUp` (turns that started and ended while the client was behind, shown at once),
 `QuestionChanged`, `QuestionResolved`, `QueueChanged`, `StateChanged`, `StatusChanged`,
-`AgentChanged`, `ModelChanged`, `WorkerStarted`, `Line` (a line of the transcript outside a turn:
+`AgentChanged`, `ModelChanged`, `WorkerStarted`, `Outdated`, `Line` (a line of the transcript outside a turn:
 a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
 
 What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
@@ -61,6 +61,7 @@ __all__ = [
     "NotPermitted",
     "OutboxChanged",
     "Outcome",
+    "Outdated",
     "Outgoing",
     "Output",
     "PrincipalChanged",
@@ -229,6 +230,14 @@ class WorkerStarted:
 
 
 @dataclass(frozen=True)
+class Outdated:
+    """Whether this machine's worker runs an older tui than the one installed: ``installed`` is
+    that version while it lasts, empty once a worker runs it (the status row says so)."""
+
+    installed: str
+
+
+@dataclass(frozen=True)
 class Line:
     """A line of the transcript outside a turn: a note, the worker leaving, an unknown event."""
 
@@ -273,6 +282,7 @@ Change = (
     | AgentChanged
     | ModelChanged
     | WorkerStarted
+    | Outdated
     | Line
     | OutboxChanged
     | SendFailed

@@ -23,7 +23,6 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from tui import __version__, is_older
 from tui.errors import TuiError
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
@@ -41,7 +40,6 @@ from tui.protocol import (
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model
-from tui.protocol.wording import restart_loses
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
 from tui.ui.messages import Arrived, LinkStateChanged
@@ -114,8 +112,6 @@ class SessionScreen(CommandScreen):
         """The state changed: the keys on offer (footer) are worked out again after the batch."""
         self._leaving = False
         """Set once this screen asked the app to exit: what arrives later is not drawn."""
-        self._said_outdated = False
-        """The line saying the worker runs an older tui than the one installed was shown."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -279,7 +275,6 @@ class SessionScreen(CommandScreen):
             attached=tuple(transcript.attached),
         )
         self._show_principal()
-        await self._show_version(info.version if info else "")
         await self._show_question(self.question)
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
@@ -413,26 +408,9 @@ class SessionScreen(CommandScreen):
             version=change.version, model=change.model or self.status.status.model, agent=change.agent
         )
         await self.transcript.add_line(f"a new worker runs the session: tui {change.version}")
-        await self._show_version(change.version)
 
-    async def _show_version(self, version: str) -> None:
-        """Say once when the worker runs an older tui than the one installed, and what moves the
-        session to it (the status row says so while it lasts). Only for this machine's sessions:
-        another machine's workers run the tui installed there, which `tui sessions --remote` tells."""
-        older = self.link.where == "local" and is_older(version)
-        self.status.change(installed=__version__ if older else "")
-        if not older or self._said_outdated:
-            return
-        self._said_outdated = True
-        loses = restart_loses(self.status.status.agent)
-        how = (
-            f"/restart moves the session to it ({loses} are lost)"
-            if self.principal.may("owner")
-            else "the session's owner can move it there"
-        )
-        await self.transcript.add_line(
-            f"this worker runs tui {version}; tui {__version__} is installed: {how}"
-        )
+    async def _outdated(self, change: ch.Outdated) -> None:
+        self.status.change(installed=change.installed)
 
     async def _line(self, change: ch.Line) -> None:
         await self.transcript.add_line(change.text)
@@ -697,6 +675,7 @@ _DRAW: dict[type, Callable[[SessionScreen, Any], Awaitable[None]]] = {
     ch.AgentChanged: SessionScreen._agent_changed,
     ch.ModelChanged: SessionScreen._model_changed,
     ch.WorkerStarted: SessionScreen._worker_started,
+    ch.Outdated: SessionScreen._outdated,
     ch.Line: SessionScreen._line,
     ch.OutboxChanged: SessionScreen._outbox_changed,
     ch.SendFailed: SessionScreen._send_failed,
