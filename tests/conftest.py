@@ -7,7 +7,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic  # noqa: F401 - imported here, at a shallow stack: see below
 import pytest
+
+# Python 3.11's `ast` can fail with "AST constructor recursion depth mismatch" when pytest
+# rewrites a module first imported deep inside a running coroutine; anthropic imports anyio's
+# lazily loaded modules on its own import, which a model test's worker did at that depth.
 
 
 @pytest.fixture

@@ -249,21 +249,21 @@ class Attachment:
             principal = self.link.principal
         return _Attached(transcript, info, principal)
 
-    def _outdated(self, version: str) -> list[ch.Change]:
+    def _outdated(self, version: str) -> ch.Outdated:
         """Whether the worker runs an older tui than the one installed, and once a line saying
         what moves the session to it. Only for this machine's sessions: another machine's
         workers run the tui installed there, which `tui sessions --remote` tells."""
         older = self.link.where == "local" and is_older(version)
-        out: list[ch.Change] = [ch.Outdated(__version__ if older else "")]
-        if older and not self._said_outdated:
-            self._said_outdated = True
-            how = (
-                f"/restart moves the session to it ({restart_loses(self.session.agent)} are lost)"
-                if self.principal.may("owner")
-                else "the session's owner can move it there"
-            )
-            out.append(ch.Line(f"this worker runs tui {version}; tui {__version__} is installed: {how}"))
-        return out
+        if not older or self._said_outdated:
+            return ch.Outdated(__version__ if older else "")
+        self._said_outdated = True
+        how = (
+            f"/restart moves the session to it ({restart_loses(self.session.agent)} are lost)"
+            if self.principal.may("owner")
+            else "the session's owner can move it there"
+        )
+        said = f"this worker runs tui {version}; tui {__version__} is installed: {how}"
+        return ch.Outdated(__version__, said)
 
     @property
     def ended(self) -> bool:
@@ -367,7 +367,7 @@ class Attachment:
                 self.principal = item.principal
                 self._attach(item.transcript, item.info)
                 out.append(ch.Attached(item.transcript, item.info, item.principal))
-                out.extend(self._outdated(item.info.version if item.info else ""))
+                out.append(self._outdated(item.info.version if item.info else ""))
             elif isinstance(item, ch.PrincipalChanged):
                 self.principal = item.principal
                 out.append(item)
@@ -459,7 +459,7 @@ class Attachment:
             out.append(ch.Line(child_line(event)))  # a child made from outside, to an idle parent
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
-            out.extend(self._outdated(event.version))
+            out.append(self._outdated(event.version))
         elif isinstance(event, WorkerLeaving):
             going = "restarting" if event.restarting else "leaving"
             out.append(ch.Line(f"the worker is {going}{f': {event.reason}' if event.reason else ''}"))

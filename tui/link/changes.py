@@ -232,9 +232,11 @@ class WorkerStarted:
 @dataclass(frozen=True)
 class Outdated:
     """Whether this machine's worker runs an older tui than the one installed: ``installed`` is
-    that version while it lasts, empty once a worker runs it (the status row says so)."""
+    that version while it lasts, empty once a worker runs it (the status row says so); ``line``,
+    the first time, says what moves the session to it (a line of the transcript)."""
 
     installed: str
+    line: str = ""
 
 
 @dataclass(frozen=True)

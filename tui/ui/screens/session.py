@@ -411,6 +411,8 @@ class SessionScreen(CommandScreen):
 
     async def _outdated(self, change: ch.Outdated) -> None:
         self.status.change(installed=change.installed)
+        if change.line:
+            await self.transcript.add_line(change.line)
 
     async def _line(self, change: ch.Line) -> None:
         await self.transcript.add_line(change.text)
@@ -683,5 +685,5 @@ _DRAW: dict[type, Callable[[SessionScreen, Any], Awaitable[None]]] = {
 }
 """How each change the attachment hands out is drawn."""
 
-_NOT_EVENTS = (ch.Attached, ch.LinkChanged, ch.OutboxChanged, ch.SendFailed, ch.PrincipalChanged)
+_NOT_EVENTS = (ch.Attached, ch.Outdated, ch.LinkChanged, ch.OutboxChanged, ch.SendFailed, ch.PrincipalChanged)
 """Changes that come from no event of the session (the others move the "last event" clock)."""
