@@ -316,6 +316,9 @@ def case_first(turns: int) -> dict[str, float]:
 
 
 def case_resize(lines: int = 100_000) -> dict[str, float]:
+    from textual import events
+    from textual.geometry import Size
+
     from tui.link.double import WorkerLink
     from tui.ui import TuiApp
 
@@ -331,12 +334,22 @@ def case_resize(lines: int = 100_000) -> dict[str, float]:
             await until(app.session.attached.is_set)
             await pilot.pause()
             view = app.session.transcript
-            drawn = view.draws
+            at_new_width: list[float] = []  # when a row was drawn from lines made at the new width
+            draw = view.render_line
+
+            def render_line(y: int) -> Any:
+                if view.region.width == 80 and view._width == view.line_width and not at_new_width:
+                    at_new_width.append(time.perf_counter())
+                return draw(y)
+
+            view.render_line = render_line  # type: ignore[method-assign]
             with Lag() as lag:
                 started = time.perf_counter()
-                await pilot.resize_terminal(80, 40)
-                await until(lambda: view.draws > drawn and view.region.width == 80)
-                shown = time.perf_counter() - started
+                # as `pilot.resize_terminal` does, without its wait for the app to be idle
+                app._driver._size = Size(80, 40)  # type: ignore[union-attr]
+                app.post_message(events.Resize(Size(80, 40), Size(80, 40)))
+                await until(lambda: bool(at_new_width))
+                shown = at_new_width[0] - started
                 await pilot.pause()
                 idle = time.perf_counter() - started
             return {"resize_s": shown, "resize_until_idle_s": idle, "stall_ms": 1000 * lag.take()}

@@ -349,6 +349,33 @@ class TestDrawnAsLines:
             heights = sum(v.virtual_region.height for v in transcript.turn_views())
             assert heights == sum(len(v.lines(v.content_size.width)) for v in transcript.turn_views())
 
+    async def test_the_frame_that_shows_a_resize_is_drawn_at_the_new_width(self, until: Until) -> None:
+        """The first frame at a new width draws the transcript as it then stays: its rows made
+        at the new width, not the old rows cut off until the view hears of the resize."""
+        words = {i: "a reply long enough to wrap at eighty columns " * 2 for i in range(40)}
+        app = TuiApp(WorkerLink(history=history(40, words)))
+        async with app.run_test(size=(120, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.pause()
+            first: dict[int, str] = {}  # each row as first drawn at the new width
+            draw = transcript.render_line
+
+            def render_line(y: int) -> Strip:
+                strip = draw(y)
+                if transcript.region.width == 80:
+                    first.setdefault(y, strip.text.rstrip())
+                return strip
+
+            transcript.render_line = render_line  # type: ignore[method-assign]
+            await pilot.resize_terminal(80, 30)
+            await until(pilot, lambda: all_made(transcript) and not transcript.is_fetching)
+            await pilot.pause()
+            rows = range(transcript.scrollable_content_region.height)
+            settled = [draw(y).text.rstrip() for y in rows]
+            assert any("wrap at" in row for row in settled)
+            assert [first.get(y) for y in rows] == settled
+
     async def test_a_streaming_turn_draws_nothing_else_again(self, until: Until) -> None:
         """While a turn streams below the view, no line of the view is drawn again and no other
         turn makes its lines again; paging in older turns mounts no widget."""

@@ -42,6 +42,7 @@ from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
+from tui.ui.memory import freeze_start_up
 from tui.ui.messages import Arrived, LinkStateChanged
 from tui.ui.pieces import duration_text
 from tui.ui.screens.commands import CommandScreen
@@ -282,6 +283,7 @@ class SessionScreen(CommandScreen):
             await self.transcript.add_line(RESUMED)
         self._away(seen, transcript)
         self.attached.set()
+        self.call_after_refresh(freeze_start_up)  # once drawn: see tui/ui/memory.py
         if self.first_prompt:
             prompt, self.first_prompt = self.first_prompt, None
             self.submit(prompt)

@@ -57,4 +57,5 @@ class FittingFooter(Footer):
                 kept.add(key)
                 used += width
         for key in keys:
-            key.display = key in kept
+            if key.display != (key in kept):  # set only when it changes: each set lays out the screen
+                key.display = key in kept

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.reactive import reactive
@@ -123,6 +124,8 @@ class StatusRows(Vertical):
         """The client clock of the last event applied (shown at the next tick: it changes with
         every streamed chunk, too often to redraw for)."""
         self._spin: Timer | None = None
+        self._shown: dict[str, str] = {}
+        """What each row shows now, by the row's id."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="status-session", markup=False)
@@ -235,9 +238,24 @@ class StatusRows(Vertical):
         session = self.query_one("#status-session", Static)
         link = self.query_one("#status-link", Static)
         width = self.content_region.width or None
-        session.update(self.session_row(width))
+        self._show(session, self.session_row(width), width)
         session.set_class(s.state == "working", "-busy")
         session.set_class(s.state == "asking", "-asking")
-        link.update(self.link_row(width))
+        self._show(link, self.link_row(width), width)
         link.set_class(isinstance(s.link, Reconnecting), "-reconnecting")
         link.set_class(isinstance(s.link, Gone), "-gone")
+
+    def _show(self, row: Static, text: str, width: int | None) -> None:
+        """Show `text` in `row`: nothing is drawn when it did not change, and the screen is laid
+        out again only when the row's height may (a text that wraps: a reconnect's reason). The
+        clock ticks once a second; a layout of the whole screen at each tick stalled the app
+        while it paged or streamed."""
+        old = self._shown.get(row.id or "")
+        if text == old:
+            return
+        self._shown[row.id or ""] = text
+
+        def one_row(t: str | None) -> bool:
+            return t is not None and width is not None and "\n" not in t and cell_len(t) <= width
+
+        row.update(text, layout=not (one_row(old) and one_row(text)))

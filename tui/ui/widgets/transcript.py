@@ -295,13 +295,14 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._set_virtual_height(self._total)
 
     def _set_virtual_height(self, total: int) -> None:
-        """The whole height changed (the running turn grew): the scrollbar is told, and nothing is
-        laid out or drawn again, unless the scrollbar appears or goes (as a `Log` does it lays
-        out again only then)."""
+        """The whole height changed (the running turn grew, the view was resized): the scrollbar
+        is told, and nothing is laid out or drawn again, unless the scrollbar appears or goes (as
+        a `Log` does it lays out again only then; the width alone never needs it: nothing scrolls
+        sideways)."""
         size = Size(self.line_width, total)
         view = self.container_size.height
         old = self.virtual_size
-        if old.width != size.width or (old.height > view) != (total > view):
+        if (old.height > view) != (total > view):
             self.virtual_size = size
             return
         self.set_reactive(Widget.virtual_size, size)
@@ -498,6 +499,13 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self._layout()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._entries and self.line_width != self._width:
+            # Resized: the frame that shows the new size is drawn before the view hears of it
+            # (its Resize event comes after), so what shows is made at the new width now.
+            self._layout(quiet=True)
+        return super().render_lines(crop)
 
     def on_mount(self) -> None:
         self._rebuild()
