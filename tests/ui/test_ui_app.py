@@ -656,6 +656,22 @@ class TestKeys:
             await link.ask("Go on?", ["yes", "no"])
             await until(pilot, lambda: footer().get("escape") == "Dismiss")
 
+    async def test_attached_mid_turn_enter_queues_and_esc_interrupts(self, until: Until) -> None:
+        """Attaching while a turn runs says at once what Enter and Esc do then, as when the turn
+        starts while attached (before, the prompt said "Enter sends" and Esc was not offered
+        until the next turn)."""
+        link = WorkerLink()
+        link.start_turn("import time")
+        app = TuiApp(link)
+
+        def footer() -> dict[str, str]:
+            return {k: b.binding.description for k, b in app.active_bindings.items() if b.binding.show}
+
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await until(pilot, lambda: footer().get("escape") == "Interrupt")
+            assert app.session.prompt.placeholder == "Enter queues behind the running turn"
+
     async def test_help_at_80_columns_wraps_each_line_under_its_own_text(self, until: Until) -> None:
         """A help line too long for 80 columns goes on under its description, not under the keys."""
         app = TuiApp(WorkerLink())

@@ -261,6 +261,8 @@ class SessionScreen(CommandScreen):
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
             live.add_text(record.reply)
         self._show_queue(tuple(state.queue), state.queue_held)
+        self._show_busy()  # attached in the middle of a turn: Enter queues, Esc interrupts
+        self._keys_stale = True
         if info is not None:
             self._show_agent_choices()
         self.status.change(

@@ -52,8 +52,11 @@ __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
 MEASURE_FOR = 0.004
 """Seconds of measuring the entries above the view's top on the loop when a page arrives (the
 rest are measured in a thread)."""
-LIVE_LINES = 2_000
-"""The most rows of the running turn kept as drawn (a row that only moves is not made again)."""
+LIVE_SCREENS = 3
+"""How many screens' worth of the running turn's rows are kept as drawn (a row that only moved is
+not made again); then they are dropped and the rows in view made once more. Each drawn row is a
+Textual `Strip` of about ten objects the garbage collector walks: 2,000 rows kept made its full
+collections take 20 ms more while a turn streamed."""
 WHOLE = ("transcript--", "diff--", "turn--thinking")
 """Component classes whose colours are blended with the view's background (as a widget's are)."""
 
@@ -545,7 +548,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             if kept is not None and kept[0] is strip and kept[1] == width:
                 return kept[2]  # a row that only moved (the running turn grew below it)
             line = _live_line(strip, base, self._blank_style, width)
-            if len(self._live_lines) >= LIVE_LINES:
+            if len(self._live_lines) >= LIVE_SCREENS * max(1, self.size.height):
                 self._live_lines.clear()
             self._live_lines[id(strip)] = (strip, width, line)
             return line
