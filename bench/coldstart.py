@@ -32,8 +32,9 @@ from tui.protocol.routes import BRIDGE
 from tui.store import StatePaths, create_session
 
 
-def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:
-    """A stopped session of `turns` python turns: journal, turns/ records, as a worker leaves them."""
+def _write_session(state: StatePaths, workdir: Path, turns: int, lines: int = 1) -> str:
+    """A stopped session of `turns` python turns (each printed `lines` lines): journal, turns/
+    records, as a worker leaves them."""
     sid = create_session(state, working_directory=workdir).id
     paths = state.session(sid)
     paths.turns.mkdir(mode=0o700, exist_ok=True)
@@ -50,9 +51,10 @@ def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:
         put(WorkerStarted(epoch=1, pid=1, version="bench", agent="python"))
         for i in range(turns):
             turn_id = f"t-{i:010x}"
+            reply = f"{i}\n" + "".join(f"row {k} of what turn {i} printed\n" for k in range(1, lines))
             started = put(TurnStarted(turn_id=turn_id, prompt=f"print({i})"))
-            put(TextChunk(turn_id=turn_id, text=f"{i}\n"))
-            ended = put(TurnEnded(turn_id=turn_id, outcome="completed", reply=f"{i}\n"))
+            put(TextChunk(turn_id=turn_id, text=reply))
+            ended = put(TurnEnded(turn_id=turn_id, outcome="completed", reply=reply))
             record = TurnRecord(
                 turn_id=turn_id,
                 prompt=f"print({i})",
@@ -60,7 +62,7 @@ def _write_session(state: StatePaths, workdir: Path, turns: int) -> str:
                 ended_seq=ended,
                 started_at=at.isoformat(),
                 ended_at=at.isoformat(),
-                reply=f"{i}\n",
+                reply=reply,
                 outcome="completed",
             )
             (paths.turns / f"{started:012d}-{turn_id}.json").write_text(record.model_dump_json() + "\n")

@@ -2,22 +2,28 @@
 
     .venv/bin/python bench/transcript.py            # every case, medians of 3 fresh processes
     .venv/bin/python bench/transcript.py --runs 1 --only stream log
+    .venv/bin/python bench/transcript.py --only paging-big idle
 
 Cases (headless ``App.run_test`` at 120x40; each in a fresh process):
 
 - ``stream`` / ``log``: loop lag p99 while one reply streams 20,000 chunks at 2,000 chunks/s into
   the app (a python session: program output), beside a bare Textual ``Log`` fed the same chunks at
   the same rate;
+- ``stream-worker`` / ``log-lines``: the same end to end: a real worker (its own process) runs a
+  program printing 20,000 lines at 2,000 a second and the app follows it; beside a bare ``Log``
+  fed the same lines at the same rate;
 - ``paging`` / ``idle``: PageUp from the bottom of a real worker's 10,000-turn session (the worker
   in its own process) to its first turn: the loop's longest stall per page (p95, median; and for
-  the pages on which a fetched page arrived) and the pages; beside the same lag sampler idle in
-  the same kind of process;
+  the pages on which a fetched page arrived), the pages, and the longest full collection of the
+  garbage collector meanwhile; beside the same lag sampler idle in the same kind of process;
+- ``paging-big``: the same through 200 turns that each printed 300 lines (a python session's
+  usual turn: every kept turn holds its lines);
 - ``home`` / ``cli``: Ctrl+Home on a real worker's 2,000-turn session until turn 1 shows, beside
   ``tui transcript`` of the same session (the whole session read and printed);
 - ``first10k`` / ``first0``: the first frame of a 10,000-turn session beside an empty one;
 - ``resize`` / ``resize0``: a resize to 80 columns with a 100,000-line turn on screen until the
-  transcript is drawn at the new width (and until the app is idle again, the turns out of view
-  measured), beside the same resize of an empty session;
+  first row is drawn from lines made at the new width (and until the app is idle again, the
+  turns out of view measured), beside the same resize of an empty session;
 - ``search``: Ctrl+F, a word only turn 3 of 10,000 holds, Enter: until that turn is shown.
 """
 
@@ -30,6 +36,7 @@ import time
 _T0 = time.perf_counter()
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
@@ -76,6 +83,26 @@ class Lag:
     def p99_ms(self) -> float:
         late = sorted(self.late) or [0.0]
         return 1000 * late[int(0.99 * (len(late) - 1))]
+
+
+class FullCollections:
+    """How long each full collection of Python's garbage collector stopped the process."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self._began = 0.0
+        gc.callbacks.append(self._seen)
+
+    def _seen(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.durations.append(time.perf_counter() - self._began)
+
+    def longest_ms(self) -> float:
+        return 1000 * max(self.durations, default=0.0)
 
 
 async def until(condition: Any, limit: float = 600.0) -> None:
@@ -139,7 +166,52 @@ def case_stream(count: int = 20_000) -> dict[str, float]:
     return asyncio.run(run())
 
 
-def case_log(count: int = 20_000) -> dict[str, float]:
+PROGRAM = """import time
+began = time.perf_counter()
+for i in range(20_000):
+    print(f"line {i} of the program's output")
+    if i % 20 == 19:
+        time.sleep(max(0.0, began + (i + 1) / 2_000 - time.perf_counter()))
+"""
+"""A program printing 20,000 lines at 2,000 a second (in bursts of 20 every 10 ms)."""
+
+
+def case_stream_worker() -> dict[str, float]:
+    """`PROGRAM` run by a real worker (its own process, a python session), followed by the app."""
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
+    from tui.ui import TuiApp
+
+    state, sid = _session(1)
+
+    async def run() -> dict[str, float]:
+        access = LocalAccess(StatePaths(Path(state)))
+        link = await access.link(sid, client_id="tui:bench:1")
+        try:
+            app = TuiApp(link)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(app.session.attached.is_set, 120)
+                view = app.session.transcript
+                await pilot.pause()
+                with Lag() as lag:
+                    await link.send_turn(PROGRAM, request_id="bench-stream")
+                    await until(lambda: view.live is not None, 60)
+                    await until(lambda: view.live is None, 600)
+                    await pilot.pause()
+                said = view.turn_views()[-1].record.reply
+                assert "line 19999 of" in said, said[-200:]
+                return {"lag_p99_ms": lag.p99_ms()}
+        finally:
+            await access.stop(sid)
+            await link.close()
+
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def case_log(count: int = 20_000, lines: bool = False) -> dict[str, float]:
     from textual.app import App, ComposeResult
     from textual.widgets import Input, Log
 
@@ -153,22 +225,24 @@ def case_log(count: int = 20_000) -> dict[str, float]:
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
             log = app.query_one(Log)
+            items = [f"line {i} of the program's output\n" for i in range(count)] if lines else chunks(count)
             with Lag() as lag:
-                await paced(chunks(count), log.write)
+                await paced(items, log.write)
                 await pilot.pause()
             return {"lag_p99_ms": lag.p99_ms()}
 
     return asyncio.run(run())
 
 
-def case_paging(turns: int = 10_000) -> dict[str, float]:
+def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
     """PageUp from the bottom of a real worker's session to its first turn (the worker in its
-    own process, as a user runs it)."""
+    own process, as a user runs it); each turn printed `lines` lines."""
     from tui.access.local import LocalAccess
     from tui.store import StatePaths
     from tui.ui import TuiApp
 
-    state, sid = _session(turns)
+    state, sid = _session(turns, lines)
+    collections = FullCollections()
 
     async def run() -> dict[str, float]:
         access = LocalAccess(StatePaths(Path(state)))
@@ -182,6 +256,7 @@ def case_paging(turns: int = 10_000) -> dict[str, float]:
                 stalls: list[float] = []
                 arrived: list[float] = []
                 started = time.perf_counter()
+                collections.durations.clear()  # those of start-up are not paging's
                 with Lag() as lag:
                     while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
                         lag.take()
@@ -202,6 +277,7 @@ def case_paging(turns: int = 10_000) -> dict[str, float]:
                     "arrived_p95_ms": 1000 * arrived[int(0.95 * (len(arrived) - 1))],
                     "arrived_median_ms": 1000 * statistics.median(arrived),
                     "kept_records": float(len(view.items)),
+                    "full_collection_max_ms": collections.longest_ms(),
                 }
         finally:
             await access.stop(sid)
@@ -246,15 +322,15 @@ def _coldstart() -> Any:
     return module
 
 
-def _session(turns: int) -> tuple[str, str]:
-    """A state folder holding a stopped python session of `turns` turns (its working folder
-    inside), and its id."""
+def _session(turns: int, lines: int = 1) -> tuple[str, str]:
+    """A state folder holding a stopped python session of `turns` turns, each having printed
+    `lines` lines (its working folder inside), and its id."""
     from tui.store import StatePaths
 
     state = tempfile.mkdtemp(prefix="tui-bench-")
     work = os.path.join(state, "work")
     os.mkdir(work)
-    sid = _coldstart()._write_session(StatePaths(Path(state)), Path(work), turns)
+    sid = _coldstart()._write_session(StatePaths(Path(state)), Path(work), turns, lines)
     return state, sid
 
 
@@ -384,7 +460,10 @@ def case_search(turns: int = 10_000) -> dict[str, float]:
 CASES = {
     "stream": case_stream,
     "log": case_log,
+    "stream-worker": case_stream_worker,
+    "log-lines": lambda: case_log(lines=True),
     "paging": case_paging,
+    "paging-big": lambda: case_paging(200, lines=300),
     "idle": case_idle,
     "home": case_home,
     "first10k": lambda: case_first(10_000),
@@ -419,13 +498,27 @@ def main() -> None:
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     r: dict[str, dict[str, float]] = {}
     for name in args.only or list(CASES):
-        runs = [run_case(name) for _ in range(args.runs if name not in ("paging", "home") else 1)]
+        once = ("paging", "paging-big", "home")
+        runs = [run_case(name) for _ in range(args.runs if name not in once else 1)]
         r[name] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         print(name, {k: round(v, 4) for k, v in r[name].items()}, flush=True)
     if "stream" in r and "log" in r:
         a, b = r["stream"]["lag_p99_ms"], r["log"]["lag_p99_ms"]
         print(
             f"streaming 20k chunks at {RATE}/s: loop lag p99 {a:.1f} ms, a bare Log {b:.1f} ms ({a / b:.2f}x)"
+        )
+    if "stream-worker" in r and "log-lines" in r:
+        a, b = r["stream-worker"]["lag_p99_ms"], r["log-lines"]["lag_p99_ms"]
+        print(
+            f"a real worker's program printing 20k lines at {RATE}/s: loop lag p99 {a:.1f} ms, "
+            f"a bare Log fed the same lines {b:.1f} ms ({a / b:.2f}x)"
+        )
+    if "paging-big" in r and "idle" in r:
+        big = r["paging-big"]
+        print(
+            f"PageUp to the first of 200 turns of 300 lines: {int(big['pages'])} pages, stall p95 "
+            f"{big['stall_p95_ms']:.1f} ms (pages arriving: p95 {big['arrived_p95_ms']:.1f} ms), "
+            f"longest full collection {big['full_collection_max_ms']:.1f} ms"
         )
     if "paging" in r and "idle" in r:
         a, b = r["paging"]["stall_p95_ms"], r["idle"]["stall_p95_ms"]

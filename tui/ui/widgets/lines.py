@@ -18,6 +18,7 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.cache import FIFOCache
 from textual.strip import Strip
 
 from tui.terminal import visible
@@ -33,6 +34,7 @@ __all__ = [
     "Block",
     "FoldBlock",
     "Host",
+    "KeptStrip",
     "MarkdownBlock",
     "OutputBlock",
     "RichBlock",
@@ -55,6 +57,46 @@ MARKDOWN_TAIL = 16_000
 
 StyleOf = Callable[[str], Style]
 """A component class's Rich style, by name (``turn--tool``)."""
+
+
+_PROBE = Strip([])
+_CACHES = {
+    name: cache._maxsize
+    for name in Strip.__slots__
+    if isinstance(cache := getattr(_PROBE, name, None), FIFOCache)
+}
+"""The caches each Textual `Strip` makes as it is made, by attribute, with their sizes."""
+
+
+class KeptStrip(Strip):
+    """A line kept while its turn is (made once per width): a Textual `Strip` that makes each of
+    its caches only when Textual first uses it.
+
+    A `Strip` makes seven caches as it is made, each an object the garbage collector walks at
+    every full collection. A kept line is mostly only drawn, which uses none of them: a session
+    of turns printing 300 lines each kept half a million such objects, and a full collection
+    then stopped the app for 100 to 390 ms (`bench/transcript.py`, `paging-big`).
+    """
+
+    __slots__ = ()
+
+    def __init__(self, segments: Any, cell_length: int | None = None) -> None:
+        for name in _EMPTY:
+            setattr(self, name, None)
+        self._segments = list(segments)
+        self._cell_length = cell_length
+
+    def __getattr__(self, name: str) -> Any:
+        size = _CACHES.get(name)
+        if size is None:
+            raise AttributeError(name)
+        cache: FIFOCache[Any, Any] = FIFOCache(size)
+        setattr(self, name, cache)
+        return cache
+
+
+_EMPTY = [name for name in Strip.__slots__ if name not in _CACHES and getattr(_PROBE, name, 0) is None]
+"""The rest of a `Strip`'s slots that start empty (its cell length, its other caches)."""
 
 
 def fold_line(hidden: int, session_id: str | None) -> str:
@@ -149,7 +191,7 @@ class Block:
         if not self.indent:
             return lines
         pad = Segment(" " * self.indent)
-        return [Strip([pad, *line], line.cell_length + self.indent) for line in lines]
+        return [KeptStrip([pad, *line], line.cell_length + self.indent) for line in lines]
 
     def changed(self) -> None:
         """What the block shows changed: make its lines again when next asked."""
@@ -159,7 +201,7 @@ class Block:
 def render_strips(console: Console, renderable: RenderableType, width: int) -> list[Strip]:
     """`renderable` rendered by Rich at `width` as strips."""
     options = console.options.update(width=width, max_width=width, height=None, highlight=False)
-    return [Strip(line) for line in console.render_lines(renderable, options, pad=False, new_lines=False)]
+    return [KeptStrip(line) for line in console.render_lines(renderable, options, pad=False, new_lines=False)]
 
 
 class RichBlock(Block):
@@ -385,7 +427,7 @@ class OutputBlock(Block):
                 text.stylize(span_style, start, end)
             strips = render_strips(view.app.console, text, width) or [Strip.blank(0)]
         elif line.isascii() and line.isprintable():
-            strips = [Strip([Segment(row, style)], len(row)) for row in wrap_plain(line, width)]
+            strips = [KeptStrip([Segment(row, style)], len(row)) for row in wrap_plain(line, width)]
         else:
             text = verbatim_text(line)
             if style is not None:

@@ -41,7 +41,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from tui.ui.widgets.lines import mark_matches
+from tui.ui.widgets.lines import KeptStrip, mark_matches
 from tui.ui.widgets.live import LiveTurn
 from tui.ui.widgets.paging import KEEP, PAGE, WINDOW, EdgeLine, Fetch, Item, Paging
 from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
@@ -84,6 +84,12 @@ def _live_line(strip: Strip, base: Style, blank: Style, width: int) -> Strip:
     segments = [*head, *(Segment(text, base + style if style else base) for text, style, _ in pieces)]
     segments += [*tail, Segment(" " * max(0, width - strip.cell_length), blank)]
     return Strip(segments, max(width, strip.cell_length))
+
+
+def _styled(strip: Strip, style: Style) -> Strip:
+    """`strip` over `style`, as `Strip.apply_style` makes it, without keeping the result in the
+    kept line's cache (every line drawn would keep a second one, twice the objects to collect)."""
+    return KeptStrip(Segment.apply_style(strip, style), strip.cell_length)
 
 
 def _guess(drawn: Drawn) -> int:
@@ -541,7 +547,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             if not strip.cell_length:  # the blank line closing it: its background only
                 return Strip([bar, Segment(" " * width, Style(bgcolor=selected.bgcolor))], width + 1)
             rest = Segment(" " * max(0, width - strip.cell_length), Style(bgcolor=selected.bgcolor))
-            strip = strip.apply_style(selected).apply_style(base)
+            strip = _styled(_styled(strip, selected), base)
             return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
         if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
             kept = self._live_lines.get(id(strip))
@@ -552,7 +558,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
                 self._live_lines.clear()
             self._live_lines[id(strip)] = (strip, width, line)
             return line
-        return strip.apply_style(base)
+        return _styled(strip, base)
 
     @property
     def _blank_style(self) -> Style:

@@ -43,6 +43,7 @@ from tui.ui.widgets.diff import diff_text
 from tui.ui.widgets.lines import (
     Block,
     Host,
+    KeptStrip,
     OutputBlock,
     RichBlock,
     StyleOf,
@@ -267,7 +268,9 @@ class PromptBlock(Block):
         lines = render_strips(view.app.console, body, max(1, width - 2))
         mark = Segment("\u276f ", view.style_of("turn--mark"))
         pad = Segment("  ")
-        return [Strip([mark if n == 0 else pad, *line], line.cell_length + 2) for n, line in enumerate(lines)]
+        return [
+            KeptStrip([mark if n == 0 else pad, *line], line.cell_length + 2) for n, line in enumerate(lines)
+        ]
 
 
 class NoteLine(Drawn):
