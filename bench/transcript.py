@@ -20,7 +20,9 @@ Cases (headless ``App.run_test`` at 120x40; each in a fresh process):
   usual turn: every kept turn holds its lines);
 - ``home`` / ``cli``: Ctrl+Home on a real worker's 2,000-turn session until turn 1 shows, beside
   ``tui transcript`` of the same session (the whole session read and printed);
-- ``first10k`` / ``first0``: the first frame of a 10,000-turn session beside an empty one;
+- ``first10k`` / ``first0`` / ``first40``: the first frame of a 10,000-turn session beside an
+  empty one, and beside a 40-turn one (the same screen drawn; each session's worker already
+  running in its own process);
 - ``resize`` / ``resize0``: a resize to 80 columns with a 100,000-line turn on screen until the
   first row is drawn from lines made at the new width (and until the app is idle again, the
   turns out of view measured), beside the same resize of an empty session;
@@ -83,6 +85,13 @@ class Lag:
     def p99_ms(self) -> float:
         late = sorted(self.late) or [0.0]
         return 1000 * late[int(0.99 * (len(late) - 1))]
+
+
+def _rss_mib() -> float:
+    """This process's resident memory, in MiB."""
+    with open("/proc/self/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return kib / 1024
 
 
 class FullCollections:
@@ -257,6 +266,7 @@ def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
                 arrived: list[float] = []
                 started = time.perf_counter()
                 collections.durations.clear()  # those of start-up are not paging's
+                rss_before = _rss_mib()
                 with Lag() as lag:
                     while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
                         lag.take()
@@ -278,6 +288,7 @@ def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
                     "arrived_median_ms": 1000 * statistics.median(arrived),
                     "kept_records": float(len(view.items)),
                     "full_collection_max_ms": collections.longest_ms(),
+                    "rss_growth_mib": _rss_mib() - rss_before,
                 }
         finally:
             await access.stop(sid)
@@ -374,21 +385,35 @@ def case_home(turns: int = 2_000) -> dict[str, float]:
 
 
 def case_first(turns: int) -> dict[str, float]:
-    from tui.link.double import WorkerLink
+    """The first frame of a session of `turns` turns whose worker already runs (in its own
+    process, as a user attaches to it): from this process's start, less writing the session and
+    starting its worker."""
+    from tui.access.local import LocalAccess
+    from tui.store import StatePaths
     from tui.ui import TuiApp
 
-    built = time.perf_counter()
-    link = WorkerLink(history=history(turns))
-    excluded = time.perf_counter() - built  # the session's history lives in the worker, not here
+    set_up = time.perf_counter()
+    state, sid = _session(turns)
 
     async def run() -> dict[str, float]:
-        app = TuiApp(link)
-        async with app.run_test(size=SIZE) as pilot:
-            await until(app.session.attached.is_set)
-            await pilot.pause()
-            return {"first_frame_s": time.perf_counter() - _T0 - excluded}
+        access = LocalAccess(StatePaths(Path(state)))
+        link = await access.link(sid, client_id="tui:bench:1")
+        try:
+            await link.transcript(1)  # the worker answers: it runs
+            excluded = time.perf_counter() - set_up
+            app = TuiApp(link)
+            async with app.run_test(size=SIZE) as pilot:
+                await until(app.session.attached.is_set, 120)
+                await pilot.pause()
+                return {"first_frame_s": time.perf_counter() - _T0 - excluded}
+        finally:
+            await access.stop(sid)
+            await link.close()
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def case_resize(lines: int = 100_000) -> dict[str, float]:
@@ -467,6 +492,7 @@ CASES = {
     "idle": case_idle,
     "home": case_home,
     "first10k": lambda: case_first(10_000),
+    "first40": lambda: case_first(40),
     "first0": lambda: case_first(0),
     "resize": case_resize,
     "resize0": lambda: case_resize(0),
@@ -526,7 +552,8 @@ def main() -> None:
         c = r["paging"]["arrived_p95_ms"]
         print(
             f"PageUp to the first of 10,000 turns: {pages} pages, stall p95 {a:.1f} ms "
-            f"(pages arriving: p95 {c:.1f} ms), idle {b:.1f} ms"
+            f"(pages arriving: p95 {c:.1f} ms), idle {b:.1f} ms; "
+            f"memory +{r['paging']['rss_growth_mib']:.0f} MiB"
         )
     if "home" in r:
         a, b = r["home"]["ctrl_home_s"], r["home"]["tui_transcript_s"]
@@ -534,6 +561,9 @@ def main() -> None:
     if "first10k" in r and "first0" in r:
         a, b = r["first10k"]["first_frame_s"], r["first0"]["first_frame_s"]
         print(f"first frame of 10,000 turns: {a:.2f} s, empty {b:.2f} s ({a / b:.2f}x)")
+    if "first10k" in r and "first40" in r:
+        a, b = r["first10k"]["first_frame_s"], r["first40"]["first_frame_s"]
+        print(f"first frame of 10,000 turns: {a:.2f} s, of 40 turns (same screen) {b:.2f} s ({a / b:.2f}x)")
     if "resize" in r and "resize0" in r:
         a, b = 1000 * r["resize"]["resize_s"], 1000 * r["resize0"]["resize_s"]
         c, d = 1000 * r["resize"]["resize_until_idle_s"], 1000 * r["resize0"]["resize_until_idle_s"]

@@ -179,10 +179,20 @@ def verbatim_text(source: str) -> Text:
 # --- the prompt and the outcome ---------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def python_lexer() -> Any:
+    """Pygments' Python lexer, made once: a lexer looked up by name costs a search of Pygments'
+    plugins at every prompt (the first one made compiles the lexer's rules, about 60 ms, once a
+    process)."""
+    from pygments.lexers.python import PythonLexer  # type: ignore[import-untyped]
+
+    return PythonLexer()
+
+
 @lru_cache(maxsize=256)
 def _python(prompt: str) -> Text:
     """`prompt` coloured as Python, in the terminal's own colours, on no background of its own."""
-    coloured = Syntax(prompt, "python", theme="ansi_dark").highlight(prompt)
+    coloured = Syntax(prompt, python_lexer(), theme="ansi_dark").highlight(prompt)
     plain = Text(coloured.plain)
     for span in coloured.spans:
         s = Style.parse(span.style) if isinstance(span.style, str) else span.style
