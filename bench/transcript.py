@@ -38,6 +38,7 @@ import time
 _T0 = time.perf_counter()
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
@@ -45,6 +46,7 @@ import shutil  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
+from collections.abc import AsyncIterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -187,37 +189,20 @@ for i in range(20_000):
 
 def case_stream_worker() -> dict[str, float]:
     """`PROGRAM` run by a real worker (its own process, a python session), followed by the app."""
-    from tui.access.local import LocalAccess
-    from tui.store import StatePaths
-    from tui.ui import TuiApp
 
-    state, sid = _session(1)
-
-    async def run() -> dict[str, float]:
-        access = LocalAccess(StatePaths(Path(state)))
-        link = await access.link(sid, client_id="tui:bench:1")
-        try:
-            app = TuiApp(link)
-            async with app.run_test(size=SIZE) as pilot:
-                await until(app.session.attached.is_set, 120)
-                view = app.session.transcript
+    async def body(link: Any, state: str, sid: str) -> dict[str, float]:
+        async with attached(link) as (app, pilot):
+            view = app.session.transcript
+            with Lag() as lag:
+                await link.send_turn(PROGRAM, request_id="bench-stream")
+                await until(lambda: view.live is not None, 60)
+                await until(lambda: view.live is None, 600)
                 await pilot.pause()
-                with Lag() as lag:
-                    await link.send_turn(PROGRAM, request_id="bench-stream")
-                    await until(lambda: view.live is not None, 60)
-                    await until(lambda: view.live is None, 600)
-                    await pilot.pause()
-                said = view.turn_views()[-1].record.reply
-                assert "line 19999 of" in said, said[-200:]
-                return {"lag_p99_ms": lag.p99_ms()}
-        finally:
-            await access.stop(sid)
-            await link.close()
+            said = view.turn_views()[-1].record.reply
+            assert "line 19999 of" in said, said[-200:]
+            return {"lag_p99_ms": lag.p99_ms()}
 
-    try:
-        return asyncio.run(run())
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    return on_real_worker(1, body)
 
 
 def case_log(count: int = 20_000, lines: bool = False) -> dict[str, float]:
@@ -246,58 +231,41 @@ def case_log(count: int = 20_000, lines: bool = False) -> dict[str, float]:
 def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
     """PageUp from the bottom of a real worker's session to its first turn (the worker in its
     own process, as a user runs it); each turn printed `lines` lines."""
-    from tui.access.local import LocalAccess
-    from tui.store import StatePaths
-    from tui.ui import TuiApp
-
-    state, sid = _session(turns, lines)
     collections = FullCollections()
 
-    async def run() -> dict[str, float]:
-        access = LocalAccess(StatePaths(Path(state)))
-        link = await access.link(sid, client_id="tui:bench:1")
-        try:
-            app = TuiApp(link)
-            async with app.run_test(size=SIZE) as pilot:
-                await until(app.session.attached.is_set, 120)
-                view = app.session.transcript
-                await pilot.pause()
-                stalls: list[float] = []
-                arrived: list[float] = []
-                started = time.perf_counter()
-                collections.durations.clear()  # those of start-up are not paging's
-                rss_before = _rss_mib()
-                with Lag() as lag:
-                    while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
-                        lag.take()
-                        first = view.items[0] if view.items else None
-                        await pilot.press("pageup")
-                        await pilot.pause()
-                        stalls.append(lag.take())
-                        if view.items and view.items[0] is not first:
-                            arrived.append(stalls[-1])
-                stalls.sort()
-                arrived.sort()
-                return {
-                    "pages": float(len(stalls)),
-                    "seconds": time.perf_counter() - started,
-                    "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
-                    "stall_median_ms": 1000 * statistics.median(stalls),
-                    "arrived_pages": float(len(arrived)),
-                    "arrived_p95_ms": 1000 * arrived[int(0.95 * (len(arrived) - 1))],
-                    "arrived_median_ms": 1000 * statistics.median(arrived),
-                    "kept_records": float(len(view.items)),
-                    "full_collection_max_ms": collections.longest_ms(),
-                    "rss_growth_mib": _rss_mib() - rss_before,
-                }
-        finally:
-            await access.stop(sid)
-            await link.close()
+    async def body(link: Any, state: str, sid: str) -> dict[str, float]:
+        async with attached(link) as (app, pilot):
+            view = app.session.transcript
+            stalls: list[float] = []
+            arrived: list[float] = []
+            started = time.perf_counter()
+            collections.durations.clear()  # those of start-up are not paging's
+            rss_before = _rss_mib()
+            with Lag() as lag:
+                while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
+                    lag.take()
+                    first = view.items[0] if view.items else None
+                    await pilot.press("pageup")
+                    await pilot.pause()
+                    stalls.append(lag.take())
+                    if view.items and view.items[0] is not first:
+                        arrived.append(stalls[-1])
+            stalls.sort()
+            arrived.sort()
+            return {
+                "pages": float(len(stalls)),
+                "seconds": time.perf_counter() - started,
+                "stall_p95_ms": 1000 * stalls[int(0.95 * (len(stalls) - 1))],
+                "stall_median_ms": 1000 * statistics.median(stalls),
+                "arrived_pages": float(len(arrived)),
+                "arrived_p95_ms": 1000 * arrived[int(0.95 * (len(arrived) - 1))],
+                "arrived_median_ms": 1000 * statistics.median(arrived),
+                "kept_records": float(len(view.items)),
+                "full_collection_max_ms": collections.longest_ms(),
+                "rss_growth_mib": _rss_mib() - rss_before,
+            }
 
-    try:
-        return asyncio.run(run())
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
+    return on_real_worker(turns, body, lines=lines)
 
 
 def case_idle(pages: int = 400) -> dict[str, float]:
@@ -345,67 +313,21 @@ def _session(turns: int, lines: int = 1) -> tuple[str, str]:
     return state, sid
 
 
-def case_home(turns: int = 2_000) -> dict[str, float]:
+def on_real_worker(turns: int, body: Any, *, lines: int = 1) -> dict[str, float]:
+    """``await body(link, state, sid)`` on a session of `turns` turns (each having printed `lines`
+    lines) whose worker runs in its own process, as a user runs it; the session is removed after."""
     from tui.access.local import LocalAccess
     from tui.store import StatePaths
-    from tui.ui import TuiApp
 
-    state, sid = _session(turns)
-
-    async def run() -> dict[str, float]:
-        access = LocalAccess(StatePaths(Path(state)))
-        link = await access.link(sid, client_id="tui:bench:1")
-        try:
-            app = TuiApp(link)
-            async with app.run_test(size=SIZE) as pilot:
-                await until(app.session.attached.is_set, 120)
-                view = app.session.transcript
-                await pilot.pause()
-                started = time.perf_counter()
-                await pilot.press("ctrl+home")
-                await until(lambda: view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0)
-                await pilot.pause()
-                took = time.perf_counter() - started
-            env = {**os.environ, "TUI_STATE_DIR": state}
-            cli = [sys.executable, "-m", "tui", "transcript", sid]
-            subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221  (bytecode, caches)
-            started = time.perf_counter()
-            out = subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221
-            cli_took = time.perf_counter() - started
-            assert b"print(0)" in out.stdout
-            return {"ctrl_home_s": took, "tui_transcript_s": cli_took}
-        finally:
-            await access.stop(sid)
-            await link.close()
-
-    try:
-        return asyncio.run(run())
-    finally:
-        shutil.rmtree(state, ignore_errors=True)
-
-
-def case_first(turns: int) -> dict[str, float]:
-    """The first frame of a session of `turns` turns whose worker already runs (in its own
-    process, as a user attaches to it): from this process's start, less writing the session and
-    starting its worker."""
-    from tui.access.local import LocalAccess
-    from tui.store import StatePaths
-    from tui.ui import TuiApp
-
-    set_up = time.perf_counter()
-    state, sid = _session(turns)
+    state, sid = _session(turns, lines)
 
     async def run() -> dict[str, float]:
         access = LocalAccess(StatePaths(Path(state)))
         link = await access.link(sid, client_id="tui:bench:1")
         try:
             await link.transcript(1)  # the worker answers: it runs
-            excluded = time.perf_counter() - set_up
-            app = TuiApp(link)
-            async with app.run_test(size=SIZE) as pilot:
-                await until(app.session.attached.is_set, 120)
-                await pilot.pause()
-                return {"first_frame_s": time.perf_counter() - _T0 - excluded}
+            result: dict[str, float] = await body(link, state, sid)
+            return result
         finally:
             await access.stop(sid)
             await link.close()
@@ -414,6 +336,58 @@ def case_first(turns: int) -> dict[str, float]:
         return asyncio.run(run())
     finally:
         shutil.rmtree(state, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def attached(link: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """The app on `link`, headless, once its first transcript is drawn: ``(app, pilot)``."""
+    from tui.ui import TuiApp
+
+    app = TuiApp(link)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(app.session.attached.is_set, 120)
+        await pilot.pause()
+        yield app, pilot
+
+
+def case_home(turns: int = 2_000) -> dict[str, float]:
+    async def body(link: Any, state: str, sid: str) -> dict[str, float]:
+        async with attached(link) as (app, pilot):
+            view = app.session.transcript
+            started = time.perf_counter()
+            await pilot.press("ctrl+home")
+            await until(lambda: view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0)
+            await pilot.pause()
+            took = time.perf_counter() - started
+        env = {**os.environ, "TUI_STATE_DIR": state}
+        cli = [sys.executable, "-m", "tui", "transcript", sid]
+        subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221  (bytecode, caches)
+        started = time.perf_counter()
+        out = subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221
+        cli_took = time.perf_counter() - started
+        assert b"print(0)" in out.stdout
+        return {"ctrl_home_s": took, "tui_transcript_s": cli_took}
+
+    return on_real_worker(turns, body)
+
+
+def case_first(turns: int) -> dict[str, float]:
+    """The first frame of a session of `turns` turns whose worker already runs (in its own
+    process, as a user attaches to it): from this process's start, less writing the session and
+    starting its worker."""
+    # counted, as `tui attach` imports them before its first frame
+    import tui.access.local
+    import tui.store
+    import tui.ui  # noqa: F401
+
+    set_up = time.perf_counter()
+
+    async def body(link: Any, state: str, sid: str) -> dict[str, float]:
+        excluded = time.perf_counter() - set_up
+        async with attached(link):
+            return {"first_frame_s": time.perf_counter() - _T0 - excluded}
+
+    return on_real_worker(turns, body)
 
 
 def case_resize(lines: int = 100_000) -> dict[str, float]:
