@@ -19,7 +19,7 @@ __all__ = ["freeze_start_up"]
 def freeze_start_up() -> None:
     """Take what exists now out of the collector's walks, once a process (later apps in the same
     process, as in tests, leave it as it is). No collection runs first: that would stall the
-    first frame for as long as one of those walks, to free the few thousand objects start-up
-    left in cycles."""
+    app, just after its first frame, for as long as one of those walks, to free the few thousand
+    objects start-up left in cycles (they stay)."""
     if not gc.get_freeze_count():
         gc.freeze()
