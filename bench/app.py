@@ -6,8 +6,7 @@
 Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an empty
 session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and the event
 loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same chunks to a
-bare pty; one reply of 100/200/400 paragraphs (Markdown); memory after attaching to 10,000 turns and
-paging up through them with the keyboard (time and loop block per page); a program printing 100,000
+bare pty; one reply of 100/200/400 paragraphs (Markdown); a program printing 100,000
 lines through a real worker beside ``tui send --wait`` of the same turn (key echo and RSS
 meanwhile); the first frame when the last turns hold 4 big replies, and a new turn after them; a
 search over 10,000 turns (the first match shown); a reattach with a 100,000-line turn among the last
@@ -23,8 +22,6 @@ import sys
 import time
 
 _T0 = time.perf_counter()
-# This file is named like the package: keep its folder off the import path.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
@@ -33,60 +30,9 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 from typing import Any  # noqa: E402
 
+from common import WORDS, Lag, rss_mib  # noqa: E402
+
 SIZE = (120, 40)
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "seven",
-    "wizards",
-    "quietly",
-    "judge",
-    "boxing",
-]
-
-
-def rss_mib() -> float:
-    """This process's resident memory."""
-    with open("/proc/self/statm") as f:
-        pages = int(f.read().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-class Lag:
-    """How late the event loop wakes a task that asks to wake every `every` seconds."""
-
-    def __init__(self, every: float = 0.005) -> None:
-        self.every = every
-        self.late: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            start = loop.time()
-            await asyncio.sleep(self.every)
-            self.late.append(loop.time() - start - self.every)
-
-    def __enter__(self) -> Lag:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-    def figures(self) -> dict[str, float]:
-        """p99 and max in milliseconds."""
-        late = sorted(self.late) or [0.0]
-        return {"lag_p99_ms": 1000 * late[int(0.99 * (len(late) - 1))], "lag_max_ms": 1000 * late[-1]}
 
 
 async def until(pilot: Any, condition: Any, limit: float = 600.0) -> None:
@@ -245,87 +191,6 @@ def case_paragraphs(n: int) -> dict[str, float]:
             await until(pilot, app.session.attached.is_set)
             seconds = await stream_into(app, pilot, link, paragraphs(n))
         return {"seconds": seconds}
-
-    return asyncio.run(run())
-
-
-class LoopLag:
-    """The longest the event loop was blocked (a 5 ms ticker's worst lateness), reset at will."""
-
-    def __init__(self) -> None:
-        self.worst = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def _tick(self) -> None:
-        while True:
-            at = time.perf_counter()
-            await asyncio.sleep(0.005)
-            self.worst = max(self.worst, time.perf_counter() - at - 0.005)
-
-    def take(self) -> float:
-        worst, self.worst = self.worst, 0.0
-        return worst
-
-
-def case_memory(turns: int) -> dict[str, float]:
-    """Paging from the bottom to the first turn with the keyboard (PageUp, which near the top
-    loads the next older page): time and loop block per page, memory before and after."""
-    from tui.link.double import WorkerLink
-    from tui.ui import TuiApp
-
-    records = history(turns)
-    link = WorkerLink(history=records)
-    before = rss_mib()
-
-    async def run() -> dict[str, float]:
-        app = TuiApp(link)
-        lag = LoopLag()
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, app.session.attached.is_set)
-            view = app.session.transcript
-            await until(pilot, lambda: view.mounted_turns >= 40)
-            await pilot.pause()
-            attached = rss_mib()
-            marks: dict[str, float] = {"rss_attached_mib": attached - before}
-            lag.start()
-            pages: list[float] = []
-            blocks: list[float] = []
-            most_kept = most_mounted = 0
-            loaded_marks = {1000, 2000, 5000, turns}
-            paged = 0
-            while not (view.turn_views()[0].record.turn_id == "h0" and view.scroll_y == 0):
-                first = view.turn_views()[0].record.turn_id
-                started = time.perf_counter()
-                lag.take()
-                await pilot.press("pageup")
-                await until(
-                    pilot, lambda f=first: view.turn_views()[0].record.turn_id != f or view.scroll_y == 0
-                )
-                await until(pilot, lambda: not view.is_fetching)
-                await pilot.pause()
-                if view.turn_views()[0].record.turn_id != first:
-                    pages.append(time.perf_counter() - started)
-                    blocks.append(lag.take())
-                    paged += 40
-                most_kept = max(most_kept, len(view.items))
-                most_mounted = max(most_mounted, view.mounted_turns)
-                for mark in sorted(loaded_marks):
-                    if paged >= mark:
-                        marks[f"rss_after_{mark}_mib"] = rss_mib() - before
-                        loaded_marks.discard(mark)
-            marks["pages"] = float(len(pages))
-            marks["page_median_s"] = statistics.median(pages)
-            marks["page_max_s"] = max(pages)
-            marks["block_per_page_median_s"] = statistics.median(blocks)
-            marks["block_per_page_max_s"] = max(blocks)
-            marks["rss_at_top_mib"] = rss_mib() - before
-            marks["mounted_turns_max"] = float(most_mounted)
-            marks["kept_records_max"] = float(most_kept)
-            marks["widgets_at_top"] = float(len(list(app.session.walk_children())))
-            return marks
 
     return asyncio.run(run())
 
@@ -553,7 +418,6 @@ CASES = {
     "para100": lambda: case_paragraphs(100),
     "para200": lambda: case_paragraphs(200),
     "para400": lambda: case_paragraphs(400),
-    "memory10k": lambda: case_memory(10_000),
     "log20k": lambda: case_log_stream(20_000),
     "stream200k": lambda: case_stream(200_000),
     "pty200k": lambda: case_pty(200_000),
@@ -587,7 +451,7 @@ def main() -> None:
         return
     results: dict[str, dict[str, float]] = {}
     for name in args.only or list(CASES):
-        runs = [run_case(name) for _ in range(args.runs if name != "memory10k" else 1)]
+        runs = [run_case(name) for _ in range(args.runs)]
         results[name] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         print(name, {k: round(v, 3) for k, v in results[name].items()}, flush=True)
     if "minimal" in results:

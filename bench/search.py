@@ -15,28 +15,11 @@ import time
 from pathlib import Path
 
 import httpx
+from common import WORDS
 
 from tui.link.launch import start_worker
 from tui.protocol import By, TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted
 from tui.store import Journal, StatePaths, create_session
-
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "seven",
-    "wizards",
-    "quietly",
-    "judge",
-    "boxing",
-]
 
 
 def write_session(journal: Path, turns: int) -> int:

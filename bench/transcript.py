@@ -50,50 +50,12 @@ from collections.abc import AsyncIterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from common import Lag, rss_mib  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZE = (120, 40)
 RATE = 2_000
 """Chunks a second while a reply streams."""
-
-
-class Lag:
-    """How late the event loop wakes a task that asks to wake every `every` seconds."""
-
-    def __init__(self, every: float = 0.005) -> None:
-        self.every = every
-        self.late: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            start = loop.time()
-            await asyncio.sleep(self.every)
-            self.late.append(loop.time() - start - self.every)
-
-    def __enter__(self) -> Lag:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-
-    def take(self) -> float:
-        """The longest stall since the last take, in seconds."""
-        late, self.late = self.late, []
-        return max(late, default=0.0)
-
-    def p99_ms(self) -> float:
-        late = sorted(self.late) or [0.0]
-        return 1000 * late[int(0.99 * (len(late) - 1))]
-
-
-def _rss_mib() -> float:
-    """This process's resident memory, in MiB."""
-    with open("/proc/self/status") as status:
-        kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-    return kib / 1024
 
 
 class FullCollections:
@@ -240,7 +202,7 @@ def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
             arrived: list[float] = []
             started = time.perf_counter()
             collections.durations.clear()  # those of start-up are not paging's
-            rss_before = _rss_mib()
+            rss_before = rss_mib()
             with Lag() as lag:
                 while not (view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0):
                     lag.take()
@@ -262,7 +224,7 @@ def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
                 "arrived_median_ms": 1000 * statistics.median(arrived),
                 "kept_records": float(len(view.items)),
                 "full_collection_max_ms": collections.longest_ms(),
-                "rss_growth_mib": _rss_mib() - rss_before,
+                "rss_growth_mib": rss_mib() - rss_before,
             }
 
     return on_real_worker(turns, body, lines=lines)
