@@ -294,13 +294,13 @@ class TestDrawnAsLines:
         from tui.ui.widgets import transcript as module
 
         made: list[str] = []
-        live_line = module._live_line
+        live_row = module.live_row
 
         def counted(strip: Strip, *args: object) -> Strip:
             made.append(strip.text)
-            return live_line(strip, *args)  # type: ignore[arg-type]
+            return live_row(strip, *args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(module, "_live_line", counted)
+        monkeypatch.setattr(module, "live_row", counted)
         link = WorkerLink(history=history(50))
         app = TuiApp(link)
         async with app.run_test(size=(100, 30)) as pilot:

@@ -31,7 +31,6 @@ import time
 from bisect import bisect_right
 from typing import Any
 
-from rich.segment import Segment
 from rich.style import Style
 from textual import events
 from textual.binding import Binding
@@ -41,9 +40,10 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.worker import Worker, WorkerState
 
-from tui.ui.widgets.lines import KeptStrip, mark_matches
+from tui.ui.widgets.lines import mark_matches
 from tui.ui.widgets.live import LiveTurn
 from tui.ui.widgets.paging import KEEP, PAGE, WINDOW, EdgeLine, Fetch, Item, Paging
+from tui.ui.widgets.rows import live_row, selected_row, styled
 from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
 
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
@@ -59,37 +59,6 @@ Textual `Strip` of about ten objects the garbage collector walks: 2,000 rows kep
 collections take 20 ms more while a turn streamed."""
 WHOLE = ("transcript--", "diff--", "turn--thinking")
 """Component classes whose colours are blended with the view's background (as a widget's are)."""
-
-
-def _plain(style: Style | None) -> bool:
-    """Whether blank cells in `style` show nothing but the background."""
-    return style is None or not (style.color or style.bgcolor or style.underline or style.reverse)
-
-
-def _live_line(strip: Strip, base: Style, blank: Style, width: int) -> Strip:
-    """A line of the running turn: its text in the view's style, the blank cells after it (up to
-    `width`) in its background only, as the widgets that drew it before left them."""
-    pieces = list(strip)
-    tail: list[Segment] = []
-    while pieces and _plain(pieces[-1].style) and not pieces[-1].text.strip():
-        tail.insert(0, Segment(pieces.pop().text, blank))
-    if pieces and _plain(pieces[-1].style) and pieces[-1].text.endswith(" "):
-        text, style, _ = pieces.pop()
-        body = text.rstrip(" ")
-        pieces.append(Segment(body, style))
-        tail.insert(0, Segment(text[len(body) :], blank))
-    head: list[Segment] = []
-    while pieces and pieces[0].style is None and not pieces[0].text.strip():
-        head.append(Segment(pieces.pop(0).text, blank))  # its indent
-    segments = [*head, *(Segment(text, base + style if style else base) for text, style, _ in pieces)]
-    segments += [*tail, Segment(" " * max(0, width - strip.cell_length), blank)]
-    return Strip(segments, max(width, strip.cell_length))
-
-
-def _styled(strip: Strip, style: Style) -> Strip:
-    """`strip` over `style`, as `Strip.apply_style` makes it, without keeping the result in the
-    kept line's cache (every line drawn would keep a second one, twice the objects to collect)."""
-    return KeptStrip(Segment.apply_style(strip, style), strip.cell_length)
 
 
 def _guess(drawn: Drawn) -> int:
@@ -543,22 +512,17 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             strip = mark_matches(strip, entry.highlight.lower(), self.style_of("lines--match"))
         if entry.classes:
             selected = self.style_of("transcript--selected")
-            bar = Segment("▌", base + selected + self.style_of("transcript--bar"))
-            if not strip.cell_length:  # the blank line closing it: its background only
-                return Strip([bar, Segment(" " * width, Style(bgcolor=selected.bgcolor))], width + 1)
-            rest = Segment(" " * max(0, width - strip.cell_length), Style(bgcolor=selected.bgcolor))
-            strip = _styled(_styled(strip, selected), base)
-            return Strip([bar, *strip, rest], max(width, strip.cell_length) + 1)
+            return selected_row(strip, width, base, selected, self.style_of("transcript--bar"))
         if isinstance(entry, LiveTurn):  # its margins are background, as its widgets' were
             kept = self._live_lines.get(id(strip))
             if kept is not None and kept[0] is strip and kept[1] == width:
                 return kept[2]  # a row that only moved (the running turn grew below it)
-            line = _live_line(strip, base, self._blank_style, width)
+            line = live_row(strip, base, self._blank_style, width)
             if len(self._live_lines) >= LIVE_SCREENS * max(1, self.size.height):
                 self._live_lines.clear()
             self._live_lines[id(strip)] = (strip, width, line)
             return line
-        return _styled(strip, base)
+        return styled(strip, base)
 
     @property
     def _blank_style(self) -> Style:
