@@ -153,3 +153,12 @@ def wake(web: Web, session_id: str) -> dict[str, Any]:
     assert reply.status_code == 200, reply.text
     worker: dict[str, Any] = reply.json()
     return worker
+
+
+def until_event(c: httpx.Client, s: str, cursor: int, kind: str) -> None:
+    """Follow the session at `s` (``/api/sessions/ID``) from `cursor` until an event of `kind`."""
+    with c.stream("GET", f"{s}/events", params={"cursor": cursor}, timeout=TIMEOUT) as r:
+        for line in r.iter_lines():
+            if line == f"event: {kind}":
+                return
+    raise AssertionError(f"the stream ended before {kind}")

@@ -23,7 +23,7 @@ from tui.web.app import WebBridge, create_app
 from tui.web.openapi import document, operations
 from tui.web.page import PAGE_PATHS
 
-from .conftest import TIMEOUT, Web, start_web, wake
+from .conftest import TIMEOUT, Web, start_web, until_event, wake
 
 
 def _served(routes: list[BaseRoute], prefix: str = "") -> set[tuple[str, str]]:
@@ -138,6 +138,8 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         chk.check("post", "/api/sessions", made)
         s = f"/api/sessions/{sid}"
         sp = "/api/sessions/{id}"
+        # The first turn has to end before the next one is sent, or that one is refused as busy.
+        until_event(c, s, 0, "turn_ended")
 
         def session(method: str, rest: str, **kw: Any) -> Any:
             return chk.check(method, sp + rest, c.request(method, s + rest, **kw))
@@ -157,7 +159,9 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         queued = session("post", "/turn", json={"prompt": "y = 1", "delivery": "queue"})
         chk.check("delete", sp + "/queue/{queue_id}", c.delete(f"{s}/queue/{queued['queue_id']}"))
         question = _pending(c, s)
+        cursor = c.get(f"{s}/transcript", params={"limit": 0}).json()["cursor"]
         session("post", "/answer", json={"question_id": question, "selected": ["a"]})
+        until_event(c, s, cursor, "turn_ended")
         session("post", "/turn", json={"prompt": 'ask("again?")', "request_id": "q2"})
         session("post", "/question/dismiss", json={"question_id": _pending(c, s)})
         page = session("get", "/transcript", params={"limit": 5})

@@ -28,7 +28,7 @@ from tui.store.remotes import Remote, add_remote
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 
-from .conftest import TIMEOUT, Web, wake
+from .conftest import TIMEOUT, Web, until_event, wake
 
 
 @dataclass
@@ -395,22 +395,14 @@ def test_interrupt_through_the_remote_ends_the_running_turn(lab: Lab) -> None:
     cursor = c.get(f"{s}/transcript", params={"limit": 0}).json()["cursor"]
     sent = c.post(f"{s}/turn", json={"prompt": "import time; time.sleep(60)", "request_id": "slow"})
     assert sent.status_code == 202, sent.text
-    _until_event(c, s, cursor, "turn_started")
+    until_event(c, s, cursor, "turn_started")
     out = lab.there("interrupt", sid[:8])
     assert out.code == 0, out.err
     assert f"interrupted the running turn of session {sid[:8]}" in out.err
     assert f"`tui --remote lab attach {sid[:8]}`" in out.err
-    _until_event(c, s, cursor, "turn_ended")
+    until_event(c, s, cursor, "turn_ended")
     again = lab.there("interrupt", sid[:8])
     assert again.code == 0 and "has no running turn" in again.err
-
-
-def _until_event(c: httpx.Client, s: str, cursor: int, kind: str) -> None:
-    with c.stream("GET", f"{s}/events", params={"cursor": cursor}, timeout=TIMEOUT) as r:
-        for line in r.iter_lines():
-            if line == f"event: {kind}":
-                return
-    raise AssertionError(f"the stream ended before {kind}")
 
 
 def test_a_viewers_send_while_a_question_waits_is_refused_and_offers_no_answer(lab: Lab) -> None:
@@ -421,7 +413,7 @@ def test_a_viewers_send_while_a_question_waits_is_refused_and_offers_no_answer(l
     cursor = c.get(f"{s}/transcript", params={"limit": 0}).json()["cursor"]
     ask = "x = ask('Proceed?', options=['yes', 'no'])"
     assert c.post(f"{s}/turn", json={"prompt": ask, "request_id": "q"}).status_code == 202
-    _until_event(c, s, cursor, "question_asked")
+    until_event(c, s, cursor, "question_asked")
     lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
     refused = lab.there("send", sid[:8], "print(1)", remote="viewer")
     assert refused.code == 6, refused.err
