@@ -316,11 +316,12 @@ def case_home(turns: int = 2_000) -> dict[str, float]:
     async def body(link: Any, state: str, sid: str) -> dict[str, float]:
         async with attached(link) as (app, pilot):
             view = app.session.transcript
-            started = time.perf_counter()
-            await pilot.press("ctrl+home")
-            await until(lambda: view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0)
-            await pilot.pause()
-            took = time.perf_counter() - started
+            with Lag() as lag:
+                started = time.perf_counter()
+                await pilot.press("ctrl+home")
+                await until(lambda: view.turn_views()[0].record.prompt == "print(0)" and view.scroll_y == 0)
+                await pilot.pause()
+                took = time.perf_counter() - started
         env = {**os.environ, "TUI_STATE_DIR": state}
         cli = [sys.executable, "-m", "tui", "transcript", sid]
         subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221  (bytecode, caches)
@@ -328,7 +329,7 @@ def case_home(turns: int = 2_000) -> dict[str, float]:
         out = subprocess.run(cli, env=env, capture_output=True, check=True)  # noqa: ASYNC221
         cli_took = time.perf_counter() - started
         assert b"print(0)" in out.stdout
-        return {"ctrl_home_s": took, "tui_transcript_s": cli_took}
+        return {"ctrl_home_s": took, "stall_max_ms": 1000 * lag.take(), "tui_transcript_s": cli_took}
 
     return on_real_worker(turns, body)
 
@@ -427,6 +428,7 @@ CASES = {
     "paging-big": lambda: case_paging(200, lines=300),
     "idle": case_idle,
     "home": case_home,
+    "home10k": lambda: case_home(10_000),
     "first10k": lambda: case_first(10_000),
     "first40": lambda: case_first(40),
     "first0": lambda: case_first(0),
@@ -460,7 +462,7 @@ def main() -> None:
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     r: dict[str, dict[str, float]] = {}
     for name in args.only or list(CASES):
-        once = ("paging", "paging-big", "home")
+        once = ("paging", "paging-big", "home", "home10k")
         runs = [run_case(name) for _ in range(args.runs if name not in once else 1)]
         r[name] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         print(name, {k: round(v, 4) for k, v in r[name].items()}, flush=True)
@@ -491,9 +493,13 @@ def main() -> None:
             f"(pages arriving: p95 {c:.1f} ms), idle {b:.1f} ms; "
             f"memory +{r['paging']['rss_growth_mib']:.0f} MiB"
         )
-    if "home" in r:
-        a, b = r["home"]["ctrl_home_s"], r["home"]["tui_transcript_s"]
-        print(f"Ctrl+Home to turn 1 of 2,000: {a:.2f} s, tui transcript {b:.2f} s ({a / b:.2f}x)")
+    for name, size in (("home", "2,000"), ("home10k", "10,000")):
+        if name in r:
+            a, b, s = r[name]["ctrl_home_s"], r[name]["tui_transcript_s"], r[name]["stall_max_ms"]
+            print(
+                f"Ctrl+Home to turn 1 of {size}: {a:.2f} s, tui transcript {b:.2f} s ({a / b:.2f}x); "
+                f"the loop's longest stall {s:.0f} ms"
+            )
     if "first10k" in r and "first0" in r:
         a, b = r["first10k"]["first_frame_s"], r["first0"]["first_frame_s"]
         print(f"first frame of 10,000 turns: {a:.2f} s, empty {b:.2f} s ({a / b:.2f}x)")
