@@ -217,10 +217,13 @@ class TestFirstAndLast:
             await attached(app, pilot, until)
             transcript = app.session.transcript
             widgets = len(app.screen.query("*"))
+            asked = len(routes(link, "transcript"))
             await pilot.press("ctrl+home")  # once
             await until(pilot, lambda: transcript.turn_views()[0].record.turn_id == "h0", 30)
             await until(pilot, lambda: transcript.scroll_y == 0)
             assert first_shown(app).record.turn_id == "h0"
+            # one request for the first turns, not the whole session read on the way there
+            assert [r.get("first") for r in routes(link, "transcript")[asked:]] == [True]
             assert not transcript.has_more and transcript.has_newer
             assert len(transcript.items) <= KEEP  # what it passed on the way is not kept
             assert len(app.screen.query("*")) == widgets  # turns arrive as data: nothing mounted
@@ -228,6 +231,28 @@ class TestFirstAndLast:
             await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h1999", 30)
             await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
             assert not transcript.has_newer
+
+
+    async def test_ctrl_home_reaches_the_first_turn_of_a_worker_older_than_the_first_page(
+        self, until: Until
+    ) -> None:
+        link = WorkerLink(history=history(2_500))
+
+        def old_worker(request: LinkRequest) -> object:
+            if request.route == "transcript" and request.body.get("first"):
+                return link.worker.transcript(int(str(request.body["limit"])))  # ignores `first`
+            return NotImplemented
+
+        link.handler = old_worker
+        app = TuiApp(link)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            transcript = app.session.transcript
+            await pilot.press("ctrl+home")
+            await until(pilot, lambda: transcript.turn_views()[0].record.turn_id == "h0", 30)
+            await until(pilot, lambda: transcript.scroll_y == 0)
+            assert first_shown(app).record.turn_id == "h0"
+            assert not transcript.has_more and transcript.has_newer
 
 
 @pytest.fixture

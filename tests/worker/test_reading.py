@@ -51,10 +51,17 @@ async def test_pages_after_and_around_a_turn(worker: Worker, link: LocalLink) ->
     assert around.has_more and around.has_newer
     first = await link.transcript(4, around=ids[0])
     assert [t.turn_id for t in first.turns] == ids[:4] and not first.has_more
+    opening = await link.transcript(3, first=True)
+    assert [t.turn_id for t in opening.turns] == ids[:3]
+    assert not opening.has_more and opening.has_newer and opening.current is None
+    whole = await link.transcript(50, first=True)
+    assert [t.turn_id for t in whole.turns] == ids and not whole.has_newer
     with pytest.raises(NotFound, match="a turn id comes from"):
         await link.transcript(3, after="t-nope")
     both = await worker.client().get("/transcript", params={"before": ids[3], "after": ids[1]})
     assert both.status_code == 400 and both.json()["error"] == "invalid_request"
+    mixed = await worker.client().get("/transcript", params={"first": "1", "before": ids[3]})
+    assert mixed.status_code == 400 and "give one of before, after, around and first" in mixed.text
 
 
 async def test_search_finds_a_word_of_turn_three_and_in_the_running_turn(

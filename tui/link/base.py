@@ -279,15 +279,19 @@ class AttachLink(Caller):
         before: str | None = None,
         after: str | None = None,
         around: str | None = None,
+        first: bool = False,
     ) -> Transcript:
         """A page of `limit` ended turns (the last ones, or those before turn `before`, right after
-        turn `after`, or around turn `around`), the current one, question, queue.
+        turn `after`, around turn `around`, or with `first` the session's first ones), the current
+        one, question, queue.
+
+        A worker older than ``first`` answers the last page instead (``has_more`` tells).
 
         Raises:
             NotFound: the turn named is no turn of the session.
         """
         route = BRIDGE["transcript"]
-        query = route.params(limit=limit, before=before, after=after, around=around)
+        query = route.params(limit=limit, before=before, after=after, around=around, first=first or None)
         transcript: Transcript = await self.call(route, query=query)
         return transcript
 

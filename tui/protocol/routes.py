@@ -146,6 +146,7 @@ BRIDGE = _routes(
             Param("before", description="a turn id: the page before it"),
             Param("after", description="a turn id: the page after it, oldest first"),
             Param("around", description="a turn id: a page holding it, about half before it"),
+            Param("first", "boolean", "the session's first turns"),
         ),
     ),
     RouteSpec(

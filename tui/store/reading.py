@@ -37,10 +37,12 @@ class SessionReader:
         *,
         after: str | None = None,
         around: str | None = None,
+        first: bool = False,
         attached: list[Presence] | None = None,
     ) -> Transcript:
         """A page of `limit` ended turns and what is live now: the last ones, those before turn
-        `before`, those right after turn `after`, or a page holding turn `around`.
+        `before`, those right after turn `after`, a page holding turn `around`, or (`first`) the
+        session's first ones.
 
         The running turn comes with every page that reaches the newest ended turn (not with a
         `before` page). Its id as `after` gives an empty page; as `around`, the last page.
@@ -57,7 +59,9 @@ class SessionReader:
             if after is not None and after == running:
                 older, newer = len(self.turns) > 0, False
             else:
-                turns, older, newer = self.turns.window(limit, before=before, after=after, around=around)
+                turns, older, newer = self.turns.window(
+                    limit, before=before, after=after, around=around, first=first
+                )
         except KeyError as exc:
             raise NotFound(
                 f"no ended turn {exc.args[0]!r} in this session; {_WHERE_IDS_ARE}",

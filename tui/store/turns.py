@@ -124,10 +124,11 @@ class TurnStore:
         before: str | None = None,
         after: str | None = None,
         around: str | None = None,
+        first: bool = False,
     ) -> tuple[list[TurnRecord], bool, bool]:
         """A page of `limit` ended turns, oldest first: the last ones; those that started before
-        turn `before`; those right after turn `after`; or a page holding turn `around` (about half
-        of it before that turn).
+        turn `before`; those right after turn `after`; a page holding turn `around` (about half
+        of it before that turn); or, with `first`, the session's first ones.
 
         Returns:
             The records, whether older ones remain, and whether newer ones remain.
@@ -137,7 +138,9 @@ class TurnStore:
         """
         names = self._listing()
         limit = max(0, limit)
-        if after is not None:
+        if first:
+            start, end = 0, min(len(names), limit)
+        elif after is not None:
             start = self._index(after) + 1
             end = min(len(names), start + limit)
         elif around is not None:

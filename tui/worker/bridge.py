@@ -52,7 +52,7 @@ from tui.protocol import (
     Unqueued,
 )
 from tui.protocol.routes import BRIDGE
-from tui.serve import MAX_BODY, handlers, int_param, parse_body, read_body, routes, seq_header
+from tui.serve import MAX_BODY, flag, handlers, int_param, parse_body, read_body, routes, seq_header
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
 from tui.worker.hub import BEHIND, CLOSED, sse_frame
@@ -137,13 +137,19 @@ def build_app(worker: SessionWorker) -> ASGIApp:
     async def transcript(request: Request) -> Transcript:
         limit = int_param(request, "limit", 50, high=1000)
         q = request.query_params
-        given = [name for name in ("before", "after", "around") if q.get(name)]
+        first = flag(q.get("first"))
+        given = [name for name in ("before", "after", "around") if q.get(name)] + ["first"] * first
         if len(given) > 1:
             raise InvalidRequest(
-                f"{given[1]}: give one of before, after and around, not {' and '.join(given)}", field=given[1]
+                f"{given[1]}: give one of before, after, around and first, not {' and '.join(given)}",
+                field=given[1],
             )
         return worker.transcript(
-            limit, q.get("before") or None, after=q.get("after") or None, around=q.get("around") or None
+            limit,
+            q.get("before") or None,
+            after=q.get("after") or None,
+            around=q.get("around") or None,
+            first=first,
         )
 
     async def search(request: Request) -> SearchResult:

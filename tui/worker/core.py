@@ -386,6 +386,7 @@ class SessionWorker:
         *,
         after: str | None = None,
         around: str | None = None,
+        first: bool = False,
     ) -> Transcript:
         """A page of the transcript (`tui.store.reading.SessionReader.transcript`).
 
@@ -393,7 +394,7 @@ class SessionWorker:
             NotFound: the turn named is no turn of this session.
         """
         return self.reader.transcript(
-            self.state, limit, before, after=after, around=around, attached=self.hub.present
+            self.state, limit, before, after=after, around=around, first=first, attached=self.hub.present
         )
 
     async def search(self, text: str, limit: int = 200) -> SearchResult:

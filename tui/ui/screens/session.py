@@ -207,9 +207,11 @@ class SessionScreen(CommandScreen):
         before: str | None = None,
         after: str | None = None,
         around: str | None = None,
+        first: bool = False,
     ) -> Transcript:
         """A page of the session's turns, for the transcript's paging and jumps."""
-        return visible_data(await self.link.transcript(limit, before=before, after=after, around=around))
+        page = await self.link.transcript(limit, before=before, after=after, around=around, first=first)
+        return visible_data(page)
 
     async def on_arrived(self, message: Arrived) -> None:
         if not self.drawing():

@@ -209,8 +209,8 @@ class Paging(_Host):
         self._layout()
 
     async def to_first(self) -> None:
-        """To the session's first turn, fetching what it needs (pages of `REACH` turns, the way
-        there kept only as far as it ends)."""
+        """To the session's first turn: its first `KEEP` turns, in one request (a worker older
+        than that request answers the last page; then the way there, in pages of `REACH`)."""
         if self.fetch is None or not self.has_more:
             self._follow = False
             self._pin = (self._entries[0], 0) if self._entries else None
@@ -218,9 +218,9 @@ class Paging(_Host):
             return
         self._fetching = True
         self._show_edges(older="↑ loading the first turns…")
-        epoch, oldest = self._epoch, self._oldest_id()
+        epoch = self._epoch
         try:
-            page = await self.fetch(REACH, before=oldest)
+            page = await self.fetch(KEEP, first=True)
             while page.has_more and page.turns:
                 page = await self.fetch(REACH, before=page.turns[0].turn_id)
         except TuiError as exc:
