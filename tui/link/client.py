@@ -27,6 +27,7 @@ from tui.errors import (
     error_from_wire,
 )
 from tui.link.base import Caller, Live, RouteCall
+from tui.link.uds import UnixTransport
 from tui.protocol import Event, LeaveRequest, Left, decode_event
 from tui.protocol.routes import BRIDGE
 
@@ -68,8 +69,7 @@ class BridgeClient(Caller):
         """The last ``retry:`` the stream sent, in seconds: a minimum wait before reconnecting."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         if transport is None and self.socket_path is not None:
-            # No TLS on a Unix socket: skip loading the CA bundle (75 ms a client).
-            transport = httpx.AsyncHTTPTransport(uds=self.socket_path, verify=False)
+            transport = UnixTransport(self.socket_path)
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,

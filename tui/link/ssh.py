@@ -41,6 +41,7 @@ import httpx
 
 from tui.errors import Unreachable, UsageError
 from tui.link.remote import WebClient
+from tui.link.uds import UnixTransport
 
 __all__ = [
     "RELAY_URL",
@@ -409,7 +410,7 @@ class SshTransport(httpx.AsyncBaseTransport):
 
     def __init__(self, tunnel: SshTunnel) -> None:
         self.tunnel = tunnel
-        self._inner: httpx.AsyncHTTPTransport | None = None
+        self._inner: UnixTransport | None = None
         self._key: tuple[asyncio.AbstractEventLoop, int] | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -417,7 +418,7 @@ class SshTransport(httpx.AsyncBaseTransport):
         # Connections belong to one event loop and one SSH connection.
         key = (asyncio.get_running_loop(), self.tunnel.generation)
         if self._inner is None or self._key != key:
-            self._inner = httpx.AsyncHTTPTransport(uds=path, verify=False)
+            self._inner = UnixTransport(path)
             self._key = key
         return await self._inner.handle_async_request(request)
 

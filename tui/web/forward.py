@@ -17,6 +17,7 @@ import httpx
 from starlette.responses import Response
 
 from tui.errors import WorkerUnavailable
+from tui.link.uds import UnixTransport
 
 __all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "RawStream"]
 
@@ -67,7 +68,7 @@ class Forwarder:
                 else httpx.Limits(max_connections=REQUEST_CONNECTIONS, max_keepalive_connections=8)
             )
             client = httpx.AsyncClient(
-                transport=httpx.AsyncHTTPTransport(uds=socket, limits=limits),
+                transport=UnixTransport(socket, limits=limits),
                 base_url="http://worker",
                 timeout=httpx.Timeout(60.0, connect=5.0, pool=POOL_WAIT),
             )
