@@ -120,9 +120,7 @@ async def test_the_agents_commands_complete_in_the_prompt() -> None:
         assert "/review " in box._words
         await pilot.press("tab")  # take it
         await pilot.press(*"main.py", "enter")  # and send it: it goes to the agent, not to tui
-        await app_until(
-            pilot, lambda: any(r.route == "turn" for r in link.requests), "the prompt to be sent"
-        )
+        await app_until(pilot, lambda: any(r.route == "turn" for r in link.requests), "the prompt to be sent")
         sent = next(r for r in link.requests if r.route == "turn")
         assert sent.body["prompt"] == "/review main.py"
 

@@ -495,7 +495,10 @@ class TestQuestions:
             await pilot.press("enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0] == {
-                "question_id": qid, "selected": ["green"], "freeform": None, "client_id": link.client_id
+                "question_id": qid,
+                "selected": ["green"],
+                "freeform": None,
+                "client_id": link.client_id,
             }
             await until(pilot, lambda: not app.session.query(QuestionPanel))
             assert app.session.prompt_box.display

@@ -201,7 +201,7 @@ HOSTILE = (
     "<script>window.pwned = 'script'</script>\n"
     '<img src="x" onerror="window.pwned = \'img\'">\n'
     "[click me](javascript:window.pwned='link')\n"
-    '<a href="javascript:window.pwned=\'a\'">raw link</a>\n'
+    "<a href=\"javascript:window.pwned='a'\">raw link</a>\n"
     '<b onmouseover="window.pwned=\'b\'">raw html</b> <iframe src="javascript:alert(1)"></iframe>\n'
 )
 
