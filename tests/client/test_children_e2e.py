@@ -366,6 +366,31 @@ def test_a_question_of_a_child_made_with_send_is_answered_from_the_parent(state_
     assert [e["how"] for e in resolved] == ["answered"] and resolved[0]["selected"] == ["yes"]
 
 
+def test_a_parent_following_a_child_stays_past_its_idle_timeout_until_the_child_ends(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUI_IDLE_TIMEOUT", "2")  # long enough for a loaded machine to wake the parent
+    parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
+    out = tui("send", "--new", "--parent", parent[:8], "ask('go on?', options=['yes'])")
+    assert out.returncode == 0, out.stderr
+    child = out.stderr.strip().splitlines()[0]
+    wait_until(lambda: of_type(state_dir, parent, "child_asking"), "the parent to hear the child ask")
+
+    def live(sid: str) -> bool:
+        return any(row["live"] for row in sessions() if row["id"] == sid)
+
+    # A session started after that, with nothing to do, stops at the same idle timeout; the
+    # parent, idle as long but following its child, stays.
+    idle = tui("send", "--new", "x = 1", "--wait").stderr.strip().splitlines()[0]
+    wait_until(lambda: not live(idle), "a session with nothing to do to stop when idle")
+    assert live(parent)
+    assert tui("answer", child[:8], "--option", "1").returncode == 0
+    wait_until(lambda: of_type(state_dir, parent, "child_ended"), "the parent to see its child end")
+    (ended,) = of_type(state_dir, parent, "child_ended")
+    assert ended["child_id"] == child and ended["outcome"] == "completed"
+    wait_until(lambda: not live(parent), "the parent to stop when idle, once its child ended")
+
+
 def test_send_new_parent_refuses_an_archived_parent_in_one_line(state_dir: Path) -> None:
     parent = tui("send", "--new", "print('parent')", "--wait").stderr.strip().splitlines()[0]
     assert tui("archive", parent[:8]).returncode == 0

@@ -167,6 +167,11 @@ class Children:
         self._follows[child] = task
         return True
 
+    @property
+    def following(self) -> bool:
+        """Whether this worker follows a child now (which keeps it from stopping when idle)."""
+        return bool(self._follows)
+
     def resume(self) -> None:
         """Follow again each child the journal says runs (a predecessor followed it and stopped):
         until it is idle, then `child_ended` says how its last turn ended."""

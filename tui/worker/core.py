@@ -427,9 +427,17 @@ class SessionWorker:
         return ImageRef(file=file, name=name or file)
 
     def idle_for(self) -> float:
-        """Seconds with no turn, no question, no queue, no open stream and no event; 0 when busy."""
+        """Seconds with no turn, no question, no queue, no open stream, no child followed and no
+        event; 0 when busy."""
         now = time.monotonic()
-        busy = self.running or self.state.question is not None or self.state.queue or len(self.hub)
+        children = self.control.children
+        busy = (
+            self.running
+            or self.state.question is not None
+            or self.state.queue
+            or len(self.hub)
+            or (children is not None and children.following)
+        )
         if busy or self.writer.behind:
             self.writer.last_activity = now
             return 0.0
