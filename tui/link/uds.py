@@ -53,11 +53,15 @@ def tolerate_late_wakeups(loop: asyncio.AbstractEventLoop) -> None:
 
 class UnixTransport(httpx.AsyncHTTPTransport):
     """An httpx transport to the Unix socket at `path` (no TLS, so no CA bundle is loaded: 75 ms
-    a client), whose loop lets go of late wake-ups."""
+    a client), whose loop lets go of late wake-ups (set up at its first request on a loop)."""
 
     def __init__(self, path: str, **kwargs: Any) -> None:
         super().__init__(uds=path, verify=False, **kwargs)
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        tolerate_late_wakeups(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            tolerate_late_wakeups(loop)
+            self._loop = loop
         return await super().handle_async_request(request)

@@ -138,7 +138,9 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         limit = int_param(request, "limit", 50, high=1000)
         q = request.query_params
         first = flag(q.get("first"))
-        given = [name for name in ("before", "after", "around") if q.get(name)] + ["first"] * first
+        given = [name for name in ("before", "after", "around") if q.get(name)]
+        if first:
+            given.append("first")
         if len(given) > 1:
             raise InvalidRequest(
                 f"{given[1]}: give one of before, after, around and first, not {' and '.join(given)}",

@@ -66,6 +66,8 @@ _CACHES = {
     if isinstance(cache := getattr(_PROBE, name, None), FIFOCache)
 }
 """The caches each Textual `Strip` makes as it is made, by attribute, with their sizes."""
+_EMPTY = [name for name in Strip.__slots__ if name not in _CACHES and getattr(_PROBE, name, 0) is None]
+"""The rest of a `Strip`'s slots that start empty (its cell length, its other caches)."""
 
 
 class KeptStrip(Strip):
@@ -93,10 +95,6 @@ class KeptStrip(Strip):
         cache: FIFOCache[Any, Any] = FIFOCache(size)
         setattr(self, name, cache)
         return cache
-
-
-_EMPTY = [name for name in Strip.__slots__ if name not in _CACHES and getattr(_PROBE, name, 0) is None]
-"""The rest of a `Strip`'s slots that start empty (its cell length, its other caches)."""
 
 
 def fold_line(hidden: int, session_id: str | None) -> str:
