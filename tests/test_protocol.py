@@ -6,6 +6,8 @@ import pytest
 
 from tui.errors import AmbiguousId, Conflict, Refused, error_from_wire
 from tui.protocol import TextChunk, UnknownEvent, decode_event
+from tui.protocol.events import ChildStarted
+from tui.protocol.wording import child_line
 
 
 def test_known_event_decodes_to_its_type() -> None:
@@ -45,3 +47,11 @@ def test_a_turn_ended_says_why_its_agent_stopped_and_an_older_one_still_decodes(
         '"stop_reason": "max_tokens"}'
     )
     assert isinstance(cut, TurnEnded) and cut.stop_reason == "max_tokens"
+
+
+def test_a_childs_long_first_line_is_cut_with_an_ellipsis_in_the_parents_line() -> None:
+    long = "x = ask('go on?', options=['yes', 'no']); print('child got', x, 'and more', 1)"
+    line = child_line(ChildStarted(seq=1, child_id="b24b3fae" * 2, prompt=long + "\nsecond"))
+    assert line == f"child b24b3fae started: {long[:59]}…"
+    short = child_line(ChildStarted(seq=1, child_id="b24b3fae" * 2, prompt="print(6*7)"))
+    assert short == "child b24b3fae started: print(6*7)"

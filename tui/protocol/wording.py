@@ -123,7 +123,8 @@ def child_line(event: ChildStarted | ChildEnded) -> str:
     if isinstance(event, ChildStarted):
         first = event.prompt.splitlines()[0] if event.prompt else ""
         by = f" by {who(event.by)}" if event.by is not None else ""
-        return f"child {event.child_id[:8]} started{by}: {first[:60]}"
+        cut = first if len(first) <= 60 else first[:59] + "…"
+        return f"child {event.child_id[:8]} started{by}: {cut}"
     how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
     return f"child {event.child_id[:8]} ended {how}"[:200]
 
