@@ -85,7 +85,7 @@ def history(n: int) -> list[Any]:
 
 
 def case_first_frame(turns: int, agent: str = "python") -> dict[str, float]:
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     built = time.perf_counter()
@@ -128,7 +128,7 @@ async def stream_into(app: Any, pilot: Any, link: Any, chunks: list[str]) -> flo
 
 
 def case_stream(count: int, agent: str = "python") -> dict[str, float]:
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
@@ -181,7 +181,7 @@ def paragraphs(n: int) -> list[str]:
 
 
 def case_paragraphs(n: int) -> dict[str, float]:
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
@@ -245,8 +245,8 @@ def big_history(turns: int, size: int) -> list[Any]:
 def case_big_turns(turns: int = 4, agent: str = "python") -> dict[str, float]:
     """The first frame when the last `turns` turns hold 586 KB replies (none: the reference);
     then a new turn after them."""
-    from tui.link.double import WorkerLink
     from tui.protocol import TextChunk
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     built = time.perf_counter()
@@ -352,7 +352,7 @@ def case_lines(count: int = 100_000) -> dict[str, float]:
 
 def case_search(turns: int) -> dict[str, float]:
     """Ctrl+F, a word only turn 3 holds, Enter: until that turn is shown (paged in, selected)."""
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(turns)
@@ -379,7 +379,7 @@ def case_search(turns: int) -> dict[str, float]:
 def case_reattach_big(lines: int) -> dict[str, float]:
     """Attach to a session whose last 40 turns hold one of `lines` printed lines: the first full
     frame (the attach done and painted), then a resize to 80 columns."""
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(400)

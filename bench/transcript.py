@@ -118,8 +118,8 @@ async def paced(items: list[str], write: Any) -> None:
 
 
 def case_stream(count: int = 20_000) -> dict[str, float]:
-    from tui.link.double import WorkerLink
     from tui.protocol import TextChunk
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
@@ -232,7 +232,7 @@ def case_paging(turns: int = 10_000, lines: int = 1) -> dict[str, float]:
 
 def case_idle(pages: int = 400) -> dict[str, float]:
     """The same sampler and the same pauses, in an app doing nothing."""
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     async def run() -> dict[str, float]:
@@ -357,7 +357,7 @@ def case_resize(lines: int = 100_000) -> dict[str, float]:
     from textual import events
     from textual.geometry import Size
 
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(400 if lines else 0)
@@ -396,7 +396,7 @@ def case_resize(lines: int = 100_000) -> dict[str, float]:
 
 
 def case_search(turns: int = 10_000) -> dict[str, float]:
-    from tui.link.double import WorkerLink
+    from tui.testing.double import WorkerLink
     from tui.ui import TuiApp
 
     records = history(turns)

@@ -18,11 +18,11 @@ from tui.errors import WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.link.base import Gone, Live, Located, Reconnecting
-from tui.link.double import WorkerLink
 from tui.link.slash import format_context
 from tui.protocol import TextChunk, Transcript
 from tui.protocol.messages import ContextEntry, ContextList
 from tui.protocol.principal import Principal
+from tui.testing.double import WorkerLink
 
 
 async def attached(link: WorkerLink) -> Attachment:

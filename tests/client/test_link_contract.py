@@ -23,13 +23,13 @@ from tui.access.local import LocalAccess
 from tui.access.remote import RemoteAccess
 from tui.errors import Busy, NotFound, QuestionNotPending, UnknownTurn
 from tui.link.base import AttachLink, Gone, Live, Reconnecting
-from tui.link.double import WorkerLink
 from tui.link.follow import Follower
 from tui.link.remote import WebClient
 from tui.protocol import QuestionAsked, QuestionResolved, TextChunk, TurnEnded, TurnStarted
 from tui.protocol.routes import BRIDGE
 from tui.store import StatePaths
 from tui.store.remotes import Remote
+from tui.testing.double import WorkerLink
 
 ASKING = "r = ask('Which?', options=['a', 'b'], freeform=False)\nprint(r)"
 

@@ -13,7 +13,6 @@ from helpers import app_until
 from test_ui_snapshots import SnapCompare, flushed, make_app, settle
 from textual.pilot import Pilot
 
-from tui.link.double import WorkerLink
 from tui.protocol import (
     AgentCommand,
     AgentInfo,
@@ -25,6 +24,7 @@ from tui.protocol import (
     ToolOutput,
     ToolStarted,
 )
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 
 OLD = "def greet(name):\n    print('hi', name)\n\n\ndef main():\n    greet('world')\n"

@@ -12,7 +12,6 @@ from textual.widgets import Input, Static
 
 from tui.config import load_config, save_setting
 from tui.link.base import Gone, Live, Located, Reconnecting
-from tui.link.double import WorkerLink
 from tui.protocol import (
     By,
     Event,
@@ -26,6 +25,7 @@ from tui.protocol import (
     UnknownEvent,
     WorkerStarted,
 )
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.seen import Seen, SeenStore
 from tui.ui.widgets.live import ReplySegment, ToolBlock, VerbatimSegment

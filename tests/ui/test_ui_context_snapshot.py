@@ -11,8 +11,8 @@ from helpers import app_until
 from test_ui_snapshots import T0, SnapCompare, history, make_app, settle
 from textual.pilot import Pilot
 
-from tui.link.double import LinkRequest, WorkerLink
 from tui.protocol.messages import ContextEntry, ContextList
+from tui.testing.double import LinkRequest, WorkerLink
 
 LISTED = ContextList(
     now=T0,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from tui.link.base import Live
-from tui.link.double import WorkerLink
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.messages import LinkStateChanged
 

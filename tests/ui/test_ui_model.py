@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from tui.link.double import WorkerLink
 from tui.protocol import Status, TextChunk, Thinking
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.live import ThinkingBlock
 from tui.ui.widgets.prompt import PromptArea

@@ -17,9 +17,9 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 
 from tui.access.local import LocalAccess
-from tui.link.double import WorkerLink
 from tui.protocol import Note, TextChunk
 from tui.store import StatePaths, read_sidecar
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.question import QuestionPanel
 from tui.ui.widgets.transcript import NoteLine

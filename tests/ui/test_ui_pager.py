@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 
 from textual.widgets import Log, Static
 
-from tui.link.double import WorkerLink
 from tui.protocol import By, TurnRecord
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.screens.pager import OutputPager
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from textual.widgets import Static
 
 from tui.link.base import Located, Principal
-from tui.link.double import WorkerLink
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.question import QuestionPanel
 

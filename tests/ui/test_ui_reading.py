@@ -15,9 +15,9 @@ from textual.strip import Strip
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
-from tui.link.double import LinkRequest, WorkerLink
 from tui.protocol import By, TextChunk, TurnRecord
 from tui.store import StatePaths
+from tui.testing.double import LinkRequest, WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.transcript import KEEP, WINDOW, TranscriptView
 from tui.ui.widgets.turn import PromptBlock, TurnView
@@ -231,7 +231,6 @@ class TestFirstAndLast:
             await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h1999", 30)
             await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
             assert not transcript.has_newer
-
 
     async def test_ctrl_home_reaches_the_first_turn_of_a_worker_older_than_the_first_page(
         self, until: Until

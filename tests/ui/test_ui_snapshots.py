@@ -17,7 +17,6 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from tui.link.base import Located, Principal
-from tui.link.double import WorkerLink
 from tui.protocol import (
     By,
     Option,
@@ -29,6 +28,7 @@ from tui.protocol import (
     ToolStarted,
     TurnRecord,
 )
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 
 SnapCompare = Callable[..., bool]

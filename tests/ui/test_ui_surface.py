@@ -11,8 +11,8 @@ from textual.geometry import Region
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey
 
-from tui.link.double import WorkerLink
 from tui.protocol import By, TextChunk, ToolRecord, TurnRecord
+from tui.testing.double import WorkerLink
 from tui.ui import TuiApp
 from tui.ui.widgets.turn import TurnView
 

@@ -8,7 +8,7 @@ worker is (`locate`), its event stream (`open_stream`) and one request of a rout
 `Param`s and models; a new route needs no new method on any link (``link.call(BRIDGE["x"], …)``).
 
 `LocalLink` (this machine: the state dir and the worker's socket) and `RemoteLink` (another
-machine, through its web bridge) implement it; `WorkerLink` (`tui.link.double`) runs a real
+machine, through its web bridge) implement it; `WorkerLink` (`tui.testing.double`) runs a real
 worker in-process for tests. The event follower in `tui.link.follow` is the only code that
 follows a session's events: it asks the link where the worker is (`locate`) and opens streams
 (`open_stream`), and yields events and `LinkState` changes.

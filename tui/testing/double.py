@@ -1,7 +1,8 @@
 """`WorkerLink`: an `AttachLink` to a real worker core run in this process, for tests.
 
-Like httpx's ``MockTransport``, it ships in the package so that UI tests (and anyone building on
-`AttachLink`) can script a session without a process or a socket. It is no second worker: it
+Like httpx's ``MockTransport``, it ships in the package so that UI tests, benchmarks (and anyone
+building on `AttachLink`) can script a session without a process or a socket; it stands in
+`tui.testing`, above the worker and the link, which never import it. It is no second worker: it
 makes the real `SessionWorker` on a session of a temporary state dir (its journal, turn store
 and reducer are the real ones) with a `ScriptedAgent`, whose turns run until the test ends them.
 Each request goes through the worker's real Starlette bridge app (`tui.worker.bridge`) over
