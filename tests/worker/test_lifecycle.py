@@ -26,7 +26,14 @@ def _journal(worker: Worker) -> list[dict[str, object]]:
 
 async def test_a_second_worker_is_refused_at_once(worker: Worker) -> None:
     out = subprocess.run(  # noqa: ASYNC221 - the refusal is what is tested
-        [sys.executable, "-m", "tui.worker", "--state-dir", str(worker.state.root), worker.session_id],
+        [
+            sys.executable,
+            "-m",
+            "tui.commands.worker",
+            "--state-dir",
+            str(worker.state.root),
+            worker.session_id,
+        ],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

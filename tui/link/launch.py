@@ -139,7 +139,7 @@ def start_worker(
         raise os_error(exc, exc.filename or paths.log) from exc
     with log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.worker", "--state-dir", str(state.root), session_id],
+            [sys.executable, "-m", "tui.commands.worker", "--state-dir", str(state.root), session_id],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

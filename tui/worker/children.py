@@ -1,6 +1,7 @@
 """A session's children: the sessions it starts (``delegate``), each a full session of its own.
 
-The parent's worker starts a child through `tui.access.local.LocalAccess`, as `tui send --new
+The parent's worker starts a child through the access layer it is handed (a `ChildStarter`: the
+process's entry hands `tui.access.local.LocalAccess` on the worker's state dir), as `tui send --new
 --parent` does (its own worker, journal and record with ``parent_id``; its folder the parent's),
 sends it the prompt and follows it with a `SessionWatch` until that turn ends. The parent's
 journal says so: `child_started`, `child_asking` (the child's question pending, or no longer),
@@ -15,9 +16,10 @@ import contextlib
 import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tui.errors import InvalidRequest, TuiError
 from tui.protocol import (
@@ -32,17 +34,17 @@ from tui.protocol import (
     Question,
 )
 from tui.protocol.ids import BY_PARENT, short_id
+from tui.protocol.web import SessionSummary
 from tui.store import SessionRecord, StatePaths
 from tui.worker.agent import Agent
 from tui.worker.writer import EventWriter
 
 if TYPE_CHECKING:
-    from tui.access.local import LocalAccess
     from tui.link.base import AttachLink
     from tui.link.watch import SessionWatch
     from tui.protocol import TurnRecord
 
-__all__ = ["ChildFailed", "ChildResult", "Children"]
+__all__ = ["ChildFailed", "ChildResult", "ChildStarter", "Children"]
 
 log = logging.getLogger("tui.worker.children")
 
@@ -61,6 +63,24 @@ class ChildResult:
     error: str | None = None
 
 
+class ChildStarter(Protocol):
+    """The three session commands a parent's worker needs of the access layer (`SessionAccess`'s
+    `create`, `show` and `link`; `tui.access.local.LocalAccess` is one)."""
+
+    async def create(
+        self,
+        *,
+        working_directory: str,
+        agent: str | None = None,
+        model: str | None = None,
+        parent_id: str | None = None,
+    ) -> str: ...
+
+    async def show(self, session_id: str) -> SessionSummary: ...
+
+    async def link(self, session_id: str, *, client_id: str) -> AttachLink: ...
+
+
 class Children:
     """Starts and follows the children of one session.
 
@@ -68,16 +88,33 @@ class Children:
         writer: the parent session's event writer (`child_*` events go through it).
         record: the parent session's record.
         state_root: the state dir the sessions live in.
+        starter: makes the access layer on that state dir, called once at the first child (so a
+            worker that never has one imports none of it).
     """
 
-    def __init__(self, writer: EventWriter, record: SessionRecord, state_root: Path) -> None:
+    def __init__(
+        self,
+        writer: EventWriter,
+        record: SessionRecord,
+        state_root: Path,
+        starter: Callable[[StatePaths], ChildStarter],
+    ) -> None:
         self.writer = writer
         self.record = record
         self.state_root = state_root
+        self._starter = starter
+        self._access: ChildStarter | None = None
         self._follows: dict[str, asyncio.Task[ChildResult]] = {}
         self._answering: set[asyncio.Task[None]] = set()
         self.agent: Agent | None = None
         """The parent's agent, which may answer a child's question itself (`Agent.answers_child`)."""
+
+    @property
+    def access(self) -> ChildStarter:
+        """The access layer children are started and reached through (made at the first use)."""
+        if self._access is None:
+            self._access = self._starter(StatePaths(self.state_root))
+        return self._access
 
     async def delegate(
         self,
@@ -98,9 +135,7 @@ class Children:
                 went away; the detail is the child's error.
             TuiError: the child could not be made (an agent this machine cannot run, …).
         """
-        from tui.access.local import LocalAccess  # the access layer, as the commands use it
-
-        access = LocalAccess(StatePaths(self.state_root))
+        access = self.access
         child = await access.create(
             working_directory=self.record.working_directory,
             agent=agent,
@@ -139,7 +174,6 @@ class Children:
             NotFound: no such session.
             InvalidRequest: it is not a child of this session.
         """
-        from tui.access.local import LocalAccess
         from tui.store import get_session
 
         child = request.child_id
@@ -162,8 +196,7 @@ class Children:
                 by=by or By(),
             )
         )
-        access = LocalAccess(StatePaths(self.state_root))
-        task = asyncio.create_task(self._follow(access, child, prompt=None, turn_id=request.turn_id))
+        task = asyncio.create_task(self._follow(self.access, child, prompt=None, turn_id=request.turn_id))
         self._follows[child] = task
         return True
 
@@ -180,17 +213,12 @@ class Children:
             for child in self.writer.state.child_sessions.values()
             if child.state in ("running", "asking") and child.child_id not in self._follows
         ]
-        if not running:
-            return  # the access layer (tui.link, tui.access) is imported only for a child to follow
-        from tui.access.local import LocalAccess
-
-        access = LocalAccess(StatePaths(self.state_root))
-        for child in running:
-            task = asyncio.create_task(self._follow(access, child.child_id, prompt=None))
+        for child in running:  # the access layer is made only for a child to follow
+            task = asyncio.create_task(self._follow(self.access, child.child_id, prompt=None))
             self._follows[child.child_id] = task
 
     async def _follow(
-        self, access: LocalAccess, child: str, *, prompt: str | None, turn_id: str | None = None
+        self, access: ChildStarter, child: str, *, prompt: str | None, turn_id: str | None = None
     ) -> ChildResult:
         """Send `prompt` to the child (None: it was sent by a predecessor, or from outside) and
         follow it until that turn ends (None: until the child is idle; `turn_id`: the turn sent
@@ -262,7 +290,7 @@ class Children:
                     await link.close()
         return result
 
-    async def _answer_itself(self, access: LocalAccess, child: str, question: Question) -> None:
+    async def _answer_itself(self, access: ChildStarter, child: str, question: Question) -> None:
         """Let the parent's agent answer the child's question; marked "answered by parent" in
         the child's transcript (its answer's client) and in the parent's (a note)."""
         assert self.agent is not None
@@ -287,10 +315,7 @@ class Children:
 
     async def answer(self, child: str, request: AnswerRequest | DismissRequest) -> None:
         """Answer or dismiss the child's pending question from the parent's side (first answer wins)."""
-        from tui.access.local import LocalAccess
-
-        access = LocalAccess(StatePaths(self.state_root))
-        link = await access.link(child, client_id=f"parent:{short_id(self.record.id)}")
+        link = await self.access.link(child, client_id=f"parent:{short_id(self.record.id)}")
         try:
             if isinstance(request, AnswerRequest):
                 await link.answer(request.question_id, list(request.selected), request.freeform)

@@ -205,7 +205,9 @@ class _Turn:
     ) -> str:
         children = self._control.children
         if children is None:
-            raise InvalidRequest("this session cannot start children (its worker has no state dir)")
+            raise InvalidRequest(
+                "this session cannot start children (its worker was started without the access layer)"
+            )
         return await children.delegate(prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id)
 
 

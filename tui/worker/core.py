@@ -60,11 +60,11 @@ from tui.protocol import (
 from tui.protocol.events import EventBase
 from tui.protocol.principal import owner_name
 from tui.protocol.state import RESTARTED, SessionState
-from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, TurnStore
+from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, StatePaths, TurnStore
 from tui.store.checkpoint import Checkpoint
 from tui.store.reading import SessionReader
 from tui.worker.agent import Agent
-from tui.worker.children import Children
+from tui.worker.children import Children, ChildStarter
 from tui.worker.control import TurnControl
 from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
@@ -94,14 +94,18 @@ class SessionWorker:
         *,
         lock: OwnerLock | None = None,
         follower_limit: tuple[int, int] = (4096, 8 * 1024 * 1024),
+        starter: Callable[[StatePaths], ChildStarter] | None = None,
     ) -> None:
+        """`starter` makes the access layer the session's children are started through (the
+        process's entry hands it); without one the session cannot start or follow children."""
         self.agent = agent
         self.lock = lock
         state = SessionState(model=agent.model)
         self.writer = EventWriter(paths, journal, state, follower_limit=follower_limit)
         self.control = TurnControl(self.writer, agent, record, owner())
-        self.control.children = Children(self.writer, record, paths.root.parent.parent)
-        self.control.children.agent = agent
+        if starter is not None:
+            self.control.children = Children(self.writer, record, paths.root.parent.parent, starter)
+            self.control.children.agent = agent
         self.reader = SessionReader(paths, journal, self.writer.turn_store)
         self.sources = ContextSources(self.writer, record.working_directory, owner())
         self.started_monotonic = time.monotonic()
@@ -330,7 +334,9 @@ class SessionWorker:
         """
         children = self.control.children
         if children is None:
-            raise InvalidRequest("this session cannot follow children (its worker has no state dir)")
+            raise InvalidRequest(
+                "this session cannot follow children (its worker was started without the access layer)"
+            )
         await children.adopt(request, by or self.control.by)
         return ChildAdopted(child_id=request.child_id)
 

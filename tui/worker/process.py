@@ -1,6 +1,7 @@
 """The worker process: take the session's lock, continue its journal, serve the bridge.
 
-``python -m tui.worker --state-dir DIR SESSION_ID``. Order of a start: the owner lock (a second
+``python -m tui.commands.worker --state-dir DIR SESSION_ID`` (`tui.commands.worker` hands `main`
+the access layer the session's children are started through). Order of a start: the owner lock (a second
 worker is refused at once), the journal (a torn last line cut), ``worker_started`` and the
 repair of what a dead predecessor left open, the bridge listening on a socket bound here (mode
 0600 in a 0700 folder), and only then ``worker.json``: a launcher that sees the sidecar can talk
@@ -45,6 +46,7 @@ from tui.store.checkpoint import read_checkpoint
 from tui.worker.agent import Agent, AgentContext
 from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
+from tui.worker.children import ChildStarter
 from tui.worker.core import SessionWorker
 from tui.worker.notify import watch
 
@@ -224,13 +226,19 @@ def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]],
 
 
 async def _serve(
-    paths: SessionPaths, record: SessionRecord, lock: OwnerLock, idle_timeout: float | None
+    paths: SessionPaths,
+    record: SessionRecord,
+    lock: OwnerLock,
+    idle_timeout: float | None,
+    starter: Callable[[StatePaths], ChildStarter] | None,
 ) -> int:
     checkpoint = read_checkpoint(paths.checkpoint)
     journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
     context = agent_context(paths, record)
     agent = make_agent(context)
-    worker = SessionWorker(paths, record, journal, agent, lock=lock, follower_limit=_follower_limit())
+    worker = SessionWorker(
+        paths, record, journal, agent, lock=lock, follower_limit=_follower_limit(), starter=starter
+    )
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
     worker.load(checkpoint)
     watch(worker, context.config.notify)
@@ -330,9 +338,17 @@ def _logging(path: Path) -> None:
     logging.raiseExceptions = False
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one session's worker until it leaves; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m tui.worker", description="run one session's worker")
+def main(argv: list[str] | None = None, starter: Callable[[StatePaths], ChildStarter] | None = None) -> int:
+    """Run one session's worker until it leaves; returns the exit code.
+
+    Args:
+        argv: the command line (``sys.argv[1:]`` when None).
+        starter: makes the access layer on the state dir, through which the session starts and
+            follows its children (`tui.worker.children.ChildStarter`); None: it cannot.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m tui.commands.worker", description="run one session's worker"
+    )
     parser.add_argument("--state-dir", metavar="DIR", help="the state dir (env TUI_STATE_DIR)")
     parser.add_argument(
         "--idle-timeout",
@@ -355,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3 if isinstance(exc, Locked) else 1
     _logging(paths.log)
     try:
-        return asyncio.run(_serve(paths, record, lock, args.idle_timeout))
+        return asyncio.run(_serve(paths, record, lock, args.idle_timeout, starter))
     except Exception:
         log.exception("the worker failed")
         return 1
