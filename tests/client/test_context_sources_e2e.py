@@ -101,3 +101,9 @@ def test_context_add_refuses_what_makes_no_sense(state_dir: Path) -> None:
     assert fast.returncode == 1 and "at most once a second" in fast.stderr
     pushed = tui("context", "push", sid[:8], "nothing", input="x")
     assert pushed.returncode == 1 and "no context source 'nothing'" in pushed.stderr
+    # More than a request may carry: one line saying so and what to do, no traceback.
+    assert tui("context", "add", sid[:8], "big", "--push").returncode == 0
+    big = tui("context", "push", sid[:8], "big", input="x" * (5 * 1024 * 1024))
+    assert big.returncode == 2, big.stderr
+    assert big.stderr.count("\n") == 1 and "at most 4,193,280 bytes" in big.stderr, big.stderr
+    assert "tui context add" in big.stderr

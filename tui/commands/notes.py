@@ -8,6 +8,7 @@ does; errors are `TuiError`s that `tui.cli` prints and turns into exit codes.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from tui.access.base import SessionSummary, restart_loses
@@ -61,7 +62,7 @@ def _seconds_old(seconds: float) -> str:
 
 def run_context(args: argparse.Namespace) -> int:
     """``tui context add|list|remove|push ID …``: the sources whose values the agent is given."""
-    from tui.protocol.messages import ContextAddRequest
+    from tui.protocol.messages import MAX_PUSH, ContextAddRequest
 
     access = open_access(args)
     action = args.action
@@ -109,6 +110,13 @@ def run_context(args: argparse.Namespace) -> int:
             _say(f"context source {args.name} removed from session {short}")
             return 0
         value = sys.stdin.read()
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogateescape"))
+        if size > MAX_PUSH:
+            raise UsageError(
+                f"a pushed value is at most {MAX_PUSH:,} bytes as JSON; this one has {size:,}: push its last "
+                f"part (`tail -c {MAX_PUSH // 1024}K FILE | tui context push {short} {args.name}`), "
+                f"or make the source a file (`tui context add {short} {args.name} --file PATH`)"
+            )
         await access.context_push(sid, args.name, value)
         _say(f"context source {args.name} of session {short} is now {len(value):,} characters")
         return 0

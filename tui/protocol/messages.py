@@ -218,8 +218,13 @@ class ContextRemoved(_Wire):
     removed: bool = True
 
 
+MAX_PUSH = 4 * 1024 * 1024 - 1024
+"""The longest pushed value: in characters on the wire, and in bytes of its JSON string for
+`tui context push`, so its request fits the 4 MiB a body may be."""
+
+
 class ContextPushRequest(_Body):
-    value: str = Field(max_length=4 * 1024 * 1024)
+    value: str = Field(max_length=MAX_PUSH)
 
 
 class ContextPushed(_Wire):
