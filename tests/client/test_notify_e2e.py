@@ -256,3 +256,25 @@ def test_a_worker_killed_mid_turn_is_told_once_as_its_death(state_dir: Path, hoo
     died, failed = hook.bodies
     assert "turn 1, running then, failed" in died["body"] and died["turn"]["number"] == 1
     assert "after" in failed["body"] and failed["turn"]["number"] == 2
+
+
+def test_a_commands_arguments_take_a_questions_text_as_text_never_as_an_option(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    said = tmp_path / "argv.json"
+    writer = (
+        "import json, os, sys; "
+        "json.dump([sys.argv[2:], os.environ['TUI_NOTIFY_QUESTION']], open(sys.argv[1], 'w'))"
+    )
+    argv = [sys.executable, "-c", writer, str(said), "{question}", "--title={title}", "{body}"]
+    configure(f'[notify]\non = ["question"]\nafter = 0\ncommand = {json.dumps(argv)}\n')
+    sid, code = new_session("ask('-u critical \\x1b]0;owned\\x07 deploy?')")
+    assert code == 0
+    wait_until(said.exists, "the command's run")
+    (question, title, body), variable = json.loads(said.read_text())
+    # The question starts the word: it is not an option, and its ESC and BEL show as pictures.
+    assert question == " -u critical \u241b]0;owned\u2407 deploy?"
+    assert variable == "-u critical \u241b]0;owned\u2407 deploy?"
+    assert title.startswith(f"--title=tui {sid[:8]}")
+    assert "\x1b" not in body and "\u241b]0;owned" in body
+    assert tui("stop", sid[:8]).returncode == 0

@@ -54,6 +54,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.state import RESTARTED, SessionState
+from tui.terminal import visible
 
 if TYPE_CHECKING:
     from tui.worker.core import SessionWorker
@@ -127,10 +128,12 @@ class Notice:
             "link": self.link or "",
         }
 
-    def environment(self) -> dict[str, str]:
-        """The ``TUI_NOTIFY_*`` variables a command gets (``TUI_NOTIFY_JSON``: the whole body)."""
-        env = {f"TUI_NOTIFY_{name.upper()}": value for name, value in self.fields().items()}
-        env["TUI_NOTIFY_JSON"] = json.dumps(self.as_json(), ensure_ascii=False)
+    def environment(self, fields: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The ``TUI_NOTIFY_*`` variables a command gets (``TUI_NOTIFY_JSON``: the whole body),
+        of `fields` (this notice's by default)."""
+        given = self.fields() if fields is None else fields
+        env = {f"TUI_NOTIFY_{name.upper()}": value for name, value in given.items()}
+        env["TUI_NOTIFY_JSON"] = visible(json.dumps(self.as_json(), ensure_ascii=False))
         return env
 
 
@@ -376,19 +379,35 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
 def fill(argv: list[str], fields: Mapping[str, str]) -> list[str]:
-    """`argv` with each known ``{placeholder}`` replaced (an unknown one stays as written)."""
-    return [_PLACEHOLDER.sub(lambda m: fields.get(m.group(1), m.group(0)), word) for word in argv]
+    """`argv` with each known ``{placeholder}`` replaced (an unknown one stays as written).
+
+    The text filled in is a session's (a question a program or a model wrote): a word it makes
+    start with ``-`` when the word as written did not gets a space before it, so that it can
+    never be read as an option of the command.
+    """
+    filled = []
+    for word in argv:
+        made = _PLACEHOLDER.sub(lambda m: fields.get(m.group(1), m.group(0)), word)
+        filled.append(" " + made if made.startswith("-") and not word.startswith("-") else made)
+    return filled
+
+
+def shown_fields(notice: Notice) -> dict[str, str]:
+    """A notice's fields as a command gets them: control characters shown, never acting (ESC
+    as ``␛``, `tui.terminal.visible`); newlines and tabs are kept."""
+    return {name: visible(value) for name, value in notice.fields().items()}
 
 
 async def _run(settings: NotifySettings, notice: Notice, environ: Mapping[str, str]) -> None:
-    argv = fill(settings.command, notice.fields())
+    fields = shown_fields(notice)
+    argv = fill(settings.command, fields)
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
-            env={**environ, **notice.environment()},
+            env={**environ, **notice.environment(fields)},
             start_new_session=True,
         )
     except FileNotFoundError:
