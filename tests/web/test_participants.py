@@ -10,7 +10,7 @@ import pytest
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.paths import WebPaths
 
-from .conftest import Web
+from .conftest import Web, until_event, wake
 
 # (method, path under /api, body, the level the route needs, changes the session)
 ROUTES: list[tuple[str, str, object, str, bool]] = [
@@ -165,3 +165,21 @@ def test_the_token_is_stored_only_as_a_digest(web: Web) -> None:
     assert token.encode() not in files
     assert web.token.encode() not in files
     assert oct((web.state / "web" / "participants.json").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_note_that_starts_a_turn_spends_one_of_a_collaborators_turns(web: Web) -> None:
+    sid = web.session()
+    wake(web, sid)
+    c = web.client(web.share(sid, "collaborator", name="noter", turns=1))
+    s = f"/api/sessions/{sid}"
+    started = c.post(f"{s}/notes", json={"text": "the build is green", "now": True})
+    assert started.status_code == 200, started.text
+    assert started.json()["turn_id"] is not None
+    until_event(c, s, started.json()["seq"], "turn_ended")
+    assert c.get("/api/info").json()["principal"]["turns_left"] == 0
+    # Its one turn is spent: a note that would start another is refused; one for later is not.
+    again = c.post(f"{s}/notes", json={"text": "and again", "now": True})
+    assert again.status_code == 429 and again.json()["error"] == "too_many_turns", again.text
+    later = c.post(f"{s}/notes", json={"text": "read this next time"})
+    assert later.status_code == 200 and later.json()["turn_id"] is None
+    assert c.post(f"{s}/turn", json={"prompt": "print(1)"}).status_code == 429

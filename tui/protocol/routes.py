@@ -64,7 +64,8 @@ class RouteSpec:
         query: its query parameters.
         media: the success body's media type.
         upload: a raw request body's media type (``image/*``), instead of JSON.
-        spends_turn: a collaborator's turn limit counts it.
+        spends_turn: a collaborator's turn limit counts it when it starts a turn (a prompt, run
+            or queued; a note with ``now`` that started one).
     """
 
     name: str
@@ -217,6 +218,7 @@ BRIDGE = _routes(
         "write",
         request=m.NoteRequest,
         answer=m.Noted,
+        spends_turn=True,
     ),
     RouteSpec(
         "context_list",

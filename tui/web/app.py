@@ -25,7 +25,7 @@ from starlette.routing import Mount
 
 from tui import __version__
 from tui.errors import CapReached, InvalidRequest, NotFound, TuiError
-from tui.protocol import TurnAccepted, TurnRequest
+from tui.protocol import Noted, NoteRequest, TurnAccepted, TurnRequest
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB, RouteSpec, forwarded
@@ -258,10 +258,9 @@ def forward(spec: RouteSpec) -> Endpoint:
                 raise NotFound(f"{name} {value[:40]!r}: no such id in this session", field=name)
         _check_headers(request)
         raw = await read_body(request)
-        if spec.request is not None:
-            decode(raw, spec.request)
+        body = decode(raw, spec.request) if spec.request is not None else None
         taken = None
-        if spec.spends_turn and principal.participant_id is not None:
+        if spec.spends_turn and principal.participant_id is not None and _starts_turn(body):
             taken = bridge.participants.take_turn(principal.participant_id)
         try:
             answer = await bridge.forwarder.send(
@@ -277,11 +276,28 @@ def forward(spec: RouteSpec) -> Endpoint:
             if taken is not None:
                 bridge.participants.give_back_turn(taken.id)
             raise
-        if taken is not None and answer.status_code >= 300:
+        if taken is not None and (answer.status_code >= 300 or not _turn_started(spec, answer)):
             bridge.participants.give_back_turn(taken.id)
         return answer
 
     return forwarded
+
+
+def _starts_turn(body: object) -> bool:
+    """Whether a request of a `spends_turn` route may start a turn: a prompt always (run now or
+    queued), a note only with ``now``."""
+    return not isinstance(body, NoteRequest) or body.now
+
+
+def _turn_started(spec: RouteSpec, answer: Response) -> bool:
+    """Whether the worker's answer says a turn was started or queued: a note with ``now`` that
+    found a turn running is read with the next one (`Noted.turn_id` null) and spends nothing."""
+    if spec.answer is not Noted:
+        return True
+    try:
+        return Noted.model_validate_json(bytes(answer.body)).turn_id is not None
+    except ValueError:
+        return True
 
 
 def forward_text(spec: RouteSpec) -> Endpoint:
