@@ -27,6 +27,7 @@ from pydantic import TypeAdapter
 
 from tui import __version__
 from tui.access.base import SessionAccess
+from tui.editor.lines import EditorLines
 from tui.editor.shapes import (
     MODE,
     MODEL,
@@ -646,11 +647,10 @@ async def serve(
     from acp.stdio import stdio_streams
 
     face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images)
-    reader, writer = await stdio_streams(limit=64 * 2**20)
+    reader, writer = await stdio_streams(limit=2**20)
     conn = Connection(
         build_agent_router(face, use_unstable_protocol=True),  # type: ignore[arg-type]
-        writer,
-        reader,
+        EditorLines(reader, writer),  # every bad line answered with a JSON-RPC error
         observers=[face.seen],
         listening=False,
     )
