@@ -27,7 +27,15 @@ from tui.protocol.ids import short_id
 from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
 
-__all__ = ["is_live", "live_sidecar", "start_worker", "start_worker_async", "stop_worker", "wait_for_release"]
+__all__ = [
+    "is_live",
+    "live_sidecar",
+    "start_worker",
+    "start_worker_async",
+    "stop_worker",
+    "wait_for_release",
+    "worker_command",
+]
 
 
 def _state(state_dir: StatePaths | str | os.PathLike[str]) -> StatePaths:
@@ -86,6 +94,19 @@ def _is_socket(path: str) -> bool:
         return False
 
 
+def worker_command(state_root: Path, session_id: str) -> list[str]:
+    """The command line of a session's worker: ``python -I -m tui.commands.worker``.
+
+    Isolated (``-I``): neither the working folder (which ``-m`` would put first on ``sys.path``) nor
+    ``PYTHON*`` variables nor the user's site-packages decide what it imports, so a ``tui`` or
+    ``idna`` package, a ``sitecustomize.py`` or a ``.pth`` file a program or an agent wrote in its
+    folder never runs on the host. The installation's own site-packages (an editable install's
+    ``.pth`` included) are still read. It is started in the session's state folder, which no
+    program nor agent can see.
+    """
+    return [sys.executable, "-I", "-m", "tui.commands.worker", "--state-dir", str(state_root), session_id]
+
+
 def start_worker(
     state_dir: StatePaths | str | os.PathLike[str],
     session_id: str,
@@ -139,12 +160,13 @@ def start_worker(
         raise os_error(exc, exc.filename or paths.log) from exc
     with log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.commands.worker", "--state-dir", str(state.root), session_id],
+            worker_command(state.root, session_id),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,
             start_new_session=True,
             close_fds=True,
+            cwd=paths.root,
             env={**os.environ, "TUI_STATE_DIR": str(state.root)},
         )
     # Reap it whenever it ends, so no zombie lingers while this process lives on.
