@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from helpers import TIMEOUT
 
+from tui.link import launch
 from tui.link.launch import start_worker
 from tui.store import StatePaths
 from worker.conftest import Worker
@@ -27,8 +28,13 @@ NOT_UNTIL_USED = {
 async def test_a_python_session_s_worker_imports_nothing_it_does_not_use(
     state_dir: Path, new_session: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The worker inherits the variable and writes every import it makes to its log.
-    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
+    # The worker (isolated: no PYTHON* variable reaches it) writes every import it makes to its log.
+    command = launch.worker_command
+    monkeypatch.setattr(
+        launch,
+        "worker_command",
+        lambda root, sid: [*command(root, sid)[:2], "-X", "importtime", *command(root, sid)[2:]],
+    )
     state = StatePaths(state_dir)
     sid = new_session()
     worker = Worker(state, sid, start_worker(state, sid, timeout=TIMEOUT))
