@@ -1,4 +1,4 @@
-"""The worker process: ``python -m tui.commands.worker --state-dir DIR ID``, as `tui.link.launch`
+"""The worker process: ``python -I -m tui.commands.worker --state-dir DIR ID``, as `tui.link.launch`
 starts it.
 
 It runs `tui.worker.process.main` and hands it the access layer (`LocalAccess` on the state dir)
