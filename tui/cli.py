@@ -25,6 +25,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     # name: (what to type after it, what it does, its group in `tui --help`)
     "attach": ("ID", "attach the app (piped: run stdin's script)", "sessions"),
     "sessions": ("[--all] [--json]", "list sessions (--everywhere: every machine's)", "sessions"),
+    "search": ("TEXT [--json]", "find text in every session, newest first (--everywhere)", "sessions"),
     "send": ("ID PROMPT", "a turn without the app (--new, --wait)", "sessions"),
     "answer": ("ID --option N", "answer the pending question (--text T)", "sessions"),
     "dismiss": ("ID", "dismiss the pending question", "sessions"),
@@ -162,6 +163,25 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
     p.add_argument("--all", action="store_true", help="include archived sessions")
     p.add_argument("--everywhere", action="store_true", help="this machine's and every remote's")
+
+    p = add("search", _command("search", "run_search"))
+    p.add_argument(
+        "text", nargs="+", help="the words, in that order, any case; a final * makes the last a prefix"
+    )
+    p.add_argument("--json", action="store_true", help="the hits as a JSON object")
+    p.add_argument(
+        "--in",
+        dest="within",
+        action="append",
+        metavar="KIND",
+        help="only in prompt, reply, tool, error, note, question, answer or child (repeatable, or a,b)",
+    )
+    p.add_argument("--dir", metavar="D", help="only sessions in folder D or below it")
+    p.add_argument("--agent", metavar="NAME", help="only sessions of this agent")
+    p.add_argument("--since", metavar="WHEN", help="only turns since WHEN: 2h, 3d, 1w or a date")
+    p.add_argument("--active", action="store_true", help="leave archived sessions out")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N hits (default 20)")
+    p.add_argument("--everywhere", action="store_true", help="this machine's sessions and every remote's")
 
     p = add("send", _command("sessions", "run_send"))
     p.add_argument(
@@ -364,7 +384,7 @@ def misspelt(word: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
-    if getattr(args, "everywhere", False):
+    if getattr(args, "everywhere", False) and args.run == _command("sessions", "run_sessions"):
         args.run = _command("machines", "run_everywhere")
     module_name, func_name = args.run.split(":")
     from tui.terminal import guard_stdio

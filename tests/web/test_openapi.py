@@ -170,6 +170,10 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         assert around["turns"][0]["turn_id"] == first
         found = session("get", "/search", params={"q": "X = 6"})
         assert [hit["turn_id"] for hit in found["hits"]][:1] == [first]
+        everywhere = chk.check(
+            "get", "/api/search", c.get("/api/search", params={"q": "X = 6", "in": "prompt"})
+        )
+        assert [(hit["session_id"], hit["turn"]) for hit in everywhere["hits"]] == [(sid, 1)]
         reply = c.get(f"{s}/turns/{first}/output")
         chk.check("get", sp + "/turns/{turn_id}/output", reply)
         assert session("post", "/queue/resume") == {"resumed": False}

@@ -21,7 +21,7 @@ from tui.protocol.messages import (
     Noted,
     NoteRequest,
 )
-from tui.protocol.web import SessionSummary
+from tui.protocol.web import Found, SearchQuery, SessionSummary
 from tui.protocol.wording import restart_loses
 from tui.store.export import Format
 
@@ -121,6 +121,10 @@ class SessionAccess(ABC):
     @abstractmethod
     async def context_push(self, session_id: str, name: str, value: str) -> ContextPushed:
         """A pushed source's new value (``POST /context/{name}/push``)."""
+
+    @abstractmethod
+    async def search(self, query: SearchQuery) -> Found:
+        """Find text in the sessions (archived included unless `query.active`), newest first."""
 
     @abstractmethod
     async def archive(self, session_id: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -27,6 +27,7 @@ from tui.protocol.messages import (
     NoteRequest,
 )
 from tui.protocol.routes import BRIDGE
+from tui.protocol.web import Found, SearchQuery
 from tui.store import (
     SessionRecord,
     StatePaths,
@@ -42,6 +43,7 @@ from tui.store import (
     unarchive_session,
 )
 from tui.store.export import Format, export
+from tui.store.index import find_in
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
@@ -95,6 +97,8 @@ class LocalAccess(SessionAccess):
     where = "local"
 
     def __init__(self, state: StatePaths) -> None:
+        self.progress: Callable[[int, int], None] | None = None
+        """Told (bytes done, bytes to do) while a search catches the index up."""
         self.state = state
 
     async def _state_of(self, record: SessionRecord, parents: dict[int, int] | None = None) -> SessionSummary:
@@ -156,6 +160,9 @@ class LocalAccess(SessionAccess):
 
     async def resolve(self, prefix: str) -> str:
         return resolve_id(self.state, prefix)
+
+    async def search(self, query: SearchQuery) -> Found:
+        return await asyncio.to_thread(find_in, self.state, query, self.progress)
 
     async def show(self, session_id: str) -> SessionSummary:
         return await self._state_of(get_session(self.state, session_id))

@@ -38,7 +38,9 @@ from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
     Created,
     CreateRequest,
+    Found,
     Resolved,
+    SearchQuery,
     SessionSummary,
     Stopped,
     WakeRequest,
@@ -89,6 +91,10 @@ class RemoteAccess(SessionAccess):
     async def resolve(self, prefix: str) -> str:
         resolved: Resolved = await self.web.call(WEB["resolve"], query={"id": prefix})
         return resolved.id
+
+    async def search(self, query: SearchQuery) -> Found:
+        found: Found = await self.web.call(WEB["search_all"], query=search_params(query))
+        return found
 
     async def show(self, session_id: str) -> SessionSummary:
         summary: SessionSummary = await self.web.call(WEB["show"], id=session_id)
@@ -209,6 +215,24 @@ class RemoteAccess(SessionAccess):
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)
         return RemoteLink(self.web, session_id, client_id=client_id)
+
+
+def search_params(query: SearchQuery) -> dict[str, Any]:
+    """`query` as ``GET /api/search``'s query string."""
+    params: dict[str, Any] = {"q": query.q, "limit": query.limit}
+    if query.where:
+        params["in"] = ",".join(query.where)
+    if query.folder:
+        params["working_directory"] = query.folder
+    if query.agent:
+        params["agent"] = query.agent
+    if query.since is not None:
+        params["since"] = query.since.isoformat()
+    if query.active:
+        params["active"] = 1
+    if query.before is not None:
+        params["before"] = query.before
+    return params
 
 
 def _client_of(remote: Remote) -> WebClient:

@@ -18,11 +18,14 @@ __all__ = [
     "CreateRequest",
     "Created",
     "Deleted",
+    "Found",
+    "FoundHit",
     "ParticipantView",
     "Participants",
     "Resolved",
     "Restarted",
     "Revoked",
+    "SearchQuery",
     "SessionSummary",
     "Share",
     "ShareRequest",
@@ -222,3 +225,51 @@ class SignedOut(_Answer):
 
 class Revoked(_Answer):
     revoked: list[ParticipantView] = []
+
+
+class FoundHit(_Answer):
+    """One text of one session where the words of ``GET /api/search`` were found."""
+
+    session_id: str
+    title: str = ""
+    folder: str = ""
+    agent: str = "python"
+    archived: bool = False
+    turn: int
+    """The turn's 1-based number in its session (``tui attach ID --turn N``; 0: before the first)."""
+    at: datetime
+    """When that turn started."""
+    where: Literal["prompt", "reply", "tool", "error", "note", "question", "answer", "child"]
+    name: str = ""
+    """The tool's name, for ``tool`` (and a tool's ``error``)."""
+    snippet: str
+    """The line around the match, cut to a readable length."""
+    match: list[int]
+    """Where the words are in `snippet`: [start, end)."""
+
+
+class Found(_Answer):
+    """A page of ``GET /api/search``: the newest hits first."""
+
+    hits: list[FoundHit] = []
+    next: int | None = None
+    """Pass it as ``before`` for the next page; None: no more hits."""
+
+
+class SearchQuery(_Body):
+    """What ``tui search`` asks a machine (``GET /api/search``'s query)."""
+
+    q: str
+    """The text: its words in that order, case-insensitive; a final ``*`` makes the last a prefix."""
+    where: list[str] | None = None
+    """Only these kinds of text (``prompt``, ``reply``, ``tool``, ``error``, ``note``, …)."""
+    folder: str | None = None
+    """Only sessions in this folder or below it."""
+    agent: str | None = None
+    since: datetime | None = None
+    """Only turns started at or after it."""
+    active: bool = False
+    """Leave archived sessions out."""
+    limit: int = Field(default=20, ge=1, le=500)
+    before: int | None = None
+    """The previous page's ``next``."""

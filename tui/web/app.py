@@ -16,6 +16,7 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -24,7 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount
 
 from tui import __version__
-from tui.errors import CapReached, InvalidRequest, NotFound, TuiError
+from tui.errors import CapReached, InvalidRequest, NotFound, TuiError, UsageError
 from tui.protocol import Noted, NoteRequest, TurnAccepted, TurnRequest
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
@@ -34,10 +35,12 @@ from tui.protocol.web import (
     Created,
     CreateRequest,
     Deleted,
+    Found,
     Participants,
     Resolved,
     Restarted,
     Revoked,
+    SearchQuery,
     SessionSummary,
     Shared,
     ShareRequest,
@@ -61,6 +64,7 @@ from tui.serve import (
 )
 from tui.store.export import FORMATS
 from tui.store.export import export as export_journal
+from tui.store.index import find_in
 from tui.web.auth import describe
 from tui.web.bridge import FEATURES, STREAM_CAP, WATCH_EVERY, WebBridge
 from tui.web.fanout import FollowResponse
@@ -110,6 +114,37 @@ async def sessions(request: Request, principal: Principal, sid: str) -> list[Ses
     if q.get("limit"):
         rows = rows[: int_param(request, "limit", len(rows))]
     return rows
+
+
+async def search_all(request: Request, principal: Principal, sid: str) -> Found:
+    """Find text in every session (`tui.store.index`); a participant finds only in its session."""
+    bridge = bridge_of(request)
+    q = request.query_params
+    since = None
+    if q.get("since"):
+        try:
+            since = datetime.fromisoformat(q["since"])
+        except ValueError:
+            raise InvalidRequest(
+                "since: an ISO 8601 time, e.g. 2026-01-31T12:00:00Z", field="since"
+            ) from None
+        if since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)
+    query = SearchQuery(
+        q=q.get("q", ""),
+        where=[w for w in q.get("in", "").split(",") if w] or None,
+        folder=q.get("working_directory") or None,
+        agent=q.get("agent") or None,
+        since=since,
+        active=flag(q.get("active")),
+        limit=int_param(request, "limit", 20, low=1, high=500),
+        before=int_param(request, "before", 0) or None,
+    )
+    only = None if principal.is_owner else [principal.session_id or ""]
+    try:
+        return await asyncio.to_thread(find_in, bridge.state, query, None, only)
+    except UsageError as exc:
+        raise InvalidRequest(str(exc), field="q") from None
 
 
 async def resolve(request: Request, principal: Principal, sid: str) -> Resolved:
@@ -390,6 +425,7 @@ OWN: dict[str, Endpoint] = {
     "sessions": sessions,
     "create": create,
     "resolve": resolve,
+    "search_all": search_all,
     "show": show,
     "delete": delete,
     "stop": stop,

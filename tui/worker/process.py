@@ -48,6 +48,7 @@ from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
 from tui.worker.children import ChildStarter
 from tui.worker.core import SessionWorker
+from tui.worker.indexing import keep_index
 from tui.worker.notify import watch
 
 __all__ = ["agent_context", "bind_socket", "main"]
@@ -242,6 +243,7 @@ async def _serve(
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
     worker.load(checkpoint)
     watch(worker, context.config.notify)
+    indexer = keep_index(worker.listeners, paths)
     worker.begin()
     if worker.control.children is not None:
         worker.control.children.resume()  # follow again the children a predecessor followed
@@ -303,6 +305,7 @@ async def _serve(
     worker.sources.start()
     worker.kick_queue()
     await worker.left.wait()
+    indexer.stop()  # what it had not indexed yet, the next search catches up
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a
     # stuck sandbox do now, the process ends in time.
     timer = threading.Timer(EXIT_BOUND, os._exit, (0,))

@@ -1,0 +1,186 @@
+"""The search index of every session (`tui.store.index`): what is found and where, a word cut
+between two output pieces, phrases, prefixes and code-ish words, filters and pages, and the
+journal as the only truth (a deleted index rebuilt, a session written without one caught up, a
+replaced journal indexed again, a turn still running left until it ends)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tui.errors import UsageError
+from tui.protocol import (
+    Note,
+    QuestionAsked,
+    QuestionResolved,
+    TextChunk,
+    ToolEnded,
+    ToolOutput,
+    ToolStarted,
+    TurnEnded,
+    TurnStarted,
+)
+from tui.protocol.events import Option
+from tui.store import Journal, SessionRecord, StatePaths, save_session
+from tui.store.index import INDEX_FILE, Indexer, Query, SearchIndex, find
+
+
+def _session(
+    state: StatePaths, sid: str, *, folder: str = "/work/a", agent: str = "python", archived: bool = False
+) -> Journal:
+    state.session(sid).root.mkdir(parents=True)
+    save_session(
+        state,
+        SessionRecord(
+            id=sid,
+            title=f"title {sid[:4]}",
+            created_at=datetime.now(UTC),
+            working_directory=folder,
+            agent=agent,
+            status="archived" if archived else "active",
+        ),
+    )
+    return Journal.open_for_append(state.session(sid).journal)
+
+
+def _turn(j: Journal, turn_id: str, prompt: str, reply: str = "", *, end: bool = True) -> None:
+    j.append(TurnStarted(turn_id=turn_id, prompt=prompt))
+    if reply:
+        j.append(TextChunk(turn_id=turn_id, text=reply))
+    if end:
+        j.append(TurnEnded(turn_id=turn_id, outcome="completed", reply=reply))
+
+
+A = "a" * 16
+B = "b" * 16
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> StatePaths:
+    state = StatePaths(tmp_path)
+    with _session(state, A) as j:
+        _turn(j, "t1", "print('hello')", "hello world")
+        j.append(TurnStarted(turn_id="t2", prompt="run the shell"))
+        j.append(ToolStarted(turn_id="t2", call_id="c1", name="shell", args={"cmd": "ls os.path"}))
+        j.append(ToolOutput(turn_id="t2", call_id="c1", text="connection ref"))
+        j.append(ToolOutput(turn_id="t2", call_id="c1", text="used by my_server\n"))
+        j.append(ToolEnded(turn_id="t2", call_id="c1", status="error", error="exit status 7"))
+        j.append(
+            QuestionAsked(turn_id="t2", question_id="q1", text="Deploy now?", options=[Option(label="later")])
+        )
+        j.append(QuestionResolved(question_id="q1", how="answered", freeform="tomorrow morning"))
+        j.append(TurnEnded(turn_id="t2", outcome="failed", reply="", error="Traceback: ZeroDivisionError"))
+        j.append(Note(text="remember the zebras", source="ci"))
+    with _session(state, B, folder="/work/b", agent="model", archived=True) as j:
+        _turn(j, "u1", "what about HELLO", "Hello again, connection refused")
+    return state
+
+
+def _found(state: StatePaths, text: str, **kw: object) -> list[tuple[str, int, str]]:
+    return [(h.session_id[:1], h.turn, h.where) for h in find(state, text, **kw).hits]  # type: ignore[arg-type]
+
+
+def test_every_kind_of_text_is_found_where_it_was(state: StatePaths) -> None:
+    assert _found(state, "hello world") == [("a", 1, "reply")]
+    assert _found(state, "exit status 7") == [("a", 2, "error")]
+    assert _found(state, "deploy now") == [("a", 2, "question")]
+    assert _found(state, "tomorrow") == [("a", 2, "answer")]
+    assert _found(state, "zebras") == [("a", 2, "note")]
+    assert _found(state, "zerodivisionerror") == [("a", 2, "error")]
+    (hit,) = find(state, "ls os.path").hits
+    assert (hit.where, hit.name, hit.title, hit.folder) == ("tool", "shell", "title aaaa", "/work/a")
+
+
+def test_a_word_cut_between_two_output_pieces_is_found_and_marked(state: StatePaths) -> None:
+    hits = find(state, "connection refused").hits
+    assert [(h.session_id[:1], h.where) for h in hits] == [("b", "reply"), ("a", "tool")]
+    tool = hits[1]
+    assert tool.snippet == "connection refused by my_server"
+    a, b = tool.match
+    assert tool.snippet[a:b] == "connection refused"
+
+
+def test_phrases_prefixes_case_and_code_words(state: StatePaths) -> None:
+    assert _found(state, "HELLO") == [
+        ("b", 1, "prompt"),
+        ("b", 1, "reply"),
+        ("a", 1, "prompt"),
+        ("a", 1, "reply"),
+    ]
+    assert _found(state, "world hello") == []  # a phrase: its words in that order
+    assert _found(state, "zeb*") == [("a", 2, "note")]
+    assert _found(state, "zeb") == []
+    assert _found(state, "my_server") == [("a", 2, "tool")]
+    assert _found(state, "server") == [("a", 2, "tool")]
+    assert _found(state, "os path") == [("a", 2, "tool")]
+    with pytest.raises(UsageError, match="nothing to search for"):
+        Query("  ...  ")
+
+
+def test_filters_and_pages(state: StatePaths) -> None:
+    assert _found(state, "hello", where=["prompt"]) == [("b", 1, "prompt"), ("a", 1, "prompt")]
+    assert _found(state, "hello", active=True) == [("a", 1, "prompt"), ("a", 1, "reply")]
+    assert _found(state, "hello", folder="/work/b/") == [("b", 1, "prompt"), ("b", 1, "reply")]
+    assert _found(state, "hello", folder="/work") != []
+    assert _found(state, "hello", folder="/wor") == []
+    assert _found(state, "hello", agent="model") == [("b", 1, "prompt"), ("b", 1, "reply")]
+    assert _found(state, "hello", since=datetime.now(UTC) + timedelta(hours=1)) == []
+    first = find(state, "hello", limit=3)
+    assert len(first.hits) == 3 and first.next is not None
+    rest = find(state, "hello", limit=3, before=first.next)
+    assert len(rest.hits) == 1 and rest.next is None
+    with pytest.raises(UsageError, match="--in"):
+        find(state, "hello", where=["nowhere"])
+
+
+def test_a_deleted_index_is_rebuilt_and_a_session_written_without_it_caught_up(state: StatePaths) -> None:
+    assert _found(state, "zebras")
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(state.root / INDEX_FILE) + suffix).unlink(missing_ok=True)
+    seen: list[tuple[int, int]] = []
+    with SearchIndex(state) as index:
+        assert index.catch_up(lambda done, total: seen.append((done, total))) == 2
+    assert seen[-1][0] == seen[-1][1] > 0  # the progress line ends at its total
+    assert _found(state, "zebras") == [("a", 2, "note")]
+    with _session(state, "c" * 16) as j:  # as an older worker, or a hand, would leave it
+        _turn(j, "v1", "print('platypus')", "platypus")
+    assert _found(state, "platypus") == [("c", 1, "prompt"), ("c", 1, "reply")]
+
+
+def test_a_running_turn_is_found_once_it_ended_and_a_replaced_journal_is_read_again(
+    state: StatePaths,
+) -> None:
+    with Journal.open_for_append(state.session(A).journal) as j:
+        _turn(j, "t3", "print('quokka')", end=False)
+    assert _found(state, "quokka") == []
+    with Journal.open_for_append(state.session(A).journal) as j:
+        j.append(TextChunk(turn_id="t3", text="quok"))
+        j.append(TextChunk(turn_id="t3", text="ka!"))
+        j.append(TurnEnded(turn_id="t3", outcome="completed", reply="quokka!"))
+    assert _found(state, "quokka") == [("a", 3, "prompt"), ("a", 3, "reply")]
+    path = state.session(A).journal
+    path.rename(path.with_suffix(".old"))
+    with Journal.open_for_append(path) as j:
+        _turn(j, "w1", "print('wombat')", "wombat")
+    assert _found(state, "wombat") == [("a", 1, "prompt"), ("a", 1, "reply")]
+    assert _found(state, "quokka") == []  # what the old journal held is gone with it
+
+
+def test_the_workers_indexer_indexes_in_its_own_thread(state: StatePaths) -> None:
+    with SearchIndex(state) as index:
+        index.catch_up()
+    with Journal.open_for_append(state.session(A).journal) as j:
+        _turn(j, "t9", "print('axolotl')", "axolotl")
+    indexer = Indexer(state, A)
+    indexer.poke()
+    assert indexer.idle.wait(30)
+    indexer.stop()
+    assert indexer.runs == 1
+    with SearchIndex(state) as index:
+        assert index.behind() == []  # nothing left for a search to catch up
+        hits, _ = index.search(Query("axolotl"))
+    assert [h.where for h in hits] == ["prompt", "reply"]
+    assert os.path.exists(state.root / INDEX_FILE)

@@ -1,0 +1,924 @@
+"""The search index of every session of the state dir: one SQLite database (``index.sqlite``)
+with an FTS5 table, for ``tui search``, the app's search across sessions and the web bridge's
+``GET /api/search``.
+
+The journal stays the only truth. The index holds, for each text of a session (a turn's prompt,
+its reply, each tool call's arguments and whole output, errors, notes, questions and their
+answers, its children's lines), the words (FTS5, contentless: the text itself is not kept) and
+where the text lies in the journal: the byte range of its turn and its place among that turn's
+texts. A hit's snippet is made by reading that range again, and a hit whose text no longer holds
+the words (a journal rewritten by hand) is dropped there.
+
+A turn is indexed once it ended, its texts joined as the reader sees them (a tool's output whole,
+not piece by piece: a word cut between two pieces is found). Each session's row says how far its
+journal is indexed (``upto``, at a turn's start when a turn is still open) and which file it is
+(its inode): the worker indexes its journal at each turn's end, in a thread (`Indexer`), and every
+search first catches up each session whose journal grew, was replaced, or is new (sessions
+written by an older worker or by hand), so deleting the file only costs a rebuild.
+
+Many processes write it (each worker, each search): WAL mode, a busy timeout, and one short
+transaction per session (or per few MiB of a long journal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from tui.errors import UsageError
+from tui.protocol.web import Found, FoundHit, SearchQuery
+from tui.store.paths import StatePaths, is_session_id
+
+__all__ = [
+    "INDEX_FILE",
+    "WHERE",
+    "Hit",
+    "Indexer",
+    "Query",
+    "SearchIndex",
+    "Text",
+    "find",
+    "find_in",
+    "texts_of",
+]
+
+log = logging.getLogger("tui.store.index")
+
+INDEX_FILE = "index.sqlite"
+"""The index's file in the state dir (with its ``-wal`` and ``-shm``)."""
+SCHEMA = 1
+"""Bumped when what is indexed changes: an index of another schema is rebuilt."""
+BLOCK = 8 << 20
+"""Bytes of journal read at once; a long journal is indexed in one transaction per block."""
+SNIPPET = 100
+"""Characters of a hit's snippet."""
+BUSY = 10.0
+"""Seconds a writer waits for another's transaction."""
+GATHER = 0.25
+"""Seconds a worker's indexer waits after a turn's end for more to index in the same go."""
+
+Where = Literal["prompt", "reply", "tool", "error", "note", "question", "answer", "child"]
+WHERE: tuple[Where, ...] = ("prompt", "reply", "tool", "error", "note", "question", "answer", "child")
+"""Where a text of a session can be (``--in``)."""
+
+_HEAD = re.compile(rb'^\{"seq":\d+,"at":"([^"]*)","type":"([a-z_]+)"')
+_TURN_START = b"turn_started"
+_TURN_END = b"turn_ended"
+_KEPT = frozenset(
+    {
+        b"turn_started",
+        b"text",
+        b"tool_started",
+        b"tool_updated",
+        b"tool_output",
+        b"tool_ended",
+        b"turn_ended",
+        b"note",
+        b"question_asked",
+        b"question_resolved",
+        b"child_started",
+        b"child_asking",
+        b"child_ended",
+    }
+)
+"""The events whose words are searched; the others (status, queue, …) are not decoded."""
+
+
+# --- a turn's texts --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Text:
+    """One text of a turn (or of an event between turns), as searched and shown."""
+
+    where: Where
+    name: str
+    """The tool's name (``where == "tool"``, or a tool's ``error``); else empty."""
+    text: str
+
+
+def _str(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def texts_of(events: list[dict[str, Any]]) -> list[Text]:
+    """The texts of one turn's events (or of one event between turns), in a fixed order: the
+    same events always give the same list, so a hit names a text by its place in it.
+
+    A tool call is one text: its arguments, its title, then its whole output joined. The reply is
+    ``turn_ended``'s (the text pieces joined when the turn has no ending).
+    """
+    out: list[Text] = []
+    tools: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
+    pieces: list[str] = []
+    ended = False
+    later: list[Text] = []
+    for event in events:
+        typ = event.get("type")
+        if typ == "turn_started":
+            out.append(Text("prompt", "", _str(event.get("prompt"))))
+        elif typ == "text":
+            pieces.append(_str(event.get("text")))
+        elif typ == "tool_started":
+            call = _str(event.get("call_id"))
+            names[call] = _str(event.get("name"))
+            args = event.get("args") or {}
+            head = [_str(v) for v in args.values()] if isinstance(args, dict) else [_str(args)]
+            tools[call] = [*head, _str(event.get("title")), "\n"]
+        elif typ == "tool_updated":
+            call = _str(event.get("call_id"))
+            part = tools.setdefault(call, [])
+            args = event.get("args")
+            if isinstance(args, dict):
+                part += [_str(v) + "\n" for v in args.values()]
+            if event.get("title"):
+                part.append(_str(event.get("title")) + "\n")
+            if event.get("output"):
+                part.append(_str(event.get("output")))
+        elif typ == "tool_output":
+            tools.setdefault(_str(event.get("call_id")), []).append(_str(event.get("text")))
+        elif typ == "tool_ended":
+            if event.get("error"):
+                later.append(Text("error", names.get(_str(event.get("call_id")), ""), _str(event["error"])))
+        elif typ == "turn_ended":
+            ended = True
+            out.append(Text("reply", "", _str(event.get("reply"))))
+            if event.get("error"):
+                later.append(Text("error", "", _str(event["error"])))
+        elif typ == "note":
+            later.append(Text("note", _str(event.get("source")), _str(event.get("text"))))
+        elif typ == "question_asked":
+            options = [_str(o.get("label")) for o in event.get("options") or [] if isinstance(o, dict)]
+            later.append(Text("question", "", "\n".join([_str(event.get("text")), *options])))
+        elif typ == "question_resolved":
+            said = [*(_str(s) for s in event.get("selected") or []), _str(event.get("freeform"))]
+            later.append(Text("answer", "", "\n".join(s for s in said if s)))
+        elif typ == "child_started":
+            later.append(Text("child", "", _str(event.get("prompt"))))
+        elif typ == "child_asking":
+            question = event.get("question")
+            if isinstance(question, dict):
+                later.append(Text("child", "", _str(question.get("text"))))
+        elif typ == "child_ended":
+            later.append(Text("child", "", _str(event.get("error"))))
+    if not ended and pieces:
+        out.append(Text("reply", "", "".join(pieces)))
+    out += [Text("tool", names.get(call, ""), "".join(part)) for call, part in tools.items()]
+    out += later
+    return [t for t in out if t.text.strip()]
+
+
+# --- what to find ----------------------------------------------------------------------------
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a person typed, as FTS5 and as a pattern for the snippet.
+
+    The text is found as written: its words in that order whatever separates them (``os.path``
+    finds ``os.path`` and ``os path``), case-insensitively; a ``*`` at its end makes its last word
+    a prefix (``timeo*`` finds ``timeout``).
+
+    Raises:
+        UsageError: the text holds no word to find.
+    """
+
+    text: str
+    words: tuple[str, ...] = field(init=False)
+    prefix: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        words = tuple(w.lower() for w in _WORD.findall(self.text))
+        if not words:
+            raise UsageError(
+                f"nothing to search for in {self.text!r}: give a word or a phrase, "
+                "e.g. `tui search 'timed out'`"
+            )
+        object.__setattr__(self, "words", words)
+        object.__setattr__(self, "prefix", self.text.rstrip().endswith("*"))
+
+    @property
+    def match(self) -> str:
+        """The FTS5 query: one phrase, its last word a prefix when asked."""
+        return '"' + " ".join(self.words) + '"' + ("*" if self.prefix else "")
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """Where the words are in a text (for the snippet and its mark)."""
+        body = r"[\W_]+".join(re.escape(w) for w in self.words)
+        tail = r"[^\W_]*" if self.prefix else r"(?![^\W_])"  # a prefix marks its whole word
+        return re.compile(r"(?<![^\W_])" + body + tail, re.IGNORECASE)
+
+
+def snippet(text: str, found: re.Match[str], width: int = SNIPPET) -> tuple[str, tuple[int, int]]:
+    """The line of `text` around `found`, cut to about `width` characters, and where the match
+    is in it (start, end)."""
+    at, stop = found.span()
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start : len(text) if end < 0 else end]
+    at, stop = at - start, min(stop, start + len(line)) - start
+    begin = 0
+    if len(line) > width:
+        begin = max(0, min(at - width // 3, len(line) - width))
+    cut = line[begin : begin + width]
+    lead = len(cut) - len(cut.lstrip())
+    shown = cut.strip()
+    pre = "…" if begin else ""
+    post = "…" if begin + width < len(line) else ""
+    m0 = len(pre) + at - begin - lead
+    m1 = min(len(pre) + stop - begin - lead, len(pre) + len(shown))
+    return pre + shown + post, (max(0, m0), max(0, m1))
+
+
+# --- hits ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Hit:
+    """One text of one session where the words were found."""
+
+    session_id: str
+    turn: int
+    """The turn's 1-based number in its session (0: before its first turn)."""
+    at: datetime
+    """When the turn started (an event between turns: when it was written)."""
+    where: Where
+    name: str
+    """The tool's name for ``tool`` (and a tool's ``error``)."""
+    snippet: str
+    match: tuple[int, int]
+    """Where the words are in `snippet` (start, end)."""
+    title: str = ""
+    folder: str = ""
+    agent: str = ""
+    archived: bool = False
+
+    @property
+    def place(self) -> str:
+        """Where, as read: ``tool grep``, ``reply``."""
+        return f"{self.where} {self.name}" if self.name and self.where in ("tool", "error") else self.where
+
+    def marked(self, before: str = "«", after: str = "»") -> str:
+        """The snippet with the match between `before` and `after`."""
+        a, b = self.match
+        return self.snippet[:a] + before + self.snippet[a:b] + after + self.snippet[b:]
+
+
+# --- the index -------------------------------------------------------------------------------
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+    n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+    inode INTEGER NOT NULL DEFAULT 0, upto INTEGER NOT NULL DEFAULT 0, turns INTEGER NOT NULL DEFAULT 0,
+    record INTEGER NOT NULL DEFAULT 0, title TEXT NOT NULL DEFAULT '', folder TEXT NOT NULL DEFAULT '',
+    agent TEXT NOT NULL DEFAULT '', archived INTEGER NOT NULL DEFAULT 0, parent TEXT);
+CREATE TABLE IF NOT EXISTS rows(
+    rowid INTEGER PRIMARY KEY, session INTEGER NOT NULL, turn INTEGER NOT NULL,
+    kind TEXT NOT NULL, name TEXT NOT NULL,
+    start INTEGER NOT NULL, stop INTEGER NOT NULL, k INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS rows_session ON rows(session);
+CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(
+    text, content='', columnsize=0, tokenize='unicode61 remove_diacritics 0');
+"""
+# rowid: the turn's start in microseconds since the epoch, times 16 (bumped past any taken), so that FTS5
+# hands hits newest first (ORDER BY rowid DESC) and stops at the page's end.
+
+
+@dataclass
+class _Segment:
+    """A turn's lines (or one event's between turns), as cut from a block of journal."""
+
+    start: int
+    turn: int
+    at: str
+    first: int = 0
+    """Its first line among the block's decoded ones."""
+    last: int = 0
+    """Past its last line among them."""
+    stop: int = 0
+    """The byte past its last line."""
+    ended: bool = False
+    text: list[bytes] = field(default_factory=list)
+    """Its `text` lines, read only when it has no ending (whose reply holds them all)."""
+
+
+def _micros(at: str) -> int:
+    try:
+        stamp = datetime.fromisoformat(at)
+    except ValueError:
+        return 0
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1_000_000)
+
+
+class SearchIndex:
+    """The state dir's search index (made, or rebuilt, on first use).
+
+    Args:
+        state: the state dir.
+        path: the database (default: ``index.sqlite`` in the state dir).
+    """
+
+    def __init__(self, state: StatePaths, *, path: Path | None = None) -> None:
+        self.state = state
+        self.path = path or state.root / INDEX_FILE
+        self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_DDL)
+        row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        if row is None:
+            db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA),))
+        elif row[0] != str(SCHEMA):
+            db.close()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(str(self.path) + suffix)
+            return self._open()
+        return db
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- keeping it current ------------------------------------------------------------------
+    def behind(self) -> list[tuple[str, int, int]]:
+        """The sessions whose journal holds more than the index (or another file, or is new):
+        (id, bytes to read, journal size)."""
+        known: dict[str, tuple[int, int]] = {}
+        records: dict[str, int] = {}
+        for sid, inode, upto, record in self.db.execute("SELECT id, inode, upto, record FROM sessions"):
+            known[sid] = (inode, upto)
+            records[sid] = record
+        out: list[tuple[str, int, int]] = []
+        stale: list[tuple[str, str]] = []
+        try:
+            entries = list(os.scandir(self.state.sessions))
+        except FileNotFoundError:
+            entries = []
+        present: set[str] = set()
+        for entry in entries:
+            if not is_session_id(entry.name):
+                continue
+            present.add(entry.name)
+            record = os.path.join(entry.path, "session.json")
+            try:
+                mtime = os.stat(record).st_mtime_ns
+            except OSError:
+                continue
+            if records.get(entry.name) != mtime:
+                stale.append((entry.name, record))
+            try:
+                st = os.stat(os.path.join(entry.path, "journal.jsonl"))
+            except OSError:
+                continue
+            inode, upto = known.get(entry.name, (0, 0))
+            if inode != st.st_ino or st.st_size < upto:
+                out.append((entry.name, st.st_size, st.st_size))
+            elif st.st_size > upto:
+                out.append((entry.name, st.st_size - upto, st.st_size))
+        if stale:
+            self._records(stale)
+        gone = [sid for sid in known if sid not in present]
+        if gone:
+            self._forget(gone)
+        return out
+
+    def _records(self, stale: list[tuple[str, str]]) -> None:
+        """Keep what each session's record says (title, folder, agent, archived) beside its rows."""
+        with self._writing():
+            for sid, path in stale:
+                try:
+                    mtime = os.stat(path).st_mtime_ns
+                    with open(path, "rb") as f:
+                        data = json.load(f)
+                except (OSError, ValueError):
+                    continue
+                if not isinstance(data, dict):
+                    continue
+                values = (
+                    mtime,
+                    _str(data.get("title")),
+                    _str(data.get("working_directory")),
+                    _str(data.get("agent") or "python"),
+                    int(data.get("status") == "archived"),
+                    data.get("parent_id") if isinstance(data.get("parent_id"), str) else None,
+                    sid,
+                )
+                self.db.execute("INSERT OR IGNORE INTO sessions(id) VALUES(?)", (sid,))
+                self.db.execute(
+                    "UPDATE sessions SET record=?, title=?, folder=?, agent=?, archived=?, parent=? "
+                    "WHERE id=?",
+                    values,
+                )
+
+    def _forget(self, session_ids: list[str]) -> None:
+        """Drop the rows of deleted sessions (their words stay in FTS5 until a rebuild, unreached)."""
+        with self._writing():
+            for sid in session_ids:
+                row = self.db.execute("SELECT n FROM sessions WHERE id=?", (sid,)).fetchone()
+                if row is not None:
+                    self.db.execute("DELETE FROM rows WHERE session=?", (row[0],))
+                    self.db.execute("DELETE FROM sessions WHERE n=?", (row[0],))
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index what every session's journal holds beyond the index.
+
+        Args:
+            progress: called with (bytes done, bytes to do) as it goes, when there is much to do.
+
+        Returns:
+            How many sessions were caught up.
+        """
+        todo = self.behind()
+        total = sum(size for _, size, _ in todo)
+        done = 0
+        for sid, size, _ in todo:
+            base = done
+
+            def step(n: int, base: int = base) -> None:
+                if progress is not None:
+                    progress(base + n, total)
+
+            self.index_session(sid, step)
+            done += size
+        if progress is not None and todo:
+            progress(total, total)
+        return len(todo)
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    def index_session(self, session_id: str, step: Callable[[int], None] | None = None) -> int:
+        """Index what `session_id`'s journal holds beyond the index (all of it when the journal
+        was replaced or shrank).
+
+        Returns:
+            How many texts were added.
+        """
+        journal = self.state.session(session_id).journal
+        try:
+            fd = os.open(journal, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return 0
+        added = 0
+        try:
+            st = os.fstat(fd)
+            offset: int | None = None
+            while True:
+                with self._writing():
+                    n, upto, turns = self._session_row(session_id, st.st_ino, st.st_size)
+                    if offset is not None and upto != offset:
+                        break  # someone else indexes this journal now
+                    if upto >= st.st_size:
+                        break
+                    want = BLOCK
+                    while True:
+                        count, done, done_turns = self._index_block(fd, n, upto, turns, st.st_size, want)
+                        if done > upto or upto + want >= st.st_size:
+                            break
+                        want *= 2  # one turn longer than the block: read it whole
+                    added += count
+                    upto, turns = done, done_turns
+                    self.db.execute(
+                        "UPDATE sessions SET inode=?, upto=?, turns=? WHERE n=?", (st.st_ino, upto, turns, n)
+                    )
+                if step is not None:
+                    step(upto)
+                if offset == upto:
+                    break  # a turn still open: the rest is indexed when it ends
+                offset = upto
+        finally:
+            os.close(fd)
+        return added
+
+    def _session_row(self, session_id: str, inode: int, size: int) -> tuple[int, int, int]:
+        row = self.db.execute(
+            "SELECT n, inode, upto, turns FROM sessions WHERE id=?", (session_id,)
+        ).fetchone()
+        if row is None:
+            cur = self.db.execute("INSERT INTO sessions(id, inode) VALUES(?, ?)", (session_id, inode))
+            assert cur.lastrowid is not None
+            return cur.lastrowid, 0, 0
+        n, known, upto, turns = row
+        if known != inode or size < upto:
+            # Another file, or a shorter one: what was indexed of it no longer holds.
+            self.db.execute("DELETE FROM rows WHERE session=?", (n,))
+            return n, 0, 0
+        return n, upto, turns
+
+    def _index_block(
+        self, fd: int, n: int, upto: int, turns: int, size: int, want: int
+    ) -> tuple[int, int, int]:
+        """Index the whole lines from `upto` on, about `want` bytes of them.
+
+        Returns:
+            (texts added, the new `upto`, turns started before it).
+        """
+        data = b""
+        pos = upto
+        while pos < size:
+            more = os.pread(fd, min(max(want - len(data), 1 << 16), size - pos), pos)
+            if not more:
+                break
+            pos += len(more)
+            data += more
+            if len(data) >= want and b"\n" in more:
+                break
+        data = data[: data.rfind(b"\n") + 1]
+        # One pass over the heads cuts the lines into segments (a turn, or one event between
+        # turns); the lines worth reading are then decoded at once, in one call.
+        kept: list[bytes] = []
+        segments: list[_Segment] = []
+        open_: _Segment | None = None
+        done, done_turns = upto, turns  # everything before `done` is indexed (or is no turn's)
+        at = 0
+        for line in data.split(b"\n")[:-1]:
+            start = upto + at
+            at += len(line) + 1
+            head = _HEAD.match(line)
+            if head is not None:
+                typ, stamp = head.group(2), head.group(1).decode()
+            else:
+                event = self._decode(line)
+                if event is None:
+                    continue
+                typ, stamp = str(event.get("type", "")).encode(), str(event.get("at", ""))
+            if typ == _TURN_START:
+                if open_ is not None:  # a turn that never ended: it ends where the next starts
+                    open_.stop = start
+                    segments.append(open_)
+                    done, done_turns = start, turns
+                turns += 1
+                open_ = _Segment(start, turns, stamp, first=len(kept))
+            if typ not in _KEPT:
+                if open_ is None:
+                    done, done_turns = upto + at, turns
+                continue
+            if open_ is not None:
+                if typ == b"text":
+                    open_.text.append(line)
+                    continue
+                kept.append(line)
+                open_.last = len(kept)
+                if typ == _TURN_END:
+                    open_.stop = upto + at
+                    open_.ended = True
+                    segments.append(open_)
+                    open_ = None
+                    done, done_turns = upto + at, turns
+                continue
+            kept.append(line)
+            segments.append(
+                _Segment(start, turns, stamp, first=len(kept) - 1, last=len(kept), stop=upto + at)
+            )
+            done, done_turns = upto + at, turns
+        events = self._decode_all(kept)
+        batch: list[tuple[int, int, Text, int]] = []
+        for segment in segments:
+            if segment.stop > done:
+                continue
+            part = events[segment.first : segment.last]
+            if segment.text and not segment.ended:
+                part += [e for e in self._decode_all(segment.text) if e is not None]
+            texts = texts_of([e for e in part if e is not None])
+            # Newest first means a turn's texts read from the last (rowid DESC): its first text
+            # gets the highest rowid, so that within a turn the prompt comes first.
+            base = (_micros(segment.at) or 1) * 16
+            for k in range(len(texts)):
+                batch.append((base + len(texts) - 1 - k, k, texts[k], id(segment)))
+        by_id = {id(s): s for s in segments}
+        self._insert(n, [(rowid, k, text, by_id[key]) for rowid, k, text, key in batch])
+        return len(batch), done, done_turns
+
+    def _insert(self, n: int, batch: list[tuple[int, int, Text, _Segment]]) -> None:
+        rows = [(rowid, n, seg.turn, t.where, t.name, seg.start, seg.stop, k) for rowid, k, t, seg in batch]
+        sql = "INSERT INTO rows(rowid, session, turn, kind, name, start, stop, k) VALUES(?,?,?,?,?,?,?,?)"
+        self.db.execute("SAVEPOINT batch")
+        try:
+            self.db.executemany(sql, rows)
+        except sqlite3.IntegrityError:
+            # Two texts of the same microsecond: each taken rowid is bumped, one by one.
+            self.db.execute("ROLLBACK TO batch")
+            for i, row in enumerate(rows):
+                rowid = row[0]
+                while True:
+                    try:
+                        self.db.execute(sql, (rowid, *row[1:]))
+                        break
+                    except sqlite3.IntegrityError:
+                        rowid += 1
+                rows[i] = (rowid, *row[1:])
+        self.db.execute("RELEASE batch")
+        self.db.executemany(
+            "INSERT INTO words(rowid, text) VALUES(?, ?)",
+            [(row[0], b[2].text) for row, b in zip(rows, batch, strict=True)],
+        )
+
+    @staticmethod
+    def _decode(line: bytes) -> dict[str, Any] | None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return None
+        return event if isinstance(event, dict) else None
+
+    @staticmethod
+    def _decode_all(lines: list[bytes]) -> list[dict[str, Any] | None]:
+        """Each line's event, decoded at once (None for a line that is no event)."""
+        if not lines:
+            return []
+        try:
+            events = json.loads(b"[" + b",".join(lines) + b"]")
+        except ValueError:
+            return [SearchIndex._decode(line) for line in lines]
+        return [e if isinstance(e, dict) else None for e in events]
+
+    # --- finding -----------------------------------------------------------------------------
+    def search(
+        self,
+        query: Query,
+        *,
+        sessions: Collection[str] | None = None,
+        folder: str | None = None,
+        agent: str | None = None,
+        active: bool = False,
+        where: Collection[str] | None = None,
+        since: datetime | None = None,
+        limit: int = 20,
+        before: int | None = None,
+    ) -> tuple[list[Hit], int | None]:
+        """The newest hits of `query`, at most `limit`.
+
+        Args:
+            sessions: only these sessions (None: every one).
+            folder: only sessions in this folder or below it.
+            agent: only sessions of this agent.
+            active: leave archived sessions out.
+            where: only these kinds of text (`WHERE`).
+            since: only turns started at or after it.
+            before: only hits older than this cursor (the previous page's `next`).
+
+        Returns:
+            The hits, newest first, and the cursor of the next page (None: no more).
+        """
+        clauses = ["words MATCH ?"]
+        params: list[Any] = [query.match]
+        if since is not None:
+            clauses.append("words.rowid >= ?")
+            params.append(int(since.timestamp() * 1_000_000) * 16)
+        if before is not None:
+            clauses.append("words.rowid < ?")
+            params.append(before)
+        if where is not None:
+            clauses.append(f"rows.kind IN ({','.join('?' * len(where))})")
+            params += list(where)
+        if sessions is not None:
+            ids = list(sessions)
+            if not ids:
+                return [], None
+            clauses.append(f"sessions.id IN ({','.join('?' * len(ids))})")
+            params += ids
+        if folder is not None:
+            top = folder.rstrip("/") or "/"
+            below = top.rstrip("/").replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%"
+            clauses.append("(sessions.folder = ? OR sessions.folder LIKE ? ESCAPE '\\')")
+            params += [top, below]
+        if agent is not None:
+            clauses.append("sessions.agent = ?")
+            params.append(agent)
+        if active:
+            clauses.append("sessions.archived = 0")
+        sql = (
+            "SELECT words.rowid, sessions.id, rows.turn, rows.kind, rows.name, rows.start, rows.stop, "
+            "rows.k, "
+            "sessions.title, sessions.folder, sessions.agent, sessions.archived "
+            "FROM words JOIN rows ON rows.rowid = words.rowid JOIN sessions ON sessions.n = rows.session "
+            "WHERE " + " AND ".join(clauses) + " ORDER BY words.rowid DESC"
+        )
+        pattern = query.pattern
+        hits: list[Hit] = []
+        cursor = self.db.execute(sql, params)
+        last: int | None = None
+        for rowid, sid, turn, kind, name, start, stop, k, title, where_, agent_, archived in cursor:
+            if len(hits) >= limit:
+                cursor.close()
+                return hits, last
+            hit = self._hit(pattern, sid, turn, kind, name, start, stop, k)
+            last = rowid
+            if hit is not None:
+                hits.append(
+                    dataclasses.replace(
+                        hit, title=title, folder=where_, agent=agent_, archived=bool(archived)
+                    )
+                )
+        return hits, None
+
+    def _hit(
+        self,
+        pattern: re.Pattern[str],
+        sid: str,
+        turn: int,
+        kind: str,
+        name: str,
+        start: int,
+        stop: int,
+        k: int,
+    ) -> Hit | None:
+        """The hit as the journal holds it now (None: it no longer holds the words there)."""
+        try:
+            with open(self.state.session(sid).journal, "rb") as f:
+                f.seek(start)
+                data = f.read(stop - start)
+        except OSError:
+            return None
+        events = [e for e in map(self._decode, data.split(b"\n")) if e is not None]
+        texts = texts_of(events)
+        if k >= len(texts) or texts[k].where != kind:
+            return None
+        found = pattern.search(texts[k].text)
+        if found is None:
+            return None
+        shown, mark = snippet(texts[k].text, found)
+        at = _micros(str(events[0].get("at", ""))) if events else 0
+        return Hit(
+            session_id=sid,
+            turn=turn,
+            at=datetime.fromtimestamp(at / 1_000_000, UTC),
+            where=kind,
+            name=name,
+            snippet=shown,
+            match=mark,
+        )
+
+
+def find(
+    state: StatePaths,
+    text: str,
+    *,
+    sessions: Collection[str] | None = None,
+    folder: str | None = None,
+    agent: str | None = None,
+    active: bool = False,
+    where: Collection[str] | None = None,
+    since: datetime | None = None,
+    limit: int = 20,
+    before: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Found:
+    """Find `text` in the sessions of `state`: the index caught up first, then asked
+    (`SearchIndex.search` says what each filter does).
+
+    Raises:
+        UsageError: `text` holds no word, or `where` names a kind of text there is not.
+    """
+    query = Query(text)
+    if where is not None:
+        unknown = sorted(set(where) - set(WHERE))
+        if unknown:
+            raise UsageError(f"--in {unknown[0]}: a text is in one of {', '.join(WHERE)}")
+    with SearchIndex(state) as index:
+        index.catch_up(progress)
+        hits, more = index.search(
+            query,
+            sessions=sessions,
+            folder=folder,
+            agent=agent,
+            active=active,
+            where=where,
+            since=since,
+            limit=limit,
+            before=before,
+        )
+    return Found(
+        hits=[
+            FoundHit(
+                session_id=h.session_id,
+                title=h.title,
+                folder=h.folder,
+                agent=h.agent or "python",
+                archived=h.archived,
+                turn=h.turn,
+                at=h.at,
+                where=h.where,
+                name=h.name,
+                snippet=h.snippet,
+                match=list(h.match),
+            )
+            for h in hits
+        ],
+        next=more,
+    )
+
+
+def find_in(
+    state: StatePaths,
+    query: SearchQuery,
+    progress: Callable[[int, int], None] | None = None,
+    sessions: Collection[str] | None = None,
+) -> Found:
+    """`find` of a `SearchQuery` (what a machine is asked), in `sessions` only when given."""
+    return find(
+        state,
+        query.q,
+        sessions=sessions,
+        folder=query.folder,
+        agent=query.agent,
+        active=query.active,
+        where=query.where,
+        since=query.since,
+        limit=query.limit,
+        before=query.before,
+        progress=progress,
+    )
+
+
+class Indexer:
+    """A worker's indexing of its session: told at each turn's end, it indexes in a thread of its
+    own, so the journal's writer never waits for the index.
+
+    Args:
+        state: the state dir.
+        session_id: the worker's session.
+    """
+
+    def __init__(self, state: StatePaths, session_id: str) -> None:
+        self.state = state
+        self.session_id = session_id
+        self._due = threading.Event()
+        self._woken = threading.Event()
+        """Set only to end a gathering wait early (`stop`)."""
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+        """How many times it indexed (for tests)."""
+        self.idle = threading.Event()
+        """Set while nothing is due and nothing runs."""
+        self.idle.set()
+
+    def poke(self) -> None:
+        """Something worth finding was written: index it soon (never waits)."""
+        self.idle.clear()
+        self._due.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tui-index", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """No more indexing after the current run (what is left is caught up by the next search)."""
+        self._stopping = True
+        self._due.set()
+        self._woken.set()
+
+    def _run(self) -> None:
+        index: SearchIndex | None = None
+        try:
+            while True:
+                self._due.wait()
+                if self._stopping:
+                    break
+                # What ends within `GATHER` is indexed in one go: a burst of short turns costs
+                # one transaction, not one each, and the writer's thread is left alone meanwhile.
+                self._woken.wait(GATHER)
+                self._due.clear()
+                try:
+                    if index is None:
+                        index = SearchIndex(self.state)
+                    index.index_session(self.session_id)
+                    self.runs += 1
+                except (sqlite3.Error, OSError) as exc:
+                    log.warning("the search index was not updated (%s); the next search catches it up", exc)
+                if not self._due.is_set():
+                    self.idle.set()
+        finally:
+            if index is not None:
+                index.close()
+            self.idle.set()
