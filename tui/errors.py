@@ -68,6 +68,7 @@ __all__ = [
     "NotFound",
     "NotPermitted",
     "QuestionNotPending",
+    "RateLimited",
     "Refused",
     "RequestTimeout",
     "ServerBusy",
@@ -372,6 +373,13 @@ class CapReached(Refused):
     """A participant's token holds as many open streams as it may."""
 
     code = "cap_reached"
+    status = 429
+
+
+class RateLimited(Refused):
+    """Too many wrong sign-in codes from one address, or from everyone; ``retry_after`` seconds."""
+
+    code = "rate_limited"
     status = 429
 
 

@@ -198,7 +198,9 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         assert shared["token"]
         code = shared["link"].split("#code=")[1]
         browser = w.client(token=None, headers={"X-Tui-Page": "1"})
-        chk.check("post", "/api/signin", browser.post("/api/signin", json={"code": code}))
+        signed_in = browser.post("/api/signin", json={"code": code})
+        chk.check("post", "/api/signin", signed_in)
+        browser.headers["X-Tui-Page"] = signed_in.json()["secret"]
         chk.check("post", "/api/signout", browser.post("/api/signout"))
         session("get", "/participants")
         session("delete", "/participants", params={"participant": "ana"})

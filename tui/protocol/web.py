@@ -217,6 +217,8 @@ class SignInRequest(_Body):
 
 class SignedIn(_Answer):
     principal: Principal
+    secret: str = ""
+    """The page secret: the page keeps it in ``sessionStorage`` and sends it as ``X-Tui-Page``."""
 
 
 class SignedOut(_Answer):

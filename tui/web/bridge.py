@@ -3,6 +3,7 @@ digest, the participants' store, the open streams, and which ``Host`` names it."
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -17,7 +18,7 @@ from tui.web.forward import KEEPALIVE, Forwarder, OpenStream
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 from tui.web.sessions import LocalSessions
-from tui.web.signin import SignIns
+from tui.web.signin import SignIns, Throttle, cookie_name
 
 __all__ = ["FEATURES", "STREAM_CAP", "WATCH_EVERY", "WebBridge"]
 
@@ -54,6 +55,7 @@ class WebBridge:
         self.web = WebPaths.of(self.state.root)
         self.participants = ParticipantStore(self.web)
         self.signins = SignIns(self.web)
+        self.throttle = Throttle()
         self.sessions = LocalSessions(self.state)
         self.forwarder = Forwarder()
         self.fanouts = FanOuts(BRIDGE["events"].path)
@@ -67,6 +69,11 @@ class WebBridge:
             host = _outward_address(bound.version)
         host = f"[{host}]" if ":" in host else host
         return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def cookie(self) -> str:
+        """The name of this server's session cookie (`tui.web.signin.cookie_name`)."""
+        return cookie_name(self.port)
 
     @property
     def scheme(self) -> str:
@@ -94,8 +101,21 @@ class WebBridge:
         for handle in list(self.streams):
             handle.close("server stopping")
 
+    def close_streams_of_signin(self, page: str) -> None:
+        """End the open streams of one page's sign-in (its page digest): it signed out."""
+        for handle in list(self.streams):
+            if handle.signin == page:
+                handle.close("signed out")
+
     def close_streams_of_gone_tokens(self) -> None:
-        """End the open streams of revoked or expired participants."""
+        """End the open streams of revoked or expired participants, and of sign-ins that ended."""
+        signed_in = [h for h in self.streams if h.signin]
+        if signed_in:
+            with contextlib.suppress(TuiError):
+                live = self.signins.live()
+                for handle in signed_in:
+                    if handle.signin not in live:
+                        handle.close("signed out")
         watched = [h for h in self.streams if h.participant_id is not None]
         if not watched:
             return

@@ -40,6 +40,8 @@ class OpenStream:
     token_digest: str
     session_id: str
     participant_id: str | None = None
+    signin: str = ""
+    """The page digest of the page sign-in it was opened with (`tui.web.signin`): empty for a token."""
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     why: str = ""
 

@@ -20,7 +20,7 @@ from tui.protocol.routes import RouteSpec
 from tui.serve import Handler, refusal
 from tui.web.auth import authenticate, principal_of
 from tui.web.bridge import WebBridge
-from tui.web.signin import COOKIE, OWNER, PAGE_HEADER
+from tui.web.signin import OWNER, PAGE_HEADER, Grant
 
 __all__ = [
     "Endpoint",
@@ -77,34 +77,46 @@ def bridge_of(request: Request) -> WebBridge:
 
 def principal_of_request(request: Request) -> Principal:
     """Who makes `request`: the trusted principal (``tui relay``), else its bearer token, else
-    the page's session cookie (`tui.web.signin`), which counts only with the page's header.
+    the page's sign-in (`tui.web.signin`): its cookie and its secret in the page's header.
 
     Raises:
-        Refused: no token, or an unknown, revoked or expired one; a cookie without the header,
-            or one signed out, expired or of a revoked share.
+        Refused: no token, or an unknown, revoked or expired one; a cookie without its page's
+            secret, or one signed out, expired or of a revoked share.
     """
     bridge = bridge_of(request)
     if bridge.trusted is not None:
         return bridge.trusted
-    cookie = request.cookies.get(COOKIE)
+    cookie = request.cookies.get(bridge.cookie)
     if request.headers.get("authorization") is None and cookie:
         return cookie_principal(bridge, request, cookie)
     return authenticate(request.headers.get("authorization"), bridge.owner_digest, bridge.participants)
 
 
+def page_grant(bridge: WebBridge, request: Request, cookie: str) -> Grant:
+    """The sign-in of a request made with the cookie: the cookie and the page's secret must match.
+
+    Raises:
+        Unauthorized: no secret, a wrong one, or a sign-in that ended.
+    """
+    secret = request.headers.get(PAGE_HEADER, "")
+    grant = bridge.signins.grant(cookie, secret) if secret else None
+    if grant is None:
+        raise Unauthorized(
+            "this page is not signed in (the cookie counts only with its page's secret); "
+            "open a new sign-in link (`tui web --link` on the machine, or `tui share`)"
+        )
+    return grant
+
+
 def cookie_principal(bridge: WebBridge, request: Request, cookie: str) -> Principal:
-    """The principal a session cookie was given for, as it stands now.
+    """The principal a sign-in was given for, as it stands now; the request remembers the sign-in
+    (``request.state.signin``: its page digest) so its streams end when it does.
 
     Raises:
         Refused: see `principal_of_request`.
     """
-    if request.headers.get(PAGE_HEADER) != "1":
-        raise Forbidden(
-            f"a request signed in by cookie needs the header {PAGE_HEADER}: 1 (the page sends it)"
-        )
-    grant = bridge.signins.cookie(cookie)
-    if grant is None:
-        raise Unauthorized("this page is signed out; open a new sign-in link (`tui web --link`, `tui share`)")
+    grant = page_grant(bridge, request, cookie)
+    request.state.signin = grant.page
     if grant.who == OWNER:
         if grant.owner_digest != bridge.owner_digest:
             raise TokenRevoked("the owner token changed since this page signed in; open a new sign-in link")

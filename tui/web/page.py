@@ -3,7 +3,8 @@
 The page is static files of the package (``tui/web/static/``: no build step, nothing fetched
 from elsewhere), served with a Content-Security-Policy that lets only its own scripts run. It
 signs in by posting a sign-in link's one-time code to ``POST /api/signin`` (`tui.web.signin`),
-which answers with an ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` under TLS).
+which answers with an ``HttpOnly``, ``SameSite=Strict`` cookie (``Secure`` under TLS) named for
+this server's port, and a page secret in the body that the page sends back as its header.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from tui.errors import Forbidden, TokenRevoked
+from tui.errors import Forbidden, RateLimited, TokenRevoked, Unauthorized
 from tui.protocol.principal import Principal, owner_name
 from tui.protocol.web import SignedIn, SignedOut, SignInRequest
-from tui.serve import parse_body
+from tui.serve import parse_body, refusal
 from tui.web.auth import principal_of
-from tui.web.gate import bridge_of
-from tui.web.signin import COOKIE, OWNER, OWNER_COOKIE_TTL, PAGE_HEADER
+from tui.web.gate import bridge_of, page_grant
+from tui.web.signin import OWNER, OWNER_COOKIE_TTL, PAGE_HEADER
 
 __all__ = ["PAGE_PATHS", "STATIC", "page_routes", "signin", "signout"]
 
@@ -66,12 +67,24 @@ def page_routes() -> list[BaseRoute]:
 
 
 async def signin(request: Request) -> Response:
-    """Exchange a one-time code for a session cookie of the same principal."""
+    """Exchange a one-time code for a sign-in of the same principal: a session cookie, and the page
+    secret in the body. Wrong codes are limited per client address and in all (429)."""
     if request.headers.get(PAGE_HEADER) != "1":
         raise Forbidden(f"signing in needs the header {PAGE_HEADER}: 1 (the page sends it)")
     body = await parse_body(request, SignInRequest)
     bridge = bridge_of(request)
-    grant = bridge.signins.redeem(body.code.strip())
+    address = request.client.host if request.client is not None else "?"
+    try:
+        bridge.throttle.check(address)
+    except RateLimited as exc:
+        response = refusal(exc)
+        response.headers["Retry-After"] = str(exc.fields["retry_after"])
+        return response
+    try:
+        grant = bridge.signins.redeem(body.code.strip())
+    except Unauthorized:
+        bridge.throttle.charge(address)
+        raise
     expires: datetime | None
     if grant.who == OWNER:
         if grant.owner_digest != bridge.owner_digest:
@@ -84,11 +97,15 @@ async def signin(request: Request) -> Response:
             raise TokenRevoked("the share of this link no longer exists; ask for a new one")
         principal = principal_of(person)
         expires = person.expires_at
-    value = bridge.signins.new_cookie(grant, expires)
-    response = Response(SignedIn(principal=principal).model_dump_json(), media_type="application/json")
+    held = request.cookies.get(bridge.cookie)
+    value, secret = bridge.signins.sign_in(grant, expires, held)
+    answer = SignedIn(principal=principal, secret=secret)
+    signed = Response(answer.model_dump_json(), media_type="application/json")
     age = int((expires - datetime.now(UTC)).total_seconds()) if expires is not None else OWNER_COOKIE_TTL
-    response.set_cookie(
-        COOKIE,
+    if value == held:  # the cookie carries other tabs' sign-ins too: it outlives none of them
+        age = max(age, OWNER_COOKIE_TTL)
+    signed.set_cookie(
+        bridge.cookie,
         value,
         max_age=max(1, age),
         path="/",
@@ -96,15 +113,24 @@ async def signin(request: Request) -> Response:
         samesite="strict",
         secure=bridge.tls,
     )
-    return response
+    return signed
 
 
 async def signout(request: Request) -> Response:
-    """End the session cookie: forgotten here, and the browser told to drop it."""
+    """End the page's sign-in: forgotten here, its open streams ended, and the browser told to drop
+    the cookie when it carries no other tab's sign-in.
+
+    Raises:
+        Unauthorized: no cookie, or not with its page's secret.
+    """
     bridge = bridge_of(request)
-    value = request.cookies.get(COOKIE)
-    if value:
-        bridge.signins.drop(value)
+    value = request.cookies.get(bridge.cookie) or ""
+    grant = page_grant(bridge, request, value) if value else None
+    if grant is None:
+        raise Unauthorized("this page is signed out already; open a new sign-in link to sign in")
+    _, others = bridge.signins.drop(value, request.headers.get(PAGE_HEADER, ""))
+    bridge.close_streams_of_signin(grant.page)
     response = Response(SignedOut().model_dump_json(), media_type="application/json")
-    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=bridge.tls)
+    if not others:
+        response.delete_cookie(bridge.cookie, path="/", httponly=True, samesite="strict", secure=bridge.tls)
     return response

@@ -2,9 +2,12 @@
 //
 // Everything a program or an agent says reaches the page as text nodes (textContent), or through
 // renderMarkdown (md.js), which makes only allow-listed elements; nothing here uses innerHTML.
-// Every request carries X-Tui-Page: 1 (the bridge refuses a cookie without it) and the cookie.
-// The session is followed with fetch() reading the SSE stream (EventSource cannot send that
-// header), resumed with Last-Event-ID from the last event applied, so nothing is missed or
+// Every request carries the cookie and, as its X-Tui-Page header, the page secret sign-in gave
+// (pageHeaders): the bridge honours the cookie only with it. The secret is kept in sessionStorage,
+// which belongs to this origin (port included) and this tab: another local server the browser
+// opens gets the cookie (cookies ignore the port) but never the secret. A reload keeps it; a new
+// tab signs in again. The session is followed with fetch() reading the SSE stream (EventSource
+// cannot send that header), resumed with Last-Event-ID from the last event applied, so nothing is missed or
 // applied twice across dropped connections, a worker's restart or a restart of `tui web`.
 // The state kept here mirrors tui/protocol/state.py's reducer for what the page shows.
 "use strict";
@@ -16,6 +19,7 @@ const CLIENT_ID = "page:browser:" + Math.random().toString(36).slice(2, 10);
 const app = {
   me: null, // the principal: {kind, name, session_id, turns_left, expires_at}
   stopped: false, // signed out, or the share revoked: nothing more is asked
+  secret: "", // the page secret of this tab's sign-in (also in sessionStorage)
   view: null,
 };
 
@@ -82,6 +86,7 @@ const SIGNED_OUT = new Set(["unauthorized", "token_revoked", "token_expired", "f
 
 function signedOut(err) {
   app.stopped = true;
+  keepSecret("");
   if (app.view && app.view.stop) app.view.stop();
   const why =
     err.code === "token_revoked"
@@ -95,8 +100,33 @@ function signedOut(err) {
   for (const b of document.querySelectorAll("#composer, #question .choices, #newsession")) b.remove();
 }
 
+// --- the page's sign-in: its secret, sent as X-Tui-Page on every request --------------------------
+const SECRET = "tui-page-secret";
+
+function pageSecret() {
+  try {
+    return sessionStorage.getItem(SECRET) || "";
+  } catch (e) {
+    return "";
+  }
+}
+
+function keepSecret(secret) {
+  try {
+    if (secret) sessionStorage.setItem(SECRET, secret);
+    else sessionStorage.removeItem(SECRET);
+  } catch (e) {
+    /* storage refused (a private window's limits): this page load still works, a reload does not */
+  }
+  app.secret = secret || "";
+}
+
+function pageHeaders(extra) {
+  return { "X-Tui-Page": app.secret || pageSecret() || "1", ...(extra || {}) };
+}
+
 async function api(method, path, body, extra) {
-  const headers = { "X-Tui-Page": "1", ...(extra || {}) };
+  const headers = pageHeaders(extra);
   const init = { method, headers, credentials: "same-origin", cache: "no-store" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -135,7 +165,8 @@ async function signIn() {
   // The code is used once: out of the address bar (and the history) before anything else.
   history.replaceState(null, "", location.pathname + location.search);
   try {
-    await api("POST", "/api/signin", { code });
+    const answer = await api("POST", "/api/signin", { code }, { "X-Tui-Page": "1" });
+    keepSecret(answer.secret);
   } catch (err) {
     say("Could not sign in: " + err.message, "error");
   }
@@ -339,7 +370,7 @@ class SessionView {
       let reply;
       try {
         reply = await fetch(this.base + "/events?client_id=" + encodeURIComponent(CLIENT_ID), {
-          headers: { "X-Tui-Page": "1", "Last-Event-ID": String(this.lastSeq), Accept: "text/event-stream" },
+          headers: pageHeaders({ "Last-Event-ID": String(this.lastSeq), Accept: "text/event-stream" }),
           credentials: "same-origin",
           cache: "no-store",
           signal: this.abort.signal,
