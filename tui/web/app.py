@@ -25,7 +25,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount
 
 from tui import __version__
-from tui.errors import CapReached, InvalidRequest, NotFound, TuiError, UsageError
+from tui.errors import CapReached, Forbidden, InvalidRequest, NotFound, TuiError, UsageError
 from tui.protocol import Noted, NoteRequest, TurnAccepted, TurnRequest
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
@@ -253,15 +253,29 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
 
 
 # --- participants --------------------------------------------------------------------------
+def _on_this_machine(bridge: WebBridge) -> WebBridge:
+    """`bridge`, when it may share: ``tui relay`` (an SSH remote) refuses.
+
+    Raises:
+        Forbidden: this is ``tui relay``.
+    """
+    if bridge.trusted is not None:
+        raise Forbidden(
+            "an SSH remote does not share its sessions: shares are made on that machine itself, "
+            "through its `tui web` (run `tui share ID --name N --kind viewer` there)"
+        )
+    return bridge
+
+
 async def participants(request: Request, principal: Principal, sid: str) -> Participants:
     """Who the session is shared with."""
-    bridge = bridge_of(request)
+    bridge = _on_this_machine(bridge_of(request))
     return Participants(participants=[p.view() for p in bridge.participants.of_session(sid)])
 
 
 async def share(request: Request, principal: Principal, sid: str) -> Shared:
     """Share the session: a new participant, its token shown once."""
-    bridge = bridge_of(request)
+    bridge = _on_this_machine(bridge_of(request))
     body = await parse_body(request, ShareRequest)
     ttl = parse_ttl(str(body.ttl)) if body.ttl is not None else None
     person, token = bridge.participants.add(sid, name=body.name, kind=body.kind, ttl=ttl, turns=body.turns)
@@ -276,7 +290,7 @@ async def share(request: Request, principal: Principal, sid: str) -> Shared:
 
 async def revoke(request: Request, principal: Principal, sid: str) -> Revoked:
     """Revoke one participant (``?participant=NAME``) or all of the session's."""
-    bridge = bridge_of(request)
+    bridge = _on_this_machine(bridge_of(request))
     who = request.query_params.get("participant") or None
     done = bridge.participants.revoke(sid, who)
     bridge.close_streams_of_gone_tokens()
