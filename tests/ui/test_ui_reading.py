@@ -12,6 +12,7 @@ import pytest
 from helpers import app_until_done, eventually, stop_workers
 from textual.pilot import Pilot
 from textual.strip import Strip
+from textual.widgets._footer import FooterKey
 
 from tui.access.local import LocalAccess
 from tui.link.base import AttachLink
@@ -50,6 +51,11 @@ def first_shown(app: TuiApp) -> TurnView:
     transcript = app.session.transcript
     top = transcript.scroll_y
     return next(v for v in transcript.turn_views() if v.virtual_region.bottom > top)
+
+
+def mounted(app: TuiApp) -> int:
+    """How many widgets the screen holds, but the footer's keys (Ctrl+End shows once away)."""
+    return sum(1 for w in app.screen.query("*") if not isinstance(w, FooterKey))
 
 
 async def attached(app: TuiApp, pilot: Pilot[object], until: Until) -> None:
@@ -216,7 +222,7 @@ class TestFirstAndLast:
         async with app.run_test(size=(100, 30)) as pilot:
             await attached(app, pilot, until)
             transcript = app.session.transcript
-            widgets = len(app.screen.query("*"))
+            widgets = mounted(app)
             asked = len(routes(link, "transcript"))
             await pilot.press("ctrl+home")  # once
             await until(pilot, lambda: transcript.turn_views()[0].record.turn_id == "h0", 30)
@@ -226,7 +232,7 @@ class TestFirstAndLast:
             assert [r.get("first") for r in routes(link, "transcript")[asked:]] == [True]
             assert not transcript.has_more and transcript.has_newer
             assert len(transcript.items) <= KEEP  # what it passed on the way is not kept
-            assert len(app.screen.query("*")) == widgets  # turns arrive as data: nothing mounted
+            assert mounted(app) == widgets  # turns arrive as data: nothing mounted
             await pilot.press("ctrl+end")  # back to the live bottom
             await until(pilot, lambda: transcript.turn_views()[-1].record.turn_id == "h1999", 30)
             await until(pilot, lambda: transcript.scroll_y == transcript.max_scroll_y)
@@ -414,7 +420,7 @@ class TestDrawnAsLines:
                 await pilot.press("pageup")  # the reader reads above: the running turn is below
             await until(pilot, lambda: not transcript.is_fetching)
             await pilot.pause()
-            widgets = len(app.screen.query("*"))
+            widgets = mounted(app)
             views = [v for v in transcript.turn_views() if v.made_at(v.content_size.width)]
             made = {id(v): v.lines(v.content_size.width) for v in views}
             drawn = transcript.draws
@@ -428,7 +434,7 @@ class TestDrawnAsLines:
             assert transcript.draws == drawn  # no line drawn again: the running turn is out of view
             assert all(v.lines(v.content_size.width) is made[id(v)] for v in views)  # nothing re-made
             assert not transcript.children  # the view holds no widget
-            assert len(app.screen.query("*")) == widgets
+            assert mounted(app) == widgets
 
 
 class TestQuickTurns:

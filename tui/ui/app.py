@@ -38,6 +38,14 @@ class TuiApp(App[int]):
         Binding("escape", "close", "Close", show=False, priority=True, id="app.close"),
         Binding(
             "escape",
+            "leave_reading",
+            "Back",
+            priority=True,
+            id="app.leave-reading",
+            tooltip="Leave the selection or the search, back to the prompt",
+        ),
+        Binding(
+            "escape",
             "dismiss",
             "Dismiss",
             priority=True,
@@ -168,7 +176,7 @@ class TuiApp(App[int]):
         if action == "hide_keys":
             return bool(self.screen.query("HelpPanel"))
         if (
-            action in ("close", "dismiss", "interrupt", "escape", "ctrl_c", "help")
+            action in ("close", "leave_reading", "dismiss", "interrupt", "escape", "ctrl_c", "help")
             and self.screen is not session
         ):
             return False  # over the command palette or another modal, its keys are its own
@@ -177,6 +185,8 @@ class TuiApp(App[int]):
         reading = session.reading  # Esc leaves the selection or the search first
         if action == "close":
             return completing and not reading
+        if action == "leave_reading":
+            return reading
         if action == "retry":
             return isinstance(session.link_state, Reconnecting)
         if action == "dismiss":
@@ -190,6 +200,9 @@ class TuiApp(App[int]):
 
     def action_close(self) -> None:
         self.session.prompt_box.close()
+
+    def action_leave_reading(self) -> None:
+        self.session.leave_reading()
 
     def action_dismiss(self) -> None:
         self.session.escape()

@@ -67,6 +67,22 @@ class ReadingScreen(Screen[None]):
         ),
         Binding(
             "ctrl+end",
+            "scroll_bottom('new')",
+            "New turns ↓",
+            priority=True,
+            id="session.bottom-new",
+            tooltip="New turns arrived below: back to the live bottom",
+        ),
+        Binding(
+            "ctrl+end",
+            "scroll_bottom('away')",
+            "Bottom",
+            priority=True,
+            id="session.bottom-away",
+            tooltip="Back to the live bottom (new output shows as it comes)",
+        ),
+        Binding(
+            "ctrl+end",
             "scroll_bottom",
             "Bottom",
             show=False,
@@ -155,6 +171,12 @@ class ReadingScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("copy", "open_output", "toggle_tools"):
             return self.is_mounted and self.transcript.selected is not None
+        if action == "scroll_bottom" and parameters:  # shown only while away from the bottom
+            if not self.is_mounted:
+                return False
+            transcript = self.transcript
+            away, new = not transcript.following, transcript.unseen > 0
+            return away and new if parameters[0] == "new" else away and not new
         return True
 
     def action_scroll_page(self, direction: int) -> None:
@@ -169,7 +191,7 @@ class ReadingScreen(Screen[None]):
     def action_scroll_top(self) -> None:
         self.transcript.action_top()
 
-    def action_scroll_bottom(self) -> None:
+    def action_scroll_bottom(self, shown: str = "") -> None:
         self.transcript.action_bottom()
 
     def action_select(self, step: int) -> None:
@@ -239,7 +261,12 @@ class ReadingScreen(Screen[None]):
             return
         if transcript.selected is not None:
             transcript.select(None)
-        if not transcript.at_live_end or transcript.scroll_y < transcript.max_scroll_y:
+        self.follow_bottom()
+
+    def follow_bottom(self) -> None:
+        """Back to the live bottom, following it (typing, sending a prompt), unless it does."""
+        transcript = self.transcript
+        if not transcript.following or transcript.scroll_y < transcript.max_scroll_y:
             self.run_worker(transcript.to_live_end(), group="transcript-window", exit_on_error=False)
 
     def action_find(self) -> None:

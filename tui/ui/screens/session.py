@@ -557,6 +557,9 @@ class SessionScreen(CommandScreen):
             text = text[1:]
         if not self.permitted("write", "Sending a prompt"):
             return
+        if self.transcript.selected is not None:
+            self.leave_reading()
+        self.follow_bottom()  # whatever was selected, found or opened: its turn shows
         self.attachment.submit(text, "queue" if self.busy else "now")
 
     def _failed(self, what: str, exc: TuiError) -> None:

@@ -116,11 +116,15 @@ class Paging(_Host):
         _entries: list[Drawn]
         _follow: bool
         _pin: tuple[Drawn, int] | None
+        _arrived: int
+        unseen: int
+        _reaching_end: bool
 
         def _rebuild(self) -> None: ...
         def _layout(self, *, quiet: bool = False) -> None: ...
         def _pin_at(self, y: int) -> tuple[Drawn, int] | None: ...
         def release_anchor(self) -> None: ...
+        def _away_changed(self) -> None: ...
         def _select_class(self, turn_id: str | None) -> None: ...
         def _show_entry(self, drawn: Drawn, *, top: bool = False, centre: bool = False) -> bool: ...
         @property
@@ -193,20 +197,30 @@ class Paging(_Host):
             self._rebuild()
 
     async def to_live_end(self) -> None:
-        """Back to the live bottom: the newest turns, the running one, followed."""
-        if self.has_newer and self.fetch is not None:
-            self._show_edges(newer="loading the newest turns…")
-            try:
-                page = await self.fetch(PAGE)
-            except TuiError as exc:
-                self._show_edges()
-                self.notify(str(exc), title="Could not load the newest turns", severity="warning")
-                return
-            await self.load(page.turns, has_more=page.has_more)
+        """Back to the live bottom: the newest turns, the running one, followed.
+
+        One at a time (each key typed asks for it; the first one's page serves them all). A turn
+        that ends while the newest page is on its way may not be in it: the page is fetched again
+        until none did, so the kept turns always reach the session's newest."""
+        if self._reaching_end:
             return
-        self._follow = True
-        self._edge_says = (None, None)
-        self._layout()
+        self._reaching_end = True
+        try:
+            while self.has_newer and self.fetch is not None:
+                arrived = self._arrived
+                self._show_edges(newer="loading the newest turns…")
+                try:
+                    page = await self.fetch(PAGE)
+                except TuiError as exc:
+                    self._show_edges()
+                    self.notify(str(exc), title="Could not load the newest turns", severity="warning")
+                    return
+                await self.load(page.turns, has_more=page.has_more, has_newer=self._arrived != arrived)
+            self._follow = True
+            self._edge_says = (None, None)
+            self._layout()
+        finally:
+            self._reaching_end = False
 
     async def to_first(self) -> None:
         """To the session's first turn: its first `KEEP` turns, in one request (a worker older
@@ -282,7 +296,7 @@ class Paging(_Host):
             return
         self._fetching = True
         self._show_edges(newer="↓ loading newer turns…")
-        epoch, newest = self._epoch, self._newest_id()
+        epoch, newest, arrived = self._epoch, self._newest_id(), self._arrived
         try:
             page = await self.fetch(PAGE, after=newest)
         except TuiError as exc:
@@ -296,10 +310,14 @@ class Paging(_Host):
             if self._epoch != epoch or self._newest_id() != newest:
                 self._show_edges()
                 return
-            self.has_newer = page.has_newer
+            # A turn that ended while the page was on its way was not kept (the kept turns ended
+            # before the newest): it may not be in the page either, so there is still more.
+            self.has_newer = page.has_newer or self._arrived != arrived
             self.items.extend(page_items(page.turns))
             self._drop(newest=False)
             self._rebuild()
+        if self.has_newer and self._arrived != arrived:
+            self.load_newer()
 
     def _drop(self, *, newest: bool) -> None:
         """Drop kept records beyond `KEEP` at the end away from the view (newest: the bottom)."""
@@ -332,6 +350,7 @@ class Paging(_Host):
             if self.fetch is None:
                 return False
             self._show_edges(older="loading the turns around the match…")
+            arrived = self._arrived
             try:
                 page = await self.fetch(PAGE, around=turn_id)
             except TuiError as exc:
@@ -342,7 +361,8 @@ class Paging(_Host):
             async with self._window:
                 self._epoch += 1
                 self.items = page_items(page.turns)
-                self.has_more, self.has_newer = page.has_more, page.has_newer
+                self.has_more = page.has_more
+                self.has_newer = page.has_newer or self._arrived != arrived
                 self.release_anchor()
                 self._pin = None
                 self._rebuild()
@@ -362,8 +382,17 @@ class Paging(_Host):
         if self._follow:
             self._drop(newest=False)
 
+    def _arrive(self, turns: int) -> None:
+        """Something arrived at the session's end (`turns` of them ended turns): counted, so a
+        page fetched meanwhile is known to maybe lack it; a reader away from the bottom is told."""
+        self._arrived += 1
+        if turns and not (self._follow and self.at_live_end):
+            self.unseen += turns
+        self._away_changed()
+
     async def _append(self, item: Item) -> None:
         self._hello.text = ""
+        self._arrive(1 if item.record is not None else 0)
         if self.has_newer:
             self._rebuild()
             return  # kept records end before the newest: it is fetched with them
@@ -378,6 +407,7 @@ class Paging(_Host):
         if not records:
             return
         self._hello.text = ""
+        self._arrive(len(records))
         if self.has_newer:
             self._rebuild()
             return  # kept records end before the newest: they are fetched with them

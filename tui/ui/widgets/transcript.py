@@ -162,6 +162,15 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._fetching = False
         self._epoch = 0
         """Counts the times `items` was replaced: a page fetched for an earlier one is dropped."""
+        self._arrived = 0
+        """Counts what arrived at the session's end (ended turns, lines): a page fetched while it
+        changed may lack the newest."""
+        self._reaching_end = False
+        """Whether `to_live_end` is on its way (typing asks for it at each key)."""
+        self.unseen = 0
+        """Turns that arrived while the reader was away from the bottom (the footer says so)."""
+        self._away: tuple[bool, bool] = (False, False)
+        """Whether the reader is away from the bottom, and new turns arrived: as the keys last said."""
         # what is drawn, and where
         self._entries: list[Drawn] = []
         self._index: dict[int, int] = {}
@@ -441,6 +450,23 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         finally:
             self._placing = False
         self._pin = self._pin_at(round(self.scroll_y))
+        self._away_changed()
+
+    @property
+    def following(self) -> bool:
+        """Whether the view follows the live bottom (new output shows as it comes)."""
+        return self._follow and self.at_live_end
+
+    def _away_changed(self) -> None:
+        """The keys on offer say when the reader is away from the bottom (Ctrl+End goes back),
+        and that new turns arrived meanwhile; worked out again only when that changes."""
+        if self.following:
+            self.unseen = 0
+        away = (not self.following, self.unseen > 0)
+        if away != self._away:
+            self._away = away
+            if self.is_attached:
+                self.screen.refresh_bindings()
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
@@ -451,6 +477,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         elif new >= self.max_scroll_y and self.at_live_end:
             self._follow = True
         self._pin = self._pin_at(round(new))
+        self._away_changed()
         if self._entries and self._unmeasured_in_view():
             self._layout()
         self._near_edges()
@@ -562,6 +589,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         """Stop following the bottom (the reader scrolled or selected)."""
         self._follow = False
         self._pin = self._pin_at(round(self.scroll_y))
+        self._away_changed()
 
     def scroll_lines(self, lines: int) -> None:
         """Scroll by `lines` (negative: up); past the first kept turn, older ones load."""
