@@ -6,6 +6,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from textual import events
 from textual.geometry import Region
 from textual.widget import Widget
 from textual.widgets import Input, Static
@@ -514,6 +515,27 @@ class TestQuestions:
             await pilot.press("1", "3", "enter")
             await until(pilot, lambda: routes(link, "answer"))
             assert routes(link, "answer")[0]["selected"] == ["a", "c"]
+
+    async def test_keys_arriving_together_act_in_order_on_the_option_under_the_cursor(
+        self, until: Until
+    ) -> None:
+        link = WorkerLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            link.start_turn("ask('which?')")
+            await link.ask("Which ones?", ["a", "b", "c"], multiple=True, freeform=False)
+            await asked(app, pilot, until)
+            panel = app.session.query_one(QuestionPanel)
+            # One read of the terminal (tmux, SSH batch them): both keys are queued before either acts.
+            app.post_message(events.Key("down", None))
+            app.post_message(events.Key("space", " "))
+            await until(pilot, lambda: panel.picked)
+            await pilot.pause()
+            assert panel.picked == {1}, "the option the cursor moved to (b), not the one it left"
+            await pilot.press("enter")
+            await until(pilot, lambda: routes(link, "answer"))
+            assert routes(link, "answer")[0]["selected"] == ["b"]
 
     async def test_freeform_answer(self, until: Until) -> None:
         link = WorkerLink()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import Input, OptionList, Static
@@ -36,6 +37,10 @@ class QuestionPanel(Vertical):
     }
     QuestionPanel > #question-hint { color: $text-muted; }
     """
+
+    # Space is a binding, as the arrows are: keys that arrive together (tmux, SSH) act in the
+    # order they came, so `Down Space` toggles the option the cursor moved to.
+    BINDINGS = [Binding("space", "toggle_highlighted", "Toggle", show=False)]
 
     class Answered(Message):
         """The user answered: option labels and/or free text."""
@@ -170,12 +175,6 @@ class QuestionPanel(Vertical):
                     choices = self.query_one("#choices", OptionList)
                     choices.highlighted = number - 1
                     choices.focus()
-        elif event.key == "space" and q.multiple and q.options:
-            event.stop()
-            event.prevent_default()
-            highlighted = self.query_one("#choices", OptionList).highlighted
-            if highlighted is not None:
-                self.toggle(highlighted)
         elif event.key == "enter" and q.multiple:
             event.stop()
             event.prevent_default()
@@ -184,6 +183,17 @@ class QuestionPanel(Vertical):
                 self.post_message(self.Answered(q.question_id, selected, None))
             else:
                 self.notify("Pick one or more first (Space or 1-9), then Enter.", title="Nothing picked")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_highlighted":
+            return self.question.multiple and bool(self.question.options)
+        return True
+
+    def action_toggle_highlighted(self) -> None:
+        """Space: pick the option under the cursor, or unpick it."""
+        highlighted = self.query_one("#choices", OptionList).highlighted
+        if highlighted is not None:
+            self.toggle(highlighted)
 
     def dismiss(self) -> None:
         """Dismiss the question (Esc)."""
