@@ -258,7 +258,11 @@ def build_subparsers() -> argparse.ArgumentParser:
     p = add("stop", _command("sessions", "run_stop"))
     p.add_argument("id", nargs="?")
     p.add_argument("--all", action="store_true", help="every session with a live worker")
-    p.add_argument("--idle", metavar="DURATION", help="every worker idle for DURATION or more (e.g. 30m, 2h)")
+    p.add_argument(
+        "--idle",
+        metavar="DURATION",
+        help="every worker idle for DURATION or more: a number and its unit, s m h d w (90s, 30m, 2h, 1h30m)",
+    )
 
     p = add("archive", _command("sessions", "run_archive"))
     p.add_argument("id")
@@ -318,6 +322,19 @@ def build_subparsers() -> argparse.ArgumentParser:
     return top
 
 
+_HABITS = {
+    "ls": ("sessions", "lists sessions"),
+    "list": ("sessions", "lists sessions"),
+    "ps": ("sessions", "lists sessions"),
+    "status": ("sessions", "lists sessions"),
+    "kill": ("stop ID", "stops a session's worker"),
+    "rm": ("delete ID", "removes a session"),
+    "remove": ("delete ID", "removes a session"),
+    "del": ("delete ID", "removes a session"),
+}
+"""Words typed from other tools' habit, each refused in one line naming the command meant (a
+bare word would otherwise start a session with it as its first prompt)."""
+
 _VALUED = ("--state-dir", "--remote", "--dir", "--agent")
 """Options before a command's name that take a value (so the value is not read as the command)."""
 
@@ -340,6 +357,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     first = words[0] if words else None
     if first in _SUBCOMMANDS:
         return build_subparsers().parse_args(argv)
+    if first == "help":  # `tui help [COMMAND]`: the help, as --help gives it
+        rest = argv[i + 1 :]
+        if rest and rest[0] in _SUBCOMMANDS:
+            return build_subparsers().parse_args([rest[0], "--help"])
+        return build_parser().parse_args(["--help"])
+    if first in _HABITS:
+        command, what = _HABITS[first]
+        print(
+            f"tui: {first!r} is not a command; `tui {command}` {what} "
+            f"(`tui -- {first}` sends it as a prompt)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     if first is not None and (meant := misspelt(first)) is not None:
         fixed = shlex.join(["tui", *argv[:i], meant, *argv[i + 1 :]])
         print(

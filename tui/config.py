@@ -271,12 +271,13 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_duration(text: str | float, *, off: bool = False) -> float:
+def parse_duration(text: str | float, *, off: bool = False, unit: bool = False) -> float:
     """Seconds of a duration: ``30m``, ``2h``, ``1h30m``, ``90s`` or plain seconds.
 
     Args:
         text: the duration, or a number of seconds.
         off: ``off``, ``never`` and 0 are allowed and mean 0 (never).
+        unit: a number needs its unit (the command line: ``2`` could be minutes or seconds).
 
     Raises:
         ValueError: not a duration, saying what to write.
@@ -292,8 +293,13 @@ def parse_duration(text: str | float, *, off: bool = False) -> float:
         except ValueError:
             parts = _DURATION.findall(t)
             if not parts or _DURATION.sub("", t).strip():
-                raise ValueError(f"{text!r} is not a duration; write e.g. 30m, 2h or 1h30m") from None
+                raise ValueError(
+                    f"{text!r} is not a duration; write e.g. 30m, 2h or 1h30m (units: s, m, h, d, w)"
+                ) from None
             seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+        else:
+            if unit:
+                raise ValueError(f"{text!r} has no unit; write e.g. {t}s, {t}m or {t}h (units: s m h d w)")
     if seconds < 0 or (seconds == 0 and not off):
         raise ValueError(f"{text!r} must be longer than nothing; write e.g. 30m or 2h")
     return seconds

@@ -211,6 +211,30 @@ def test_a_misspelt_command_is_refused_and_starts_nothing(state_dir: Path) -> No
     assert not StatePaths(state_dir).sessions.exists() or not any(StatePaths(state_dir).sessions.iterdir())
 
 
+def test_words_typed_from_habit_name_the_command_and_start_nothing(state_dir: Path) -> None:
+    """`tui ls`, `list`, `ps`, `kill`, `rm` are refused in one line naming the command meant;
+    `tui help` is the help; a duration without its unit is refused. None starts a session."""
+    for word, meant in (
+        ("ls", "tui sessions"),
+        ("list", "tui sessions"),
+        ("ps", "tui sessions"),
+        ("kill", "tui stop ID"),
+        ("rm", "tui delete ID"),
+    ):
+        out = tui(word)
+        assert out.returncode == 2, (word, out.stderr)
+        assert out.stderr.startswith(f"tui: {word!r} is not a command; `{meant}` "), out.stderr
+        assert f"`tui -- {word}` sends it as a prompt" in out.stderr and len(out.stderr.splitlines()) == 1
+    helped = tui("help")
+    assert helped.returncode == 0 and "Sessions (here" in helped.stdout
+    assert "usage: tui stop" in tui("help", "stop").stdout
+    unitless = tui("stop", "--idle", "2")
+    assert unitless.returncode == 2 and "'2' has no unit; write e.g. 2s, 2m or 2h" in unitless.stderr
+    assert "s m h d w" in tui("stop", "--help").stdout
+    assert sessions(all_=True) == []
+    assert not StatePaths(state_dir).sessions.exists() or not any(StatePaths(state_dir).sessions.iterdir())
+
+
 def test_a_word_that_is_no_commands_misspelling_is_still_a_prompt() -> None:
     from tui.cli import misspelt, parse
 

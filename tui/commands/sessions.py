@@ -560,7 +560,7 @@ def run_stop(args: argparse.Namespace) -> int:
         from tui.config import parse_duration
 
         try:
-            idle = parse_duration(args.idle)
+            idle = parse_duration(args.idle, unit=True)
         except ValueError as exc:
             raise UsageError(f"--idle {exc}") from exc
 

@@ -209,6 +209,9 @@ def run_share(args: argparse.Namespace) -> int:
     if args.turns is not None and args.kind != "collaborator":
         raise UsageError("--turns limits a collaborator's turns; a viewer sends none")
     if args.ttl:
+        if args.ttl.strip().isdigit():  # minutes, hours? the command line says which
+            t = args.ttl.strip()
+            raise UsageError(f"--ttl {t} has no unit; write e.g. {t}m, {t}h or {t}d (units: s, m, h, d, w)")
         parse_ttl(args.ttl)
     person, token, url, page = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
     limits = [person.kind, f"expires {_when(person.expires_at)}"]
