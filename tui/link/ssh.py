@@ -3,7 +3,8 @@
 The user's own ``ssh`` does the connecting (their keys, agent, ``~/.ssh/config``, known hosts):
 
 1. ``ssh -M -S DIR/c … HOST -- '<tui> relay'``: a ControlMaster of this process (its control
-   socket in a private folder) whose session runs ``tui relay`` there. The relay serves the web
+   socket in a private folder ``DIR``, ``/tmp/tui-$UID/ssh-XXXXXXXX``) whose session runs
+   ``tui relay`` there. The relay serves the web
    bridge's routes, as the owner and without a token, on a Unix socket of the remote state dir,
    and prints ``tui-relay VERSION PATH`` once it listens.
 2. ``ssh -S DIR/c -O forward -L DIR/s:PATH``: the same connection forwards a local Unix socket
@@ -15,6 +16,11 @@ for a ``tui web`` remote. Nothing listens on a network port there. When the conn
 ``ssh`` process ends), the next request starts a new one, and a follower resumes by its cursor
 like after any drop. A refusal of ``ssh`` (exit 255) or a remote without tui (127) is one
 `Unreachable` line saying what failed and what to run.
+
+Both sockets are live credentials to the remote (the master runs any command there as the remote
+user; the forwarded socket drives the relay as the owner): ``DIR`` lies in tui's own socket folder
+(`own_socket_dir`), which every session's programs and agents have hidden, never in the temporary
+folder they see.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import httpx
 from tui.errors import Unreachable, UsageError
 from tui.link.remote import WebClient
 from tui.link.uds import UnixTransport
+from tui.store.paths import own_socket_dir
 
 __all__ = [
     "RELAY_URL",
@@ -61,8 +68,11 @@ READY = "tui-relay"
 """The first word of the line the relay prints once it listens."""
 START_TIMEOUT = 45.0
 """Seconds the connection and the relay get to be ready."""
-FOLDER_PREFIX = "tui-ssh-"
-"""The private folders of connections (control socket, forwarded socket, ssh's log), in /tmp."""
+FOLDER_PREFIX = "ssh-"
+"""The private folders of connections (control socket, forwarded socket, ssh's log), in tui's own
+socket folder (`own_socket_dir`)."""
+LEGACY_PREFIX = "tui-ssh-"
+"""Where earlier versions made them, in the temporary folder: left-behind ones are removed too."""
 STALE_AFTER = 60.0
 """Seconds before a folder whose sockets do not answer counts as left behind by a killed client."""
 SSH_COMMAND = "TUI_SSH_COMMAND"
@@ -161,9 +171,15 @@ class SshTunnel:
 
     def _paths(self) -> tuple[Path, Path]:
         if self._folder is None:
-            remove_stale_folders()
-            # Short: a Unix socket's path has ~100 bytes.
-            self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))
+            try:
+                root = own_socket_dir()
+            except OSError as exc:
+                raise Unreachable(
+                    f"remote {self.name}: no private folder for its connection ({exc.strerror or exc})"
+                ) from exc
+            remove_stale_folders(root)
+            # Short: a Unix socket's path has ~100 bytes (ssh adds 17 to the control socket's).
+            self._folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX, dir=root))
         return self._folder / "c", self._folder / "s"
 
     def ensure(self) -> str:
@@ -337,11 +353,14 @@ def _answers(path: Path) -> bool:
         return True
 
 
-def remove_stale_folders() -> None:
+def remove_stale_folders(root: Path | None = None) -> None:
     """Remove this user's folders of connections whose process was killed (no atexit ran): older
-    than a minute, and neither socket answers."""
+    than a minute, and neither socket answers. They are in `root` (tui's own socket folder by
+    default), or in the temporary folder where earlier versions made them."""
     now = time.time()
-    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+    own = (root or own_socket_dir()).glob(f"{FOLDER_PREFIX}*")
+    legacy = Path(tempfile.gettempdir()).glob(f"{LEGACY_PREFIX}*")
+    for folder in [*own, *legacy]:
         try:
             info = folder.lstat()
         except OSError:

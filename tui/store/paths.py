@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ __all__ = [
     "SessionPaths",
     "StatePaths",
     "is_session_id",
+    "own_socket_dir",
     "socket_fallback_dirs",
     "socket_path_for",
 ]
@@ -118,3 +120,24 @@ def socket_fallback_dirs() -> list[Path]:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     folders = [Path(runtime) / "tui"] if runtime else []
     return [*folders, Path(f"/tmp/tui-{os.getuid()}")]
+
+
+def own_socket_dir() -> Path:
+    """This user's folder for the sockets of tui's own connections (SSH's), made 0700 when missing:
+    ``/tmp/tui-$UID``, the one socket folder every session's programs and agents have hidden
+    whatever their environment says (`socket_fallback_dirs`; ``$XDG_RUNTIME_DIR`` may differ between
+    a client and a worker another client started).
+
+    Raises:
+        PermissionError: the folder is not a private folder of this user's (another user made it
+            first, or it is a symlink).
+    """
+    folder = socket_fallback_dirs()[-1]
+    folder.mkdir(mode=0o700, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        said = f"{folder} is not a folder of yours (another user made it, or it is a symlink); remove it"
+        raise PermissionError(13, said, str(folder))
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        os.chmod(folder, 0o700)
+    return folder
