@@ -88,7 +88,7 @@ def make_home(root: Path, *, with_config: bool) -> Home:
     # the `tui` command the user runs, as `pip install --user` leaves it
     command = home / ".local" / "bin" / "tui"
     command.parent.mkdir(parents=True)
-    command.write_text(f'#!/bin/sh\nexec {venv}/bin/python -m tui "$@"\n')
+    command.write_text(f'#!/bin/sh\nexec {venv}/bin/python -I -m tui "$@"\n')
     command.chmod(0o755)
     token = home / ".tui-token"
     token.write_text(TOKEN + "\n")
