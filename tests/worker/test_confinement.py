@@ -59,7 +59,12 @@ class Home:
         seen: dict[str, str] = {}
         for path in sorted(self.root.rglob("*")):
             relative = str(path.relative_to(self.root))
-            if relative.startswith((".local/state/tui/sessions/", "agent-state")) and self.journal != path:
+            if (
+                relative.startswith(
+                    (".local/state/tui/sessions/", ".local/state/tui/index.sqlite", "agent-state")
+                )
+                and self.journal != path
+            ):
                 continue
             if path.is_symlink():
                 seen[relative] = "-> " + os.readlink(path)
