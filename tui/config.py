@@ -23,6 +23,7 @@ __all__ = [
     "BUILTIN_AGENTS",
     "PROVIDERS",
     "AgentProfile",
+    "ChildrenSettings",
     "Config",
     "ModelProfile",
     "NotifySettings",
@@ -327,6 +328,34 @@ class WorkerSettings(_Settings):
         return parse_duration(value, off=True)
 
 
+class ChildrenSettings(_Settings):
+    """The ``[children]`` table: what a session's own ``delegate`` may start (docs/agents.md,
+    "Children: what they may reach").
+
+    A child started by ``delegate`` (a python program's or a model's tool) reaches what its kind
+    reaches, whatever started it: an ACP agent has your files and your network, a model spends
+    your keys. So by default a delegated child is a python session (the sandbox a program has);
+    an agent or a model child needs its line here. ``tui send --new --parent`` (you, on the
+    command line) is not limited by `agents` and `models`; its children count in the limits.
+    """
+
+    agents: list[str] = []
+    """``[agents]`` names a delegated child may run (``["claude"]``; ``["*"]``: any of them)."""
+    models: bool = False
+    """Whether a delegated child may be a model session (which spends the model's key)."""
+    max_live: int = Field(default=4, ge=0, le=256)
+    """Children of one session whose workers run at once (a finished, idle one is stopped to make
+    room: its session stays, and starts again when sent a turn)."""
+    max_total: int = Field(default=16, ge=0, le=1024)
+    """Child sessions whose workers run at once on this machine, whoever started them."""
+    max_depth: int = Field(default=3, ge=0, le=32)
+    """How deep children nest: 1 lets a session start children, 2 lets those start their own …"""
+
+    def allows_agent(self, name: str) -> bool:
+        """Whether a delegated child may run the ``[agents]`` entry `name`."""
+        return "*" in self.agents or name in self.agents
+
+
 class NotifySettings(_Settings):
     """The ``[notify]`` table: who is told when a session needs someone (docs/cli.md, "Notifications").
 
@@ -405,6 +434,7 @@ class Config(_Settings):
     sandbox: SandboxSettings = SandboxSettings()
     workers: WorkerSettings = WorkerSettings()
     notify: NotifySettings = NotifySettings()
+    children: ChildrenSettings = ChildrenSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)
@@ -541,7 +571,7 @@ def _line_of(text: str, keys: list[str]) -> int | None:
         if len(keys) == 2:
             return start + 1
         key = keys[2]
-    elif len(keys) >= 2 and keys[0] in ("notify", "workers", "sandbox"):
+    elif len(keys) >= 2 and keys[0] in ("notify", "workers", "sandbox", "children"):
         header = re.compile(rf"^\s*\[\s*{re.escape(keys[0])}\s*\]")
         start = next((i for i, ln in enumerate(lines) if header.match(ln)), -1)
         if start < 0:

@@ -157,6 +157,7 @@ def server() -> Iterator[FakeModelServer]:
     with FakeModelServer() as running:
         config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
         config.write_text(
+            "[children]\nmodels = true\n\n"  # the model may start model children (paid by you)
             f'[models.local]\nprovider = "openai"\nmodel = "fake-1"\nbase_url = "{running.url}"\n'
         )
         yield running
@@ -222,7 +223,8 @@ def test_a_childs_worker_dying_fails_the_waiting_delegate_in_one_line(state_dir:
 
 
 def test_stopping_archiving_deleting_a_parent_leaves_its_children(state_dir: Path) -> None:
-    out = tui("send", "--new", DELEGATE, "--wait")
+    # A child still running (a finished one's worker is stopped when its delegated turn ends).
+    out = tui("send", "--new", "delegate('import time; time.sleep(600)', wait=False)", "--wait")
     assert out.returncode == 0, out.stderr
     parent = out.stderr.strip().splitlines()[0]
     (child,) = [r["id"] for r in sessions() if r["parent_id"] == parent]
@@ -237,7 +239,7 @@ def test_stopping_archiving_deleting_a_parent_leaves_its_children(state_dir: Pat
     assert archived.returncode == 0 and f"`tui archive {child[:8]}`" in archived.stderr
     # Its parent no longer listed, the child is at the top of the tree.
     table = tui("sessions").stdout
-    assert parent[:8] not in table and re.search(rf"^{child[:8]}\s+print", table, re.M), table
+    assert parent[:8] not in table and re.search(rf"^{child[:8]}\s+import time", table, re.M), table
 
     deleted = tui("delete", parent[:8])
     assert deleted.returncode == 0 and f"`tui delete {child[:8]}`" in deleted.stderr

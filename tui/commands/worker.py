@@ -14,8 +14,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tui.access.local import LocalAccess
     from tui.store import StatePaths
+    from tui.worker.children import ChildStarter
 
 
 def _uvicorn_without_its_command_line() -> None:
@@ -37,12 +37,37 @@ def _uvicorn_without_its_command_line() -> None:
     setattr(package, "Server", Server)  # noqa: B010
 
 
-def local_access(state: StatePaths) -> LocalAccess:
+def local_access(state: StatePaths) -> ChildStarter:
     """The access layer on the worker's state dir, made at the session's first child (an idle
-    worker imports none of the client side)."""
+    worker imports none of the client side), with the shares of ``tui web`` whose turns a child
+    started in a participant's turn spends (`ChildStarter.spend_share_turn`)."""
     from tui.access.local import LocalAccess
+    from tui.errors import TokenRevoked, TuiError
+    from tui.protocol.ids import short_id
+    from tui.store import get_session
 
-    return LocalAccess(state)
+    class ChildAccess(LocalAccess):
+        def spend_share_turn(self, session_id: str, name: str) -> None:
+            from tui.web.participants import ParticipantStore
+            from tui.web.paths import WebPaths
+
+            shares = ParticipantStore(WebPaths.of(self.state.root))
+            sid: str | None = session_id
+            seen: set[str] = set()
+            while sid is not None and sid not in seen:
+                seen.add(sid)
+                if shares.take_turn_of(sid, name):
+                    return
+                try:
+                    sid = get_session(self.state, sid).parent_id
+                except TuiError:
+                    break
+            raise TokenRevoked(
+                f"{name}'s share of session {short_id(session_id)} (or of its parents) is gone: "
+                "its turns cannot start children"
+            )
+
+    return ChildAccess(state)
 
 
 if __name__ == "__main__":

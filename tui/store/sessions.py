@@ -44,6 +44,9 @@ class SessionRecord(BaseModel):
     model: str | None = None
     status: Literal["active", "archived"] = "active"
     parent_id: str | None = None
+    for_participant: str | None = None
+    """The participant whose turn (in its parent, or further up) started this child: the children
+    it starts spend that share's turns too."""
 
 
 def new_session_id() -> str:

@@ -234,6 +234,21 @@ class ParticipantStore:
 
         return self._change(change)
 
+    def take_turn_of(self, session_id: str, name: str) -> bool:
+        """`take_turn` for the active share of `session_id` named `name` (a child started in that
+        participant's turn); False when the session has no such share.
+
+        Raises:
+            Refused: its limit is reached (``too_many_turns``).
+        """
+        person = next(
+            (p for p in self.of_session(session_id) if p.name == name and p.state() == "active"), None
+        )
+        if person is None:
+            return False
+        self.take_turn(person.id)
+        return True
+
     def give_back_turn(self, participant_id: str) -> None:
         """Undo `take_turn` for a turn the worker did not accept."""
 

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from tui.errors import InvalidRequest, TuiError
+from tui.errors import CapReached, InvalidRequest, NotPermitted, TuiError
 from tui.protocol import (
     AnswerRequest,
     By,
@@ -33,16 +34,18 @@ from tui.protocol import (
     Note,
     Question,
 )
-from tui.protocol.ids import BY_PARENT, short_id
+from tui.protocol.ids import BY_PARENT, client_label, short_id
 from tui.protocol.web import SessionSummary
-from tui.store import SessionRecord, StatePaths
+from tui.store import SessionRecord, StatePaths, get_session, is_live, list_sessions, save_session
 from tui.worker.agent import Agent
 from tui.worker.writer import EventWriter
 
 if TYPE_CHECKING:
+    from tui.config import ChildrenSettings
     from tui.link.base import AttachLink
     from tui.link.watch import SessionWatch
     from tui.protocol import TurnRecord
+    from tui.protocol.state import SessionState
 
 __all__ = ["ChildFailed", "ChildResult", "ChildStarter", "Children"]
 
@@ -79,6 +82,17 @@ class ChildStarter(Protocol):
     async def show(self, session_id: str) -> SessionSummary: ...
 
     async def link(self, session_id: str, *, client_id: str) -> AttachLink: ...
+
+    async def stop(self, session_id: str) -> bool: ...
+
+    def spend_share_turn(self, session_id: str, name: str) -> None:
+        """Count one turn against the share of participant `name` of `session_id` (or of the
+        nearest of its parents shared with them).
+
+        Raises:
+            Refused: the share has no turn left (``too_many_turns``), or is gone.
+        """
+        ...
 
 
 class Children:
@@ -124,8 +138,11 @@ class Children:
         model: str | None = None,
         wait: bool = True,
         turn_id: str | None = None,
+        by: By | None = None,
     ) -> str:
-        """Start a child with `prompt` as its first turn.
+        """Start a child with `prompt` as its first turn, if config.toml's ``[children]`` allows it
+        (its kind, its depth, the children running) and, in a participant's turn (`by`), one
+        more turn of that share is left: starting it spends one.
 
         Returns:
             With `wait`, the child's reply once its turn completed; else the child's id at once.
@@ -133,21 +150,47 @@ class Children:
         Raises:
             ChildFailed: (with `wait`) the child's turn failed or was interrupted, or its worker
                 went away; the detail is the child's error.
+            NotPermitted: ``[children]`` does not allow a child of that kind (one line naming the
+                setting that would).
+            CapReached: a limit of ``[children]`` is reached (one line naming it).
+            TooManyTurns: the participant's share has no turn left.
             TuiError: the child could not be made (an agent this machine cannot run, …).
         """
+        from tui.config import load_config
+
+        limits = load_config().children
+        agent = _allowed_kind(agent, model, limits)
+        depth = self._depth() + 1
+        if depth > limits.max_depth:
+            raise CapReached(
+                f"session {short_id(self.record.id)} is {depth - 1} children deep, and children may "
+                f"nest {limits.max_depth} deep: config.toml's [children] max_depth = {limits.max_depth}"
+            )
         access = self.access
-        child = await access.create(
-            working_directory=self.record.working_directory,
-            agent=agent,
-            model=model,
-            parent_id=self.record.id,
+        state = StatePaths(self.state_root)
+        acting = (
+            by.name
+            if by is not None and by.kind == "participant"
+            else _for_participant(state, self.record.id)
         )
-        made = (await access.show(child)) if agent is None or model is None else None
+        async with _one_start_at_a_time(state):
+            await self._make_room(access, limits)
+            if acting is not None:
+                access.spend_share_turn(self.record.id, acting)
+            child = await access.create(
+                working_directory=self.record.working_directory,
+                agent=agent,
+                model=model,
+                parent_id=self.record.id,
+            )
+            if acting is not None:  # its own children spend the same share's turns
+                save_session(state, get_session(state, child).model_copy(update={"for_participant": acting}))
+        made = (await access.show(child)) if model is None else None
         self.writer.emit(
             ChildStarted(
                 child_id=child,
                 prompt=prompt,
-                agent=made.agent if made is not None else agent or "python",
+                agent=made.agent if made is not None else agent,
                 model=made.model if made is not None else model,
                 turn_id=turn_id,
             )
@@ -164,6 +207,52 @@ class Children:
             )
         return result.reply
 
+    def _depth(self) -> int:
+        """How many parents this session has."""
+        state = StatePaths(self.state_root)
+        depth, parent, seen = 0, self.record.parent_id, {self.record.id}
+        while parent is not None and parent not in seen:
+            seen.add(parent)
+            depth += 1
+            try:
+                parent = get_session(state, parent).parent_id
+            except TuiError:
+                break
+        return depth
+
+    async def _make_room(self, access: ChildStarter, limits: ChildrenSettings) -> None:
+        """Refuse a child past `limits.max_live` (this session's children running) or
+        `limits.max_total` (this machine's), after stopping this session's finished children that
+        sit idle to make room (their sessions stay).
+
+        Raises:
+            CapReached: naming the limit reached.
+        """
+        mine, total = await asyncio.to_thread(_live_children, StatePaths(self.state_root), self.record.id)
+        idle = [
+            child
+            for child in mine
+            if child not in self._follows
+            and (known := self.writer.state.child_sessions.get(child)) is not None
+            and known.state not in ("running", "asking")
+        ]
+        while idle and (len(mine) >= limits.max_live or total >= limits.max_total):
+            child = idle.pop()
+            with contextlib.suppress(TuiError):
+                if await access.stop(child):
+                    mine.remove(child)
+                    total -= 1
+        if len(mine) >= limits.max_live:
+            raise CapReached(
+                f"session {short_id(self.record.id)} has {len(mine)} children running, the most "
+                f"config.toml's [children] max_live = {limits.max_live} allows; wait for one to end"
+            )
+        if total >= limits.max_total:
+            raise CapReached(
+                f"{total} child sessions run on this machine, the most config.toml's [children] "
+                f"max_total = {limits.max_total} allows; wait for one to end (`tui sessions` lists them)"
+            )
+
     async def adopt(self, request: ChildAdoptRequest, by: By | None = None) -> bool:
         """Follow a child made from outside (``tui send --new --parent``) as one it delegated
         to: `child_started` naming who made it, then `child_asking` and `child_ended` (the end
@@ -174,7 +263,6 @@ class Children:
             NotFound: no such session.
             InvalidRequest: it is not a child of this session.
         """
-        from tui.store import get_session
 
         child = request.child_id
         record = get_session(StatePaths(self.state_root), child)
@@ -227,6 +315,9 @@ class Children:
 
         result = ChildResult(child, "failed", error="the child's worker went away")
         tokens = (0, 0)
+        finished = False
+        """Its delegated turn ended and it sits idle with nobody else attached: its worker is
+        stopped (a finished child holds no worker; its session stays)."""
         link = None
         watch = None
         try:
@@ -263,6 +354,7 @@ class Children:
             with contextlib.suppress(TuiError):
                 stats = await link.stats()
                 tokens = (stats.tokens_in, stats.tokens_out)
+            finished = prompt is not None and _idle_with_nobody_else(watch.session)
         except asyncio.CancelledError:
             result = ChildResult(child, "interrupted", error="the parent's worker stopped following it")
             raise
@@ -288,6 +380,9 @@ class Children:
             if link is not None:
                 with contextlib.suppress(Exception):
                     await link.close()
+        if finished:
+            with contextlib.suppress(TuiError):
+                await access.stop(child)
         return result
 
     async def _answer_itself(self, access: ChildStarter, child: str, question: Question) -> None:
@@ -356,3 +451,67 @@ async def _ended(link: AttachLink, watch: SessionWatch, turn_id: str | None) -> 
         page = await link.transcript(limit=1, around=turn_id)
         return next((t for t in page.turns if t.turn_id == turn_id), None)
     return None
+
+
+def _allowed_kind(agent: str | None, model: str | None, limits: ChildrenSettings) -> str:
+    """The agent a delegated child runs (python unless named), if ``[children]`` allows it.
+
+    Raises:
+        NotPermitted: an ACP agent not in ``agents``, or a model child without ``models``.
+    """
+    from tui.config import load_config
+    from tui.worker.agents import kind_of
+
+    name = agent or ("model" if model is not None else "python")
+    kind = kind_of(name, load_config())
+    if kind == "model" and not limits.models:
+        raise NotPermitted(
+            "a delegated child may not be a model session here (it spends your model's key): "
+            "allow it in config.toml with [children] models = true"
+        )
+    if kind == "acp" and not limits.allows_agent(name):
+        raise NotPermitted(
+            f"a delegated child may not run the agent {name} here (an agent has your files and your "
+            f'network): allow it in config.toml with [children] agents = ["{name}"]'
+        )
+    return name
+
+
+def _live_children(state: StatePaths, parent_id: str) -> tuple[list[str], int]:
+    """The children of `parent_id` whose workers run, and how many child sessions' workers run
+    on this machine."""
+    mine: list[str] = []
+    total = 0
+    for record in list_sessions(state, include_archived=True):
+        if record.parent_id is None or not is_live(state.session(record.id).lock):
+            continue
+        total += 1
+        if record.parent_id == parent_id:
+            mine.append(record.id)
+    return mine, total
+
+
+def _for_participant(state: StatePaths, session_id: str) -> str | None:
+    """The participant whose turn started this session (as read now: it is set after the start)."""
+    with contextlib.suppress(TuiError):
+        return get_session(state, session_id).for_participant
+    return None
+
+
+@contextlib.asynccontextmanager
+async def _one_start_at_a_time(state: StatePaths) -> AsyncIterator[None]:
+    """Hold ``children.lock`` of the state dir: the children running are counted and one is made
+    under it, by one worker of the machine at a time, so racing starts never pass a limit."""
+    fd = os.open(state.root / "children.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _idle_with_nobody_else(state: SessionState) -> bool:
+    """Whether a child runs no turn, holds no question or queue, and only its parent is attached."""
+    parent = client_label("parent:x")
+    busy = state.current is not None or state.question is not None or bool(state.queue)
+    return not busy and all(p.via and set(p.via) <= {parent} for p in state.attached)

@@ -208,7 +208,9 @@ class _Turn:
             raise InvalidRequest(
                 "this session cannot start children (its worker was started without the access layer)"
             )
-        return await children.delegate(prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id)
+        return await children.delegate(
+            prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id, by=self.started.by
+        )
 
 
 class TurnControl:
