@@ -157,6 +157,10 @@ def build_subparsers() -> argparse.ArgumentParser:
 
     p = add("attach", _command("attach", "run_attach"))
     p.add_argument("id", nargs="?", help="session id or unique prefix (none: pick from every machine's)")
+    p.add_argument(
+        "--turn", type=int, metavar="N", help="open on turn N, selected (as `tui search` names it)"
+    )
+    p.add_argument("--find", metavar="TEXT", help="with --turn: highlight TEXT in it (the search bar open)")
     _piped_options(p)
 
     p = add("sessions", _command("sessions", "run_sessions"))

@@ -279,3 +279,56 @@ def test_attach_without_an_id_and_without_a_terminal_says_to_give_one(machines: 
     )
     assert ran.returncode == 2
     assert ran.stderr == "tui: `tui attach` without a terminal needs an id: `tui attach ID < script`\n"
+
+
+def test_search_everywhere_finds_a_word_here_over_ssh_and_through_tui_web(machines: Machines) -> None:
+    """One `tui search --everywhere`: a stopped, archived session here, a session on an SSH
+    remote, one behind a `tui web` remote, merged newest first; a dead remote is one line."""
+    from web.conftest import start_web, until_event
+
+    word = "print('quet' + 'zal', 'bird')"
+    here = machines.run("send", "--new", "--dir", str(machines.work), word, "--wait")
+    assert here.code == 0, here.err
+    mine = here.err.splitlines()[0].strip()
+    assert machines.run("stop", mine[:8]).code == 0 and machines.run("archive", mine[:8]).code == 0
+    machines.add_lab()
+    lab = machines.run("--remote", "lab", "send", "--new", "--dir", str(machines.work), word, "--wait")
+    assert lab.code == 0, lab.err
+    there = lab.err.splitlines()[0].strip()
+    web_state = machines.here.parent / "web-state"
+    web_state.mkdir()
+    web = start_web(web_state)
+    try:
+        owner = web.client()
+        made = owner.post("/api/sessions", json={"prompt": word, "wait": TIMEOUT})
+        assert made.status_code == 201, made.text
+        far = made.json()["id"]
+        until_event(owner, f"/api/sessions/{far}", 0, "turn_ended")
+        token = machines.here.parent / "web.token"
+        token.write_text(web.token)
+        assert machines.run("remote", "add", "far", web.url, "--token-file", str(token)).code == 0
+        dead = Remote("gone", f"ssh://root@127.0.0.1:{_closed_port()}", "", TUI)
+        add_remote(StatePaths(machines.here), dead)
+
+        found = machines.run("search", "quetzal bird", "--everywhere")
+        assert found.code == 0, found.err
+        heads = [line.split()[:2] for line in found.out.splitlines() if not line.startswith(" ")]
+        assert sorted(heads) == sorted([["here", mine[:8]], ["lab", there[:8]], ["far", far[:8]]])
+        assert "«quetzal bird»" in found.out
+        (gone,) = [line for line in found.err.splitlines() if "gone" in line]
+        assert "no answer" in gone and "Connection refused" in gone
+
+        listed = json.loads(machines.run("search", "quetzal", "--everywhere", "--json").out)
+        assert {(h["machine"], h["session_id"], h["turn"]) for h in listed["hits"]} == {
+            ("here", mine, 1),
+            ("lab", there, 1),
+            ("far", far, 1),
+        }
+        assert {m["where"]: m["answered"] for m in listed["machines"]} == {
+            "here": True,
+            "lab": True,
+            "far": True,
+            "gone": False,
+        }
+    finally:
+        web.stop()

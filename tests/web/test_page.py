@@ -24,7 +24,7 @@ from helpers import TIMEOUT
 from tui.store import StatePaths
 from tui.store.sidecar import read_sidecar
 
-from .conftest import Web, start_web, wake
+from .conftest import Web, start_web, until_event, wake
 
 CHROMIUM = "/usr/bin/chromium"
 PHONE = {"width": 375, "height": 667}
@@ -195,6 +195,30 @@ def test_a_viewers_page_has_no_prompt_and_no_answer_buttons(web: Web, page_of: A
     assert page.query_selector("#prompt") is None and page.query_selector("#composer") is None
     assert page.query_selector_all("#question button") == []
     assert "a viewer cannot answer" in page.inner_text("#question")
+
+
+def test_a_participant_s_search_finds_only_in_the_session_shared_and_opens_the_turn(
+    web: Web, page_of: Any
+) -> None:
+    owner = web.client()
+    mine, other = web.session(), web.session()
+    for sid in (mine, other):
+        wake(web, sid)
+        _turn(web, sid, "print('platy' + 'pus')")
+        until_event(owner, f"/api/sessions/{sid}", 0, "turn_ended")
+    assert {h["session_id"] for h in owner.get("/api/search", params={"q": "platypus"}).json()["hits"]} == {
+        mine,
+        other,
+    }
+    page = page_of(PHONE)
+    page.goto(_share(web, mine, "--name", "vic", "--kind", "viewer"))
+    page.wait_for_selector("#transcript")
+    page.fill("#q", "platypus")
+    page.press("#q", "Enter")
+    page.wait_for_selector(".hit mark:has-text('platypus')")
+    assert [s.inner_text() for s in page.query_selector_all(".hit .sid")] == [mine[:8]]
+    page.click(".hit .open")
+    page.wait_for_selector("article.turn.found[data-number='1']")
 
 
 HOSTILE = (

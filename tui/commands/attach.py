@@ -37,7 +37,7 @@ def run_new(args: argparse.Namespace) -> int:
             )
             return 0
         return piped.run(open_access(args), args, first_prompt=first, stdin=stdin)
-    return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))
+    return _attach(args, prefix=None, first_prompt=getattr(args, "prompt", None))[0]
 
 
 def run_attach(args: argparse.Namespace) -> int:
@@ -61,11 +61,37 @@ def run_attach(args: argparse.Namespace) -> int:
         from tui import piped
         from tui.commands.sessions import open_access
 
+        if getattr(args, "turn", None) is not None:
+            raise UsageError(
+                "--turn opens the app on a turn: it needs a terminal (`tui transcript ID` prints it all)"
+            )
         return piped.run(open_access(args), args, session_id=args.id)
-    return _attach(args, prefix=args.id, first_prompt=None)
+    if getattr(args, "find", None) and getattr(args, "turn", None) is None:
+        raise UsageError(
+            "--find goes with --turn N: `tui attach ID --turn N --find TEXT` (Ctrl+F finds in the app)"
+        )
+    if getattr(args, "turn", None) is not None and args.turn < 1:
+        raise UsageError(f"--turn {args.turn}: turns are numbered from 1, as `tui search` prints them")
+    open_at = None if getattr(args, "turn", None) is None else (args.turn, getattr(args, "find", None) or "")
+    while True:
+        code, elsewhere = _attach(args, prefix=args.id, first_prompt=None, open_at=open_at)
+        if elsewhere is None:
+            return code
+        # A hit of another session was chosen in the app's search: attach there, on its turn.
+        args.id, number, text = elsewhere
+        open_at = (number, text)
 
 
-def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str | None) -> int:
+def _attach(
+    args: argparse.Namespace,
+    *,
+    prefix: str | None,
+    first_prompt: str | None,
+    open_at: tuple[int, str] | None = None,
+) -> tuple[int, tuple[str, int, str] | None]:
+    """Run the app on one session; its exit code, and the hit of another session chosen in its
+    search across sessions, to attach next (None: none)."""
+    from tui.commands.search import search_once
     from tui.commands.sessions import open_access
     from tui.link.local import local_client_id
     from tui.store import StatePaths
@@ -125,10 +151,15 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         theme=theme,
         keep_theme=lambda chosen: save_setting("theme", chosen),
         alerts=alerts,
+        search=lambda query: search_once(args, query),
+        open_at=open_at,
     )
     app.run()
     code = app.return_code or 0
     short = short_id(link.session_id)
+    if code == 0 and app.next_open is not None:
+        print(f"tui: detached from {short}; it keeps running.", file=sys.stderr)
+        return code, app.next_open
     if code == 0 and app.session.stopped is None:
         hint = f"`{link.command('attach', short)}` comes back"
         print(f"tui: detached from {short}; it keeps running. {hint}.", file=sys.stderr)
@@ -140,7 +171,7 @@ def _attach(args: argparse.Namespace, *, prefix: str | None, first_prompt: str |
         )
     elif app.session.stopped == "deleted":
         print(f"tui: deleted session {short}.", file=sys.stderr)
-    return code
+    return code, None
 
 
 async def _folder(access: SessionAccess, session_id: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from tui.store import StatePaths
 from tui.store.index import WHERE
 from tui.store.remotes import Remote, list_remotes
 
-__all__ = ["NO_HIT", "query_of", "run_search"]
+__all__ = ["NO_HIT", "query_of", "run_search", "search_once"]
 
 NO_HIT = 1
 """The exit code when nothing is found (as grep's)."""
@@ -124,6 +125,20 @@ async def _search(args: argparse.Namespace, query: SearchQuery) -> list[_Machine
     return [_Machine(HERE, await local.search(query))]
 
 
+async def search_once(args: argparse.Namespace, query: SearchQuery) -> Found:
+    """`query` asked of the machine the arguments name (this one, or ``--remote NAME``), on the
+    caller's loop: the app's search across sessions."""
+    from tui.access.remote import RemoteAccess
+    from tui.commands.sessions import open_access
+
+    access = open_access(args)
+    try:
+        return await access.search(query)
+    finally:
+        if isinstance(access, RemoteAccess):
+            await access.web.close()
+
+
 def _progress_line() -> Callable[[int, int], None] | None:
     """A progress line on stderr while the index is (re)built, when stderr is a terminal."""
     if not sys.stderr.isatty():
@@ -208,13 +223,14 @@ def run_search(args: argparse.Namespace) -> int:
         print(f"tui: no session holds {query.q!r}", file=sys.stderr)
         return NO_HIT
     remote = f"--remote {rows[0][0]} " if several and rows[0][0] != HERE else ""
+    find = shlex.quote(query.q)
     if more:
         print(
             f"tui: more hits than these {len(rows)}; --limit N shows more, --since WHEN fewer",
             file=sys.stderr,
         )
     print(
-        f"tui: `tui {remote}attach {short_id(rows[0][1].session_id)} --turn {rows[0][1].turn}` "
+        f"tui: `tui {remote}attach {short_id(rows[0][1].session_id)} --turn {rows[0][1].turn} --find {find}` "
         "opens the first there",
         file=sys.stderr,
     )

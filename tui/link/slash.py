@@ -74,6 +74,9 @@ COMMANDS: tuple[SlashCommand, ...] = (
     ),
     SlashCommand("/restart", "/restart", "move the session to a new worker (the tui installed)", "owner"),
     SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
+    SlashCommand(
+        "/search", "/search TEXT", "find TEXT in every session, and open a hit where it was", None, _TUI
+    ),
     SlashCommand("/help", "/help", "commands and keys", None, _TUI),
 )
 

@@ -14,7 +14,9 @@ from textual.timer import Timer
 from tui.errors import TuiError
 from tui.link.base import AttachLink, Reconnecting
 from tui.protocol.ids import short_id
+from tui.protocol.web import FoundHit
 from tui.ui.alerts import Alerts, Mode
+from tui.ui.screens.finder import Searcher
 from tui.ui.screens.session import GONE_EXIT_AFTER, SessionScreen
 from tui.ui.seen import SeenStore
 
@@ -116,6 +118,8 @@ class TuiApp(App[int]):
         theme: str | None = None,
         keep_theme: Callable[[str], object] | None = None,
         alerts: Mode = "auto",
+        search: Searcher | None = None,
+        open_at: tuple[int, str] | None = None,
     ) -> None:
         super().__init__()
         self.alerts = Alerts(alerts, label=f"tui {short_id(link.session_id)}")
@@ -139,6 +143,12 @@ class TuiApp(App[int]):
             folder=folder,
         )
         """The session screen."""
+        self.session.searcher = search
+        self.session.open_at = open_at
+        self.session.open_elsewhere = self._open_elsewhere
+        self.next_open: tuple[str, int, str] | None = None
+        """A hit of another session chosen in the search (its id, turn, text): the command line
+        attaches it once this app has left (`tui.commands.attach`)."""
 
     def on_mount(self) -> None:
         if self._saved_theme in self.available_themes:
@@ -225,6 +235,10 @@ class TuiApp(App[int]):
     def action_detach(self) -> None:
         self.session.leave(0)
 
+    def _open_elsewhere(self, hit: FoundHit, text: str) -> None:
+        self.next_open = (hit.session_id, hit.turn, text)
+        self.session.leave(0)
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         session = self.session
         may = session.principal.may
@@ -257,6 +271,12 @@ class TuiApp(App[int]):
         if may("write"):
             yield SystemCommand("Session: take back the last queued prompt", "/unqueue", session.unqueue)
         yield SystemCommand("Session: load older turns", "Page further back", session.transcript.load_older)
+        if self.session.searcher is not None:
+            yield SystemCommand(
+                "Search: every session",
+                "Find text in every session and open a hit where it was (/search TEXT)",
+                lambda: session.search_sessions(""),
+            )
         yield SystemCommand(
             "Session: help", "Commands and keys (/help)", lambda: session.run_command("/help")
         )

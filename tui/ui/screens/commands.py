@@ -104,11 +104,13 @@ class CommandScreen(ReadingScreen):
         await self.transcript.add_line(visible(outcome.text))
 
     async def _local(self, outcome: ch.Local) -> None:
-        """The commands of this screen alone: /copy, /find, /help."""
+        """The commands of this screen alone: /copy, /find, /search, /help."""
         if outcome.name == "/copy":
             self.copy_last_reply()
         elif outcome.name == "/find":
             self.open_search(outcome.rest)
+        elif outcome.name == "/search":
+            self.search_sessions(outcome.rest)
         elif outcome.name == "/help":
             view = self.transcript  # its width once the help brings the scrollbar
             columns = view.outer_size.width - view.styles.gutter.width - view.styles.scrollbar_size_vertical

@@ -7,6 +7,8 @@ the session screen's; it asks the link only for search results and a turn's whol
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import on, work
 from textual.binding import Binding
 from textual.notifications import SeverityLevel
@@ -16,7 +18,9 @@ from textual.widgets import TextArea
 from tui.errors import TuiError
 from tui.link.base import AttachLink
 from tui.protocol import SearchHit, TurnRecord
+from tui.protocol.web import FoundHit
 from tui.terminal import visible, visible_data
+from tui.ui.screens.finder import Finder, Searcher
 from tui.ui.screens.pager import OutputPager
 from tui.ui.widgets.prompt import PromptArea, PromptBox
 from tui.ui.widgets.search import SearchBar
@@ -24,7 +28,7 @@ from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import TranscriptView
 from tui.ui.widgets.turn import TurnView
 
-__all__ = ["ReadingScreen", "clip"]
+__all__ = ["ReadingScreen", "clip", "turn_numbered"]
 
 
 class ReadingScreen(Screen[None]):
@@ -120,6 +124,13 @@ class ReadingScreen(Screen[None]):
         """The matches of the search shown."""
         self._hit = 0
         self._total = 0
+        self.open_at: tuple[int, str] | None = None
+        """The turn to show once attached, and the text to highlight in it
+        (``tui attach ID --turn N --find TEXT``)."""
+        self.searcher: Searcher | None = None
+        """Searches every session of the machine (None: this app cannot, and /search says so)."""
+        self.open_elsewhere: Callable[[FoundHit, str], None] | None = None
+        """Opens a hit of another session (the app leaves this one for it)."""
 
     def notify(
         self,
@@ -272,6 +283,61 @@ class ReadingScreen(Screen[None]):
     def action_find(self) -> None:
         self.open_search("")
 
+    # --- search across sessions ----------------------------------------------------------------
+    def search_sessions(self, text: str) -> None:
+        """``/search TEXT``: find text in every session, and open the hit chosen where it was."""
+        if self.searcher is None:
+            self.notify("searching every session needs `tui search TEXT` here", severity="warning")
+            return
+
+        def chosen(picked: tuple[FoundHit, str] | None) -> None:
+            if picked is None:
+                return
+            hit, searched = picked
+            if hit.session_id == self.link.session_id:
+                self.open_turn(hit.turn, searched)
+            elif self.open_elsewhere is not None:
+                self.open_elsewhere(hit, searched)
+
+        self.app.push_screen(Finder(self.searcher, text), chosen)
+
+    def opened(self) -> None:
+        """Once attached: show the turn `open_at` asks for."""
+        if self.open_at is not None:
+            number, text = self.open_at
+            self.open_at = None
+            self.open_turn(number, text)
+
+    @work(group="search", exclusive=True, exit_on_error=False)
+    async def open_turn(self, number: int, text: str = "") -> None:
+        """Select turn `number` and highlight `text` in it (the search bar open on its matches)."""
+        try:
+            turn_id = await turn_numbered(self.link, number)
+        except TuiError as exc:
+            self._failed("open that turn", exc)
+            return
+        if turn_id is None:
+            self.notify(f"this session has no turn {number}", severity="warning")
+            return
+        if text.strip():
+            bar = self.search_bar
+            bar.open(text)
+            bar.searched = text
+            self.refresh_bindings()
+            try:
+                result = visible_data(await self.link.search(text))
+            except TuiError:
+                result = None
+            hits = [] if result is None else list(result.hits)
+            at = next((i for i, hit in enumerate(hits) if hit.turn_id == turn_id), None)
+            self.transcript.set_highlight(text)
+            if result is not None and at is not None:
+                self._hits, self._hit, self._total = hits, at, result.total
+                await self._go_to_hit()
+                return
+            bar.show_count(f"turn {number}")
+        await self.transcript.go_to(turn_id)
+
     def open_search(self, text: str) -> None:
         """Open the search bar; with `text`, search for it at once (as Enter in the bar does)."""
         bar = self.search_bar
@@ -341,6 +407,25 @@ class ReadingScreen(Screen[None]):
             return
         line = source.count("\n", 0, at) + 1
         self.search_bar.show_count(f"{count} line {line:,} (folded)")  # "1 of 2 · reply line 501 (folded)"
+
+
+async def turn_numbered(link: AttachLink, number: int, page: int = 200) -> str | None:
+    """The id of the session's turn `number` (1-based), read from its transcript's pages: the
+    last page first, else from the first page on (None: the session has no such turn)."""
+    last = await link.transcript(page)
+    for record in [*last.turns, *([last.current] if last.current is not None else [])]:
+        if record.number == number:
+            return record.turn_id
+    if last.turns and last.turns[0].number < number:
+        return None
+    transcript = await link.transcript(page, first=True)
+    while True:
+        for record in transcript.turns:
+            if record.number == number:
+                return record.turn_id
+        if not transcript.turns or transcript.turns[-1].number > number or not transcript.has_newer:
+            return None
+        transcript = await link.transcript(page, after=transcript.turns[-1].turn_id)
 
 
 def _draws(view: TurnView, text: str) -> bool:

@@ -287,6 +287,7 @@ class SessionScreen(CommandScreen):
             await self.transcript.add_line(RESUMED)
         self._away(seen, transcript)
         self.attached.set()
+        self.opened()  # `tui attach ID --turn N`: that turn shown
         self.call_after_refresh(freeze_start_up)  # once drawn: see tui/ui/memory.py
         if self.first_prompt:
             prompt, self.first_prompt = self.first_prompt, None

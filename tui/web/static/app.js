@@ -254,6 +254,47 @@ function newSessionForm() {
   return form;
 }
 
+// --- search across sessions (GET /api/search: a participant finds in its session only) -------
+function showSearch(q) {
+  const main = $("#main");
+  main.replaceChildren();
+  $("#title").textContent = "search";
+  $("#status").replaceChildren();
+  $("#q").value = q;
+  const said = el("p", { class: "hint", text: "searching…" });
+  const list = el("ul", { id: "hits", class: "hits" });
+  main.append(said, list);
+  app.view = { stop() {} };
+  api("GET", "/api/search?limit=50&q=" + encodeURIComponent(q)).then(
+    (found) => {
+      said.textContent = found.hits.length ? found.hits.length + (found.next !== null ? "+" : "") + " hits, newest first" : "nothing holds " + JSON.stringify(q);
+      list.replaceChildren(
+        ...found.hits.map((h) => {
+          const where = h.name && (h.where === "tool" || h.where === "error") ? h.where + " " + h.name : h.where;
+          const [a, b] = h.match;
+          return el(
+            "li",
+            { class: "hit" },
+            el(
+              "a",
+              { href: "#s=" + h.session_id + "&turn=" + h.turn, class: "open" },
+              el("span", { class: "sid", text: shortId(h.session_id) }),
+              el("span", { class: "num", text: "#" + h.turn }),
+              el("span", { class: "where", text: where }),
+              el("span", { class: "title", text: h.title + (h.archived ? " (archived)" : "") }),
+            ),
+            el("div", { class: "snippet" }, h.snippet.slice(0, a), el("mark", { text: h.snippet.slice(a, b) }), h.snippet.slice(b)),
+          );
+        }),
+      );
+    },
+    (err) => {
+      said.textContent = "";
+      if (!app.stopped) say(err.message, "error");
+    },
+  );
+}
+
 // --- one session ------------------------------------------------------------------------------
 class SessionView {
   constructor(id) {
@@ -316,7 +357,19 @@ class SessionView {
     }
     this.renderAll();
     this.log.scrollTop = this.log.scrollHeight;
+    if (this.wantTurn) this.showTurn(this.wantTurn);
     this.follow();
+  }
+
+  // A search's hit: its turn marked and brought into view (when the page loaded it).
+  showTurn(number) {
+    const node = this.log.querySelector('article[data-number="' + Number(number) + '"]');
+    if (!node) {
+      say("turn #" + number + " is older than the turns shown: scroll up to load it", "info");
+      return;
+    }
+    node.classList.add("found");
+    node.scrollIntoView({ block: "center" });
   }
 
   fromTranscript(t) {
@@ -717,7 +770,7 @@ class SessionView {
       el("span", { class: "by", text: r.origin === "note" ? "note" : who(r.by, r.client_id) }),
       r.outcome ? el("span", { class: "outcome " + r.outcome, text: r.outcome }) : el("span", { class: "outcome running", text: "running" }),
     );
-    const article = el("article", { class: "turn", "data-turn": r.turn_id }, head);
+    const article = el("article", { class: "turn", "data-turn": r.turn_id, "data-number": String(r.number || 0) }, head);
     for (const line of r.lines || []) if (line.kind === "before") article.appendChild(el("div", { class: "line note", text: line.text }));
     article.appendChild(el("pre", { class: "prompt", text: r.prompt }));
     if (r.thinking) {
@@ -959,8 +1012,11 @@ function route() {
   const hash = new URLSearchParams(location.hash.slice(1));
   const sid = hash.get("s") || (app.me.kind !== "owner" ? app.me.session_id : null);
   $("#home").hidden = app.me.kind !== "owner";
-  if (sid) {
+  if (hash.get("q")) {
+    showSearch(hash.get("q"));
+  } else if (sid) {
     const view = new SessionView(sid);
+    view.wantTurn = hash.get("turn");
     app.view = view;
     view.open();
   } else {
@@ -997,6 +1053,12 @@ async function main() {
       alerts.hidden = true;
     });
   }
+  $("#search").hidden = false;
+  $("#search").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const q = $("#q").value.trim();
+    if (q) location.hash = "q=" + encodeURIComponent(q);
+  });
   window.addEventListener("hashchange", route);
   route();
 }
