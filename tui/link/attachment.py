@@ -83,7 +83,7 @@ from tui.protocol import (
 )
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, child_line, note_line
-from tui.protocol.wording import restart_loses
+from tui.protocol.wording import leaving_line, restart_loses, unknown_line
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -461,10 +461,9 @@ class Attachment:
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
             out.append(self._outdated(event.version))
         elif isinstance(event, WorkerLeaving):
-            going = "restarting" if event.restarting else "leaving"
-            out.append(ch.Line(f"the worker is {going}{f': {event.reason}' if event.reason else ''}"))
+            out.append(ch.Line(leaving_line(event)))
         elif isinstance(event, UnknownEvent):
-            out.append(ch.Line(f"(an event this version does not know: {event.type})"))
+            out.append(ch.Line(unknown_line(event.type)))
         if state.state != was:
             out.append(ch.StateChanged(state.state))
         out.extend(self._question())

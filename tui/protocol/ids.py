@@ -16,7 +16,7 @@ __all__ = ["BY_PARENT", "SHORT", "Surface", "client_label", "make_client_id", "s
 SHORT = 8
 """How many characters of an id are printed."""
 
-Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp", "parent", "note"]
+Surface = Literal["tui", "send", "answer", "dismiss", "interrupt", "script", "acp", "parent", "note", "web"]
 """What a client is: the full-screen app, one of the session commands, or a piped script."""
 
 _LABELS = {
@@ -25,6 +25,7 @@ _LABELS = {
     "acp": "editor",
     "page": "browser",
     "parent": "through its parent",
+    "web": "tui web",
 }
 
 BY_PARENT = "by-parent"

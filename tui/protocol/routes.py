@@ -19,6 +19,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 
 from tui.protocol import messages as m
+from tui.protocol import page as pg
 from tui.protocol import web as w
 from tui.protocol.principal import Permission
 
@@ -393,6 +394,30 @@ WEB = _routes(
         answer=w.WorkerView,
     ),
     RouteSpec("worker", "GET", f"{_S}/worker", "its worker now", "read", answer=w.WorkerView),
+    RouteSpec(
+        "changes",
+        "GET",
+        f"{_S}/changes",
+        "its changes as the page draws them, in words (the web bridge's attachment), streamed",
+        "read",
+        query=(
+            Param("cursor", description="the id of the last change drawn (also Last-Event-ID)"),
+            Param("client_id", description="who follows, for /stats"),
+        ),
+        media="text/event-stream",
+    ),
+    RouteSpec(
+        "turns",
+        "GET",
+        f"{_S}/turns",
+        "older turns as the page draws them, in words",
+        "read",
+        answer=pg.TurnPage,
+        query=(
+            Param("before", description="a turn id: the turns before it"),
+            Param("limit", "integer", "at most this many (20 unless given)"),
+        ),
+    ),
     RouteSpec(
         "export",
         "GET",

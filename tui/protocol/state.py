@@ -59,7 +59,6 @@ from tui.protocol.events import (
     TurnStarted,
     WorkerStarted,
 )
-from tui.protocol.ids import BY_PARENT
 from tui.protocol.messages import (
     ChildView,
     ContextEntry,
@@ -75,6 +74,7 @@ from tui.protocol.wording import (
     Step,
     agent_mode,
     agent_model,
+    answered_line,
     child_line,
     note_line,
     steps,
@@ -450,7 +450,7 @@ class SessionState(BaseModel):
             case QuestionResolved():
                 if self.question is not None and self.question.question_id == event.question_id:
                     if current is not None:
-                        line = _answered_line(event)
+                        line = answered_line(event)
                         current.answered.append(line)
                         current.add_line("answered", line)
                     self.question = None
@@ -655,15 +655,3 @@ class SessionState(BaseModel):
 def apply(state: SessionState, event: Event) -> SessionState:
     """Apply `event` to `state` (in place) and return it; see `SessionState.apply`."""
     return state.apply(event)
-
-
-def _answered_line(event: QuestionResolved) -> str:
-    if event.how == "answered":
-        answer = ", ".join([*event.selected, *([event.freeform] if event.freeform else [])])
-        surface, _, rest = (event.client_id or "").partition(":")
-        if surface == BY_PARENT:  # the parent session's model answered, not a person
-            return f"answered by parent {rest.split(':')[0]}: {answer}"
-        return f"answered by {who(event.by)}: {answer}"
-    if event.how == "dismissed":
-        return f"question dismissed by {who(event.by)}"
-    return "question cancelled"

@@ -4,6 +4,7 @@ by the reducer (`tui.protocol.state`, which also exports these names) and by wha
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Literal
 
 from tui.protocol.events import (
@@ -13,11 +14,14 @@ from tui.protocol.events import (
     ChildEnded,
     ChildStarted,
     Note,
+    Presence,
+    QuestionResolved,
     StopReason,
     ToolStarted,
     ToolUpdated,
+    WorkerLeaving,
 )
-from tui.protocol.ids import client_label
+from tui.protocol.ids import BY_PARENT, client_label
 from tui.protocol.messages import ToolRecord, TurnRecord
 
 __all__ = [
@@ -25,12 +29,18 @@ __all__ = [
     "Step",
     "agent_mode",
     "agent_model",
+    "answered_line",
+    "attached_text",
     "child_line",
+    "leaving_line",
+    "model_line",
+    "new_worker_line",
     "note_line",
     "restart_loses",
     "steps",
     "stop_said",
     "tool_record",
+    "unknown_line",
     "update_tool",
     "who",
 ]
@@ -103,6 +113,58 @@ def note_line(event: Note) -> str:
         sender = who(event.by) + (f" via {event.source}" if event.source else "")
         return f"note from {sender}: {event.text}"
     return f"note{f' from {event.source}' if event.source else ''}: {event.text}"
+
+
+def answered_line(event: QuestionResolved) -> str:
+    """How a question was resolved, as the turn shows it: ``answered by ana (participant): blue``,
+    ``answered by parent 1b5bdb75: yes`` (the parent session's model, not a person),
+    ``question dismissed by root``, ``question cancelled``."""
+    if event.how == "answered":
+        answer = ", ".join([*event.selected, *([event.freeform] if event.freeform else [])])
+        surface, _, rest = (event.client_id or "").partition(":")
+        if surface == BY_PARENT:
+            return f"answered by parent {rest.split(':')[0]}: {answer}"
+        return f"answered by {who(event.by)}: {answer}"
+    if event.how == "dismissed":
+        return f"question dismissed by {who(event.by)}"
+    return "question cancelled"
+
+
+def model_line(model: str) -> str:
+    """The line saying the session's model changed."""
+    return f"model: {model}"
+
+
+def new_worker_line(version: str) -> str:
+    """The line saying a new worker took the session (after a restart, or a crash)."""
+    return f"a new worker runs the session: tui {version}"
+
+
+def leaving_line(event: WorkerLeaving) -> str:
+    """The line saying the worker leaves (``the worker is restarting: /restart``)."""
+    going = "restarting" if event.restarting else "leaving"
+    return f"the worker is {going}{f': {event.reason}' if event.reason else ''}"
+
+
+def unknown_line(typ: str) -> str:
+    """The line standing for an event of a type this version does not know."""
+    return f"(an event this version does not know: {typ})"
+
+
+def attached_text(people: list[Presence] | tuple[Presence, ...]) -> str:
+    """``root · 2 terminals, ana (viewer)``: the owner plain, participants with their share, and
+    what each is attached with when it is more than one terminal or not a terminal."""
+    return ", ".join(_person(p) for p in people)
+
+
+def _person(p: Presence) -> str:
+    name = p.name if p.kind == "owner" else f"{p.name} ({p.kind})"
+    if not p.via or p.via == ["terminal"]:
+        return name
+    counts = Counter(p.via)
+    return (
+        name + " · " + ", ".join(f"{n} {label}s" if n > 1 else label for label, n in sorted(counts.items()))
+    )
 
 
 _STOPS_SAID: dict[str | None, str] = {

@@ -18,6 +18,7 @@ import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -25,9 +26,19 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Mount
 
 from tui import __version__
-from tui.errors import CapReached, Forbidden, InvalidRequest, NotFound, TuiError, UsageError
-from tui.protocol import Noted, NoteRequest, TurnAccepted, TurnRequest
+from tui.errors import (
+    CapReached,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    TuiError,
+    UsageError,
+    WorkerUnavailable,
+    error_from_wire,
+)
+from tui.protocol import Noted, NoteRequest, Transcript, TurnAccepted, TurnRequest
 from tui.protocol.ids import short_id
+from tui.protocol.page import TurnPage, turn_view
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB, RouteSpec, forwarded
 from tui.protocol.web import (
@@ -67,6 +78,7 @@ from tui.store.export import export as export_journal
 from tui.store.index import find_in
 from tui.web.auth import describe
 from tui.web.bridge import FEATURES, STREAM_CAP, WATCH_EVERY, WebBridge
+from tui.web.changes import PAGE_TURNS, ChangesResponse
 from tui.web.fanout import FollowResponse
 from tui.web.forward import FORWARDED_HEADERS, OpenStream
 from tui.web.gate import Endpoint, Gate, bridge_of, guard, session_of
@@ -435,6 +447,67 @@ async def events(request: Request, principal: Principal, sid: str) -> Response:
     )
 
 
+async def changes(request: Request, principal: Principal, sid: str) -> Response:
+    """The session's changes as the page draws them (`tui.web.changes`): from the cursor the page
+    sends, with no gap and no repeat, or from a snapshot."""
+    bridge = bridge_of(request)
+    if principal.participant_id is not None:
+        mine = [h for h in bridge.streams if h.token_digest == principal.token_digest]
+        if len(mine) >= STREAM_CAP:
+            raise CapReached(f"this token already has {STREAM_CAP} open streams; close one first")
+    cursor = request.headers.get("last-event-id") or request.query_params.get("cursor") or ""
+    socket = bridge.sessions.socket(sid)
+    handle = OpenStream(principal.token_digest, sid, principal.participant_id)
+    bridge.streams.add(handle)
+    # The page is counted as attached by a presence stream of its own, as a follower of /events is.
+    client_id = request.query_params.get("client_id")
+    query = urlencode({"client_id": client_id}).encode() if client_id else b""
+    try:
+        presence = await bridge.forwarder.open_stream(
+            socket,
+            BRIDGE["events"].path,
+            query=query,
+            headers={},
+            extra={**_by(principal), "X-Tui-Fanout": "presence"},
+        )
+    except BaseException:
+        bridge.streams.discard(handle)
+        raise
+    if presence.status_code != 200:
+        bridge.streams.discard(handle)
+        body = await presence.aread()
+        await presence.aclose()
+        return Response(body, status_code=presence.status_code, media_type="application/json")
+    try:
+        followed = await bridge.pages.join(sid)
+        if followed.ended and not followed.made:
+            followed.leave()
+            raise WorkerUnavailable("the session's worker could not be followed; POST …/wake starts it")
+    except BaseException:
+        bridge.streams.discard(handle)
+        await presence.aclose()
+        raise
+    return ChangesResponse(
+        followed, cursor, presence, handle, keepalive=bridge.keepalive, on_end=bridge.streams.discard
+    )
+
+
+async def turns(request: Request, principal: Principal, sid: str) -> TurnPage:
+    """Older turns as the page draws them (``?before=TURN``)."""
+    bridge = bridge_of(request)
+    query = BRIDGE["transcript"].params(
+        limit=int_param(request, "limit", PAGE_TURNS, low=1, high=200),
+        before=request.query_params.get("before") or None,
+    )
+    answer = await bridge.forwarder.send(
+        bridge.sessions.socket(sid), "GET", BRIDGE["transcript"].path, query=urlencode(query).encode()
+    )
+    if answer.status_code != 200:
+        raise error_from_wire(json.loads(bytes(answer.body) or b"null"), answer.status_code)
+    transcript = Transcript.model_validate_json(bytes(answer.body))
+    return TurnPage(turns=[turn_view(r) for r in transcript.turns], has_more=transcript.has_more)
+
+
 OWN: dict[str, Endpoint] = {
     "web_info": web_info,
     "openapi": openapi,
@@ -450,6 +523,8 @@ OWN: dict[str, Endpoint] = {
     "unarchive": unarchive,
     "wake": wake,
     "worker": worker,
+    "changes": changes,
+    "turns": turns,
     "export": export,
     "participants": participants,
     "share": share,
@@ -504,6 +579,7 @@ def create_app(bridge: WebBridge) -> Starlette:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            await bridge.pages.close()
             await bridge.fanouts.close()
             await bridge.forwarder.close()
 

@@ -13,6 +13,7 @@ from tui.errors import TuiError
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE
 from tui.store import StatePaths
+from tui.web.changes import Pages
 from tui.web.fanout import FanOuts
 from tui.web.forward import KEEPALIVE, Forwarder, OpenStream
 from tui.web.participants import ParticipantStore
@@ -59,6 +60,8 @@ class WebBridge:
         self.sessions = LocalSessions(self.state)
         self.forwarder = Forwarder()
         self.fanouts = FanOuts(BRIDGE["events"].path)
+        self.pages = Pages(self.state, self.fanouts)
+        """The attachments of the sessions browser pages follow (``…/changes``)."""
 
     @property
     def url(self) -> str:

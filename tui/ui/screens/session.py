@@ -40,6 +40,7 @@ from tui.protocol import (
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model
+from tui.protocol.wording import model_line, new_worker_line
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
 from tui.ui.memory import freeze_start_up
@@ -408,13 +409,13 @@ class SessionScreen(CommandScreen):
 
     async def _model_changed(self, change: ch.ModelChanged) -> None:
         self.status.change(model=change.model)
-        await self.transcript.add_line(f"model: {change.model}")
+        await self.transcript.add_line(model_line(change.model))
 
     async def _worker_started(self, change: ch.WorkerStarted) -> None:
         self.status.change(
             version=change.version, model=change.model or self.status.status.model, agent=change.agent
         )
-        await self.transcript.add_line(f"a new worker runs the session: tui {change.version}")
+        await self.transcript.add_line(new_worker_line(change.version))
 
     async def _outdated(self, change: ch.Outdated) -> None:
         self.status.change(installed=change.installed)

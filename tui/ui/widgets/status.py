@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -16,6 +15,7 @@ from textual.widgets import Static
 from tui.link.base import Gone, LinkState, Live, Reconnecting
 from tui.protocol import Presence
 from tui.protocol.principal import Principal
+from tui.protocol.wording import attached_text
 
 __all__ = ["SessionStatus", "StatusRows", "attached_text"]
 
@@ -58,22 +58,6 @@ class SessionStatus:
     """Who has the session open now, as the worker's last `status` said."""
     principal: Principal = field(default_factory=Principal)
     """Who this client acts as (a participant sees its kind, and a collaborator its turns left)."""
-
-
-def attached_text(people: tuple[Presence, ...] | list[Presence]) -> str:
-    """``root · 2 terminals, ana (viewer)``: the owner plain, participants with their share, and
-    what each is attached with when it is more than one terminal or not a terminal."""
-    return ", ".join(_person(p) for p in people)
-
-
-def _person(p: Presence) -> str:
-    name = p.name if p.kind == "owner" else f"{p.name} ({p.kind})"
-    if not p.via or p.via == ["terminal"]:
-        return name
-    counts = Counter(p.via)
-    return (
-        name + " · " + ", ".join(f"{n} {label}s" if n > 1 else label for label, n in sorted(counts.items()))
-    )
 
 
 def _age(seconds: float) -> str:
