@@ -270,7 +270,9 @@ class PageView:
         return [PageChange(type=typ, words=line.text, style=line.style, lines=list(self.lines))]
 
     def _resolved(self, change: ch.QuestionResolved) -> list[PageChange]:
-        return self._line(change.line, "answered", "QuestionResolved")
+        made = self._line(change.line, "answered", "QuestionResolved")
+        made[-1].question = None  # the question shown was resolved: none waits
+        return made
 
     def _queue(self, change: ch.QueueChanged) -> list[PageChange]:
         return [PageChange(type="QueueChanged", queue=queue_view(change.queue, change.held))]

@@ -6,14 +6,17 @@
 // (pageHeaders): the bridge honours the cookie only with it. The secret is kept in sessionStorage,
 // which belongs to this origin (port included) and this tab: another local server the browser
 // opens gets the cookie (cookies ignore the port) but never the secret. A reload keeps it; a new
-// tab signs in again. The session is followed with fetch() reading the SSE stream (EventSource
-// cannot send that header), resumed with Last-Event-ID from the last event applied, so nothing is missed or
-// applied twice across dropped connections, a worker's restart or a restart of `tui web`.
-// The state kept here mirrors tui/protocol/state.py's reducer for what the page shows.
+// tab signs in again.
+// A session is followed through `tui web`'s attachment (GET …/changes): fetch() reads its SSE
+// stream (EventSource cannot send that header), each change already in words, saying in its
+// fields what to draw; the stream resumes with Last-Event-ID from the last change drawn, so
+// nothing is missed or drawn twice, and a page too far behind (or new) is sent a snapshot.
+// No event is applied and nothing is worded here: the page draws, takes input and signs in.
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const PAGE = 20; // turns per transcript page
+const PAGE = 20; // older turns asked at once
+const RENDER_EVERY = 250; // ms between two draws of what streams into a turn
 const CLIENT_ID = "page:browser:" + Math.random().toString(36).slice(2, 10);
 
 const app = {
@@ -42,29 +45,6 @@ function el(tag, attrs, ...children) {
 
 function shortId(id) {
   return String(id || "").slice(0, 8);
-}
-
-function clientLabel(clientId) {
-  if (!clientId || !clientId.includes(":")) return null;
-  const surface = clientId.split(":", 1)[0];
-  return { tui: "terminal", script: "script", page: "browser" }[surface] || "tui " + surface;
-}
-
-// Mirrors state.who: the owner's name, or a participant's, and what they used when not a terminal.
-function who(by, clientId) {
-  by = by || {};
-  let name = by.kind === "participant" ? (by.name ? by.name + " (participant)" : "a participant") : by.name || "owner";
-  const label = clientLabel(clientId);
-  return label === null || label === "terminal" ? name : name + " (" + label + ")";
-}
-
-function answeredLine(ev) {
-  if (ev.how === "answered") {
-    const parts = [...(ev.selected || []), ...(ev.freeform ? [ev.freeform] : [])];
-    return "answered by " + who(ev.by) + ": " + parts.join(", ");
-  }
-  if (ev.how === "dismissed") return "question dismissed by " + who(ev.by);
-  return "question cancelled";
 }
 
 function say(text, kind) {
@@ -296,27 +276,23 @@ function showSearch(q) {
 }
 
 // --- one session ------------------------------------------------------------------------------
+// The session as `tui web`'s attachment words it: each change names what to draw in its fields
+// (docs/remote.md, "The page"); a field that is not there changes nothing. The page keeps the
+// views it was sent, to draw them again, and decides nothing about the session itself.
 class SessionView {
   constructor(id) {
     this.id = id;
     this.base = "/api/sessions/" + encodeURIComponent(id);
-    this.turns = new Map(); // turn_id -> record (ended), in order
-    this.current = null; // the running turn's record
-    this.question = null;
-    this.queue = [];
-    this.queueHeld = false;
-    this.notes = [];
-    this.status = { state: "idle", model: null, tokens_in: 0, tokens_out: 0, attached: [] };
-    this.agent = "";
-    this.replyFormat = "verbatim";
-    this.lastSeq = 0;
+    this.cursor = ""; // the id of the last change drawn: the stream resumes after it
+    this.turns = new Map(); // turn_id -> {view, node}, in the order drawn
     this.hasMore = false;
-    this.turnsStarted = 0;
+    this.replyFormat = "verbatim";
+    this.working = false;
     this.stopped = false;
     this.abort = null;
-    this.nodes = new Map(); // turn_id -> article
-    this.dirty = new Set();
-    this.frame = 0;
+    this.dirty = new Map(); // turn_id -> Set of step indexes to draw again ("all": the whole turn)
+    this.timer = 0;
+    this.drawnAt = 0;
     this.loadingOlder = false;
   }
 
@@ -333,7 +309,8 @@ class SessionView {
     const main = $("#main");
     main.replaceChildren();
     this.log = el("div", { id: "transcript", class: "transcript", "aria-live": "polite" });
-    this.notesBox = el("div", { class: "notes" });
+    this.linesBox = el("div", { class: "lines" });
+    this.log.appendChild(this.linesBox);
     this.questionBox = el("section", { id: "question", class: "question", hidden: true });
     this.queueBox = el("div", { id: "queue", class: "queue", hidden: true });
     main.append(this.log, this.questionBox, this.queueBox);
@@ -345,23 +322,14 @@ class SessionView {
     try {
       const worker = await api("GET", this.base + "/worker");
       if (!worker.live) await api("POST", this.base + "/wake", { wait: 20 });
-      const info = await api("GET", this.base + "/info");
-      this.agent = info.agent;
-      this.replyFormat = info.reply_format;
-      this.status.model = info.model;
-      const t = await api("GET", this.base + "/transcript?limit=" + PAGE);
-      this.fromTranscript(t);
     } catch (err) {
       if (!app.stopped) say(err.message, "error");
       if (app.stopped) return;
     }
-    this.renderAll();
-    this.log.scrollTop = this.log.scrollHeight;
-    if (this.wantTurn) this.showTurn(this.wantTurn);
     this.follow();
   }
 
-  // A search's hit: its turn marked and brought into view (when the page loaded it).
+  // A search's hit: its turn marked and brought into view (when the page drew it).
   showTurn(number) {
     const node = this.log.querySelector('article[data-number="' + Number(number) + '"]');
     if (!node) {
@@ -372,22 +340,6 @@ class SessionView {
     node.scrollIntoView({ block: "center" });
   }
 
-  fromTranscript(t) {
-    this.lastSeq = t.cursor;
-    this.hasMore = t.has_more;
-    this.turnsStarted = t.turns_started || 0;
-    for (const r of t.turns) this.turns.set(r.turn_id, r);
-    this.current = t.current && !t.current.outcome ? t.current : null;
-    if (t.current && t.current.outcome) this.turns.set(t.current.turn_id, t.current);
-    this.question = t.question && this.current && t.question.turn_id === this.current.turn_id ? t.question : null;
-    this.queue = t.queue || [];
-    this.queueHeld = t.queue_held;
-    this.notes = t.notes || [];
-    this.status.state = t.state;
-    if (t.model) this.status.model = t.model;
-    this.status.attached = t.attached || [];
-  }
-
   // Older turns, when the view nears its top.
   async older() {
     if (!this.hasMore || this.loadingOlder || this.stopped) return;
@@ -395,18 +347,19 @@ class SessionView {
     if (!first) return;
     this.loadingOlder = true;
     try {
-      const t = await api("GET", this.base + "/transcript?limit=" + PAGE + "&before=" + encodeURIComponent(first));
+      const page = await api("GET", this.base + "/turns?limit=" + PAGE + "&before=" + encodeURIComponent(first));
       const height = this.log.scrollHeight;
+      const anchor = this.log.firstChild;
       const merged = new Map();
-      for (const r of t.turns) if (!this.turns.has(r.turn_id)) merged.set(r.turn_id, r);
+      for (const view of page.turns) {
+        if (this.turns.has(view.turn_id)) continue;
+        const node = turnNode(view, this.replyFormat);
+        merged.set(view.turn_id, { view, node });
+        this.log.insertBefore(node, anchor);
+      }
       for (const [k, v] of this.turns) merged.set(k, v);
       this.turns = merged;
-      this.hasMore = t.has_more;
-      const anchor = this.log.firstChild;
-      for (const r of t.turns) {
-        if (this.nodes.has(r.turn_id)) continue;
-        this.log.insertBefore(this.turnNode(r), anchor);
-      }
+      this.hasMore = page.has_more;
       this.log.scrollTop += this.log.scrollHeight - height;
     } catch (err) {
       if (!app.stopped) say(err.message, "error");
@@ -422,8 +375,8 @@ class SessionView {
       this.abort = new AbortController();
       let reply;
       try {
-        reply = await fetch(this.base + "/events?client_id=" + encodeURIComponent(CLIENT_ID), {
-          headers: pageHeaders({ "Last-Event-ID": String(this.lastSeq), Accept: "text/event-stream" }),
+        reply = await fetch(this.base + "/changes?client_id=" + encodeURIComponent(CLIENT_ID), {
+          headers: pageHeaders({ "Last-Event-ID": this.cursor, Accept: "text/event-stream" }),
           credentials: "same-origin",
           cache: "no-store",
           signal: this.abort.signal,
@@ -455,7 +408,6 @@ class SessionView {
           this.setConnection("cannot follow: " + err.message);
         }
       } else if (reply) {
-        this.setConnection("");
         delay = 250;
         try {
           await this.read(reply.body);
@@ -503,7 +455,6 @@ class SessionView {
 
   message(text) {
     let id = null;
-    let type = "message";
     const data = [];
     for (const line of text.split("\n")) {
       if (!line || line.startsWith(":")) continue;
@@ -511,304 +462,131 @@ class SessionView {
       const field = at < 0 ? line : line.slice(0, at);
       const value = at < 0 ? "" : line.slice(at + 1).replace(/^ /, "");
       if (field === "id") id = value;
-      else if (field === "event") type = value;
       else if (field === "data") data.push(value);
     }
     if (!data.length) return;
-    let ev;
+    let change;
     try {
-      ev = JSON.parse(data.join("\n"));
+      change = JSON.parse(data.join("\n"));
     } catch (e) {
       return;
     }
-    if (!ev.type) ev.type = type;
-    const seq = id !== null && /^\d+$/.test(id) ? Number(id) : ev.seq || 0;
-    if (seq) {
-      if (seq <= this.lastSeq) return; // applied already: never twice
-      this.lastSeq = seq;
-    }
-    this.apply(ev);
+    if (id !== null) this.cursor = id;
+    this.take(change);
   }
 
-  // --- the reducer (mirrors tui/protocol/state.py for what is shown) --------------------------
-  apply(ev) {
-    const cur = this.current;
-    const mine = cur && cur.turn_id === ev.turn_id;
-    switch (ev.type) {
-      case "text":
-        if (mine) {
-          cur.reply += ev.text;
-          this.touch(cur);
-        }
-        break;
-      case "thinking":
-        if (mine) {
-          cur.thinking = (cur.thinking || "") + ev.text;
-          this.touch(cur);
-        }
-        break;
-      case "plan":
-        if (mine) {
-          cur.plan = ev.entries || [];
-          this.touch(cur);
-        }
-        break;
-      case "tool_started":
-        if (mine) {
-          cur.tools.push({
-            call_id: ev.call_id,
-            name: ev.name,
-            args: ev.args || {},
-            title: ev.title,
-            kind: ev.kind,
-            output: "",
-            status: "running",
-            diffs: [],
-            at_reply: cur.reply.length,
-          });
-          this.touch(cur);
-        }
-        break;
-      case "tool_output":
-        if (mine) {
-          const tool = cur.tools.find((t) => t.call_id === ev.call_id);
-          if (tool) {
-            if (ev.text) tool.output += ev.text;
-            if (ev.diff) tool.diffs.push(ev.diff);
-            this.touch(cur);
-          }
-        }
-        break;
-      case "tool_updated":
-        if (mine) {
-          const tool = cur.tools.find((t) => t.call_id === ev.call_id);
-          if (tool) {
-            for (const k of ["title", "kind", "args", "locations"]) if (ev[k] !== null && ev[k] !== undefined) tool[k] = ev[k];
-            if (ev.diffs) tool.diffs = ev.diffs;
-            if (ev.output !== null && ev.output !== undefined) tool.output = ev.output;
-            this.touch(cur);
-          }
-        }
-        break;
-      case "tool_ended":
-        if (mine) {
-          const tool = cur.tools.find((t) => t.call_id === ev.call_id);
-          if (tool) {
-            tool.status = ev.status;
-            tool.value = ev.value;
-            tool.error = ev.error;
-            this.touch(cur);
-          }
-        }
-        break;
-      case "turn_started": {
-        if (cur && cur.turn_id !== ev.turn_id) this.endHere("superseded by a new turn");
-        let before = [];
-        if (!this.current || this.current.turn_id !== ev.turn_id) {
-          this.turnsStarted += 1;
-          before = this.notes;
-          this.notes = [];
-        }
-        this.current = {
-          turn_id: ev.turn_id,
-          prompt: ev.prompt,
-          number: this.turnsStarted,
-          by: ev.by,
-          client_id: ev.client_id,
-          origin: ev.origin,
-          reply: "",
-          tools: [],
-          lines: before.map((text) => ({ kind: "before", text, tools: 0, at_reply: 0 })),
-          answered: [],
-          plan: [],
-          thinking: "",
-          outcome: null,
-        };
-        this.question = null;
-        this.touch(this.current);
-        this.renderNotes();
-        this.renderQuestion();
-        break;
+  // --- drawing what the change says -----------------------------------------------------------
+  take(c) {
+    if (c.snapshot) this.reset(c);
+    else if (c.turns) for (const view of c.turns) this.putTurn(view);
+    if (c.turn_id && c.step && c.at !== undefined && c.at !== null) this.putStep(c.turn_id, c.at, c.step, c.append);
+    if (c.turn_id && (c.thinking !== undefined || c.plan !== undefined)) {
+      const turn = this.turns.get(c.turn_id);
+      if (turn) {
+        if (c.thinking !== undefined) turn.view.thinking += c.thinking;
+        if (c.plan !== undefined) turn.view.plan = c.plan;
+        this.touch(c.turn_id, "all");
       }
-      case "question_asked":
-        if (mine) {
-          this.question = ev;
-          this.renderQuestion();
-          notify("A question waits in session " + shortId(this.id), ev.text);
-        }
-        break;
-      case "question_resolved":
-        if (this.question && this.question.question_id === ev.question_id) {
-          if (cur) {
-            const line = answeredLine(ev);
-            cur.answered.push(line);
-            cur.lines.push({ kind: "answered", text: line, tools: cur.tools.length, at_reply: cur.reply.length });
-            this.touch(cur);
-          }
-          this.question = null;
-          this.renderQuestion();
-        }
-        break;
-      case "turn_ended":
-        this.status.tokens_in += (ev.usage || {}).input || 0;
-        this.status.tokens_out += (ev.usage || {}).output || 0;
-        if (mine) {
-          cur.outcome = ev.outcome;
-          cur.error = ev.error;
-          if (ev.reply) cur.reply = ev.reply;
-          for (const t of cur.tools) if (t.status === "running") t.status = ev.outcome === "completed" ? "ended" : "interrupted";
-          this.turns.delete(cur.turn_id);
-          this.turns.set(cur.turn_id, cur);
-          this.touch(cur);
-          this.current = null;
-          this.question = null;
-          this.renderQuestion();
-          notify("Turn #" + cur.number + " " + ev.outcome + " in session " + shortId(this.id), cur.reply.slice(-200));
-        } else if (this.turns.has(ev.turn_id)) {
-          const ended = this.turns.get(ev.turn_id);
-          ended.outcome = ev.outcome;
-          ended.error = ev.error;
-          if (ev.reply) ended.reply = ev.reply;
-          this.touch(ended);
-        }
-        break;
-      case "queue_changed":
-        this.queue = ev.items || [];
-        this.queueHeld = ev.held;
-        this.renderQueue();
-        break;
-      case "status":
-        if (ev.model) this.status.model = ev.model;
-        this.status.attached = ev.attached || [];
-        if (ev.tokens_in || ev.tokens_out) {
-          this.status.tokens_in = ev.tokens_in;
-          this.status.tokens_out = ev.tokens_out;
-        }
-        this.status.activity = ev.activity;
-        break;
-      case "worker_started":
-        if (cur) this.endHere("its worker stopped; a new one started");
-        this.question = null;
-        this.renderQuestion();
-        this.agent = ev.agent;
-        this.replyFormat = ev.reply_format || this.replyFormat;
-        if (ev.model) this.status.model = ev.model;
-        break;
-      case "model_changed":
-        this.status.model = ev.model;
-        break;
-      case "note": {
-        const line = "note" + (ev.source ? " from " + ev.source : "") + ": " + ev.text;
-        if (cur) {
-          cur.lines.push({ kind: "note", text: line, tools: cur.tools.length, at_reply: cur.reply.length });
-          this.touch(cur);
-        } else if (!this.notes.includes(line)) {
-          this.notes = [...this.notes, line].slice(-20);
-          this.renderNotes();
-        }
-        break;
-      }
-      default:
-        break;
     }
-    this.status.state = this.question ? "asking" : this.current ? "working" : "idle";
-    this.renderStatus();
+    if (c.lines) this.drawLines(c.lines);
+    if ("question" in c) this.drawQuestion(c.question);
+    if (c.queue) this.drawQueue(c.queue);
+    if (c.status) this.drawStatus(c.status);
+    if (c.connection !== undefined) this.setConnection(c.connection);
+    if (c.notice) notify(c.notice.title, c.notice.body);
   }
 
-  endHere(why) {
-    const cur = this.current;
-    cur.outcome = "failed";
-    cur.error = why;
-    for (const t of cur.tools) if (t.status === "running") t.status = "interrupted";
-    this.turns.set(cur.turn_id, cur);
-    this.touch(cur);
-    this.current = null;
-    this.question = null;
+  reset(c) {
+    for (const { node } of this.turns.values()) node.remove();
+    this.turns.clear();
+    this.dirty.clear();
+    this.hasMore = c.has_more;
+    if (c.reply_format) this.replyFormat = c.reply_format;
+    for (const view of c.turns || []) this.putTurn(view, true);
+    this.log.scrollTop = this.log.scrollHeight;
+    if (this.wantTurn) {
+      const number = this.wantTurn;
+      this.wantTurn = null; // once: the first state drawn
+      this.showTurn(number);
+    }
   }
 
-  // --- drawing --------------------------------------------------------------------------------
-  touch(record) {
-    this.dirty.add(record);
-    if (!this.frame) this.frame = requestAnimationFrame(() => this.flush());
+  putTurn(view, now) {
+    const turn = this.turns.get(view.turn_id);
+    if (turn) {
+      turn.view = view;
+      this.touch(view.turn_id, "all");
+      return;
+    }
+    const node = turnNode(view, this.replyFormat);
+    this.turns.set(view.turn_id, { view, node });
+    this.log.insertBefore(node, this.linesBox);
+    if (!now) this.stick();
+  }
+
+  putStep(turnId, at, step, append) {
+    const turn = this.turns.get(turnId);
+    if (!turn) return;
+    const steps = turn.view.steps;
+    const old = steps[at];
+    if (append && old && old.kind === step.kind) {
+      if (step.kind === "tool") old.tool.output += step.tool.output;
+      else old.text += step.text;
+    } else {
+      steps[at] = step;
+    }
+    this.touch(turnId, at);
+  }
+
+  // What streams is drawn at most every RENDER_EVERY ms: a long reply is not drawn each frame.
+  touch(turnId, what) {
+    const marks = this.dirty.get(turnId) || new Set();
+    marks.add(what);
+    this.dirty.set(turnId, marks);
+    if (this.timer) return;
+    const wait = Math.max(0, this.drawnAt + RENDER_EVERY - performance.now());
+    this.timer = setTimeout(() => requestAnimationFrame(() => this.flush()), wait);
   }
 
   flush() {
-    this.frame = 0;
-    const stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
-    for (const record of this.dirty) {
-      const old = this.nodes.get(record.turn_id);
-      const node = this.turnNode(record);
-      if (old) old.replaceWith(node);
-      else this.log.appendChild(node);
+    this.timer = 0;
+    this.drawnAt = performance.now();
+    const stick = this.atBottom();
+    for (const [turnId, marks] of this.dirty) {
+      const turn = this.turns.get(turnId);
+      if (!turn) continue;
+      if (marks.has("all") || !turn.node.isConnected) {
+        const node = turnNode(turn.view, this.replyFormat);
+        turn.node.replaceWith(node);
+        turn.node = node;
+        continue;
+      }
+      const body = turn.node.querySelector(".steps");
+      for (const at of [...marks].sort((a, b) => a - b)) {
+        const fresh = stepNode(turn.view.steps[at], this.replyFormat);
+        const old = body.children[at];
+        if (old) old.replaceWith(fresh);
+        else body.appendChild(fresh);
+      }
     }
     this.dirty.clear();
     if (stick) this.log.scrollTop = this.log.scrollHeight;
   }
 
-  renderAll() {
-    this.log.replaceChildren();
-    this.nodes.clear();
-    for (const r of this.turns.values()) this.log.appendChild(this.turnNode(r));
-    if (this.current) this.log.appendChild(this.turnNode(this.current));
-    this.log.appendChild(this.notesBox);
-    this.renderNotes();
-    this.renderQuestion();
-    this.renderQueue();
-    this.renderStatus();
+  atBottom() {
+    return this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
   }
 
-  renderNotes() {
-    this.notesBox.replaceChildren(...this.notes.map((n) => el("div", { class: "line note", text: n })));
-    if (this.notesBox.parentNode === this.log) this.log.appendChild(this.notesBox);
+  stick() {
+    if (this.atBottom()) requestAnimationFrame(() => (this.log.scrollTop = this.log.scrollHeight));
   }
 
-  turnNode(r) {
-    const head = el(
-      "div",
-      { class: "head" },
-      el("span", { class: "num", text: "#" + (r.number || "?") }),
-      el("span", { class: "by", text: r.origin === "note" ? "note" : who(r.by, r.client_id) }),
-      r.outcome ? el("span", { class: "outcome " + r.outcome, text: r.outcome }) : el("span", { class: "outcome running", text: "running" }),
-    );
-    const article = el("article", { class: "turn", "data-turn": r.turn_id, "data-number": String(r.number || 0) }, head);
-    for (const line of r.lines || []) if (line.kind === "before") article.appendChild(el("div", { class: "line note", text: line.text }));
-    article.appendChild(el("pre", { class: "prompt", text: r.prompt }));
-    if (r.thinking) {
-      const d = el("details", { class: "thinking" }, el("summary", { text: "thinking" }), el("pre", { text: r.thinking }));
-      article.appendChild(d);
-    }
-    if (r.plan && r.plan.length) {
-      article.appendChild(
-        el(
-          "ol",
-          { class: "plan" },
-          ...r.plan.map((p) => el("li", { class: "plan-" + p.status, text: (p.status === "completed" ? "✓ " : p.status === "in_progress" ? "▸ " : "○ ") + p.content })),
-        ),
-      );
-    }
-    const body = el("div", { class: "steps" });
-    for (const step of steps(r)) {
-      if (step[0] === "text") body.appendChild(this.replyNode(step[1]));
-      else if (step[0] === "tool") body.appendChild(toolNode(step[1]));
-      else body.appendChild(el("div", { class: "line" + (step[1].startsWith("answered by") ? " answered" : " note"), text: step[1] }));
-    }
-    article.appendChild(body);
-    if (r.error) article.appendChild(el("div", { class: "error", text: r.error }));
-    this.nodes.set(r.turn_id, article);
-    return article;
+  drawLines(lines) {
+    this.linesBox.replaceChildren(...lines.map((l) => el("div", { class: "line " + l.style, text: l.text })));
+    this.stick();
   }
 
-  replyNode(text) {
-    if (this.replyFormat === "markdown") {
-      const node = renderMarkdown(text);
-      node.classList.add("reply");
-      return node;
-    }
-    return el("pre", { class: "reply output", text });
-  }
-
-  renderQuestion() {
-    const q = this.question;
+  drawQuestion(q) {
     const box = this.questionBox;
     box.replaceChildren();
     box.hidden = !q;
@@ -861,26 +639,21 @@ class SessionView {
     box.appendChild(choices);
   }
 
-  renderQueue() {
+  drawQueue(queue) {
     const box = this.queueBox;
-    box.hidden = !this.queue.length;
-    box.replaceChildren(
-      el("div", { class: "qhead", text: "queued" + (this.queueHeld ? " (held: /resume runs it)" : "") }),
-      ...this.queue.map((item) => el("div", { class: "queued", text: item.prompt })),
-    );
+    box.hidden = !queue.prompts.length;
+    box.replaceChildren(el("div", { class: "qhead", text: queue.head }), ...queue.prompts.map((p) => el("div", { class: "queued", text: p })));
   }
 
-  renderStatus() {
-    const s = this.status;
-    const here = (s.attached || []).map((p) => p.name + (p.kind !== "owner" ? " (" + p.kind + ")" : ""));
+  drawStatus(s) {
+    this.working = s.working;
     $("#status").replaceChildren(
       el("span", { class: "state state-" + s.state, text: s.state }),
-      el("span", { text: this.agent + (s.model ? " · " + s.model : "") }),
-      el("span", { text: "tokens " + s.tokens_in + "↑ " + s.tokens_out + "↓" }),
-      el("span", { class: "here", text: here.length ? "here: " + here.join(", ") : "" }),
+      ...s.parts.map((p) => el("span", { text: p })),
+      el("span", { class: "here", text: s.here }),
     );
     const stop = $("#interrupt");
-    if (stop) stop.disabled = !this.current;
+    if (stop) stop.disabled = !s.working;
   }
 
   composer() {
@@ -895,7 +668,7 @@ class SessionView {
             prompt,
             client_id: CLIENT_ID,
             request_id: CLIENT_ID + ":" + Date.now() + ":" + Math.random().toString(36).slice(2, 6),
-            delivery: delivery || (this.current ? "queue" : "now"),
+            delivery: delivery || (this.working ? "queue" : "now"),
           });
         text.value = "";
         say("");
@@ -931,77 +704,56 @@ class SessionView {
   }
 }
 
-// Mirrors state.steps: a turn's reply, tool calls and lines in the order they came.
-function steps(r) {
-  const out = [];
-  const reply = r.reply || "";
-  const tools = r.tools || [];
-  let done = 0;
-  let used = 0;
-  const textTo = (at) => {
-    at = Math.max(done, Math.min(at, reply.length));
-    if (at > done) {
-      out.push(["text", reply.slice(done, at)]);
-      done = at;
-    }
-  };
-  const toolsTo = (count) => {
-    while (used < Math.min(count, tools.length)) {
-      textTo(tools[used].at_reply || 0);
-      out.push(["tool", tools[used]]);
-      used += 1;
-    }
-  };
-  const lines = (r.lines || []).filter((l) => l.kind !== "before");
-  for (const line of lines) {
-    toolsTo(line.tools || 0);
-    textTo(line.at_reply || 0);
-    out.push(["line", line.text]);
-  }
-  toolsTo(tools.length);
-  if (!lines.some((l) => l.kind === "answered")) for (const a of r.answered || []) out.push(["line", a]);
-  textTo(reply.length);
-  return out;
+// --- a turn as it was sent, in words ----------------------------------------------------------
+function turnNode(t, replyFormat) {
+  const head = el(
+    "div",
+    { class: "head" },
+    el("span", { class: "num", text: t.number }),
+    el("span", { class: "by", text: t.who }),
+    el("span", { class: "outcome " + t.outcome, text: t.outcome }),
+  );
+  const article = el("article", { class: "turn", "data-turn": t.turn_id, "data-number": t.number.slice(1) }, head);
+  for (const line of t.before) article.appendChild(el("div", { class: "line " + line.style, text: line.text }));
+  article.appendChild(el("pre", { class: "prompt", text: t.prompt }));
+  if (t.thinking) article.appendChild(el("details", { class: "thinking" }, el("summary", { text: "thinking" }), el("pre", { text: t.thinking })));
+  if (t.plan.length) article.appendChild(el("ol", { class: "plan" }, ...t.plan.map((p) => el("li", { text: p }))));
+  const body = el("div", { class: "steps" });
+  for (const step of t.steps) body.appendChild(stepNode(step, replyFormat));
+  article.appendChild(body);
+  if (t.error) article.appendChild(el("div", { class: "error", text: t.error }));
+  return article;
 }
 
-const ASKS = new Set(["ask", "ask_user"]); // a question's call: its box and its answered line say it
+function stepNode(step, replyFormat) {
+  if (!step) return el("div", {});
+  if (step.kind === "tool") return toolNode(step.tool);
+  if (step.kind === "line") return el("div", { class: "line " + step.style, text: step.text });
+  if (replyFormat === "markdown") {
+    const node = renderMarkdown(step.text);
+    node.classList.add("reply");
+    return node;
+  }
+  return el("pre", { class: "reply output", text: step.text });
+}
 
 function toolNode(t) {
-  const title = t.title || t.name;
-  const args = t.args || {};
-  const output = t.output || "";
-  const short = output.split("\n").length <= 12 && (args.code || "").split("\n").length <= 12;
   const node = el(
     "details",
-    { class: "tool status-" + t.status, open: t.status === "running" || t.status === "error" || short ? true : null },
-    el("summary", {}, el("span", { class: "tname", text: title }), el("span", { class: "tstatus", text: t.status })),
+    { class: "tool status-" + t.status, open: t.open || null },
+    el("summary", {}, el("span", { class: "tname", text: t.title }), el("span", { class: "tstatus", text: t.status })),
   );
-  // A program's code as code; other arguments one a line; a question's are shown by its box.
-  if (typeof args.code === "string") node.appendChild(el("pre", { class: "code", text: args.code }));
-  else if (!ASKS.has(t.name) && title === t.name && Object.keys(args).length) {
-    const lines = Object.entries(args).map(([k, v]) => k + ": " + (typeof v === "string" ? v : JSON.stringify(v)));
-    node.appendChild(el("pre", { class: "args", text: lines.join("\n") }));
+  if (t.code) node.appendChild(el("pre", { class: "code", text: t.code }));
+  if (t.args) node.appendChild(el("pre", { class: "args", text: t.args }));
+  if (t.output) node.appendChild(el("pre", { class: "output", text: t.output }));
+  for (const d of t.diffs || []) {
+    const pre = el("pre", { class: "diff" }, el("div", { class: "dpath", text: d.path }));
+    for (const l of d.lines) pre.appendChild(el("div", { class: l.sign === "-" ? "del" : "add", text: l.sign + l.text }));
+    node.appendChild(pre);
   }
-  if (output) node.appendChild(el("pre", { class: "output", text: output }));
-  for (const d of t.diffs || []) node.appendChild(diffNode(d));
   if (t.error) node.appendChild(el("pre", { class: "error", text: t.error }));
-  else if (t.value !== null && t.value !== undefined && !ASKS.has(t.name))
-    node.appendChild(el("pre", { class: "value", text: typeof t.value === "string" ? t.value : JSON.stringify(t.value) }));
+  else if (t.value) node.appendChild(el("pre", { class: "value", text: t.value }));
   return node;
-}
-
-function diffNode(d) {
-  const pre = el("pre", { class: "diff" });
-  pre.appendChild(el("div", { class: "dpath", text: d.path }));
-  const old = d.old === null || d.old === undefined ? [] : d.old.split("\n");
-  const neu = (d.new || "").split("\n");
-  let a = 0;
-  while (a < old.length && a < neu.length && old[a] === neu[a]) a += 1;
-  let b = 0;
-  while (b < old.length - a && b < neu.length - a && old[old.length - 1 - b] === neu[neu.length - 1 - b]) b += 1;
-  for (const l of old.slice(a, old.length - b)) pre.appendChild(el("div", { class: "del", text: "-" + l }));
-  for (const l of neu.slice(a, neu.length - b)) pre.appendChild(el("div", { class: "add", text: "+" + l }));
-  return pre;
 }
 
 // --- the page ---------------------------------------------------------------------------------
