@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fake_model_server import FakeModelServer
 from helpers import TIMEOUT, Sse, read_sse, stop_workers
 
 from tui.store import StatePaths, create_session
@@ -162,3 +163,53 @@ def until_event(c: httpx.Client, s: str, cursor: int, kind: str) -> None:
             if line == f"event: {kind}":
                 return
     raise AssertionError(f"the stream ended before {kind}")
+
+
+# --- the page in a browser (headless chromium through Playwright) -----------------------------
+CHROMIUM = "/usr/bin/chromium"
+PHONE = {"width": 375, "height": 667}
+DESKTOP = {"width": 1280, "height": 800}
+WAIT = TIMEOUT * 1000  # Playwright's timeouts are in ms: they only guard against a hang
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium, headless (a module using it skips when it or Playwright is missing)."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is missing: pip install -e .[test]"
+    )
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page_of(browser: Any) -> Iterator[Callable[..., Any]]:
+    """Pages of a fresh browser context (no cookies) at phone size by default; page errors fail."""
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    def make(viewport: dict[str, int] = PHONE) -> Any:
+        context = browser.new_context(viewport=viewport)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
+        page.set_default_timeout(WAIT)
+        return page
+
+    yield make
+    for c in contexts:
+        c.close()
+    assert not errors, errors
+
+
+@pytest.fixture
+def model_server() -> Iterator[FakeModelServer]:
+    """The loopback model server, as config.toml's profile ``local``."""
+    with FakeModelServer() as running:
+        config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
+        profile = f'provider = "openai"\nmodel = "fake-1"\nbase_url = "{running.url}"\n'
+        config.write_text("[models.local]\n" + profile)
+        yield running

@@ -174,6 +174,8 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
             "get", "/api/search", c.get("/api/search", params={"q": "X = 6", "in": "prompt"})
         )
         assert [(hit["session_id"], hit["turn"]) for hit in everywhere["hits"]] == [(sid, 1)]
+        older = session("get", "/turns", params={"before": page["turns"][-1]["turn_id"], "limit": 2})
+        assert older["turns"][-1]["turn_id"] == page["turns"][-2]["turn_id"]
         reply = c.get(f"{s}/turns/{first}/output")
         chk.check("get", sp + "/turns/{turn_id}/output", reply)
         assert session("post", "/queue/resume") == {"resumed": False}
@@ -194,6 +196,10 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
             assert stream.status_code == 200
             assert stream.headers["content-type"].startswith("text/event-stream")
             chk.answered.add(("get", sp + "/events"))
+        with c.stream("GET", f"{s}/changes") as stream:
+            assert stream.status_code == 200
+            assert stream.headers["content-type"].startswith("text/event-stream")
+            chk.answered.add(("get", sp + "/changes"))
         shared = session("post", "/participants", json={"name": "ana", "kind": "viewer"})
         assert shared["token"]
         code = shared["link"].split("#code=")[1]
@@ -235,9 +241,10 @@ def _pending(c: httpx.Client, s: str) -> str:
 
 
 # --- a schema-driven run over the routes -------------------------------------------------------------
-# Left out: the endless event stream, and what destroys the shared session or starts new workers.
+# Left out: the endless event streams, and what destroys the shared session or starts new workers.
 SKIPPED = {
     ("get", "/api/sessions/{id}/events"),
+    ("get", "/api/sessions/{id}/changes"),
     ("delete", "/api/sessions/{id}"),
     ("post", "/api/sessions/{id}/stop"),
     ("post", "/api/sessions/{id}/restart"),

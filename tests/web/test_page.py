@@ -12,7 +12,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,54 +23,11 @@ from helpers import TIMEOUT
 from tui.store import StatePaths
 from tui.store.sidecar import read_sidecar
 
-from .conftest import Web, start_web, until_event, wake
-
-CHROMIUM = "/usr/bin/chromium"
-PHONE = {"width": 375, "height": 667}
-DESKTOP = {"width": 1280, "height": 800}
-WAIT = TIMEOUT * 1000  # Playwright's timeouts are in ms: they only guard against a hang
+from .conftest import CHROMIUM, DESKTOP, PHONE, WAIT, Web, start_web, until_event, wake
 
 if not Path(CHROMIUM).exists():
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is missing: pip install -e .[test]")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page_of(browser: Any) -> Iterator[Any]:
-    """Pages of a fresh browser context (no cookies) at phone size by default; page errors fail."""
-    contexts: list[Any] = []
-    errors: list[str] = []
-
-    def make(viewport: dict[str, int] = PHONE) -> Any:
-        context = browser.new_context(viewport=viewport)
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("dialog", lambda d: (errors.append("dialog: " + d.message), d.dismiss()))
-        page.set_default_timeout(WAIT)
-        return page
-
-    yield make
-    for c in contexts:
-        c.close()
-    assert not errors, errors
-
-
-@pytest.fixture
-def model_server() -> Iterator[FakeModelServer]:
-    with FakeModelServer() as running:
-        config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
-        profile = f'provider = "openai"\nmodel = "fake-1"\nbase_url = "{running.url}"\n'
-        config.write_text("[models.local]\n" + profile)
-        yield running
+pytest.importorskip("playwright.sync_api", reason="playwright is missing: pip install -e .[test]")
 
 
 def _share(web: Web, sid: str, *args: str) -> str:

@@ -257,7 +257,7 @@ class PageView:
             made.notice = notice
         return [made]
 
-    def _line(self, text: str, kind: str, typ: str, style: str = "") -> list[PageChange]:
+    def line(self, text: str, kind: str, typ: str, style: str = "") -> list[PageChange]:
         line = line_view(text, kind)
         if style:
             line.style = style
@@ -270,7 +270,7 @@ class PageView:
         return [PageChange(type=typ, words=line.text, style=line.style, lines=list(self.lines))]
 
     def _resolved(self, change: ch.QuestionResolved) -> list[PageChange]:
-        made = self._line(change.line, "answered", "QuestionResolved")
+        made = self.line(change.line, "answered", "QuestionResolved")
         made[-1].question = None  # the question shown was resolved: none waits
         return made
 
@@ -278,15 +278,15 @@ class PageView:
         return [PageChange(type="QueueChanged", queue=queue_view(change.queue, change.held))]
 
     def _said(self, change: ch.Line) -> list[PageChange]:
-        return self._line(change.text, "", "Line")
+        return self.line(change.text, "", "Line")
 
     def _model(self, change: ch.ModelChanged) -> list[PageChange]:
-        return self._line(model_line(change.model), "", "ModelChanged", "model")
+        return self.line(model_line(change.model), "", "ModelChanged", "model")
 
     def _worker(self, change: ch.WorkerStarted) -> list[PageChange]:
         if self._turn is not None and self.session.current is None:
             self._untrack()  # the turn it ran ended with the worker (its TurnEnded came)
-        return self._line(new_worker_line(change.version), "", "WorkerStarted", "worker")
+        return self.line(new_worker_line(change.version), "", "WorkerStarted", "worker")
 
 
 PAGE_CHANGES: dict[type, Callable[[PageView, Any], list[PageChange]]] = {
