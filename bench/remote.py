@@ -1,7 +1,12 @@
 """Web bridge figures: event latency through `tui web` beside straight from the worker (1 and 50
 followers), reply throughput both ways, and turns/s of `tui send --wait` remote beside local.
+Browser pages: print→arrival of a program's lines at 1 and 50 followers of ``…/changes`` (the
+page's stream: the web bridge's one attachment of the session, its changes in words) beside as
+many of ``…/events``, and at 50 followers of ``…/events`` while a page follows too (the
+attachment then reads the same shared stream).
 
-Run: ``.venv/bin/python bench/remote.py``. Each figure is printed on its own line.
+Run: ``.venv/bin/python bench/remote.py`` (``--pages``: the page figures only). Each figure is
+printed on its own line.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -114,6 +120,77 @@ async def throughput(make: Factory, prefix: str) -> float:
         return chars / (time.perf_counter() - t) / 1e6
 
 
+PRINTING = "import time\nfor i in range(60):\n    print(repr(time.time()), flush=True)\n    time.sleep(0.06)"
+"""A program printing the time of each of its lines: what arrives says how long it took."""
+
+
+async def _messages(
+    client: httpx.AsyncClient, path: str, params: dict[str, Any]
+) -> AsyncIterator[tuple[str, str]]:
+    async with client.stream("GET", path, params=params, timeout=None) as response:
+        if response.status_code != 200:
+            raise LookupError(f"{path}: HTTP {response.status_code}")
+        kind, data = "", ""
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = line[6:]
+            elif line == "" and data:
+                yield kind, data
+                kind, data = "", ""
+
+
+async def printed(make: Factory, prefix: str, routes: list[str]) -> dict[str, list[float]]:
+    """Print→arrival delays of `PRINTING`'s lines at followers of `routes` (``events``: the
+    worker's events through the fan-out; ``changes``: the page's changes), by route."""
+    clients = [make() for _ in routes]
+    delays: dict[str, list[float]] = {route: [] for route in routes}
+    async with make() as c:
+        cursor = (await c.get(f"{prefix}/transcript", params={"limit": 0})).json()["cursor"]
+
+        async def follow(k: int, route: str) -> None:
+            params: dict[str, Any] = {"client_id": f"bench:{k}"}
+            if route == "events":
+                params["cursor"] = cursor
+            rest = ""
+            async for kind, data in _messages(clients[k], f"{prefix}/{route}", params):
+                change = json.loads(data)
+                if kind == "text" or (kind == "Output" and change.get("step", {}).get("kind") == "text"):
+                    text = rest + (change["text"] if kind == "text" else change["step"]["text"])
+                    *lines, rest = text.split("\n")
+                    now = time.time()
+                    delays[route].extend(now - float(line) for line in lines if line)
+                elif kind in ("turn_ended", "TurnEnded"):
+                    return
+
+        tasks = [asyncio.create_task(follow(k, route)) for k, route in enumerate(routes)]
+        for _ in range(10_000):
+            if len((await c.get(f"{prefix}/stats")).json()["attached"]) >= len(routes):
+                break
+            await asyncio.sleep(0.01)
+        await c.post(f"{prefix}/turn", json={"prompt": PRINTING})
+        await asyncio.gather(*tasks)
+    for fc in clients:
+        await fc.aclose()
+    return delays
+
+
+def pages(make: Factory, prefix: str) -> None:
+    """The page figures: followers of …/changes beside as many of …/events."""
+    for n in (1, 50):
+        events = asyncio.run(printed(make, prefix, ["events"] * n))["events"]
+        print(f"print→arrival, {n} follower(s) of …/events through tui web:  {_figures(events)}")
+        try:
+            changes = asyncio.run(printed(make, prefix, ["changes"] * n))["changes"]
+        except LookupError as exc:  # a tui web from before the page followed an attachment
+            print(f"print→arrival, {n} follower(s) of …/changes: not served ({exc})")
+            return
+        print(f"print→arrival, {n} follower(s) of …/changes through tui web: {_figures(changes)}")
+    mixed = asyncio.run(printed(make, prefix, ["events"] * 50 + ["changes"]))
+    print(f"print→arrival, 50 of …/events while a page follows:      {_figures(mixed['events'])}")
+
+
 def turns_per_second(state: Path, *extra: str, sid: str, turns: int = 20) -> float:
     """`tui send ID PROMPT --wait`, run in this process `turns` times in a row."""
     t = time.perf_counter()
@@ -178,6 +255,9 @@ def main() -> None:
                     base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
                 )
 
+            if "--pages" in sys.argv:
+                pages(remote, prefix)
+                return
             for n in (1, 50):
                 here = asyncio.run(latency(direct, "", n))
                 there = asyncio.run(latency(remote, prefix, n))
@@ -187,6 +267,8 @@ def main() -> None:
             slow = asyncio.run(throughput(remote, prefix))
             print(f"reply throughput straight from the worker: {fast:.1f} MB/s")
             print(f"reply throughput through tui web:          {slow:.1f} MB/s")
+
+            pages(remote, prefix)
 
             closed = asyncio.run(revoke_to_close(url, server, sid))
             median, worst = statistics.median(closed) * 1000, max(closed) * 1000
