@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 
 from tui.cli import main
-from tui.errors import UsageError
+from tui.errors import Unreachable, UsageError
 from tui.link.ssh import (
     FOLDER_PREFIX,
     LEGACY_PREFIX,
     STALE_AFTER,
     SshTarget,
+    SshTunnel,
     parse_ssh_url,
     remove_stale_folders,
 )
-from tui.store import StatePaths
+from tui.store import StatePaths, paths
 from tui.store.paths import own_socket_dir
 from tui.store.remotes import Remote, add_remote, list_remotes
 
@@ -96,3 +97,23 @@ def test_a_killed_clients_folder_is_removed_and_a_live_ones_kept() -> None:
         listening.close()
         for folder in (dead, live, fresh, earlier):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_socket_folder_not_of_this_users_own_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    squatted = tmp_path / "tui-uid"
+    squatted.symlink_to(elsewhere)  # made first by someone else, pointing where they read
+    monkeypatch.setattr(paths, "socket_fallback_dirs", lambda: [squatted])
+    refused = r"remote lab: no private folder for its connection \(.*is a symlink"
+    with pytest.raises(Unreachable, match=refused):
+        SshTunnel("lab", "ssh://box", "tui").ensure()
+    assert list(elsewhere.iterdir()) == []
+    if os.geteuid() == 0:
+        squatted.unlink()
+        squatted.mkdir(mode=0o700)
+        os.chown(squatted, 65534, 65534)
+        with pytest.raises(Unreachable, match="another user made it"):
+            SshTunnel("lab", "ssh://box", "tui").ensure()
