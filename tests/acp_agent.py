@@ -600,7 +600,7 @@ def reach_ssh(t: dict[str, str]) -> dict[str, str]:
         ):
             try:
                 ran = subprocess.run(
-                    argv, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+                    argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 results[f"ssh {what} {control}"] = type(exc).__name__
@@ -610,10 +610,13 @@ def reach_ssh(t: dict[str, str]) -> dict[str, str]:
     for relay in sorted(relays):
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(20)
+                s.settimeout(60)
                 s.connect(relay)
                 s.sendall(b"GET /api/sessions HTTP/1.1\r\nhost: tui-relay\r\nconnection: close\r\n\r\n")
-                head = s.recv(200).decode(errors="replace").split("\r\n")[0]
+                got = b""
+                while b"\r\n" not in got and (chunk := s.recv(200)):
+                    got += chunk
+                head = got.decode(errors="replace").split("\r\n")[0]
             results[f"relay {relay}"] = ("done: " if " 200 " in head else "failed: ") + head
         except OSError as exc:
             results[f"relay {relay}"] = type(exc).__name__
