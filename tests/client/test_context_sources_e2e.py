@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from fake_model_server import FakeModelServer
 from helpers import wait_until
 
-from client.helpers import new_session, tui
+from client.helpers import new_session, tui, worker_pid
 
 
 @pytest.fixture
@@ -107,3 +108,36 @@ def test_context_add_refuses_what_makes_no_sense(state_dir: Path) -> None:
     assert big.returncode == 2, big.stderr
     assert big.stderr.count("\n") == 1 and "at most 4,193,280 bytes" in big.stderr, big.stderr
     assert "tui context add" in big.stderr
+
+
+def _rss_mib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) // 1024
+
+
+def test_an_endless_source_is_cut_as_it_runs_and_a_command_reaches_no_network(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    out = tui("send", "--new", "--dir", str(tmp_path), "import os; os.symlink('/dev/zero', 'zero')", "--wait")
+    assert out.returncode == 0, out.stderr
+    sid = out.stderr.strip().splitlines()[0]
+    assert (tmp_path / "zero").is_symlink()
+    bind = "import socket; socket.socket({}).bind({}); print('bound')"
+    inet, abstract = bind.format("", "('127.0.0.1', 0)"), bind.format("socket.AF_UNIX", "b'\\\\0tui'")
+    probe = f'{sys.executable} -c "{inet}"; {sys.executable} -c "{abstract}"'
+
+    for name, how in (("zero", ("--file", "zero")), ("yes", ("--cmd", "yes")), ("net", ("--cmd", probe))):
+        added = tui("context", "add", sid[:8], name, *how, "--every", "60")
+        assert added.returncode == 0, added.stderr
+    wait_until(lambda: _has_value(sid, "zero", "yes", "net"), "the sources' first values")
+
+    # Each endless one was stopped at the bound and says so; the worker holds none of it.
+    read = tui("send", sid[:8], "print(context('zero')[-200:]); print(context('yes')[-200:])", "--wait")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.count("(cut: its output went past 1,024 KiB, so it was stopped") == 2, read.stdout
+    assert "y\ny\n" in read.stdout
+    assert _rss_mib(worker_pid(state_dir, sid)) < 400
+    # The command has the programs' seccomp filter and a network namespace of its own.
+    net = tui("send", sid[:8], "print(context('net'))", "--wait")
+    assert net.returncode == 0, net.stderr
+    assert "bound" not in net.stdout and net.stdout.count("PermissionError") == 2, net.stdout

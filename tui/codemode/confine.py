@@ -424,6 +424,7 @@ def bwrap_command(
     files: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     tmp_bytes: int = 1024**3,
+    refused: tuple[str, ...] = (),
 ) -> list[str]:
     """The bubblewrap command line that runs `command` confined to `workdir`.
 
@@ -445,11 +446,16 @@ def bwrap_command(
         files: files to bind read-only, host path to path inside.
         env: the environment inside.
         tmp_bytes: the size of the private ``/tmp``.
+        refused: system calls a seccomp filter refuses (`PROGRAM_REFUSED` for what runs as a
+            program would); the filter reaches bubblewrap as a file on descriptor 9, opened by a
+            shell that then becomes bubblewrap, as `agent_command`'s does.
 
     Returns:
         The argument list, `command` last.
     """
     argv = [bwrap, "--unshare-all", *(["--share-net"] if network else [])]
+    if refused:
+        argv += ["--seccomp", "9"]
     argv += ["--die-with-parent", "--cap-drop", "ALL", "--new-session", "--clearenv"]
     argv += system_binds(network)
     # The private /tmp comes before the interpreter's binds: a later mount hides an earlier one,
@@ -485,6 +491,9 @@ def bwrap_command(
     argv += ["--remount-ro", "/", "--chdir", str(workdir)]
     for name, value in (env or {}).items():
         argv += ["--setenv", name, value]
+    if refused:
+        shell = ["/bin/sh", "-c", 'exec 9<"$0" && exec "$@"', _seccomp_file(refused)]
+        return [*shell, *argv, "--", *command]
     return [*argv, "--", *command]
 
 

@@ -204,13 +204,15 @@ async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
 
 
 def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]], list[str]] | None, str]:
-    """How a context source's command is confined: the session's sandbox rule (its folder
-    writable, tui's own folders hidden, its installation and ``.git`` read-only; the network
-    allowed, to ask a CI), and why it cannot be when it cannot (no bubblewrap)."""
+    """How a context source's command is confined: as a program is (its folder writable, tui's
+    own folders hidden, its installation and ``.git`` read-only, a network namespace of its own
+    and the programs' seccomp filter: no socket, so no network, no abstract Unix socket, no
+    loopback), and why it cannot be when it cannot (no bubblewrap). What it runs may be a script
+    a program wrote in the session's folder: it reaches no more than the program."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return None, "bubblewrap is not installed, and a context source's command runs only confined"
-    from tui.codemode.confine import Protected, bwrap_command
+    from tui.codemode.confine import PROGRAM_REFUSED, Protected, bwrap_command
 
     workdir = context.working_directory
     rule: list[Protected] = []  # the rule is read at the first run: a worker with no source pays nothing
@@ -221,7 +223,9 @@ def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]],
             from tui.worker.agents._reach import protected_of  # its acp import only when needed
 
             rule.append(protected_of(context))
-        return bwrap_command(command, bwrap=bwrap, workdir=workdir, protected=rule[0], network=True, env=env)
+        return bwrap_command(
+            command, bwrap=bwrap, workdir=workdir, protected=rule[0], env=env, refused=PROGRAM_REFUSED
+        )
 
     return confine, ""
 

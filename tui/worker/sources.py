@@ -27,7 +27,7 @@ from tui.protocol import (
 )
 from tui.worker.writer import EventWriter
 
-__all__ = ["MIN_EVERY", "ContextSources"]
+__all__ = ["MIN_EVERY", "OUTPUT_LIMIT", "ContextSources"]
 
 log = logging.getLogger("tui.worker.sources")
 
@@ -37,6 +37,13 @@ DEFAULT_FILE_EVERY = 10.0
 """How often a file source is read when no interval was given."""
 RUN_LIMIT = 60.0
 """The longest one run of a command may take: after it, it is killed and the value says so."""
+
+OUTPUT_LIMIT = 1024 * 1024
+"""The most of one run's output that is read, in bytes: past it the command is stopped (a file
+source swapped for ``/dev/zero``, a command printing forever) and its value says it was cut."""
+_KEPT_BYTES = 4 * MAX_CONTEXT_VALUE
+"""The last bytes of a run kept while it is read: enough for `MAX_CONTEXT_VALUE` characters."""
+_CHUNK = 64 * 1024
 
 Confine = Callable[[Sequence[str]], list[str]]
 """A command line made to run inside the session's sandbox."""
@@ -177,8 +184,9 @@ class ContextSources:
     async def _loop(self, entry: ContextEntry) -> None:
         command = entry.cmd if entry.kind == "cmd" else f"cat -- {shlex.quote(entry.path)}"
         while not self.writer.leaving:
-            value, error = await self._once(command)
+            value, error, read = await self._once(command)
             kept, size = bounded(value)
+            size = max(size, read)
             now = self.writer.state.sources.get(entry.name)
             if now is None:
                 return
@@ -187,10 +195,12 @@ class ContextSources:
                     self.writer.emit(ContextValue(name=entry.name, value=kept, error=error, size=size))
             await asyncio.sleep(entry.every)
 
-    async def _once(self, command: str) -> tuple[str, bool]:
-        """One run of `command` in the sandbox: its output, and whether it failed."""
+    async def _once(self, command: str) -> tuple[str, bool, int]:
+        """One run of `command` in the sandbox: its output (its last `_KEPT_BYTES`), whether it
+        failed, and how many bytes it wrote. The output is read as it comes; past `OUTPUT_LIMIT`
+        the command is stopped and the value says it was cut."""
         if self.confine is None:
-            return f"not run: {self.unconfined_reason}", True
+            return f"not run: {self.unconfined_reason}", True, 0
         argv = self.confine(["/bin/sh", "-c", command])
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -202,20 +212,68 @@ class ContextSources:
                 start_new_session=True,
             )
         except OSError as exc:
-            return f"could not run {command!r}: {exc}", True
+            return f"could not run {command!r}: {exc}", True, 0
+        assert proc.stdout is not None
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(), RUN_LIMIT)
+            tail, read, cut = await asyncio.wait_for(_read_bounded(proc.stdout), RUN_LIMIT)
+            if cut:
+                await _stop(proc)
+            else:
+                await asyncio.wait_for(proc.wait(), RUN_LIMIT)
         except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
-            await proc.wait()
-            return f"{command!r} ran past {RUN_LIMIT:g} seconds and was stopped", True
+            await _stop(proc)
+            return f"{command!r} ran past {RUN_LIMIT:g} seconds and was stopped", True, 0
         except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, 9)
+            _kill(proc.pid)
             raise
-        text = out.decode(errors="replace")
+        text = tail.decode(errors="replace")
+        ending = "" if text.endswith("\n") or not text else "\n"
+        if cut:
+            mark = f"(cut: its output went past {OUTPUT_LIMIT // 1024:,} KiB, so it was stopped)"
+            return f"{text}{ending}{mark}", True, read
         if proc.returncode != 0:
-            ending = "" if text.endswith("\n") or not text else "\n"
-            return f"{text}{ending}(exit status {proc.returncode})", True
-        return text, False
+            return f"{text}{ending}(exit status {proc.returncode})", True, read
+        return text, False, read
+
+
+async def _read_bounded(stream: asyncio.StreamReader) -> tuple[bytes, int, bool]:
+    """Read `stream` as it comes, keeping its last `_KEPT_BYTES`, until its end or `OUTPUT_LIMIT`.
+
+    Returns:
+        The bytes kept, how many were read, and whether the limit cut it.
+    """
+    tail = bytearray()
+    read = 0
+    while chunk := await stream.read(_CHUNK):
+        read += len(chunk)
+        tail += chunk
+        if len(tail) > _KEPT_BYTES:
+            del tail[: len(tail) - _KEPT_BYTES]
+        if read >= OUTPUT_LIMIT:
+            return bytes(tail), read, True
+    return bytes(tail), read, False
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Kill a run and wait for it: what is left in its pipe is read and dropped, since asyncio
+    waits for the pipe's end before it says the process ended (its sandbox's processes die
+    with it, so the end comes at once)."""
+    _kill(proc.pid)
+    assert proc.stdout is not None
+    stdout = proc.stdout
+
+    async def drained() -> None:
+        while await stdout.read(_CHUNK):
+            pass
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(drained(), RUN_LIMIT)
+    except TimeoutError:
+        log.warning("a context source's run (pid %d) still writes after it was killed", proc.pid)
+
+
+def _kill(pid: int) -> None:
+    """Stop a run's whole process group (its shell and what it started)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, 9)
