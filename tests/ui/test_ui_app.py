@@ -887,7 +887,11 @@ class TestLink:
             await started(app, pilot, until)
             link.failure = RuntimeError("the stream broke")
             link.attend(("ana", "viewer"))  # any event: the stream raises instead of delivering it
-            await until(pilot, lambda: isinstance(app.session.link_state, Gone))
+            await until(pilot, lambda: any("session failed" in i.line for i in app.session.transcript.items))
+            # The link's state has one home: the screen shows the attachment's.
+            assert isinstance(app.session.link_state, Gone)
+            assert app.session.attachment.link_state == app.session.link_state
+            assert app.session.attachment.ended
             line = app.session.transcript.items[-1].line
             assert "the connection to the session failed: RuntimeError: the stream broke" in line
             assert "tui attach 3f2a9c0e" in line

@@ -276,7 +276,8 @@ class Attachment:
 
         Raises:
             EOFError: called again after the session was gone.
-            Exception: what the link raised that no follower expects.
+            Exception: what the link raised that no follower expects: the attachment is over
+                then (`link_state` is a `Gone` saying so, and nothing more is read).
         """
         self.start()
         while not self._inbox:
@@ -291,8 +292,17 @@ class Attachment:
         head = self._inbox[0]
         if isinstance(head, BaseException):
             self._inbox.popleft()
+            self._failed(head)
             raise head
         return True
+
+    def _failed(self, error: BaseException) -> None:
+        """What no follower expects ended the attachment: it is gone, and reads no more."""
+        what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        self.link_state = Gone(f"the connection to the session failed: {what}")
+        self._ended = True
+        if self._pump is not None:
+            self._pump.cancel()
 
     def take(self) -> list[ch.Change]:
         """Apply everything that arrived (up to an error, which the next `ready` raises) and

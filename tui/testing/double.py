@@ -497,7 +497,11 @@ class WorkerLink(AttachLink):
                     data = chunk.result()
                 except StopAsyncIteration:
                     return
-                for message, _ in reader.feed(data):
+                complete = reader.feed(data)
+                if reader.disk_full is not None:  # as `BridgeClient.events` reads the notice
+                    yield Live(disk_full=reader.disk_full)
+                    reader.disk_full = None
+                for message, _ in complete:
                     yield decode_event(message)
         finally:
             self._drops.discard(dropped)

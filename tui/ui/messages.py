@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from tui.link.base import LinkState
-
-__all__ = ["Arrived", "LinkMessage", "LinkStateChanged"]
+__all__ = ["Arrived", "LinkMessage"]
 
 
 @dataclass
@@ -25,10 +23,3 @@ class Arrived(LinkMessage):
     What arrives while one is handled waits for the next, posted once the screen was painted,
     so a burst of 20,000 chunks costs a handful of messages, not 20,000.
     """
-
-
-@dataclass
-class LinkStateChanged(LinkMessage):
-    """The link went live, is reconnecting, or is gone."""
-
-    state: LinkState

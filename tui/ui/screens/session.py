@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 from tui.errors import TuiError
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
-from tui.link.base import AttachLink, Gone, Live, Reconnecting
+from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.protocol import (
     Info,
     PendingQuestion,
@@ -44,7 +44,7 @@ from tui.protocol.wording import model_line, new_worker_line
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
 from tui.ui.memory import freeze_start_up
-from tui.ui.messages import Arrived, LinkStateChanged
+from tui.ui.messages import Arrived
 from tui.ui.pieces import duration_text
 from tui.ui.screens.commands import CommandScreen
 from tui.ui.screens.help import help_text
@@ -98,8 +98,6 @@ class SessionScreen(CommandScreen):
         self.seen_store = seen
         self.clock = clock
         self.gone_exit_after = gone_exit_after
-        self.link_state: Live | Reconnecting | Gone = Live()
-        """The link's state as drawn."""
         self.attached = asyncio.Event()
         """Set once the transcript is shown and the follower runs."""
         self._last_turn_id: str | None = None
@@ -146,6 +144,11 @@ class SessionScreen(CommandScreen):
     def cursor(self) -> int:
         """The last event applied."""
         return self.attachment.cursor
+
+    @property
+    def link_state(self) -> LinkState:
+        """The link's state: the attachment's (live until it said otherwise)."""
+        return self.attachment.link_state or Live()
 
     @property
     def busy(self) -> bool:
@@ -233,11 +236,6 @@ class SessionScreen(CommandScreen):
         if self._keys_stale:
             self._keys_stale = False
             self.app.refresh_bindings()  # once for what arrived at once: the footer is rebuilt
-
-    async def on_link_state_changed(self, message: LinkStateChanged) -> None:
-        if not self.drawing():
-            return
-        await self._link_changed(ch.LinkChanged(message.state, self.link_state))
 
     # --- drawing what changed ------------------------------------------------------------------
     async def _attached(self, change: ch.Attached) -> None:
@@ -426,8 +424,7 @@ class SessionScreen(CommandScreen):
         await self.transcript.add_line(change.text)
 
     async def _link_changed(self, change: ch.LinkChanged) -> None:
-        state = change.state
-        was, self.link_state = self.link_state, state
+        state, was = change.state, change.was or Live()
         if type(was) is not type(state):
             self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
         if isinstance(state, Live):
@@ -581,10 +578,11 @@ class SessionScreen(CommandScreen):
             return
         where = self.link.where
         remote = f"--remote {where.removeprefix('remote ')} " if where.startswith("remote ") else ""
-        self.link_state = Gone(f"the connection to the session failed: {what}")
-        self.status.change(link=self.link_state, reconnect_at=None)
+        gone = self.link_state  # the attachment's `Gone`, saying what failed
+        reason = gone.reason if isinstance(gone, Gone) else f"the connection to the session failed: {what}"
+        self.status.change(link=gone, reconnect_at=None)
         await self.transcript.add_line(
-            f"{self.link_state.reason}. New events are not shown: detach (Ctrl+D) and reattach "
+            f"{reason}. New events are not shown: detach (Ctrl+D) and reattach "
             f"with `tui {remote}attach {short_id(self.link.session_id)}`; the session keeps running."
         )
 
