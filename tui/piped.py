@@ -310,7 +310,7 @@ class _Run:
         if word == "/queue" and rest and commands.find(word, "piped") is not None:
             # A script's queued prompt is sent now and its turn reported when it ends.
             self.turns += 1
-            rid = await self.watch.send(rest, delivery="queue")
+            rid = await self.watch.send(rest, queue=True)
             self.queued.append((self.turns, rid))
             return True
         if word == "/exit":

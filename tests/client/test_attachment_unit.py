@@ -89,6 +89,47 @@ async def test_a_prompt_typed_while_the_worker_is_away_is_sent_once_when_it_is_b
     await attachment.close()
 
 
+async def test_a_prompt_handed_in_while_a_turn_runs_is_queued_behind_it_by_the_attachment() -> None:
+    link = WorkerLink()
+    attachment = await attached(link)
+    running = link.start_turn("slow()")
+    await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
+    assert attachment.busy
+    sent = attachment.submit("print(2)")  # the client hands the prompt in; the attachment decides
+    queued = await changes_until(attachment, lambda c: isinstance(c, ch.QueueChanged) and bool(c.queue))
+    assert [i.prompt for i in of(ch.QueueChanged, queued)[-1].queue] == ["print(2)"]
+    # One request, queued at once: no turn refused as busy first, then sent again.
+    assert [r.body["delivery"] for r in link.requests if r.route == "turn"] == ["queue"]
+    assert sent.settled and sent.error is None
+    await link.end_turn()
+    started = await changes_until(attachment, lambda c: isinstance(c, ch.TurnStarted))
+    record = of(ch.TurnStarted, started)[0].record
+    assert record.prompt == "print(2)" and record.turn_id != running
+    await attachment.close()
+
+
+async def test_a_prompt_the_worker_refuses_as_busy_is_queued_or_waits_for_idle_as_the_client_asked() -> None:
+    link = WorkerLink()
+    app, script = await attached(link), await attached(link)
+    link.start_turn("slow()")  # the attachments have not seen it start: they send now, and hear 409
+    queued = app.submit("print('app')")
+    waiting = script.submit("print('script')", when_busy="wait")
+    await eventually(lambda: queued.settled, "the app's prompt queued after the 409")
+    assert [r.body["delivery"] for r in link.requests if r.route == "turn"].count("queue") == 1
+    assert [i.prompt for i in link.session.queue] == ["print('app')"]
+    await eventually(lambda: waiting.waiting == "idle", "the script's prompt waiting for idle")
+    assert not waiting.settled
+    await link.end_turn()  # the queued prompt starts; the script's is sent once that one ends
+    await changes_until(app, lambda c: isinstance(c, ch.TurnStarted) and c.record.prompt == "print('app')")
+    await link.end_turn()
+    await changes_until(
+        script, lambda c: isinstance(c, ch.TurnStarted) and c.record.prompt == "print('script')"
+    )
+    assert waiting.settled and waiting.error is None
+    await app.close()
+    await script.close()
+
+
 class SlowStart(WorkerLink):
     """A worker that answers `/transcript` only on its third try, asking for 0.2 s between."""
 

@@ -14,9 +14,10 @@ import pytest
 from acp import schema
 from editor import editor
 from fake_model_server import FakeModelServer, Text
-from helpers import RUNS_UNTIL_STOPPED
+from helpers import RUNS_UNTIL_STOPPED, wait_until
 
 from client.helpers import sessions, tui, worker_pid
+from tui.store import StatePaths
 
 
 async def _tui(*args: str) -> tuple[int, str, str]:
@@ -330,6 +331,31 @@ async def test_a_free_text_question_is_a_form_where_the_editor_fills_forms(
         await ed.until(lambda: ed.cancelled, "the form withdrawn")
         assert ed.sent[ed.cancelled[0]] == "elicitation/create"
         assert "(tui answer): 'Lyon'" in ed.said(sid)
+
+
+async def test_a_prompt_sent_while_another_clients_turn_runs_is_queued_behind_it(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    async with editor() as ed:
+        sid = await ed.new(tmp_path)
+        # Another client's turn, which runs until the file `go` is in the session's folder.
+        waits = (
+            "import os, time\nprint('started', flush=True)\nwhile not os.path.exists('go'): time.sleep(0.05)"
+        )
+        code, _, err = await _tui("send", sid, waits)
+        assert code == 0, err
+        await ed.until(lambda: "started" in ed.said(sid), "the other client's turn to run")
+        turn = asyncio.create_task(ed.prompt(sid, "print('after it')"))
+        journal = StatePaths(state_dir).session(sid).journal
+
+        def queued() -> list[str]:
+            events = (json.loads(line) for line in journal.read_text().splitlines() if line)
+            return [i["prompt"] for e in events if e["type"] == "queue_changed" for i in e["items"]]
+
+        await asyncio.to_thread(wait_until, lambda: "print('after it')" in queued(), "the prompt queued")
+        (tmp_path / "go").touch()
+        answer = await turn  # it ran once the other client's turn ended
+        assert answer.stop_reason == "end_turn" and "after it" in ed.said(sid)
 
 
 async def test_closing_the_editor_mid_turn_leaves_the_turn_running(state_dir: Path, tmp_path: Path) -> None:

@@ -320,7 +320,7 @@ async def send(
                 return FAILED
             if not args.queue:
                 await watch.wait_idle()
-            rid = await watch.send(prompt, delivery="queue" if args.queue else "now")
+            rid = await watch.send(prompt, queue=args.queue)
             sent = True
             if target is None and parent is not None:
                 await _tell_parent(access, parent, sid, prompt, watch.by_request.get(rid), err)

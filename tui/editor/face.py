@@ -42,10 +42,10 @@ from tui.editor.shapes import (
     updates_of_settings,
     usage_of,
 )
-from tui.errors import Busy, NotFound, TuiError, WorkerUnavailable
+from tui.errors import NotFound, TuiError, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, Live, Reconnecting
-from tui.link.follow import backoff_delay
-from tui.link.watch import SessionWatch
+from tui.link.changes import Outgoing
+from tui.link.watch import AccessEnded, SessionWatch
 from tui.protocol import (
     AgentInfo,
     Event,
@@ -90,6 +90,8 @@ class EditorSession:
         self.shaper = Shaper(own_requests=watch.own_requests, own_turns=watch.own_turns)
         self.pending: dict[str, asyncio.Future[TurnRecord | None]] = {}
         """This editor's prompts not ended yet, by request id (None: held in a queue)."""
+        self.outgoing: dict[str, Outgoing] = {}
+        """Those prompts as the attachment sends them (`settled`, `error`), by request id."""
         self.usage: dict[str, dict[str, int]] = {}
         self.asked: dict[str, asyncio.Task[None]] = {}
         """The questions asked of the editor, by question id, while it has not answered."""
@@ -155,7 +157,10 @@ class EditorSession:
                 continue
             turn_id = self.watch.by_request.get(rid)
             ended = self.watch.ended.get(turn_id) if turn_id is not None else None
-            if ended is not None and ended.outcome is not None:
+            sent = self.outgoing.get(rid)
+            if sent is not None and sent.error is not None:  # the worker refused it
+                future.set_exception(_error(sent.error))
+            elif ended is not None and ended.outcome is not None:
                 future.set_result(ended)
             elif self.watch.session.queue_held and any(i.request_id == rid for i in self.watch.queue):
                 future.set_result(None)
@@ -189,32 +194,42 @@ class EditorSession:
 
     # --- turns -----------------------------------------------------------------------------------
     async def prompt(self, text: str, pictures: Sequence[Picture] = ()) -> schema.PromptResponse:
-        """One turn: sent now, or queued behind another client's; answered when it ends.
+        """One turn, handed to the session's attachment (it starts now, or is queued behind
+        another client's turn: the attachment's to say); answered when it ends.
 
-        A session whose worker was stopped (``tui stop``, an idle timeout) is started again.
+        A session whose worker was stopped (``tui stop``, an idle timeout) before the prompt was
+        taken is started again, and the prompt sent there (its request id keeps it to one turn).
         """
         rid = uuid.uuid4().hex
         for last in (False, True):
             if self.failure is not None:
                 await self.reopen()
-            self.watch.own_requests.add(rid)
             try:
-                await self._send(text, rid, await self._upload(pictures))
-                break
+                images = await self._upload(pictures)
             except WorkerUnavailable:
                 if last or (await self.link.locate()).status != "gone":
                     raise
                 self.failure = self.failure or WorkerUnavailable("the session's worker was stopped")
-        # Waited for only once it was sent: a follower that ended meanwhile fails waiting prompts.
-        future: asyncio.Future[TurnRecord | None] = asyncio.get_running_loop().create_future()
-        self.pending[rid] = future
-        try:
-            self._settle()
-            if self.failure is not None and not future.done():
-                future.set_exception(_error(self.failure))
-            ended = await future
-        finally:
-            self.pending.pop(rid, None)
+                continue
+            item = self.watch.submit(text, when_busy="queue", request_id=rid, images=images)
+            future: asyncio.Future[TurnRecord | None] = asyncio.get_running_loop().create_future()
+            self.pending[rid] = future
+            self.outgoing[rid] = item
+            try:
+                self._settle()
+                if self.failure is not None and not future.done():
+                    future.set_exception(_error(self.failure))
+                ended = await future
+                break
+            except acp.RequestError:
+                stopped = isinstance(self.failure, WorkerUnavailable) and not isinstance(
+                    self.failure, AccessEnded
+                )
+                if last or item.settled or not stopped:
+                    raise  # taken by a worker, refused, or no stopped worker: said as it is
+            finally:
+                self.pending.pop(rid, None)
+                self.outgoing.pop(rid, None)
         if ended is None:
             return schema.PromptResponse(stop_reason="cancelled")
         if ended.outcome == "failed":
@@ -237,38 +252,6 @@ class EditorSession:
                 await asyncio.to_thread(path.write_bytes, picture.data)
                 refs.append(await self.link.upload_image(path))
         return refs
-
-    async def _send(self, text: str, rid: str, images: list[ImageRef]) -> None:
-        """Send the turn; a worker that is starting or was restarted is waited for (the request id
-        keeps a turn sent again to one).
-
-        Raises:
-            WorkerUnavailable: no worker came back in time, or it was stopped for good.
-        """
-        attempt, delivery = 0, "now"
-        loop = asyncio.get_running_loop()
-        since = loop.time()
-        while True:
-            try:
-                accepted = await self.link.send_turn(
-                    text,
-                    request_id=rid,
-                    delivery=delivery,  # type: ignore[arg-type]
-                    images=images or None,
-                )
-            except Busy:
-                delivery = "queue"
-                continue
-            except WorkerUnavailable:
-                located = await self.link.locate()
-                if located.status == "gone" or loop.time() - since > self.link.no_worker_timeout:
-                    raise
-                attempt += 1
-                await asyncio.sleep(backoff_delay(self.link.backoff, attempt))
-                continue
-            if accepted.turn_id:
-                self.watch.own_turns.add(accepted.turn_id)
-            return
 
     async def cancel(self) -> None:
         """``session/cancel``: end this editor's running turn, take back its queued prompts."""

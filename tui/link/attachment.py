@@ -20,7 +20,7 @@ events itself::
             HANDLERS.get(type(change), ignore)(change)  # a type it does not show: skipped
     # the iteration ends after a batch holding `LinkChanged(Gone(...))`
 
-    attachment.submit("print(1)")  # sent now, or when the worker is live again
+    attachment.submit("print(1)")  # now, queued behind a running turn, or once the link is back
     outcome = await attachment.command("/stats")  # `StatsShown(line)`, `Failed(...)`, ...
     await attachment.close()
 
@@ -59,6 +59,7 @@ from tui.protocol import (
     ChildEnded,
     ChildStarted,
     Event,
+    ImageRef,
     Info,
     ModelChanged,
     Note,
@@ -557,20 +558,35 @@ class Attachment:
             self._kick()
 
     # --- the outbox --------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """Whether a turn runs (a prompt handed in now is queued behind it); none does once the
+        session is gone."""
+        return self.session.current is not None and not isinstance(self.link_state, Gone)
+
     def submit(
         self,
         prompt: str,
-        delivery: Literal["now", "queue"] = "now",
         *,
-        request_id: str | None = None,
+        queue: bool = False,
         when_busy: Literal["queue", "wait"] = "queue",
+        request_id: str | None = None,
+        images: Sequence[ImageRef] = (),
     ) -> ch.Outgoing:
-        """Put a prompt in the outbox and send it (now, or once the worker is live again).
+        """Hand the attachment a prompt: it alone decides how and when it is sent.
+
+        No turn runs: it starts one. A turn runs (as the session's state says, or as the worker
+        answers, ``409 busy``): it is queued behind it (`when_busy` ``queue``: the app, an editor,
+        the page), or sent again once the session is idle (``wait``: a script). `queue` queues it
+        whatever runs (``/queue``, ``tui send --queue``). The link down: it waits in the outbox
+        and is sent once the worker is live again, with the same request id (so at most once).
 
         Its `settled` says when the worker took it (`turn_id`) or refused it (`error`, also
         handed out as `SendFailed`); each change of the outbox is an `OutboxChanged`.
         """
-        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, when_busy)
+        queued = queue or (when_busy == "queue" and self.busy)
+        delivery: Literal["now", "queue"] = "queue" if queued else "now"
+        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, when_busy, tuple(images))
         self.requests.add(item.request_id)
         self.outbox.append(item)
         self._put(self._outbox_change())
@@ -599,7 +615,10 @@ class Attachment:
                 item = self.outbox[0]
                 try:
                     accepted = await self.link.send_turn(
-                        item.prompt, request_id=item.request_id, delivery=item.delivery
+                        item.prompt,
+                        request_id=item.request_id,
+                        delivery=item.delivery,
+                        images=list(item.images) or None,
                     )
                 except Busy as exc:
                     if item.delivery != "now":

@@ -27,6 +27,7 @@ from tui.protocol import (
     AgentChoice,
     AgentCommand,
     AgentSetting,
+    ImageRef,
     Info,
     PendingQuestion,
     Plan,
@@ -92,9 +93,12 @@ class Outgoing:
     prompt: str
     request_id: str
     delivery: Literal["now", "queue"]
+    """How it is sent: to start now, or queued behind the running turn (the attachment decides)."""
     when_busy: Literal["queue", "wait"] = "queue"
-    """What a ``now`` prompt does when another turn runs: queue behind it (the app), or wait
-    until the session is idle and send it again (a script)."""
+    """What it does when another turn runs: queue behind it (the app, an editor, the page), or
+    wait until the session is idle and be sent again (a script)."""
+    images: tuple[ImageRef, ...] = ()
+    """The images sent with it (uploaded to the session first)."""
     waiting: Literal["", "live", "idle"] = ""
     """Why it is not being sent now: the link is down, or another turn runs."""
     turn_id: str | None = None

@@ -57,7 +57,7 @@ async def mode(attachment: Attachment, rest: str) -> ch.Outcome:
 async def queue(attachment: Attachment, rest: str) -> ch.Outcome:
     if not rest:
         return ch.QueueShown(tuple(attachment.session.queue))
-    attachment.submit(rest, "queue")
+    attachment.submit(rest, queue=True)
     return ch.Done("queue")
 
 

@@ -17,7 +17,7 @@ import shlex
 import time
 import uuid
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -31,8 +31,18 @@ from tui.errors import (
 )
 from tui.link.attachment import Attachment
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
+from tui.link.changes import Outgoing
 from tui.link.follow import Follower
-from tui.protocol import Event, PendingQuestion, QueueItem, StopReason, Transcript, TurnRecord, TurnStarted
+from tui.protocol import (
+    Event,
+    ImageRef,
+    PendingQuestion,
+    QueueItem,
+    StopReason,
+    Transcript,
+    TurnRecord,
+    TurnStarted,
+)
 from tui.protocol.ids import short_id
 from tui.protocol.state import SessionState, State
 
@@ -360,9 +370,23 @@ class SessionWatch:
             await self._handle_question(policy, handled)
             await self.step(self._question_wait(handled))
 
-    async def send(
-        self, prompt: str, *, delivery: Literal["now", "queue"] = "now", request_id: str | None = None
-    ) -> str:
+    def submit(
+        self,
+        prompt: str,
+        *,
+        queue: bool = False,
+        when_busy: Literal["queue", "wait"] = "wait",
+        request_id: str | None = None,
+        images: Sequence[ImageRef] = (),
+    ) -> Outgoing:
+        """Hand a prompt of this client's to the attachment, which sends it (`Attachment.submit`:
+        now, queued, or once the session is idle), without waiting: the client that steps the
+        watch sees it settle."""
+        rid = request_id or uuid.uuid4().hex
+        self.own_requests.add(rid)
+        return self.attachment.submit(prompt, queue=queue, when_busy=when_busy, request_id=rid, images=images)
+
+    async def send(self, prompt: str, *, queue: bool = False, request_id: str | None = None) -> str:
         """Send a turn (waiting for idle again if another client's turn started first); its request id.
 
         A worker that is gone or starting when the turn is sent is waited for, as a follower
@@ -372,11 +396,10 @@ class SessionWatch:
             WorkerGoneError: no worker came back within the link's ``no_worker_timeout``.
             TuiError: the worker refused the turn.
         """
-        rid = request_id or uuid.uuid4().hex
-        self.own_requests.add(rid)
         # The attachment's outbox sends it, again with the same request id once a worker is
         # live (the link restarts a dead one; the follower's retries say when one is back).
-        item = self.attachment.submit(prompt, delivery, request_id=rid, when_busy="wait")
+        item = self.submit(prompt, queue=queue, request_id=request_id)
+        rid = item.request_id
         while not item.settled:
             if item.waiting == "idle" and self.session.state != "idle":
                 await self.wait_idle()  # sent again once the session is idle

@@ -153,7 +153,7 @@ class SessionScreen(CommandScreen):
     @property
     def busy(self) -> bool:
         """Whether a turn runs (Enter queues; Esc interrupts); none does once the worker is gone."""
-        return self.session_state.current is not None and not isinstance(self.link_state, Gone)
+        return self.attachment.busy
 
     @property
     def turn(self) -> TurnRecord | None:
@@ -559,7 +559,7 @@ class SessionScreen(CommandScreen):
         if self.transcript.selected is not None:
             self.leave_reading()
         self.follow_bottom()  # whatever was selected, found or opened: its turn shows
-        self.attachment.submit(text, "queue" if self.busy else "now")
+        self.attachment.submit(text)  # now, or queued behind the running turn: the attachment's to say
 
     def _failed(self, what: str, exc: TuiError) -> None:
         """Every failed request is shown here, in one way."""
