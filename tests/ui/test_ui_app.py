@@ -892,6 +892,7 @@ class TestLink:
             assert isinstance(app.session.link_state, Gone)
             assert app.session.attachment.link_state == app.session.link_state
             assert app.session.attachment.ended
+            assert app.session.status.status == app.session.attachment.snapshot()  # drawn from it
             line = app.session.transcript.items[-1].line
             assert "the connection to the session failed: RuntimeError: the stream broke" in line
             assert "tui attach 3f2a9c0e" in line

@@ -83,7 +83,7 @@ from tui.protocol import (
     WorkerStarted,
 )
 from tui.protocol.principal import Permission, Principal
-from tui.protocol.state import SessionState, child_line, note_line
+from tui.protocol.state import SessionState, agent_mode, agent_model, child_line, note_line
 from tui.protocol.wording import leaving_line, restart_loses, unknown_line
 
 __all__ = ["PAGE", "Attachment", "Surface"]
@@ -154,6 +154,8 @@ class Attachment:
         self.info: Info | None = None
         self.disk_full = ""
         """The worker's sentence while its disk is full (`Live.disk_full`)."""
+        self.installed = ""
+        """The tui installed, when the worker runs an older one (empty otherwise)."""
         self._said_outdated = False
         """The line saying the worker runs an older tui than the one installed was handed out."""
         self.follower: Follower | None = None
@@ -250,13 +252,43 @@ class Attachment:
             principal = self.link.principal
         return _Attached(transcript, info, principal)
 
+    def snapshot(self) -> ch.Snapshot:
+        """The session's standing facts as the changes handed out so far left them (a client
+        takes one per batch and draws its status from it)."""
+        s, info = self.session, self.info
+        link = self.link_state or Live()
+        gone = isinstance(link, Gone)
+        live_version = link.version if isinstance(link, Live) else ""
+        return ch.Snapshot(
+            state="ended" if gone else s.state,
+            turn_id=s.current.turn_id if s.current is not None and not gone else None,
+            model=s.model or (info.model if info is not None else None),
+            agent=s.agent or (info.agent if info is not None else None),
+            agent_model=agent_model(s.settings),
+            mode=agent_mode(s.mode, s.modes, s.settings),
+            cost=s.cost,
+            context_used=s.context_used,
+            context_limit=s.context_limit,
+            tokens=(s.tokens_in, s.tokens_out),
+            activity=s.activity,
+            queued=len(s.queue),
+            children=dict(s.children),
+            where=self.link.where,
+            link=link,
+            version=s.version or live_version or (info.version if info is not None else ""),
+            installed=self.installed,
+            attached=tuple(s.attached),
+            principal=self.principal,
+        )
+
     def _outdated(self, version: str) -> ch.Outdated:
         """Whether the worker runs an older tui than the one installed, and once a line saying
         what moves the session to it. Only for this machine's sessions: another machine's
         workers run the tui installed there, which `tui sessions --remote` tells."""
         older = self.link.where == "local" and is_older(version)
+        self.installed = __version__ if older else ""
         if not older or self._said_outdated:
-            return ch.Outdated(__version__ if older else "")
+            return ch.Outdated(self.installed)
         self._said_outdated = True
         how = (
             f"/restart moves the session to it ({restart_loses(self.session.agent)} are lost)"
@@ -264,7 +296,7 @@ class Attachment:
             else "the session's owner can move it there"
         )
         said = f"this worker runs tui {version}; tui {__version__} is installed: {how}"
-        return ch.Outdated(__version__, said)
+        return ch.Outdated(self.installed, said)
 
     @property
     def ended(self) -> bool:

@@ -11,6 +11,9 @@ Changes of the session (`Change`): `Attached` (the first state, before any event
 `AgentChanged`, `ModelChanged`, `WorkerStarted`, `Outdated`, `Line` (a line of the transcript outside a turn:
 a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
 
+A `Snapshot` (`Attachment.snapshot()`, taken once per batch) is what a client draws its standing
+facts from: the session's status as the batch left it, the link, who this client is.
+
 What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
 `Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`,
 `ChildrenShown`, `ContextShown`, `Local`.
@@ -18,11 +21,11 @@ What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tui.errors import TuiError
-from tui.link.base import LinkState
+from tui.link.base import LinkState, Live
 from tui.protocol import (
     AgentChoice,
     AgentCommand,
@@ -72,6 +75,7 @@ __all__ = [
     "QueueShown",
     "Resumed",
     "SendFailed",
+    "Snapshot",
     "StateChanged",
     "StatsShown",
     "StatusChanged",
@@ -83,6 +87,45 @@ __all__ = [
     "Usage",
     "WorkerStarted",
 ]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The session's standing facts as one batch left them, for a client to draw (the status
+    rows): worked out from the attachment's state, its link and its client in one place
+    (`Attachment.snapshot`), so no widget keeps a copy of its own."""
+
+    state: str = "idle"
+    """``idle``, ``working``, ``asking``, or ``ended`` once the worker is gone."""
+    turn_id: str | None = None
+    """The running turn (None once the worker is gone)."""
+    model: str | None = None
+    agent: str | None = None
+    """The agent the session runs (``python``, ``model``, ``claude`` …); None before it is known."""
+    agent_model: str | None = None
+    """The model an ACP agent says it uses."""
+    mode: str | None = None
+    """The agent's mode, by name."""
+    cost: str = ""
+    """What the session cost so far, as its agent reports it."""
+    context_used: int = 0
+    context_limit: int = 0
+    tokens: tuple[int, int] = (0, 0)
+    """Tokens the session sent to its model and got back (a model session's)."""
+    activity: str = ""
+    """What the running turn waits for (``retrying in 4 s``)."""
+    queued: int = 0
+    children: dict[str, int] = field(default_factory=dict)
+    where: str = "local"
+    link: LinkState = field(default_factory=Live)
+    version: str = ""
+    """The tui the session's worker runs."""
+    installed: str = ""
+    """The tui installed, when the worker runs an older one (empty otherwise)."""
+    attached: tuple[Presence, ...] = ()
+    """Who has the session open now, as the worker's last `status` said."""
+    principal: Principal = field(default_factory=Principal)
+    """Who this client acts as (a participant sees its kind, and a collaborator its turns left)."""
 
 
 @dataclass

@@ -39,7 +39,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
-from tui.protocol.state import SessionState, agent_mode, agent_model
+from tui.protocol.state import SessionState
 from tui.protocol.wording import model_line, new_worker_line
 from tui.terminal import visible, visible_data
 from tui.ui.alerts import alert
@@ -104,6 +104,8 @@ class SessionScreen(CommandScreen):
         self._asked: str | None = None
         """The question the question panel shows."""
         self._ctrl_c_at: float | None = None
+        self._started: float | None = None
+        """When the turn running at attach started, by the client clock (for the status rows)."""
         self._painted_once = asyncio.Event()
         """Set once the screen was painted after the last `Changed` was handled: the next batch
         waits for it, so that a stream of events never starves the screen of its repaints
@@ -173,7 +175,7 @@ class SessionScreen(CommandScreen):
     def on_mount(self) -> None:
         self._status = self.status
         self.transcript.fetch = self._fetch
-        self.status.change(where=self.link.where)
+        self.status.show(self.attachment.snapshot())
         self.prompt.focus()
         self._follow()
 
@@ -202,7 +204,7 @@ class SessionScreen(CommandScreen):
         """Try to reconnect now instead of waiting out the backoff (Ctrl+R while reconnecting)."""
         if isinstance(self.link_state, Reconnecting):
             self.attachment.retry_now()
-            self.status.change(reconnect_at=self.clock())
+            self.status.retry_now()
 
     async def _fetch(
         self,
@@ -231,6 +233,8 @@ class SessionScreen(CommandScreen):
             if draw is not None:
                 await draw(self, change)
             events = events or not isinstance(change, _NOT_EVENTS)
+        self._status.show(self.attachment.snapshot(), started=self._started)
+        self._started = None
         if events:
             self._status.touch()
         if self._keys_stale:
@@ -266,18 +270,7 @@ class SessionScreen(CommandScreen):
         self._keys_stale = True
         if info is not None:
             self._show_agent_choices()
-        self.status.change(
-            state=state.state,
-            model=state.model or (info.model if info else None),
-            agent=info.agent if info else state.agent,
-            agent_model=agent_model(state.settings),
-            mode=agent_mode(state.mode, state.modes, state.settings),
-            queued=len(self.queue),
-            version=info.version if info else "",
-            busy_since=self._started_clock(self.turn),
-            link=Live(version=info.version if info else ""),
-            attached=tuple(transcript.attached),
-        )
+        self._started = self._started_clock(self.turn)  # the status rows' clock of the turn running
         self._show_principal()
         await self._show_question(self.question)
         if not transcript.turns and transcript.current is None and not transcript.has_more:
@@ -335,7 +328,6 @@ class SessionScreen(CommandScreen):
         self.away_seen()  # new turns: what happened while away is no longer the news
         self._remember()
         await self.transcript.start_live(change.record)
-        self.status.change(busy_since=self.clock())
         self._show_busy()
 
     async def _output(self, change: ch.Output) -> None:
@@ -351,7 +343,6 @@ class SessionScreen(CommandScreen):
     async def _turn_ended(self, change: ch.TurnEnded) -> None:
         await self.transcript.end_live(change.record)
         self._last_turn_id = change.record.turn_id
-        self.status.change(busy_since=None)
         self._show_busy()
         self._remember()
 
@@ -360,41 +351,16 @@ class SessionScreen(CommandScreen):
         self.away_seen()
         await self.transcript.add_ended(list(change.records))
         self._last_turn_id = change.records[-1].turn_id
-        self.status.change(busy_since=None if self.session_state.current is None else self.clock())
         self._show_busy()
         self._remember()
         self._keys_stale = True
 
     async def _state_changed(self, change: ch.StateChanged) -> None:
-        if change.state == "ended":
-            self.status.change(state="ended", busy_since=None)
-        else:
-            self.status.change(state=change.state)
         self._keys_stale = True
-
-    async def _status_changed(self, change: ch.StatusChanged) -> None:
-        """The status rows as the worker's figures say."""
-        fields: dict[str, object] = {
-            "context_used": change.context_used,
-            "context_limit": change.context_limit,
-            "children": dict(change.children),
-            "model": change.model or self.status.status.model,
-            "attached": change.attached,
-            "tokens": change.tokens,
-            "activity": change.activity,
-            "cost": change.cost,
-        }
-        if change.working and self.status.status.busy_since is None:
-            fields["busy_since"] = self.clock()
-        self.status.change(**fields)
 
     async def _agent_changed(self, change: ch.AgentChanged) -> None:
         self.prompt_box.agent_commands = list(change.commands)
         self._show_agent_choices()
-        self.status.change(
-            agent_model=agent_model(list(change.settings)),
-            mode=agent_mode(change.mode, list(change.modes), list(change.settings)),
-        )
 
     def _show_agent_choices(self) -> None:
         """What ``/model`` and ``/mode`` complete: the models and modes the agent offers."""
@@ -406,17 +372,12 @@ class SessionScreen(CommandScreen):
         )
 
     async def _model_changed(self, change: ch.ModelChanged) -> None:
-        self.status.change(model=change.model)
         await self.transcript.add_line(model_line(change.model))
 
     async def _worker_started(self, change: ch.WorkerStarted) -> None:
-        self.status.change(
-            version=change.version, model=change.model or self.status.status.model, agent=change.agent
-        )
         await self.transcript.add_line(new_worker_line(change.version))
 
     async def _outdated(self, change: ch.Outdated) -> None:
-        self.status.change(installed=change.installed)
         if change.line:
             await self.transcript.add_line(change.line)
 
@@ -427,21 +388,13 @@ class SessionScreen(CommandScreen):
         state, was = change.state, change.was or Live()
         if type(was) is not type(state):
             self.app.refresh_bindings()  # Ctrl+R (retry now) is offered only while reconnecting
-        if isinstance(state, Live):
-            self.status.change(
-                link=state, reconnect_at=None, version=state.version or self.status.status.version
-            )
-        elif isinstance(state, Reconnecting):
-            self.status.change(link=state, reconnect_at=self.clock() + state.delay)
-        else:
-            self.status.change(link=state)
+        if isinstance(state, Gone):
             self.notify(state.reason, title=_gone_title(state), severity="error", timeout=30)
             if self.gone_exit_after is not None:
                 self.set_timer(self.gone_exit_after, lambda: self.leave(state.exit_code, state.reason))
 
     async def _queue_changed(self, change: ch.QueueChanged) -> None:
         self._show_queue(change.queue, change.held)
-        self.status.change(queued=len(change.queue))
 
     def _show_queue(self, queue: tuple[QueueItem, ...], held: bool) -> None:
         row = self.query_one("#queue-row", Static)
@@ -580,7 +533,7 @@ class SessionScreen(CommandScreen):
         remote = f"--remote {where.removeprefix('remote ')} " if where.startswith("remote ") else ""
         gone = self.link_state  # the attachment's `Gone`, saying what failed
         reason = gone.reason if isinstance(gone, Gone) else f"the connection to the session failed: {what}"
-        self.status.change(link=gone, reconnect_at=None)
+        self.status.show(self.attachment.snapshot())
         await self.transcript.add_line(
             f"{reason}. New events are not shown: detach (Ctrl+D) and reattach "
             f"with `tui {remote}attach {short_id(self.link.session_id)}`; the session keeps running."
@@ -626,7 +579,6 @@ class SessionScreen(CommandScreen):
     def _show_principal(self) -> None:
         p = self.principal
         viewing = self.query_one("#viewing", Static)
-        self.status.change(principal=p)
         if p.may("write"):
             viewing.display = False
             return
@@ -682,7 +634,6 @@ _DRAW: dict[type, Callable[[SessionScreen, Any], Awaitable[None]]] = {
     ch.QuestionResolved: SessionScreen._resolved,
     ch.QueueChanged: SessionScreen._queue_changed,
     ch.StateChanged: SessionScreen._state_changed,
-    ch.StatusChanged: SessionScreen._status_changed,
     ch.AgentChanged: SessionScreen._agent_changed,
     ch.ModelChanged: SessionScreen._model_changed,
     ch.WorkerStarted: SessionScreen._worker_started,

@@ -1,9 +1,12 @@
-"""The status rows at the bottom: what the session is doing, and how this client is linked to it."""
+"""The status rows at the bottom: what the session is doing, and how this client is linked to it.
+
+They draw the attachment's `Snapshot`, handed to `StatusRows.show` once per batch; what they keep
+of their own is what only this client sees: when it saw the running turn start, when the next
+reconnect try is, when the last event arrived (its clock)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
@@ -12,52 +15,13 @@ from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Static
 
-from tui.link.base import Gone, LinkState, Live, Reconnecting
-from tui.protocol import Presence
-from tui.protocol.principal import Principal
+from tui.link.base import Gone, Live, Reconnecting
+from tui.link.changes import Snapshot
 from tui.protocol.wording import attached_text
 
-__all__ = ["SessionStatus", "StatusRows", "attached_text"]
+__all__ = ["StatusRows", "attached_text"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-
-@dataclass(frozen=True)
-class SessionStatus:
-    """Everything the status rows show."""
-
-    state: str = "idle"
-    """``idle``, ``working``, ``asking``, or ``ended`` once the worker is gone."""
-    busy_since: float | None = None
-    """The client clock when the running turn started."""
-    model: str | None = None
-    agent: str | None = None
-    """The agent the session runs (``python``, ``model``, ``claude`` …); None before it is known."""
-    agent_model: str | None = None
-    """The model an ACP agent says it uses."""
-    mode: str | None = None
-    """The agent's mode, by name."""
-    cost: str = ""
-    """What the session cost so far, as its agent reports it."""
-    context_used: int = 0
-    context_limit: int = 0
-    tokens: tuple[int, int] = (0, 0)
-    """Tokens the session sent to its model and got back (a model session's)."""
-    activity: str = ""
-    """What the running turn waits for (``retrying in 4 s``)."""
-    queued: int = 0
-    children: dict[str, int] = field(default_factory=dict)
-    where: str = "local"
-    link: LinkState = field(default_factory=Live)
-    reconnect_at: float | None = None
-    """The client clock of the next reconnect try."""
-    version: str = ""
-    installed: str = ""
-    """The tui installed, when the worker runs an older one (empty otherwise)."""
-    attached: tuple[Presence, ...] = ()
-    """Who has the session open now, as the worker's last `status` said."""
-    principal: Principal = field(default_factory=Principal)
-    """Who this client acts as (a participant sees its kind, and a collaborator its turns left)."""
 
 
 def _age(seconds: float) -> str:
@@ -97,12 +61,18 @@ class StatusRows(Vertical):
     StatusRows > #status-link.-gone { color: $text-error; }
     """
 
-    status: reactive[SessionStatus] = reactive(SessionStatus, always_update=True, init=False)
-    """What is shown."""
+    status: reactive[Snapshot] = reactive(Snapshot, always_update=True, init=False)
+    """What is shown: the attachment's last snapshot (`show`)."""
 
     def __init__(self, *, clock: Callable[[], float], id: str | None = None) -> None:
         super().__init__(id=id)
         self.clock = clock
+        self.busy_since: float | None = None
+        """The client clock when the running turn started (as this client saw it)."""
+        self.reconnect_at: float | None = None
+        """The client clock of the next reconnect try."""
+        self._turn: str | None = None
+        """The running turn `busy_since` is of."""
         self._tick: Timer | None = None
         self.last_event: float | None = None
         """The client clock of the last event applied (shown at the next tick: it changes with
@@ -119,7 +89,28 @@ class StatusRows(Vertical):
         self._tick = self.set_interval(1.0, self._redraw)
         self._redraw()
 
-    def watch_status(self, status: SessionStatus) -> None:
+    def show(self, snapshot: Snapshot, *, started: float | None = None) -> None:
+        """Draw `snapshot` (`Attachment.snapshot`, once per batch). A turn that started since the
+        last one started at `started` (the client clock), else now; a reconnect is tried the
+        link's delay after it was first said."""
+        if snapshot.turn_id != self._turn:
+            self._turn = snapshot.turn_id
+            self.busy_since = (
+                None if snapshot.turn_id is None else (started if started is not None else self.clock())
+            )
+        elif snapshot.state == "working" and self.busy_since is None:
+            self.busy_since = self.clock()
+        if snapshot.link != self.status.link or not isinstance(snapshot.link, Reconnecting):
+            link = snapshot.link
+            self.reconnect_at = self.clock() + link.delay if isinstance(link, Reconnecting) else None
+        self.status = snapshot
+
+    def retry_now(self) -> None:
+        """The next reconnect try is now (Ctrl+R)."""
+        self.reconnect_at = self.clock()
+        self._redraw()
+
+    def watch_status(self, status: Snapshot) -> None:
         busy = status.state in ("working", "asking")
         if busy and self._spin is None:
             self._spin = self.set_interval(0.1, self._redraw)
@@ -134,10 +125,6 @@ class StatusRows(Vertical):
         if previous is None or self.last_event - previous >= 1.0:
             self._redraw()
 
-    def change(self, **fields: object) -> None:
-        """Change some of what is shown."""
-        self.status = replace(self.status, **fields)  # type: ignore[arg-type]
-
     def session_row(self, width: int | None = None) -> str:
         """The first row as text; fields are left out, least useful first, to fit `width`."""
         s = self.status
@@ -145,11 +132,11 @@ class StatusRows(Vertical):
         known = isinstance(s.link, Live)
         if s.state in ("working", "asking") and not known:
             # Not followed now: what it does is unknown, so no clock counts on as if it were.
-            seen = self.last_event if self.last_event is not None else s.busy_since
+            seen = self.last_event if self.last_event is not None else self.busy_since
             ago = f", last seen {_age(now - seen)} ago" if seen is not None else ""
             head = f"◌ {s.state} (unknown while the link is down{ago})"
         elif s.state == "working":
-            since = f" {_age(now - s.busy_since)}" if s.busy_since is not None else ""
+            since = f" {_age(now - self.busy_since)}" if self.busy_since is not None else ""
             head = f"{SPINNER[int(now * 10) % len(SPINNER)]} working{since}"
         elif s.state == "asking":
             head = f"{SPINNER[int(now * 10) % len(SPINNER)]} asking"
@@ -192,7 +179,7 @@ class StatusRows(Vertical):
             if full:
                 connection += ", " + (full if full.startswith("disk full") else f"disk full: {full}")
         elif isinstance(s.link, Reconnecting):
-            left = max(0.0, (s.reconnect_at or now) - now)
+            left = max(0.0, (self.reconnect_at or now) - now)
             connection = f"reconnecting in {left:.0f} s (Ctrl+R now): {s.link.reason}"
         else:
             connection = f"gone: {s.link.reason}"
