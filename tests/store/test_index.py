@@ -145,6 +145,8 @@ def test_a_deleted_index_is_rebuilt_and_a_session_written_without_it_caught_up(s
         assert index.catch_up(lambda done, total: seen.append((done, total))) == 2
     assert seen[-1][0] == seen[-1][1] > 0  # the progress line ends at its total
     assert _found(state, "zebras") == [("a", 2, "note")]
+    (state.root / INDEX_FILE).write_bytes(b"not a database at all" * 100)  # a torn copy
+    assert _found(state, "zebras") == [("a", 2, "note")]  # made again from the journals
     with _session(state, "c" * 16) as j:  # as an older worker, or a hand, would leave it
         _turn(j, "v1", "print('platypus')", "platypus")
     assert _found(state, "platypus") == [("c", 1, "prompt"), ("c", 1, "reply")]

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.errors import UsageError
+from tui.errors import TuiError, UsageError
 from tui.protocol.web import Found, FoundHit, SearchQuery
 from tui.store.paths import StatePaths, is_session_id
 
@@ -50,6 +50,7 @@ __all__ = [
     "Text",
     "find",
     "find_in",
+    "remove_index",
     "texts_of",
 ]
 
@@ -805,19 +806,38 @@ def find(
         unknown = sorted(set(where) - set(WHERE))
         if unknown:
             raise UsageError(f"--in {unknown[0]}: a text is in one of {', '.join(WHERE)}")
-    with SearchIndex(state) as index:
-        index.catch_up(progress)
-        hits, more = index.search(
-            query,
-            sessions=sessions,
-            folder=folder,
-            agent=agent,
-            active=active,
-            where=where,
-            since=since,
-            limit=limit,
-            before=before,
-        )
+
+    def ask() -> tuple[list[Hit], int | None]:
+        with SearchIndex(state) as index:
+            index.catch_up(progress)
+            return index.search(
+                query,
+                sessions=sessions,
+                folder=folder,
+                agent=agent,
+                active=active,
+                where=where,
+                since=since,
+                limit=limit,
+                before=before,
+            )
+
+    try:
+        try:
+            hits, more = ask()
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            # Not a database any more (a torn copy, a disk error): it is only a cache of the
+            # journals, so it is made again from them.
+            log.warning("the search index %s is unreadable (%s): rebuilding it", state.root / INDEX_FILE, exc)
+            remove_index(state)
+            hits, more = ask()
+    except sqlite3.Error as exc:
+        raise TuiError(
+            f"the search index {state.root / INDEX_FILE} could not be read ({exc}); try again, "
+            "or delete it and the next search builds it again from the journals"
+        ) from exc
     return Found(
         hits=[
             FoundHit(
@@ -859,6 +879,13 @@ def find_in(
         before=query.before,
         progress=progress,
     )
+
+
+def remove_index(state: StatePaths) -> None:
+    """Delete the index's files (the next search builds it again from the journals)."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(state.root / INDEX_FILE) + suffix)
 
 
 class Indexer:
