@@ -66,7 +66,7 @@ def _line(seq: int, at: datetime, typ: str, **fields: object) -> str:
 
 
 def write_state(root: Path, sessions: int, turns: int, seed: int = 7) -> int:
-    """`sessions` sessions holding `turns` turns in all, each turn about 1 KB of journal: a prompt,
+    """`sessions` sessions holding `turns` turns in all, each turn about 1.4 KB of journal: a prompt,
     a tool call whose output comes in two pieces, a reply, a status. Returns the journals' bytes."""
     rng = random.Random(seed)
     state = StatePaths(root)
@@ -96,12 +96,12 @@ def write_state(root: Path, sessions: int, turns: int, seed: int = 7) -> int:
             turn_id = f"t{t:07d}"
             call = f"c{t:07d}"
             at += timedelta(seconds=sessions + rng.random())
-            words = rng.choices(VOCAB, k=60)
+            words = rng.choices(VOCAB, k=30)
             rare = " kingfisher" if (s * per + t) % 100_000 == 7 else ""
             prompt = f"print(check({t}))  # {' '.join(words[:6])}{rare}"
-            out = " ".join(words[6:40]) + "\n"
+            out = " ".join(words[6:20]) + "\n"
             cut = len(out) // 2
-            reply = " ".join(words[40:]) + f" ok {t}\n"
+            reply = " ".join(words[20:]) + f" ok {t}\n"
             for typ, fields in (
                 (
                     "turn_started",
@@ -141,16 +141,35 @@ def _p(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
-def write_path(folder: Path, turns: int) -> tuple[float, float]:
-    """Seconds per turn of `EventWriter.emit` (a turn: 8 events) without and with the index kept."""
+def write_path(folder: Path, turns: int, rounds: int = 5) -> tuple[float, float, float, float]:
+    """Seconds per turn of `EventWriter.emit` (a turn: 7 events) without and with the index kept
+    (medians of `rounds` alternating runs), the writer's own CPU seconds per turn, and the CPU
+    seconds per turn of indexing them alone."""
+    without: list[float] = []
+    with_: list[float] = []
+    own: list[float] = []
+    for r in range(rounds):
+        a, b, c = _write_once(folder / f"round{r}", turns, first_indexed=r % 2 == 1)
+        without.append(a)
+        with_.append(b)
+        own.append(c)
+    state = StatePaths(folder / "round0" / "without")
+    cpu = time.process_time()
+    with SearchIndex(state) as index:
+        index.catch_up()
+    indexing = (time.process_time() - cpu) / turns
+    return statistics.median(without), statistics.median(with_), statistics.median(own), indexing
+
+
+def _write_once(folder: Path, turns: int, *, first_indexed: bool) -> tuple[float, float, float]:
     from tui.protocol import TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted
     from tui.protocol.state import SessionState
     from tui.store import Journal
     from tui.worker.indexing import keep_index
     from tui.worker.writer import EventWriter
 
-    out: list[float] = []
-    for indexed in (False, True):
+    out: dict[bool, float] = {}
+    for indexed in (True, False) if first_indexed else (False, True):
         state = StatePaths(folder / ("with" if indexed else "without"))
         sid = "f" * 16
         paths = state.session(sid)
@@ -163,7 +182,7 @@ def write_path(folder: Path, turns: int) -> tuple[float, float]:
         writer.quiet = True
         indexer = keep_index(writer.listeners, paths) if indexed else None
         rng = random.Random(3)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for t in range(turns):
             tid, call = f"t{t}", f"c{t}"
             words = " ".join(rng.choices(VOCAB, k=40))
@@ -174,12 +193,14 @@ def write_path(folder: Path, turns: int) -> tuple[float, float]:
             writer.emit(ToolEnded(turn_id=tid, call_id=call))
             writer.emit(TextChunk(turn_id=tid, text=words[:80]))
             writer.emit(TurnEnded(turn_id=tid, outcome="completed", reply=words[:80]))
-        out.append((time.perf_counter() - t0) / turns)
+        out[indexed] = (time.perf_counter() - t0) / turns
+        if not indexed:
+            cpu = (time.thread_time() - c0) / turns
         if indexer is not None:
             indexer.idle.wait(60)
             indexer.stop()
         journal.close()
-    return out[0], out[1]
+    return out[False], out[True], cpu
 
 
 def main() -> None:
@@ -187,7 +208,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200)
     parser.add_argument("--turns", type=int, default=20_000, help="turns in all sessions together")
     parser.add_argument("--searches", type=int, default=40, help="warm searches timed")
-    parser.add_argument("--write-turns", type=int, default=2000, help="turns of the write-path case")
+    parser.add_argument("--write-turns", type=int, default=1000, help="turns of the write-path case")
     parser.add_argument("--keep", action="store_true", help="leave the state dir (its path is printed)")
     args = parser.parse_args()
 
@@ -268,10 +289,12 @@ def main() -> None:
             f"{g / _p(every, 0.95):,.0f}x the p95"
         )
 
-        without, with_ = write_path(root / "write", args.write_turns)
+        without, with_, own, cpu = write_path(root / "write", args.write_turns)
         print(
-            f"worker write path, one turn (7 events emitted): {without * 1e6:,.0f} µs without the index, "
-            f"{with_ * 1e6:,.0f} µs with it kept at each turn's end: {with_ / without - 1:+.1%}"
+            f"worker write path, one turn (7 events emitted), median of 5 alternating runs: "
+            f"{without * 1e6:,.0f} µs without the index, {with_ * 1e6:,.0f} µs with it kept at each "
+            f"turn's end: {with_ / without - 1:+.1%} | CPU a turn: the writer {own * 1e6:,.0f} µs, "
+            f"indexing it {cpu * 1e6:,.0f} µs ({cpu / own:.1%} of the writer's)"
         )
     finally:
         if args.keep:

@@ -367,38 +367,37 @@ class SearchIndex:
     def behind(self) -> list[tuple[str, int, int]]:
         """The sessions whose journal holds more than the index (or another file, or is new):
         (id, bytes to read, journal size)."""
-        known: dict[str, tuple[int, int]] = {}
-        records: dict[str, int] = {}
-        for sid, inode, upto, record in self.db.execute("SELECT id, inode, upto, record FROM sessions"):
-            known[sid] = (inode, upto)
-            records[sid] = record
+        # Two stats a session is what every search costs before it asks: kept to plain calls.
+        known = {
+            sid: (inode, upto, record)
+            for sid, inode, upto, record in self.db.execute("SELECT id, inode, upto, record FROM sessions")
+        }
         out: list[tuple[str, int, int]] = []
         stale: list[tuple[str, str]] = []
         try:
-            entries = list(os.scandir(self.state.sessions))
+            names = os.listdir(self.state.sessions)
         except FileNotFoundError:
-            entries = []
+            names = []
+        top = str(self.state.sessions)
+        stat = os.stat
         present: set[str] = set()
-        for entry in entries:
-            if not is_session_id(entry.name):
+        for name in names:
+            if len(name) != 16 or not is_session_id(name):
                 continue
-            present.add(entry.name)
-            record = os.path.join(entry.path, "session.json")
+            present.add(name)
+            record = f"{top}/{name}/session.json"
             try:
-                mtime = os.stat(record).st_mtime_ns
+                mtime = stat(record).st_mtime_ns
+                st = stat(f"{top}/{name}/journal.jsonl")
             except OSError:
                 continue
-            if records.get(entry.name) != mtime:
-                stale.append((entry.name, record))
-            try:
-                st = os.stat(os.path.join(entry.path, "journal.jsonl"))
-            except OSError:
-                continue
-            inode, upto = known.get(entry.name, (0, 0))
+            inode, upto, seen = known.get(name, (0, 0, 0))
+            if seen != mtime:
+                stale.append((name, record))
             if inode != st.st_ino or st.st_size < upto:
-                out.append((entry.name, st.st_size, st.st_size))
+                out.append((name, st.st_size, st.st_size))
             elif st.st_size > upto:
-                out.append((entry.name, st.st_size - upto, st.st_size))
+                out.append((name, st.st_size - upto, st.st_size))
         if stale:
             self._records(stale)
         gone = [sid for sid in known if sid not in present]
