@@ -188,20 +188,22 @@ def test_a_note_that_starts_a_turn_spends_one_of_a_collaborators_turns(web: Web)
 def test_a_child_started_in_a_collaborators_turn_spends_one_of_its_turns(web: Web) -> None:
     sid = web.session()
     wake(web, sid)
-    c = web.client(web.share(sid, "collaborator", name="parent-of-two", turns=2))
+    c = web.client(web.share(sid, "collaborator", name="parent-of-two", turns=3))
     s = f"/api/sessions/{sid}"
+    grandchild = "print(delegate('print(6 * 7)').strip())"
     program = (
-        "for _ in range(2):\n    try:\n        print(delegate('print(6 * 7)').strip())\n"
+        f"for prompt in ({grandchild!r}, 'print(1)'):\n    try:\n        print(delegate(prompt).strip())\n"
         "    except Exception as exc:\n        print('refused:', exc)\n"
     )
     sent = c.post(f"{s}/turn", json={"prompt": program})
     assert sent.status_code == 202, sent.text
     until_event(c, s, sent.json()["seq"], "turn_ended")
     reply = c.get(f"{s}/transcript").json()["turns"][-1]["reply"]
-    # The turn spent one, its first child the other; the second child is refused.
+    # The turn spent one, its first child another and that child's own child the last: the
+    # second child is refused.
     assert reply.splitlines() == [
         "42",
-        "refused: parent-of-two has used all 2 turns of this share; "
+        "refused: parent-of-two has used all 3 turns of this share; "
         "ask the session's owner for a new share with more `--turns`",
     ], reply
     assert c.get("/api/info").json()["principal"]["turns_left"] == 0
