@@ -282,8 +282,8 @@ class Throttle:
         seconds = max(1, math.ceil(wait))
         whose = "this address" if mine.tokens < 1 else "everyone"
         raise RateLimited(
-            f"too many wrong sign-in codes from {whose}; wait {seconds} s, then open a fresh link "
-            "(`tui web --link` on the machine, or a new `tui share`)",
+            f"too many wrong sign-in codes from {whose}; try again in {seconds} s "
+            "(a fresh link: `tui web --link` on the machine, or a new `tui share`)",
             retry_after=seconds,
         )
 
