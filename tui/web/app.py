@@ -406,9 +406,7 @@ async def events(request: Request, principal: Principal, sid: str) -> Response:
     _check_headers(request)
     last_id = seq_header(request)
     socket = bridge.sessions.socket(sid)
-    handle = OpenStream(
-        principal.token_digest, sid, principal.participant_id, signin=getattr(request.state, "signin", "")
-    )
+    handle = OpenStream(principal.token_digest, sid, principal.participant_id)
     bridge.streams.add(handle)
     # Who follows is counted by the worker through a presence stream of each follower (it
     # checks the cursor too); the events come on one stream per session, shared.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,7 +20,7 @@ from starlette.responses import Response
 from tui.errors import WorkerUnavailable
 from tui.link.uds import UnixTransport
 
-__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "Forwarder", "OpenStream", "RawStream"]
+__all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "SIGNED_IN", "Forwarder", "OpenStream", "RawStream"]
 
 KEEPALIVE = 15.0
 """Seconds of silence on a remote stream before the web bridge sends ``: ping``."""
@@ -28,6 +29,10 @@ REQUEST_CONNECTIONS = 32
 """Plain requests in flight to one worker at once; more wait up to `POOL_WAIT` seconds."""
 POOL_WAIT = 10.0
 """Seconds a plain request waits for a connection before it is answered 503."""
+
+SIGNED_IN: ContextVar[str] = ContextVar("tui_signed_in", default="")
+"""The page sign-in (its page digest) of the request being served, set by the gate for every
+request (empty: a token's), so a stream opened by any route knows the sign-in it belongs to."""
 
 FORWARDED_HEADERS = ("content-type", "last-event-id", "accept")
 _PASS_REPLY = ("content-type", "retry-after", "location")
@@ -40,8 +45,9 @@ class OpenStream:
     token_digest: str
     session_id: str
     participant_id: str | None = None
-    signin: str = ""
-    """The page digest of the page sign-in it was opened with (`tui.web.signin`): empty for a token."""
+    signin: str = field(default_factory=lambda: SIGNED_IN.get())
+    """The page digest of the page sign-in it was opened with (`tui.web.signin`), so signing out
+    ends it: by default the request's (`SIGNED_IN`, set by the gate); empty for a token."""
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     why: str = ""
 

@@ -20,6 +20,7 @@ from tui.protocol.routes import RouteSpec
 from tui.serve import Handler, refusal
 from tui.web.auth import authenticate, principal_of
 from tui.web.bridge import WebBridge
+from tui.web.forward import SIGNED_IN
 from tui.web.signin import OWNER, PAGE_HEADER, Grant
 
 __all__ = [
@@ -84,6 +85,7 @@ def principal_of_request(request: Request) -> Principal:
             secret, or one signed out, expired or of a revoked share.
     """
     bridge = bridge_of(request)
+    SIGNED_IN.set("")
     if bridge.trusted is not None:
         return bridge.trusted
     cookie = request.cookies.get(bridge.cookie)
@@ -109,14 +111,14 @@ def page_grant(bridge: WebBridge, request: Request, cookie: str) -> Grant:
 
 
 def cookie_principal(bridge: WebBridge, request: Request, cookie: str) -> Principal:
-    """The principal a sign-in was given for, as it stands now; the request remembers the sign-in
-    (``request.state.signin``: its page digest) so its streams end when it does.
+    """The principal a sign-in was given for, as it stands now; the request's streams remember the
+    sign-in (`SIGNED_IN`: its page digest) so they end when it does.
 
     Raises:
         Refused: see `principal_of_request`.
     """
     grant = page_grant(bridge, request, cookie)
-    request.state.signin = grant.page
+    SIGNED_IN.set(grant.page)
     if grant.who == OWNER:
         if grant.owner_digest != bridge.owner_digest:
             raise TokenRevoked("the owner token changed since this page signed in; open a new sign-in link")
