@@ -197,20 +197,22 @@ def test_signing_out_ends_that_pages_open_streams(web: Web) -> None:
     sid = web.session()
     wake(web, sid)
     b = _sign_in(web, web.link)
-    ended = threading.Event()
-    with b.stream("GET", f"/api/sessions/{sid}/events") as stream:
-        assert stream.status_code == 200
+    ended = [threading.Event(), threading.Event()]
+    with contextlib.ExitStack() as open_streams:
+        for n, route in enumerate(("events", "changes")):  # the page follows …/changes
+            stream = open_streams.enter_context(b.stream("GET", f"/api/sessions/{sid}/{route}"))
+            assert stream.status_code == 200, route
 
-        def drain() -> None:
-            with contextlib.suppress(httpx.HTTPError):
-                for _ in stream.iter_raw():
-                    pass
-            ended.set()
+            def drain(stream: httpx.Response = stream, done: threading.Event = ended[n]) -> None:
+                with contextlib.suppress(httpx.HTTPError):
+                    for _ in stream.iter_raw():
+                        pass
+                done.set()
 
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
+            threading.Thread(target=drain, daemon=True).start()
         tab = _browser(web)  # the same page: its cookie and its secret
         tab.cookies.update(b.cookies)
         tab.headers["X-Tui-Page"] = b.headers["X-Tui-Page"]
         assert tab.post("/api/signout").status_code == 200
-        assert ended.wait(TIMEOUT), "the stream was still open after sign-out"
+        for route, done in zip(("events", "changes"), ended, strict=True):
+            assert done.wait(TIMEOUT), f"the {route} stream was still open after sign-out"
