@@ -1,5 +1,6 @@
-"""The app on a real parent whose program delegates to a child that asks: the child's question in
-the parent's panel, answered there; the status row counting the children; /children listing it."""
+"""The app on a real parent whose program delegates to a child that asks: the child's line in the
+running turn as it starts, its question in the parent's panel, answered there; the status row
+counting the children; /children listing it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ async def test_a_childs_question_is_answered_in_the_parents_app(
         question = app.session.question
         assert question is not None and question.text.startswith("child ")
         assert question.text.endswith(" asks: Go on?")
+        # The child shows in the parent's running turn as it starts, with its id (not only once
+        # the parent's turn ends).
+        live = app.session.transcript.live
+        assert live is not None
+        said = [p.text for p in live.parts if p.kind == "line"]
+        assert said and said[0].startswith(f"child {question.text.split()[1]} started"), said
         # The count comes with the worker's next status, drawn after the panel.
         await until(pilot, lambda: "children 1 waiting" in app.session.status.session_row(200), 30)
         await pilot.press("1", "enter")  # yes, sent through the parent's worker to the child's

@@ -498,8 +498,8 @@ class Attachment:
             out.append(ch.ModelChanged(event.model))
         elif isinstance(event, Note):
             out.append(ch.Line(note_line(event)))
-        elif isinstance(event, (ChildStarted, ChildEnded)) and running is None:
-            out.append(ch.Line(child_line(event)))  # a child made from outside, to an idle parent
+        elif isinstance(event, (ChildStarted, ChildEnded)):
+            out.append(ch.Line(child_line(event)))  # in the running turn as it starts, else between turns
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
             out.append(self._outdated(event.version))
