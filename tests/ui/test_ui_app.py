@@ -24,6 +24,7 @@ from tui.protocol import (
     ToolStarted,
     TurnRecord,
     UnknownEvent,
+    WorkerLeaving,
     WorkerStarted,
 )
 from tui.testing.double import WorkerLink
@@ -993,11 +994,19 @@ async def test_a_theme_chosen_is_kept_in_config_toml_with_the_users_comments(
 
 
 async def test_a_resumed_python_session_says_its_variables_are_gone(until: Until) -> None:
-    link = WorkerLink(history=history(2))
-    link.resumed_at_turn = 2
+    link = WorkerLink()
+    link.start_turn("x = 1")
+    await link.end_turn()
+    link.resumed_at_turn = 1
+    link.emit(WorkerLeaving(reason="stopped by tui stop"))
+    link.emit(WorkerStarted(epoch=2, pid=4343, version="0.1.0", agent="python"))
     app = TuiApp(link)
     async with app.run_test() as pilot:
         await started(app, pilot, until)
         await until(pilot, lambda: any("variables" in i.line for i in app.session.transcript.items if i.line))
-        line = next(i.line for i in app.session.transcript.items if i.line)
-        assert line.startswith("This session was resumed by a new worker: the Python variables")
+        said = [i.line for i in app.session.transcript.items if i.line]
+        assert said[:3] == [
+            "the worker is leaving: stopped by tui stop",
+            "a new worker runs the session: tui 0.1.0",
+            "the Python variables of the turns above are gone; run what you need again",
+        ]

@@ -5,7 +5,11 @@ tui installed, and the app follows it: the next turn streams in, no event is app
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -105,7 +109,9 @@ async def test_note_context_and_restart_in_the_app_onto_the_tui_installed(
         )
 
         await pilot.press(*"/restart", "enter")
-        await until(pilot, lambda: has(app, f"a new worker runs the session: tui {__version__}"), 60)
+        took_over = "the Python variables of the turns above are gone; run what you need again"
+        await until(pilot, lambda: has(app, took_over), 60)
+        assert has(app, f"a new worker runs the session: tui {__version__}")
         assert has(app, "the worker is restarting: restarted by /restart; its programs' variables are gone")
         await until(pilot, lambda: app.session.status.status.version == __version__)
         assert "installed: /restart" not in app.session.status.link_row(200)
@@ -120,6 +126,21 @@ async def test_note_context_and_restart_in_the_app_onto_the_tui_installed(
     types = [e["type"] for e in journal(workers, sid) if e["seq"] in set(applied)]
     at = types.index("worker_leaving")
     assert "worker_started" in types[at:] and "turn_ended" in types[at:]
+
+    # The worker's boundary stays in the transcript: on the next attach, and in every export.
+    leaving = "the worker is restarting: restarted by /restart"
+    again = TuiApp(await access.link(sid, client_id="tui:test:2"), state_dir=workers)
+    async with again.run_test(size=(120, 40)) as pilot:
+        await until(pilot, again.session.attached.is_set, 30)
+        await until(pilot, lambda: has(again, took_over))
+        assert has(again, leaving)
+    env = {**os.environ, "TUI_STATE_DIR": str(workers)}
+    for fmt, prefix in (("text", "· "), ("markdown", "*")):
+        command = [sys.executable, "-m", "tui", "transcript", sid[:8], "--format", fmt]
+        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, env=env)
+        out = done.stdout
+        assert f"{prefix}{leaving}" in out and f"{prefix}{took_over}" in out, out
+        assert out.index(took_over) < out.index("print('after')"), "where it happened, before the next turn"
 
 
 @pytest.mark.parametrize("usage", ["/note TEXT", "/context [remove NAME]", "/restart"])

@@ -84,7 +84,7 @@ from tui.protocol import (
 )
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model, child_line, note_line
-from tui.protocol.wording import leaving_line, restart_loses, unknown_line
+from tui.protocol.wording import leaving_line, restart_loses, unknown_line, worker_lost
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -502,6 +502,8 @@ class Attachment:
             out.append(ch.Line(child_line(event)))  # in the running turn as it starts, else between turns
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
+            if (lost := worker_lost(event, state.turns_started or len(state.turns))) is not None:
+                out.append(ch.Line(lost))  # as the transcript keeps it, after new_worker_line
             out.append(self._outdated(event.version))
         elif isinstance(event, WorkerLeaving):
             out.append(ch.Line(leaving_line(event)))

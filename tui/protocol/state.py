@@ -57,6 +57,7 @@ from tui.protocol.events import (
     ToolUpdated,
     TurnEnded,
     TurnStarted,
+    WorkerLeaving,
     WorkerStarted,
 )
 from tui.protocol.messages import (
@@ -82,6 +83,7 @@ from tui.protocol.wording import (
     tool_record,
     update_tool,
     who,
+    worker_lines,
 )
 
 __all__ = [
@@ -507,12 +509,18 @@ class SessionState(BaseModel):
             case WorkerStarted():
                 if current is not None:
                     self._end_here(RESTARTED, event.seq, event.at.isoformat())
+                # Where a new worker took over stays in the transcript (what it lost with it).
+                for said in worker_lines(event, self.turns_started or len(self.turns)):
+                    self._child_line(said, again=True)
                 self.question = None
                 self.epoch = event.epoch
                 self.agent = event.agent
                 self.version = event.version
                 if event.model is not None:
                     self.model = event.model
+            case WorkerLeaving():
+                for said in worker_lines(event, self.turns_started):
+                    self._child_line(said, again=True)
             case ModelChanged():
                 self.model = event.model
             case AgentInfo():
@@ -596,10 +604,12 @@ class SessionState(BaseModel):
                 pass
         return self
 
-    def _child_line(self, line: str) -> None:
+    def _child_line(self, line: str, *, again: bool = False) -> None:
+        """A line of the running turn, else one said since the last turn (not twice, unless
+        `again`: a worker's boundary is said each time)."""
         if self.current is not None:
             self.current.add_line("note", line)
-        elif line not in self.notes:
+        elif again or line not in self.notes:
             self.notes = [*self.notes, line][-KEEP_NOTES:]
 
     def pending_question(self) -> PendingQuestion | None:

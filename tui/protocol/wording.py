@@ -20,6 +20,7 @@ from tui.protocol.events import (
     ToolStarted,
     ToolUpdated,
     WorkerLeaving,
+    WorkerStarted,
 )
 from tui.protocol.ids import BY_PARENT, client_label
 from tui.protocol.messages import ToolRecord, TurnRecord
@@ -43,6 +44,8 @@ __all__ = [
     "unknown_line",
     "update_tool",
     "who",
+    "worker_lines",
+    "worker_lost",
 ]
 
 RUNNING = "running"
@@ -144,6 +147,28 @@ def leaving_line(event: WorkerLeaving) -> str:
     """The line saying the worker leaves (``the worker is restarting: /restart``)."""
     going = "restarting" if event.restarting else "leaving"
     return f"the worker is {going}{f': {event.reason}' if event.reason else ''}"
+
+
+def worker_lost(event: WorkerStarted, turns: int) -> str | None:
+    """What a new worker of a session that ran `turns` turns does not have, in one line (None
+    for a session's first worker): ``the Python variables of the turns above are gone; run what
+    you need again``."""
+    if turns <= 0:
+        return None
+    if event.agent in ("", "python"):
+        return "the Python variables of the turns above are gone; run what you need again"
+    if event.agent == "model":
+        return "the Python variables of its programs are gone; the conversation stays"
+    return f"{event.agent} was started again and asked to load the session"
+
+
+def worker_lines(event: WorkerStarted | WorkerLeaving, turns: int) -> list[str]:
+    """Where one worker of a session that ran `turns` turns ends and the next begins, as the
+    transcript keeps it (`leaving_line`; `new_worker_line` and `worker_lost`)."""
+    if isinstance(event, WorkerLeaving):
+        return [leaving_line(event)]
+    lost = worker_lost(event, turns)
+    return [] if lost is None else [new_worker_line(event.version), lost]
 
 
 def unknown_line(typ: str) -> str:

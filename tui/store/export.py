@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from tui.protocol import Note, ToolRecord, TurnRecord, WorkerStarted
-from tui.protocol.state import SessionState, note_line, steps, who
+from tui.protocol import ChildEnded, ChildStarted, Note, ToolRecord, TurnRecord, WorkerLeaving, WorkerStarted
+from tui.protocol.state import SessionState, child_line, note_line, steps, who
+from tui.protocol.wording import worker_lines
 from tui.store.journal import Journal
 
 __all__ = ["FORMATS", "Format", "export"]
@@ -101,14 +102,22 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
             state.apply(event)
             if isinstance(event, WorkerStarted):
                 program = event.prompt_syntax == "python"
-            elif isinstance(event, Note) and state.current is None:  # between turns (else in its turn)
-                said = note_line(event) if event.by is not None else event.text
-                yield f"· {said}\n\n" if fmt == "text" else f"*{said}*\n\n"
             ended = state.ended_by(event)
             if ended is not None and ended.turn_id not in shown:
                 shown.add(ended.turn_id)
                 number += 1
                 yield _text(ended, number) if fmt == "text" else _markdown(ended, number, program)
+            said: list[str] = []
+            if state.current is not None:
+                pass  # in its turn: the turn says it
+            elif isinstance(event, Note):  # between turns
+                said = [note_line(event) if event.by is not None else event.text]
+            elif isinstance(event, WorkerStarted | WorkerLeaving):  # a worker's boundary
+                said = worker_lines(event, state.turns_started)
+            elif isinstance(event, ChildStarted | ChildEnded):  # a child made to an idle session
+                said = [child_line(event)]
+            for line_said in said:
+                yield f"· {line_said}\n\n" if fmt == "text" else f"*{line_said}*\n\n"
         if state.current is not None:
             record = state.current.record()
             yield _text(record, number + 1) if fmt == "text" else _markdown(record, number + 1, program)

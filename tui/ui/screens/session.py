@@ -28,7 +28,6 @@ from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.protocol import (
-    Info,
     PendingQuestion,
     QueueItem,
     ToolEnded,
@@ -62,12 +61,6 @@ __all__ = ["GONE_EXIT_AFTER", "Outgoing", "SessionScreen", "help_text"]
 
 Outgoing = ch.Outgoing
 """A prompt on its way to the worker (the attachment's outbox holds them)."""
-
-RESUMED = (
-    "This session was resumed by a new worker: the Python variables of the turns above are gone "
-    "(the transcript stays). Run what you need again."
-)
-"""The first line a resumed python session shows, before its new worker ran a turn."""
 
 GONE_EXIT_AFTER = 3.0
 """Seconds the reason stays on screen before the app exits when the worker is gone."""
@@ -275,8 +268,6 @@ class SessionScreen(CommandScreen):
         await self._show_question(self.question)
         if not transcript.turns and transcript.current is None and not transcript.has_more:
             self.transcript.show_hello(self._hello())
-        elif info is not None and _resumed_here(info, state):
-            await self.transcript.add_line(RESUMED)
         self._away(seen, transcript)
         self.attached.set()
         self.opened()  # `tui attach ID --turn N`: that turn shown
@@ -602,18 +593,6 @@ class SessionScreen(CommandScreen):
             self._remember()
         self._leaving = True
         self.app.exit(code, return_code=code, message=f"tui: {message}" if message else None)
-
-
-def _resumed_here(info: Info, state: SessionState) -> bool:
-    """Whether a python session's worker was started on earlier turns (their variables lost) and
-    has run none yet."""
-    resumed = info.resumed_at_turn
-    return (
-        info.prompt_syntax == "python"
-        and resumed > 0
-        and state.turns_started <= resumed
-        and not state.current
-    )
 
 
 def _gone_title(state: Gone) -> str:
