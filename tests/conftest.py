@@ -35,3 +35,9 @@ def _no_user_state(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 def _no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """No test reads the user's real ``config.toml``: each has an empty config dir of its own."""
     monkeypatch.setenv("TUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))
+
+
+@pytest.fixture(autouse=True)
+def _no_user_tmux(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches the tmux the suite may run in (a copy inside tmux is handed to it)."""
+    monkeypatch.delenv("TMUX", raising=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,6 +26,9 @@ __all__ = ["TuiApp"]
 
 KEEP_THEME_AFTER = 1.0
 """Seconds a theme must stay chosen before it is written to ``config.toml``."""
+TMUX_SETTING = "set -g set-clipboard on"
+"""What tmux needs (in ~/.tmux.conf) to let a program's OSC 52 through when `tmux load-buffer -w`
+cannot be used (a tmux older than 3.2, or tui run through SSH from inside tmux)."""
 
 
 class TuiApp(App[int]):
@@ -180,6 +185,37 @@ class TuiApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.link.close()
+
+    def copy_to_clipboard(self, text: str) -> None:
+        """Copy `text` (OSC 52, through SSH). Inside tmux, whose default `set-clipboard external`
+        drops a program's OSC 52, it is also handed to tmux (`load-buffer -w`), which puts it in
+        its buffer and sends it to the outer terminal's clipboard itself."""
+        super().copy_to_clipboard(text)
+        if os.environ.get("TMUX"):
+            self.run_worker(self._copy_in_tmux(text), group="clipboard", exit_on_error=False)
+
+    async def _copy_in_tmux(self, text: str) -> None:
+        try:
+            tmux = await asyncio.create_subprocess_exec(
+                "tmux",
+                "load-buffer",
+                "-w",
+                "-",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            _, err = await tmux.communicate(text.encode())
+            why = err.decode(errors="replace").strip() if tmux.returncode else ""
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        if why:
+            self.notify(
+                f"tmux did not take the copy ({why}); `{TMUX_SETTING}` in ~/.tmux.conf lets OSC 52 through.",
+                title="The clipboard may not have it",
+                severity="warning",
+                markup=False,
+            )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         session = self.session
