@@ -178,17 +178,22 @@ async def printed(make: Factory, prefix: str, routes: list[str]) -> dict[str, li
 
 def pages(make: Factory, prefix: str) -> None:
     """The page figures: followers of …/changes beside as many of …/events."""
+    served = True
     for n in (1, 50):
         events = asyncio.run(printed(make, prefix, ["events"] * n))["events"]
         print(f"print→arrival, {n} follower(s) of …/events through tui web:  {_figures(events)}")
+        if not served:
+            continue
         try:
             changes = asyncio.run(printed(make, prefix, ["changes"] * n))["changes"]
         except LookupError as exc:  # a tui web from before the page followed an attachment
-            print(f"print→arrival, {n} follower(s) of …/changes: not served ({exc})")
-            return
+            print(f"print→arrival, …/changes: not served ({exc})")
+            served = False
+            continue
         print(f"print→arrival, {n} follower(s) of …/changes through tui web: {_figures(changes)}")
-    mixed = asyncio.run(printed(make, prefix, ["events"] * 50 + ["changes"]))
-    print(f"print→arrival, 50 of …/events while a page follows:      {_figures(mixed['events'])}")
+    if served:
+        mixed = asyncio.run(printed(make, prefix, ["events"] * 50 + ["changes"]))
+        print(f"print→arrival, 50 of …/events while a page follows:      {_figures(mixed['events'])}")
 
 
 def turns_per_second(state: Path, *extra: str, sid: str, turns: int = 20) -> float:

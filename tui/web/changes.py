@@ -20,7 +20,6 @@ import os
 import secrets
 import socket as sockets
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -151,7 +150,8 @@ class Followed:
         """How many changes were made (the last one's number)."""
         self.base = 0
         """Every change after this number is in the ring."""
-        self.ring: deque[tuple[int, bytes]] = deque()
+        self.ring: list[bytes] = []
+        """The changes after `base`, in order: the one numbered N is at N - base - 1."""
         self.size = 0
         self.ended = False
         self.followers = 0
@@ -174,11 +174,10 @@ class Followed:
                         self.attached.set()
                     self.made += 1
                     data = frame(self.cursor(), change)
-                    self.ring.append((self.made, data))
+                    self.ring.append(data)
                     self.size += len(data)
-                while len(self.ring) > RING or self.size > RING_BYTES:
-                    number, data = self.ring.popleft()
-                    self.base, self.size = number, self.size - len(data)
+                if len(self.ring) > RING or self.size > RING_BYTES:
+                    self._trim()
                 if made:
                     self._wake()
         except asyncio.CancelledError:
@@ -192,6 +191,13 @@ class Followed:
             self.attached.set()
             self._wake()
             self._gone(self)
+
+    def _trim(self) -> None:
+        """Drop the older half of the ring (a page that needed them gets a snapshot)."""
+        drop = len(self.ring) // 2 or 1
+        self.base += drop
+        del self.ring[:drop]
+        self.size = sum(len(data) for data in self.ring)
 
     def _wake(self) -> None:
         changed, self.changed = self.changed, asyncio.Event()
@@ -209,8 +215,8 @@ class Followed:
         """The changes after `number` as one chunk (None: nothing newer yet)."""
         if number >= self.made:
             return None
-        skip = len(self.ring) - (self.made - number)
-        return b"".join(data for n, data in list(self.ring)[max(0, skip) :] if n > number)
+        at = number - self.base
+        return self.ring[at] if at == len(self.ring) - 1 else b"".join(self.ring[at:])
 
     def join(self) -> None:
         self.followers += 1
