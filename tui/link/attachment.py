@@ -10,8 +10,9 @@ each with its request id, and sends them when the worker is live again; and it c
 slash commands of `tui.link.slash`, answering each with an `Outcome` the client shows.
 
 A client (the app's session screen, the piped surface and ``tui send --wait`` through
-`SessionWatch`, a browser page's server side, an editor's ACP endpoint) never follows or applies
-events itself::
+`SessionWatch`, a browser page's server side, `tui.web.changes`, which keeps one attachment a
+session for every page and words its changes with `tui.link.page`, an editor's ACP endpoint)
+never follows or applies events itself::
 
     attachment = Attachment(link)  # it starts reading when first asked for changes
     HANDLERS = {changes.TurnStarted: show_turn, changes.Output: show_output, ...}
