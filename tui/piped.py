@@ -350,13 +350,22 @@ class _Run:
             return None
         return True
 
-    def what_is_left(self) -> str | None:
-        """What of the script was not run, and how to run it; None when nothing is left."""
+    def what_is_left(self, cut: Input | None = None) -> str | None:
+        """What of the script was not run, and how to run it; None when nothing is left. `cut`:
+        the input whose turn the worker's end cut short, said first and run again."""
         left = self.inputs.left(self.position) if self.inputs is not None else None
+        attach = self.link.command("attach", short_id(self.link.session_id))
+        if cut is not None and cut.first > 0:
+            lines = f"line {cut.first}" if cut.last <= cut.first else f"lines {cut.first}-{cut.last}"
+            was = "was" if cut.last <= cut.first else "were"
+            rest = f"; {left[1]}" if left is not None else ""
+            return (
+                f"{lines} of the script {was} cut short (the worker stopped during its turn){rest}; "
+                f"`{attach} --from-line {cut.first} < SCRIPT` runs it again and the rest"
+            )
         if left is None:
             return None
         begin, what = left
-        attach = self.link.command("attach", short_id(self.link.session_id))
         return f"{what}; `{attach} --from-line {begin} < SCRIPT` runs the rest"
 
     async def script(self, stdin: IO[str], first: str | None) -> int:
@@ -386,8 +395,11 @@ class _Run:
                             break
                     else:
                         going = await self.prompt(item.text, item.first)
-                except (Unanswered, WorkerGoneError):
+                except Unanswered:
                     self.left = self.what_is_left()
+                    raise
+                except WorkerGoneError:  # the turn running now did not end
+                    self.left = self.what_is_left(cut=None if item.slash else item)
                     raise
                 except StdoutClosed:
                     raise

@@ -165,17 +165,24 @@ def test_ctrl_c_interrupts_the_running_turn_and_exits_1(state_dir: Path) -> None
     assert "never" not in out
 
 
-def test_a_session_stopped_under_the_script_exits_4_and_says_what_was_not_run(state_dir: Path) -> None:
-    """`tui stop ID` while a piped run waits on its turn: the worker went away for good (exit 4)."""
+def test_a_session_stopped_under_the_script_exits_4_and_says_what_was_cut_and_not_run(
+    state_dir: Path,
+) -> None:
+    """`tui stop ID` while a piped run waits on line 2's turn: the worker went away for good
+    (exit 4); line 2 was cut short and is named, and the run is offered again from it."""
     sid = new_session(state_dir)
-    proc = _popen("attach", sid[:8], script=SLOW + "\nprint('never')\n")
+    proc = _popen("attach", sid[:8], script="print('one')\n" + SLOW + "\nprint('never')\n")
     assert proc.stdout is not None
+    assert proc.stdout.readline() == "one\n"
     assert proc.stdout.readline() == "started\n"
     assert tui("stop", sid[:8]).returncode == 0
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 4, err
     assert "the worker stopped" in err
-    assert f"`tui attach {sid[:8]} --from-line 2 < SCRIPT`" in err
+    assert (
+        "line 2 of the script was cut short (the worker stopped during its turn); "
+        f"line 3 of the script was not run; `tui attach {sid[:8]} --from-line 2 < SCRIPT` runs it again"
+    ) in err, err
     assert "never" not in out
 
 
