@@ -62,7 +62,7 @@ def test_a_guest_on_a_phone_watches_a_reply_stream_and_answers_its_question(
     assert "#code=" not in page.url  # the code left the address bar once used
     model_server.script(
         Call("ask_user", {"question": "Which colour?", "options": ["red", "blue"]}, text="Let me **ask**.\n"),
-        Text(["You ", "chose ", "*blue*."], delay=0.05),
+        Text(["You ", "chose ", "*blue*."], delay=0.05, finish="length"),  # cut at its token limit
     )
     # the owner, in a terminal, follows the same session through the same tui web
     owner = httpx.Client(base_url=web.url, headers={"Authorization": f"Bearer {web.token}"}, timeout=TIMEOUT)
@@ -85,6 +85,10 @@ def test_a_guest_on_a_phone_watches_a_reply_stream_and_answers_its_question(
         timeout=60,
     )
     assert "answered by ana (participant): blue" in shown.stdout, shown.stdout
+    # the stop reason, in the words the terminal and `tui transcript` say it
+    cut = "the reply was cut at the model's token limit"
+    assert cut in shown.stdout, shown.stdout
+    page.wait_for_selector(f'.turn .line.note:text-is("{cut}")')
 
 
 def _first_event(client: httpx.Client, path: str, cursor: int, kind: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The page is a client of `tui web`'s attachment: it shows what the terminal shows, in the
-terminal's words (a child's start and end, a note with its author, an answer by a parent, a stop
-reason, a restart), and its stream of changes resumes with no gap and no repeat.
+terminal's words (a child's start and end, a note with its author, an answer by a parent, a
+restart; a stop reason: tests/web/test_page.py), and its stream of changes resumes with no gap
+and no repeat.
 
 The words the terminal shows are read the way `tui attach` reads them: an `Attachment` on a
 `LocalLink` of the same session (its first transcript, worded by the same functions), and the
@@ -20,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fake_model_server import FakeModelServer, Text
 from helpers import TIMEOUT
 
 from tui.link import changes as ch
@@ -32,7 +32,7 @@ from tui.protocol.wording import leaving_line, new_worker_line
 from tui.store import StatePaths
 
 from .conftest import CHROMIUM, DESKTOP, Web, wake
-from .test_page import _model_session, _turn
+from .test_page import _turn
 
 if not Path(CHROMIUM).exists():
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
@@ -80,8 +80,8 @@ def _lines(page: Any) -> list[str]:
     return [n.inner_text() for n in page.query_selector_all("#transcript .line")]
 
 
-def test_the_page_shows_children_notes_answers_by_a_parent_stop_reasons_and_restarts_in_the_terminals_words(
-    web: Web, model_server: FakeModelServer, page_of: Any
+def test_the_page_shows_children_notes_answers_by_a_parent_and_restarts_in_the_terminals_words(
+    web: Web, page_of: Any
 ) -> None:
     parent = web.session()
     wake(web, parent)
@@ -126,17 +126,6 @@ def test_the_page_shows_children_notes_answers_by_a_parent_stop_reasons_and_rest
     page.wait_for_selector(f"#transcript .line:text-is('{new_worker_line(started.version)}')")
     (leaving,) = _journal(web.state, parent, "worker_leaving")[-1:]
     assert isinstance(leaving, WorkerLeaving) and leaving_line(leaving) in _lines(page)
-
-    # A model's reply cut at its token limit: the stop reason, as the terminal words it.
-    model = _model_session(web)
-    page.goto(f"{web.url}/#s={model}")
-    page.wait_for_selector("#prompt")
-    model_server.script(Text(["a reply that goes on and"], finish="length"))
-    _turn(web, model, "go on")
-    page.wait_for_selector(".turn .outcome.completed")
-    cut = "the reply was cut at the model's token limit"
-    assert cut in _terminal_words(web.state, model)
-    page.wait_for_selector(f'#transcript .line.note:text-is("{cut}")')
 
 
 def terminal_owner(words: set[str]) -> str:
