@@ -252,6 +252,15 @@ class CodingAgent:
             return schema.PromptResponse(stop_reason=text.split()[2])  # type: ignore[arg-type]
         for word in ("Working ", "on: ", text, "\n"):
             await self.say(session_id, acp.update_agent_message_text(word))
+        if "shell: " in text:
+            # As an agent's own shell tool does: a command run in its folder, which tui never sees.
+            command = text.split("shell: ", 1)[1]
+            shell = await asyncio.create_subprocess_shell(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            status = await shell.wait()
+            await self.say(session_id, acp.update_agent_message_text(f"shell exit {status}\n"))
+            return schema.PromptResponse(stop_reason="end_turn")
         if "broken" in text:  # as Claude's adapter answers when Claude Code exits
             raise acp.RequestError.internal_error({"details": "Claude Code process exited with code 1"})
         if "crash" in text:

@@ -53,6 +53,21 @@ def worker_here(state_dir: Path, workdir: Path, kind: str) -> SessionWorker:
     return worker
 
 
+def folder_files(root: Path) -> dict[str, tuple[str, bytes, int]]:
+    """Every file and link under `root` (its own ``.git`` left out): its kind, its bytes (a link:
+    its target) and its executable bits, to compare a folder byte for byte."""
+    out: dict[str, tuple[str, bytes, int]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel.split("/")[0] == ".git":
+            continue
+        if path.is_symlink():
+            out[rel] = ("link", os.readlink(path).encode(), 0)
+        elif path.is_file():
+            out[rel] = ("file", path.read_bytes(), path.stat().st_mode & 0o111)
+    return out
+
+
 def _delays(first: float = 0.002, cap: float = 0.05) -> Any:
     delay = first
     while True:

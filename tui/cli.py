@@ -34,6 +34,9 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
     "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
+    "diff": ("ID [--turn N] [--stat]", "what each turn did to the session's files", "sessions"),
+    "rewind": ("ID --to N [--force]", "files and conversation back as before turn N", "sessions"),
+    "fork": ("ID --at N [--dir PATH]", "a new session from before turn N, in a new folder", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
     "unarchive": ("ID", "list an archived session again", "sessions"),
@@ -283,6 +286,22 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument(
         "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
     )
+
+    p = add("diff", _command("files", "run_diff"), remote=False)
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--turn", type=int, metavar="N", help="only turn N (1 is the session's first)")
+    p.add_argument("--stat", action="store_true", help="files and lines changed, not the whole diff")
+
+    p = add("rewind", _command("files", "run_rewind"))
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--to", type=int, metavar="N", help="the first turn undone: files as they were before it")
+    p.add_argument("--force", action="store_true", help="overwrite paths someone else changed since")
+    p.add_argument("--undo", action="store_true", help="put back the files the last rewind changed")
+
+    p = add("fork", _command("files", "run_fork"), remote=False)
+    p.add_argument("id", help="session id or unique prefix")
+    p.add_argument("--at", type=int, required=True, metavar="N", help="the new session starts before turn N")
+    p.add_argument("--dir", metavar="PATH", help="its folder (new or empty; default beside the session's)")
 
     p = add("web", _command("web", "run_web"), remote=False)
     p.add_argument(

@@ -23,6 +23,7 @@ __all__ = [
     "BUILTIN_AGENTS",
     "PROVIDERS",
     "AgentProfile",
+    "CheckpointSettings",
     "ChildrenSettings",
     "Config",
     "ModelProfile",
@@ -421,6 +422,22 @@ class NotifySettings(_Settings):
         return bool(self.on) and (self.webhook is not None or bool(self.command))
 
 
+class CheckpointSettings(_Settings):
+    """The ``[checkpoints]`` table: the checkpoints of a session's folder at each turn's start and
+    end, which ``tui diff``, ``tui rewind`` and ``tui fork`` read (docs/files.md)."""
+
+    enabled: bool = True
+    """Keep checkpoints (off: no session keeps any, and rewinding is refused)."""
+    max_files: int = Field(default=20_000, ge=1)
+    """A folder with more files than this (those not ignored) gets none: a session started in a
+    home folder would spend long on each checkpoint. Its first screen says so."""
+    max_file_size: int = Field(default=10 * 1024 * 1024, ge=0)
+    """A file larger than this many bytes is left out of checkpoints (each says what it skipped)."""
+    ignore: list[str] = []
+    """More paths to leave out, as .gitignore patterns (``data/``, ``*.sqlite``), beside the
+    folder's own ignore files and the defaults (``.venv/``, ``node_modules/``, caches)."""
+
+
 class Config(_Settings):
     """The user's settings; every field has a default, so an empty file is a whole configuration."""
 
@@ -435,6 +452,7 @@ class Config(_Settings):
     workers: WorkerSettings = WorkerSettings()
     notify: NotifySettings = NotifySettings()
     children: ChildrenSettings = ChildrenSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)

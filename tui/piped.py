@@ -321,7 +321,9 @@ class _Run:
             raise UsageError(f"unknown command {word}; piped input takes {names}")
         if isinstance(outcome, changes.Usage):
             raise UsageError(
-                outcome.text if word in ("/note", "/context") else f"{word} needs a name: `{word} NAME`"
+                outcome.text
+                if word in ("/note", "/context", "/rewind")
+                else f"{word} needs a name: `{word} NAME`"
             )
         if isinstance(outcome, changes.NotPermitted):
             raise NotPermitted(outcome.text)

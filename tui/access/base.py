@@ -20,6 +20,8 @@ from tui.protocol.messages import (
     ContextPushed,
     Noted,
     NoteRequest,
+    RewindDone,
+    RewindRequest,
 )
 from tui.protocol.web import Found, SearchQuery, SessionSummary
 from tui.protocol.wording import restart_loses
@@ -95,6 +97,16 @@ class SessionAccess(ABC):
     @abstractmethod
     async def note(self, session_id: str, request: NoteRequest) -> Noted:
         """Leave a note for the agent's next turn (``POST /notes``), its worker started if none runs."""
+
+    @abstractmethod
+    async def rewind(self, session_id: str, request: RewindRequest) -> RewindDone:
+        """Put the session's files and conversation back as they were before a turn (``POST
+        /rewind``), its worker started if none runs.
+
+        Raises:
+            Conflict: paths someone else changed since (named; ``force`` overwrites them).
+            InvalidRequest: no checkpoints, or no such turn.
+        """
 
     @abstractmethod
     async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:

@@ -25,6 +25,8 @@ from tui.protocol.messages import (
     ContextPushRequest,
     Noted,
     NoteRequest,
+    RewindDone,
+    RewindRequest,
 )
 from tui.protocol.routes import BRIDGE
 from tui.protocol.web import Found, SearchQuery
@@ -238,6 +240,11 @@ class LocalAccess(SessionAccess):
         async with self._worker(session_id) as client:
             noted: Noted = await client.call(BRIDGE["note"], request)
             return noted
+
+    async def rewind(self, session_id: str, request: RewindRequest) -> RewindDone:
+        async with self._worker(session_id) as client:
+            done: RewindDone = await client.call(BRIDGE["rewind"], request)
+            return done
 
     async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
         async with self._worker(parent_id) as client:

@@ -33,6 +33,8 @@ from tui.protocol.messages import (
     InterruptRequest,
     Noted,
     NoteRequest,
+    RewindDone,
+    RewindRequest,
 )
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
@@ -177,6 +179,10 @@ class RemoteAccess(SessionAccess):
     async def note(self, session_id: str, request: NoteRequest) -> Noted:
         noted: Noted = await self._worker(session_id, "note", request)
         return noted
+
+    async def rewind(self, session_id: str, request: RewindRequest) -> RewindDone:
+        done: RewindDone = await self._worker(session_id, "rewind", request)
+        return done
 
     async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
         adopted: ChildAdopted = await self._worker(parent_id, "child_adopt", request)

@@ -68,6 +68,7 @@ from tui.protocol import (
     QuestionAsked,
     QuestionResolved,
     QueueChanged,
+    Rewound,
     Status,
     TextChunk,
     Thinking,
@@ -85,7 +86,7 @@ from tui.protocol import (
 )
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model, child_line, note_line
-from tui.protocol.wording import leaving_line, restart_loses, unknown_line, worker_lost
+from tui.protocol.wording import leaving_line, restart_loses, rewound_line, unknown_line, worker_lost
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -501,6 +502,8 @@ class Attachment:
             out.append(ch.Line(note_line(event)))
         elif isinstance(event, (ChildStarted, ChildEnded)):
             out.append(ch.Line(child_line(event)))  # in the running turn as it starts, else between turns
+        elif isinstance(event, Rewound):
+            out.append(ch.Line(rewound_line(event)))
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
             if (lost := worker_lost(event, state.turns_started or len(state.turns))) is not None:

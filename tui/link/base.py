@@ -310,6 +310,16 @@ class AttachLink(Caller):
         route = BRIDGE["turn_output"]
         return self.stream_text(route, query=route.params(call_id=call_id), turn_id=turn_id)
 
+    def turn_files(self, turn_id: str, *, stat: bool = False) -> AsyncIterator[str]:
+        """What a turn did to the session's files: a unified diff (or its ``--stat``), streamed.
+
+        Raises:
+            UnknownTurn: no such turn.
+            InvalidRequest: the session keeps no checkpoints.
+        """
+        route = BRIDGE["turn_files"]
+        return self.stream_text(route, query=route.params(stat="1" if stat else None), turn_id=turn_id)
+
     async def send_turn(
         self,
         prompt: str,

@@ -135,6 +135,40 @@ async def restart(attachment: Attachment, rest: str) -> ch.Outcome:
     return await _call("restart", attachment.link.restart_session(reason), lambda _: done)
 
 
+_REWIND_USAGE = (
+    "Type /rewind N: the files and the conversation go back to before turn N (the number in each "
+    "turn's header); /rewind N --force overwrites paths changed since by someone else; /rewind --undo."
+)
+
+
+async def rewind(attachment: Attachment, rest: str) -> ch.Outcome:
+    from tui.protocol.messages import RewindDone, RewindRequest
+    from tui.protocol.routes import BRIDGE
+
+    words = rest.split()
+    force, undo = "--force" in words, "--undo" in words
+    numbers = [w for w in words if w not in ("--force", "--undo")]
+    if undo and not numbers:
+        request = RewindRequest(undo=True)
+    elif len(numbers) == 1 and numbers[0].isdigit() and int(numbers[0]) >= 1:
+        request = RewindRequest(to_turn=int(numbers[0]), force=force)
+    else:
+        return ch.Usage("/rewind", _REWIND_USAGE)
+
+    def done(result: RewindDone) -> ch.Outcome:
+        count = len(result.files) + result.more
+        files = f"{count} file{'s' if count != 1 else ''} put back"
+        if undo:
+            return ch.Done(
+                "rewind", f"the files of the last rewind are back as they were before it ({files})"
+            )
+        return ch.Done(
+            "rewind", f"rewound to before turn {result.to_turn}: {files}; /rewind --undo puts them back"
+        )
+
+    return await _call("rewind", attachment.link.call(BRIDGE["rewind"], request), done)
+
+
 async def leave() -> ch.Outcome:
     return ch.Leave()
 
@@ -154,6 +188,7 @@ COMMANDS: dict[str, Callable[[Attachment, str], Awaitable[ch.Outcome]]] = {
     "/note": note,
     "/context": context,
     "/restart": restart,
+    "/rewind": rewind,
 }
 """The commands the attachment carries out; the others of the table (``/copy``, ``/find``,
 ``/help``) are the client's own (`changes.Local`)."""

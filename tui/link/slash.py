@@ -73,6 +73,12 @@ COMMANDS: tuple[SlashCommand, ...] = (
         "the context sources the agent sees: age, size, a failing command's error; or remove one",
     ),
     SlashCommand("/restart", "/restart", "move the session to a new worker (the tui installed)", "owner"),
+    SlashCommand(
+        "/rewind",
+        "/rewind N [--force]",
+        "put the files and the conversation back as they were before turn N",
+        "owner",
+    ),
     SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
     SlashCommand(
         "/search", "/search TEXT", "find TEXT in every session, and open a hit where it was", None, _TUI

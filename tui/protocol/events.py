@@ -30,6 +30,8 @@ __all__ = [
     "Diff",
     "Event",
     "EventBody",
+    "FileChange",
+    "FilesChanged",
     "KnownEvent",
     "ModelChanged",
     "Note",
@@ -43,6 +45,7 @@ __all__ = [
     "QuestionResolved",
     "QueueChanged",
     "QueueItem",
+    "Rewound",
     "Status",
     "StopReason",
     "TextChunk",
@@ -451,6 +454,64 @@ class ChildEnded(EventBase):
     tokens_out: int = 0
 
 
+class FileChange(BaseModel):
+    """One path a turn changed in the session's folder."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    path: str
+    status: Literal["added", "modified", "deleted", "renamed", "mode", "type"] = "modified"
+    """``mode``: only its executable bit changed; ``type``: a file became a link, or the other way."""
+    added: int = 0
+    """Lines added (0 for a binary file)."""
+    removed: int = 0
+    old_path: str | None = None
+    """Where a renamed file was."""
+    binary: bool = False
+
+
+class FilesChanged(EventBase):
+    """What a turn did to its session's folder (docs/files.md): the checkpoints taken at its start
+    and end (trees of the session's own store, ``sessions/ID/files.git``) and the paths they differ
+    on. Written just before the turn's `turn_ended`."""
+
+    type: Literal["files_changed"] = "files_changed"
+    turn_id: str
+    before: str
+    """The checkpoint at the turn's start."""
+    after: str
+    """The checkpoint at its end."""
+    files: list[FileChange] = []
+    """The paths that differ, at most 500."""
+    more: int = 0
+    """Paths that differ beyond those listed."""
+    skipped: list[str] = []
+    """What the checkpoints left out, each with why (``big.iso (over 10 MB)``)."""
+
+
+class Rewound(EventBase):
+    """The session's files and conversation were put back as they were before turn `to_turn`:
+    turns `to_turn` … `last_turn` are undone (the journal keeps them; they show as rewound)."""
+
+    type: Literal["rewound"] = "rewound"
+    to_turn: int
+    last_turn: int
+    turns: list[str] = []
+    """The ids of the turns undone."""
+    files: list[str] = []
+    """The paths put back (at most 500 listed)."""
+    more: int = 0
+    """Paths put back beyond those listed."""
+    forced: list[str] = []
+    """Paths someone else had changed since, overwritten because the rewind was forced."""
+    saved: str | None = None
+    """A checkpoint of the folder just before the rewind (``tui rewind ID --undo`` puts it back)."""
+    after: str | None = None
+    """The checkpoint of the folder right after it."""
+    agent_said: str = ""
+    """What the agent says of its side of the rewind (a python session's variables were not rewound)."""
+    by: By = Field(default_factory=By)
+
+
 class UnknownEvent(EventBase):
     """An event of a type this version does not know; its fields are kept as they came."""
 
@@ -482,7 +543,9 @@ KnownEvent = Annotated[
     | ChildAsking
     | ChildEnded
     | ContextSourceSet
-    | ContextValue,
+    | ContextValue
+    | FilesChanged
+    | Rewound,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | UnknownEvent

@@ -48,6 +48,8 @@ __all__ = [
     "Noted",
     "PendingQuestion",
     "QueueResumed",
+    "RewindDone",
+    "RewindRequest",
     "SearchHit",
     "SearchResult",
     "Stats",
@@ -73,6 +75,7 @@ FEATURES = (
     "search",
     "turn_output",
     "queue_resume",
+    "rewind",
 )
 """What a worker of this version can do, as `GET /info` names it."""
 
@@ -164,6 +167,30 @@ class NoteRequest(_Body):
     now: bool = False
     """A session with no running turn starts a turn of its own for it (else it waits for the next)."""
     client_id: str | None = None
+
+
+class RewindRequest(_Body):
+    """Put the session's files and conversation back as they were before turn `to_turn`."""
+
+    to_turn: int | None = Field(default=None, ge=1)
+    """The first turn undone (1 is the session's first turn); None only with `undo`."""
+    force: bool = False
+    """Overwrite the paths someone else changed since (a checkpoint of them is taken first)."""
+    undo: bool = False
+    """Put back the files the last rewind changed, as they were just before it."""
+
+
+class RewindDone(_Wire):
+    seq: int
+    """The `rewound` event (0 for an undo, which writes a note)."""
+    to_turn: int = 0
+    files: list[str] = []
+    """The paths put back (at most 500 listed)."""
+    more: int = 0
+    forced: list[str] = []
+    """Paths someone else had changed, overwritten because the rewind was forced."""
+    saved: str | None = None
+    """The checkpoint of the folder just before the rewind."""
 
 
 class Noted(_Wire):
@@ -346,6 +373,8 @@ class TurnRecord(_Wire):
     """The agent's plan as it last stood in this turn."""
     lines: list[TurnLine] = []
     """Its answered questions and notes, in the order they came (with the notes said before it)."""
+    rewound: bool = False
+    """A later rewind undid this turn (its files and its place in the conversation)."""
 
 
 class PendingQuestion(Question):

@@ -172,6 +172,15 @@ BRIDGE = _routes(
         query=(Param("call_id", description="a tool call of that turn: its output instead"),),
         media="text/plain",
     ),
+    RouteSpec(
+        "turn_files",
+        "GET",
+        "/turns/{turn_id}/files",
+        "what a turn did to the session's files: a unified diff, or its stat",
+        "read",
+        query=(Param("stat", "boolean", "files and lines changed instead of the whole diff"),),
+        media="text/plain",
+    ),
     RouteSpec("stats", "GET", "/stats", "its figures", "read", answer=m.Stats),
     RouteSpec(
         "turn",
@@ -220,6 +229,15 @@ BRIDGE = _routes(
         request=m.NoteRequest,
         answer=m.Noted,
         spends_turn=True,
+    ),
+    RouteSpec(
+        "rewind",
+        "POST",
+        "/rewind",
+        "put its files and conversation back as they were before a turn",
+        "owner",
+        request=m.RewindRequest,
+        answer=m.RewindDone,
     ),
     RouteSpec(
         "context_list",

@@ -37,6 +37,7 @@ from tui.protocol.events import (
     ContextSourceSet,
     ContextValue,
     Event,
+    FilesChanged,
     ModelChanged,
     Note,
     Notified,
@@ -47,6 +48,7 @@ from tui.protocol.events import (
     QuestionResolved,
     QueueChanged,
     QueueItem,
+    Rewound,
     Status,
     StopReason,
     TextChunk,
@@ -77,7 +79,9 @@ from tui.protocol.wording import (
     agent_model,
     answered_line,
     child_line,
+    files_line,
     note_line,
+    rewound_line,
     steps,
     stop_said,
     tool_record,
@@ -100,6 +104,7 @@ __all__ = [
     "apply",
     "child_line",
     "note_line",
+    "rewound_line",
     "steps",
     "tool_record",
     "update_tool",
@@ -335,6 +340,8 @@ class SessionState(BaseModel):
     """What the session cost so far, as the agent reported it."""
     notified: list[str] = []
     """The keys of what someone was told of (`Notified.key`), the last `KEEP_NOTIFIED`."""
+    rewound: list[tuple[int, int]] = []
+    """The turns rewinds undid, as ranges of turn numbers (first, last)."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -562,6 +569,16 @@ class SessionState(BaseModel):
                     current.add_line("note", line)
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
+            case FilesChanged():
+                said = files_line(event)
+                if current is not None and current.turn_id == event.turn_id and said is not None:
+                    current.add_line("note", said)
+            case Rewound():
+                self.rewound = [*self.rewound, (event.to_turn, event.last_turn)]
+                for turn_id, kept in self.turns.items():
+                    if self.is_rewound(kept.number):
+                        self.turns[turn_id] = kept.model_copy(update={"rewound": True})
+                self._child_line(rewound_line(event))
             case ChildStarted():
                 # The line where the child starts, with its id: in the running turn, else among
                 # the lines said since the last turn (a child made from outside, to an idle parent).
@@ -611,6 +628,10 @@ class SessionState(BaseModel):
             self.current.add_line("note", line)
         elif again or line not in self.notes:
             self.notes = [*self.notes, line][-KEEP_NOTES:]
+
+    def is_rewound(self, number: int) -> bool:
+        """Whether a rewind undid turn `number`."""
+        return any(first <= number <= last for first, last in self.rewound)
 
     def pending_question(self) -> PendingQuestion | None:
         """The question to show: the session's own, else its first child's waiting for a person."""

@@ -13,9 +13,11 @@ from tui.protocol.events import (
     By,
     ChildEnded,
     ChildStarted,
+    FilesChanged,
     Note,
     Presence,
     QuestionResolved,
+    Rewound,
     StopReason,
     ToolStarted,
     ToolUpdated,
@@ -33,11 +35,13 @@ __all__ = [
     "answered_line",
     "attached_text",
     "child_line",
+    "files_line",
     "leaving_line",
     "model_line",
     "new_worker_line",
     "note_line",
     "restart_loses",
+    "rewound_line",
     "steps",
     "stop_said",
     "tool_record",
@@ -214,6 +218,38 @@ def child_line(event: ChildStarted | ChildEnded) -> str:
         return f"child {event.child_id[:8]} started{by}: {cut}"
     how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
     return f"child {event.child_id[:8]} ended {how}"[:200]
+
+
+def files_line(event: FilesChanged) -> str | None:
+    """What a turn did to the session's folder, in one line: ``files: 3 changed, +12 -4 (a.py,
+    b.py, docs/c.md)``; None when it changed nothing and skipped nothing."""
+    count = len(event.files) + event.more
+    skipped = f"; skipped {', '.join(event.skipped[:3])}{' …' if len(event.skipped) > 3 else ''}"
+    if not count:
+        return f"files: none changed{skipped}" if event.skipped else None
+    added = sum(f.added for f in event.files)
+    removed = sum(f.removed for f in event.files)
+    names = [f"{f.old_path} → {f.path}" if f.old_path else f.path for f in event.files[:3]]
+    more = f" and {count - len(names)} more" if count > len(names) else ""
+    changed = f"{count} changed, +{added} -{removed}"
+    return f"files: {changed} ({', '.join(names)}{more}){skipped if event.skipped else ''}"
+
+
+def rewound_line(event: Rewound) -> str:
+    """A rewind as the transcript shows it: ``rewound to before turn 3 by root: turns 3-5
+    undone, 4 files put back``."""
+    undone = (
+        f"turn {event.to_turn}"
+        if event.last_turn <= event.to_turn
+        else f"turns {event.to_turn}-{event.last_turn}"
+    )
+    count = len(event.files) + event.more
+    files = f"{count} file{'s' if count != 1 else ''} put back" if count else "no file to put back"
+    forced = f" ({len(event.forced)} changed since by someone else, overwritten)" if event.forced else ""
+    said = f"; {event.agent_said}" if event.agent_said else ""
+    return (
+        f"rewound to before turn {event.to_turn} by {who(event.by)}: {undone} undone, {files}{forced}{said}"
+    )
 
 
 def restart_loses(agent: str | None) -> str:

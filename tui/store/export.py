@@ -8,12 +8,22 @@ It needs no worker: a stopped session exports the same.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from tui.protocol import ChildEnded, ChildStarted, Note, ToolRecord, TurnRecord, WorkerLeaving, WorkerStarted
-from tui.protocol.state import SessionState, child_line, note_line, steps, who
+from tui.protocol import (
+    ChildEnded,
+    ChildStarted,
+    Note,
+    Rewound,
+    ToolRecord,
+    TurnRecord,
+    WorkerLeaving,
+    WorkerStarted,
+)
+from tui.protocol.state import SessionState, child_line, note_line, rewound_line, steps, who
 from tui.protocol.wording import worker_lines
 from tui.store.journal import Journal
 
@@ -40,7 +50,8 @@ MARK = "\u276f"
 def _text(record: TurnRecord, number: int) -> str:
     lines = [
         f"{MARK} " + record.prompt.replace("\n", "\n  "),
-        f"  · turn {number} · {who(record.by)} · {_when(record.started_at)}",
+        f"  · turn {number} · {who(record.by)} · {_when(record.started_at)}"
+        + (" · rewound" if record.rewound else ""),
     ]
     for kind, value in steps(record):  # in the order they came
         if isinstance(value, ToolRecord):
@@ -57,7 +68,8 @@ def _text(record: TurnRecord, number: int) -> str:
 
 
 def _markdown(record: TurnRecord, number: int, program: bool) -> str:
-    parts = [f"## Turn {number} · {who(record.by)} · {_when(record.started_at)}\n"]
+    rewound = " · rewound" if record.rewound else ""
+    parts = [f"## Turn {number} · {who(record.by)} · {_when(record.started_at)}{rewound}\n"]
     parts.append(
         f"```python\n{record.prompt}\n```\n"
         if program
@@ -91,6 +103,13 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
                 yield line.raw.decode("utf-8", "replace") + "\n"
             return
         state = SessionState(keep_turns=1)
+        # The rewinds first: a turn a later rewind undid says so where it is shown.
+        for position, _, typ in list(journal.heads_after(0)):
+            if typ == "rewound":
+                with contextlib.suppress(ValueError):
+                    rewind = journal.line_at(position).decode()
+                    if isinstance(rewind, Rewound):
+                        state.rewound.append((rewind.to_turn, rewind.last_turn))
         number = 0
         program = True
         shown: set[str] = set()
@@ -106,6 +125,8 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
             if ended is not None and ended.turn_id not in shown:
                 shown.add(ended.turn_id)
                 number += 1
+                if state.is_rewound(ended.number or number):
+                    ended = ended.model_copy(update={"rewound": True})
                 yield _text(ended, number) if fmt == "text" else _markdown(ended, number, program)
             said: list[str] = []
             if state.current is not None:
@@ -116,6 +137,8 @@ def export(journal_path: Path, fmt: Format) -> Iterator[str]:
                 said = worker_lines(event, state.turns_started)
             elif isinstance(event, ChildStarted | ChildEnded):  # a child made to an idle session
                 said = [child_line(event)]
+            elif isinstance(event, Rewound):
+                said = [rewound_line(event)]
             for line_said in said:
                 yield f"· {line_said}\n\n" if fmt == "text" else f"*{line_said}*\n\n"
         if state.current is not None:

@@ -67,6 +67,10 @@ class SessionReader:
                 f"no ended turn {exc.args[0]!r} in this session; {_WHERE_IDS_ARE}",
                 turn_id=exc.args[0],
             ) from None
+        if state.rewound:
+            turns = [
+                t.model_copy(update={"rewound": True}) if state.is_rewound(t.number) else t for t in turns
+            ]
         return Transcript(
             turns=turns,
             current=current.record() if current is not None and before is None and not newer else None,

@@ -262,7 +262,8 @@ def _parse(at: str | None) -> datetime | None:
 
 def stamp_text(record: TurnRecord, now: datetime | None = None) -> str:
     """``#14 · 15:02 · 3.2 s``: the turn's number in the session, when it started (local time; the
-    date too when not today) and how long it took; what is not known is left out."""
+    date too when not today) and how long it took, and ``rewound`` when a rewind undid it; what is
+    not known is left out."""
     parts = [f"#{record.number}"] if record.number else []
     started, ended = _parse(record.started_at), _parse(record.ended_at)
     if started is not None:
@@ -271,6 +272,8 @@ def stamp_text(record: TurnRecord, now: datetime | None = None) -> str:
         parts.append(local.strftime("%H:%M") if local.date() == today else local.strftime("%b %d %H:%M"))
         if ended is not None:
             parts.append(duration_text(max(0.0, (ended - started).total_seconds())))
+    if record.rewound:
+        parts.append("rewound")
     return " · ".join(parts)
 
 

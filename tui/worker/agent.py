@@ -394,6 +394,13 @@ class Agent(ABC):
         it could not, and the people attached answer."""
         return None
 
+    def rewound(self, to_turn: int, turns: Sequence[int]) -> str:
+        """The conversation goes back to before turn `to_turn`: turns `turns` (their numbers) are
+        undone, and the session's files are as they were before them. The agent forgets those turns
+        (or tells its agent so with the next prompt) and returns a few words on what it could not
+        take back, for the transcript. Default: nothing is forgotten, and it says so."""
+        return "the agent was not told: it still remembers the turns undone"
+
     def info_changed(self) -> None:
         """Say `commands`, `mode`, `modes` or `settings` changed (also outside turns): the worker
         writes `agent_info`."""

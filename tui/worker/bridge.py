@@ -44,6 +44,8 @@ from tui.protocol import (
     NoteRequest,
     Presence,
     QueueResumed,
+    RewindDone,
+    RewindRequest,
     SearchResult,
     Stats,
     Transcript,
@@ -165,6 +167,11 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         text = worker.turn_output(request.path_params["turn_id"], call_id)
         return StreamingResponse(_pieces(text), media_type=f"{BRIDGE['turn_output'].media}; charset=utf-8")
 
+    async def turn_files(request: Request) -> Response:
+        stat = request.query_params.get("stat", "") in ("1", "true")
+        text = await worker.turn_files(request.path_params["turn_id"], stat=stat)
+        return Response(text, media_type=f"{BRIDGE['turn_files'].media}; charset=utf-8")
+
     async def queue_resume(request: Request) -> QueueResumed:
         await read_body(request)
         return QueueResumed(resumed=worker.resume_queue())
@@ -195,6 +202,10 @@ def build_app(worker: SessionWorker) -> ASGIApp:
     async def note(request: Request) -> Noted:
         body = await parse_body(request, NoteRequest)
         return worker.note(body, _by(request))
+
+    async def rewind(request: Request) -> RewindDone:
+        body = await parse_body(request, RewindRequest)
+        return await worker.rewind(body, _by(request))
 
     async def context_list(request: Request) -> ContextList:
         return worker.context_list()
@@ -247,6 +258,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
             "dismiss": dismiss,
             "interrupt": interrupt,
             "note": note,
+            "rewind": rewind,
             "context_list": context_list,
             "context_add": context_add,
             "context_remove": context_remove,
@@ -255,6 +267,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
             "queue_resume": queue_resume,
             "search": search,
             "turn_output": turn_output,
+            "turn_files": turn_files,
             "images": images,
             "model": model,
             "child_adopt": child_adopt,

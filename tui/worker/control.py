@@ -54,6 +54,7 @@ from tui.protocol.state import SessionState
 from tui.store import SessionPaths, SessionRecord
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.children import Children
+from tui.worker.files import TurnFiles
 from tui.worker.writer import EventWriter
 
 __all__ = ["INTERRUPT_GRACE", "TurnControl"]
@@ -226,6 +227,11 @@ class TurnControl:
         """The running turn, if any."""
         self.children: Children | None = None
         """Starts and follows this session's children (set by the worker)."""
+        self.files: TurnFiles | None = None
+        """The checkpoints of the session's folder at each turn's start and end (set by the
+        worker's process; None: none are kept)."""
+        self.paused = False
+        """No turn starts (a rewind is putting the files back); the queue waits."""
         self._queued_images: dict[str, list[ImageRef]] = {}
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
@@ -274,7 +280,7 @@ class TurnControl:
                     f"images[{i}].file: no image {image.file!r} in this session; upload it with POST /images"
                 )
         if request.delivery == "now":
-            if self.running:
+            if self.running or self.paused:
                 raise Busy(
                     "a turn is running; queue this prompt (delivery queue) or wait for the turn to end"
                 )
@@ -331,7 +337,9 @@ class TurnControl:
     def kick_queue(self) -> None:
         """Start the next queued prompt when no turn runs and the queue is not held."""
         writer = self.writer
-        if self.running or writer.leaving or writer.holding or self.state.queue_held or not self.state.queue:
+        if self.running or self.paused or writer.leaving or writer.holding:
+            return
+        if self.state.queue_held or not self.state.queue:
             return
         item, *rest = self.state.queue
         self.writer.emit(QueueChanged(items=rest))
@@ -398,7 +406,11 @@ class TurnControl:
 
     async def _run(self, turn: _Turn) -> None:
         log.info("turn %s started (%s, %d characters)", turn.turn_id, turn.started.origin, len(turn.prompt))
+        files = self.files
+        before = None
         try:
+            if files is not None:
+                before = await files.turn_started()
             result = await self.agent.run_turn(turn)
         except asyncio.CancelledError:
             result = TurnOutcome("interrupted", "the turn did not stop when asked and was cut off")
@@ -412,6 +424,11 @@ class TurnControl:
         self._cancel_question()
         current = self.state.current
         reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
+        if files is not None and before is not None:
+            try:
+                await files.turn_ended(turn.turn_id, before)
+            except asyncio.CancelledError:  # cut off while the checkpoint was taken: the turn still ends
+                log.warning("turn %s: cut off during its closing checkpoint", turn.turn_id)
         self.writer.emit_turn(
             TurnEnded(
                 turn_id=turn.turn_id,

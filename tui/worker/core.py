@@ -25,7 +25,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from tui import worker_version
-from tui.errors import DiskFull, InvalidRequest
+from tui.errors import Busy, DiskFull, InvalidRequest
 from tui.protocol import (
     FEATURES,
     AgentChoice,
@@ -48,6 +48,8 @@ from tui.protocol import (
     Noted,
     NoteRequest,
     QuestionResolved,
+    RewindDone,
+    RewindRequest,
     SearchResult,
     Stats,
     Transcript,
@@ -250,6 +252,53 @@ class SessionWorker:
             self.emit(
                 AgentInfo(commands=list(now[0]), mode=now[1], modes=list(now[2]), settings=list(now[3]))
             )
+
+    async def rewind(self, request: RewindRequest, by: By | None = None) -> RewindDone:
+        """Put the session's files and conversation back as they were before a turn
+        (`tui.worker.files.TurnFiles.rewind`); no turn starts meanwhile.
+
+        Raises:
+            Busy: a turn runs.
+            InvalidRequest: no checkpoints are kept, or no such turn.
+            Conflict: paths someone else changed since (named).
+        """
+        self.control.refuse_if_leaving()
+        files = self.control.files
+        if files is None:
+            raise InvalidRequest(
+                "this session keeps no checkpoints of its files ([checkpoints] enabled = false in "
+                "config.toml, or its worker runs without them), so it cannot be rewound"
+            )
+        control = self.control
+        if control.paused:
+            raise Busy("a rewind is already putting this session's files back; wait for it")
+        control.paused = True
+        try:
+            return await files.rewind(
+                request,
+                running=control.running,
+                by=by or self.by,
+                told=self.agent.rewound,
+                rewound=list(self.state.rewound),
+            )
+        finally:
+            control.paused = False
+            with contextlib.suppress(DiskFull):
+                control.kick_queue()
+
+    async def turn_files(self, turn_id: str, *, stat: bool = False) -> str:
+        """What turn `turn_id` did to the session's files: a unified diff, or its stat.
+
+        Raises:
+            UnknownTurn: no such turn.
+            InvalidRequest: no checkpoints are kept.
+        """
+        files = self.control.files
+        if files is None:
+            raise InvalidRequest(
+                "this session keeps no checkpoints of its files ([checkpoints] in config.toml)"
+            )
+        return await files.turn_diff(turn_id, stat=stat)
 
     # --- turns and questions -----------------------------------------------------------------
     def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:

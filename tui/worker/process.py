@@ -203,6 +203,30 @@ async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
             return
 
 
+def keep_checkpoints(worker: SessionWorker, context: AgentContext, paths: SessionPaths) -> None:
+    """Checkpoints of the session's folder at each turn's start and end (config.toml's
+    ``[checkpoints]``), kept in ``sessions/ID/files.git``; made ready in the background."""
+    from tui.protocol import FilesChanged, Note, Rewound
+    from tui.worker.files import keep_files
+
+    writer = worker.writer
+
+    def emit(event: Note | FilesChanged | Rewound) -> object:
+        if isinstance(event, FilesChanged):
+            writer.emit_turn(event)
+            return None
+        return writer.emit(event)
+
+    worker.control.files = keep_files(
+        context.config.checkpoints,
+        context.working_directory,
+        paths.root / "files.git",
+        paths.root.parent.parent,
+        emit,
+        worker.journal,
+    )
+
+
 def source_confinement(context: AgentContext) -> tuple[Callable[[Sequence[str]], list[str]] | None, str]:
     """How a context source's command is confined: as a program is (its folder writable, tui's
     own folders hidden, its installation and ``.git`` read-only, a network namespace of its own
@@ -249,6 +273,7 @@ async def _serve(
     watch(worker, context.config.notify)
     indexer = keep_index(worker.listeners, paths)
     worker.begin()
+    keep_checkpoints(worker, context, paths)
     if worker.control.children is not None:
         worker.control.children.resume()  # follow again the children a predecessor followed
     sock_path = paths.socket

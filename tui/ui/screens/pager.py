@@ -47,9 +47,17 @@ class OutputPager(Screen[None]):
     ]
 
     def __init__(
-        self, link: AttachLink, turn_id: str, call_id: str | None = None, title: str = "the whole output"
+        self,
+        link: AttachLink,
+        turn_id: str,
+        call_id: str | None = None,
+        title: str = "the whole output",
+        *,
+        files: bool = False,
     ) -> None:
         super().__init__()
+        self.files = files
+        """What the turn did to the session's files (its diff) instead of its output."""
         self.link = link
         self.turn_id = turn_id
         self.call_id = call_id
@@ -77,7 +85,12 @@ class OutputPager(Screen[None]):
         view = self.log_view
         rest = ""
         try:
-            async for piece in self.link.turn_output(self.turn_id, call_id=self.call_id):
+            pieces = (
+                self.link.turn_files(self.turn_id)
+                if self.files
+                else self.link.turn_output(self.turn_id, call_id=self.call_id)
+            )
+            async for piece in pieces:
                 # Whole lines at once (a blank one too): the log measures them in a thread.
                 text = rest + visible(piece)
                 cut = text.rfind("\n") + 1
@@ -94,7 +107,7 @@ class OutputPager(Screen[None]):
         self.done = True
         lines = f"{self.line_count:,} line{'s' if self.line_count != 1 else ''}"
         header.update(f"{self.title} · {lines} · Home/End, PageUp/PageDown scroll · Esc closes")
-        if view.scroll_y == 0:
+        if view.scroll_y == 0 and not self.files:
             # Like `less +G`: the end of an output (a traceback, a total) is what is read first.
             view.scroll_end(animate=False)
 

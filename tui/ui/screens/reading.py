@@ -116,6 +116,14 @@ class ReadingScreen(Screen[None]):
         Binding("t", "copy('tool')", "Copy output", id="session.copy-tool"),
         Binding("o", "open_output", "Open", id="session.open-output", tooltip="The whole reply in a pager"),
         Binding("enter", "toggle_tools", "Tool output", id="session.toggle-tools"),
+        Binding(
+            "d",
+            "open_files",
+            "Files",
+            show=False,
+            id="session.open-files",
+            tooltip="What the selected turn did to the session's files (its diff) in a pager",
+        ),
     ]
 
     def __init__(self) -> None:
@@ -263,6 +271,13 @@ class ReadingScreen(Screen[None]):
             return
         title = clip(record.prompt, 60)
         self.app.push_screen(OutputPager(self.link, record.turn_id, call_id=None, title=title))
+
+    def action_open_files(self) -> None:
+        record = self._selected_record()
+        if record is None:
+            return
+        title = f"turn {record.number} · files" if record.number else "files"
+        self.app.push_screen(OutputPager(self.link, record.turn_id, title=title, files=True))
 
     @on(TextArea.Changed, "#prompt")
     def _typing(self) -> None:

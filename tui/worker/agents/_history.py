@@ -29,38 +29,76 @@ CONTEXT_LOW = 0.5
 """… until the conversation takes at most this share."""
 
 
+_TURN = b'{"turn":'
+
+
 class MessageLog:
-    """``messages.jsonl``: the conversation, one JSON list of pydantic-ai messages a line (a turn)."""
+    """``messages.jsonl``: the conversation, one line a turn: ``{"turn": N, "messages": [...]}``
+    (pydantic-ai's messages of turn N), or the bare list of messages a line written before turns
+    were numbered."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def load(self) -> list[ModelMessage]:
-        """The whole conversation, repaired so a provider takes it (see `repair`)."""
+    def _lines(self) -> list[tuple[int | None, bytes]]:
+        """Each line's turn number (None: not numbered) and its messages' JSON."""
         try:
             lines = self.path.read_bytes().splitlines()
         except FileNotFoundError:
             return []
-        messages: list[ModelMessage] = []
-        for number, line in enumerate(lines, 1):
+        out: list[tuple[int | None, bytes]] = []
+        for line in lines:
             if not line.strip():
                 continue
+            if line.startswith(_TURN):
+                number, _, rest = line[len(_TURN) :].partition(b',"messages":')
+                try:
+                    out.append((int(number), rest[:-1]))
+                    continue
+                except ValueError:
+                    pass
+            out.append((None, line))
+        return out
+
+    def load(self) -> list[ModelMessage]:
+        """The whole conversation, repaired so a provider takes it (see `repair`)."""
+        messages: list[ModelMessage] = []
+        for k, (_, line) in enumerate(self._lines(), 1):
             try:
                 messages.extend(ModelMessagesTypeAdapter.validate_json(line))
             except ValueError as exc:  # a torn last line (a worker killed mid-write) or damage
-                log.warning("%s line %d is not a list of messages; skipped (%s)", self.path, number, exc)
+                log.warning("%s line %d is not a list of messages; skipped (%s)", self.path, k, exc)
         return repair(messages)
 
-    def append(self, messages: Sequence[ModelMessage]) -> None:
-        """Add one turn's messages (one line, one write)."""
+    def append(self, messages: Sequence[ModelMessage], turn: int = 0) -> None:
+        """Add turn `turn`'s messages (one line, one write)."""
         if not messages:
             return
-        line = ModelMessagesTypeAdapter.dump_json(list(messages)) + b"\n"
+        line = b'{"turn":%d,"messages":' % turn + ModelMessagesTypeAdapter.dump_json(list(messages)) + b"}\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+    def keep_before(self, to_turn: int, into: Path | None = None) -> int:
+        """Keep only the turns before `to_turn` (lines not numbered are kept), in this log or
+        written to `into` (a forked session's log); returns how many turns' lines were left out."""
+        kept: list[bytes] = []
+        dropped = 0
+        for number, line in self._lines():
+            if number is not None and number >= to_turn:
+                dropped += 1
+                continue
+            kept.append(line if number is None else b'{"turn":%d,"messages":%s}' % (number, line))
+        target = into or self.path
+        if into is None and not dropped:
+            return 0
+        temporary = target.with_name(target.name + ".new")
+        temporary.write_bytes(b"".join(line + b"\n" for line in kept))
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, target)
+        return dropped
 
 
 INTERRUPTED_CALL = "interrupted: the turn was stopped before this call returned"

@@ -118,6 +118,8 @@ class AcpAgent(Agent):
         self.files = AgentFiles(workdir, protected or Protected(workdir=workdir.resolve()), self._note)
         """The files served to the agent, by the same rule as its process."""
         self.state_file = folder / STATE_FILE
+        self.rewound_file = folder / "rewound.txt"
+        """What the next prompt tells the agent of a rewind (kept until it is told)."""
         self.session_id = session_id
         self._process: AgentProcess | None = None
         self._starting: asyncio.Task[AgentProcess] | None = None
@@ -321,6 +323,26 @@ class AcpAgent(Agent):
         except AgentGone as exc:
             log.warning("%s (the first turn tries again)", exc)
 
+    def rewound(self, to_turn: int, turns: Sequence[int]) -> str:
+        undone = f"turn {turns[0]}" if len(turns) == 1 else f"turns {turns[0]}-{turns[-1]}"
+        told = self._rewound_told()
+        text = (
+            f"(The person rewound this session: {undone} of our conversation "
+            f"{'was' if len(turns) == 1 else 'were'} undone, and the files of the working folder are "
+            f"back as they were before turn {to_turn}. Forget what those turns did and said; "
+            "look at the files again before relying on them.)"
+        )
+        with contextlib.suppress(OSError):
+            self.rewound_file.parent.mkdir(parents=True, exist_ok=True)
+            self.rewound_file.write_text("\n".join(t for t in (told, text) if t))
+        return f"{self.name} is told with the next prompt"
+
+    def _rewound_told(self) -> str:
+        try:
+            return self.rewound_file.read_text()
+        except OSError:
+            return ""
+
     # --- turns -----------------------------------------------------------------------------------
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         self._turn = turn
@@ -337,7 +359,8 @@ class AcpAgent(Agent):
                 return TurnOutcome("interrupted")
             assert running.conn is not None
             said = notes_for_agent(turn)
-            texts = [text for text in (said, turn.prompt) if text]
+            rewound = self._rewound_told()
+            texts = [text for text in (rewound, said, turn.prompt) if text]
             blocks: list[Any] = [
                 *(acp.text_block(text) for text in texts or [""]),
                 *self._images(turn, running),
@@ -346,6 +369,9 @@ class AcpAgent(Agent):
             answer: schema.PromptResponse = await self._call(
                 running, running.conn.prompt(session_id=running.session_id, prompt=blocks)
             )
+            if rewound:
+                with contextlib.suppress(OSError):
+                    self.rewound_file.unlink()
         except AgentGone as exc:
             await self._drop()
             self._end_calls("error", "the agent stopped")

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -383,7 +383,7 @@ class ModelAgent(Agent):
             events = handle[0]
             self._spent(turn, events, window)
             with contextlib.suppress(Exception):
-                self.log.append(repair([*noted, *events.new_messages()]))
+                self.log.append(repair([*noted, *events.new_messages()]), turn.number)
         return outcome
 
     async def _stream(
@@ -629,9 +629,14 @@ class ModelAgent(Agent):
                         )
                     ]
                 )
-            ]
+            ],
+            turn.number,
         )
         return outcome
+
+    def rewound(self, to_turn: int, turns: Sequence[int]) -> str:
+        self.log.keep_before(to_turn)
+        return "the model's conversation went back with it; its programs' variables were not rewound"
 
 
 class _Fence:

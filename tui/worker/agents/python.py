@@ -8,7 +8,7 @@ reply saying so. ``ask(...)`` inside the program puts a question to the people a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -76,6 +76,9 @@ class PythonAgent(Agent):
 
     def interrupt(self) -> None:
         self.sandbox.interrupt()
+
+    def rewound(self, to_turn: int, turns: Sequence[int]) -> str:
+        return "the programs' variables were not rewound (the interpreter keeps them)"
 
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         why = syntax_error(turn.prompt)

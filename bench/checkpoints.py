@@ -1,0 +1,132 @@
+"""What the checkpoints of a session's folder cost (docs/files.md), beside git's own baseline.
+
+    .venv/bin/python bench/checkpoints.py [--files 10000] [--rounds 15]
+
+On one made-up folder of `--files` files (in folders of 100, a few hundred bytes each):
+
+- ``checkpoint``: a checkpoint after 10 files changed (`FileCheckpoints.snapshot`), beside
+  ``git add -A && git write-tree`` run by a plain repository of its own on the same folder after
+  the same 10 changes (the baseline: what any git-based checkpoint costs);
+- ``no-change turn``: what a turn that changes no file adds: its two checkpoints (start and end)
+  and the comparison of the two;
+- ``rewind 100``: 100 files changed, then put back (`restore`) and the checkpoint after it.
+
+Each figure is the median of `--rounds` rounds, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tui.store.files import FileCheckpoints
+
+
+def make_folder(root: Path, files: int) -> list[Path]:
+    made: list[Path] = []
+    for k in range(files):
+        folder = root / f"pkg{k // 100:03d}"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"mod{k % 100:03d}.py"
+        path.write_text(f"# module {k}\n" + "def f(x):\n    return x * 2\n" * 8)
+        made.append(path)
+    return made
+
+
+def touch(paths: list[Path], round_: int) -> None:
+    for path in paths:
+        with path.open("a") as f:
+            f.write(f"# round {round_}\n")
+
+
+def plain_git(root: Path, folder: Path) -> dict[str, str]:
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(root),
+        "GIT_DIR": str(root / "plain.git"),
+        "GIT_WORK_TREE": str(folder),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+    }
+    bare = {k: v for k, v in env.items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+    subprocess.run(["git", "init", "-q", "--bare", str(root / "plain.git")], check=True, env=bare)
+    subprocess.run(["git", "config", "core.bare", "false"], check=True, env=env)
+    subprocess.run(["git", "add", "-A"], check=True, env=env, cwd=folder)
+    return env
+
+
+def ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tui-bench-") as tmp:
+        root = Path(tmp)
+        folder = root / "work"
+        folder.mkdir()
+        files = make_folder(folder, args.files)
+        env = plain_git(root, folder)
+        store = FileCheckpoints(root / "files.git", folder)
+        start = time.perf_counter()
+        store.snapshot()
+        first = ms(start)
+
+        baseline: list[float] = []
+        ours: list[float] = []
+        still: list[float] = []
+        rewind: list[float] = []
+        for r in range(args.rounds):
+            ten = files[r * 10 : r * 10 + 10]
+            touch(ten, r)
+            start = time.perf_counter()
+            subprocess.run(["git", "add", "-A"], check=True, env=env, cwd=folder)
+            subprocess.run(["git", "write-tree"], check=True, env=env, cwd=folder, capture_output=True)
+            baseline.append(ms(start))
+            start = time.perf_counter()
+            before = store.snapshot()
+            ours.append(ms(start))
+
+            start = time.perf_counter()
+            a, b = store.snapshot(), store.snapshot()
+            store.changes(a.tree, b.tree)
+            still.append(ms(start))
+
+            hundred = files[-100 - r * 100 : len(files) - r * 100]
+            touch(hundred, r)
+            after = store.snapshot()
+            start = time.perf_counter()
+            store.restore(before.tree, store.changed_paths(before.tree, after.tree))
+            store.snapshot()
+            rewind.append(ms(start))
+            assert store.snapshot().tree == before.tree
+
+        def say(name: str, values: list[float], beside: list[float] | None = None) -> None:
+            median = statistics.median(values)
+            line = f"{name:<34} {median:8.1f} ms"
+            if beside is not None:
+                base = statistics.median(beside)
+                line += f"   baseline {base:8.1f} ms   ratio {median / base:4.2f}x"
+            print(line)
+
+        print(
+            f"{args.files:,} files, {args.rounds} rounds (medians); the first checkpoint took {first:.0f} ms"
+        )
+        say("checkpoint, 10 files changed", ours, baseline)
+        say("a turn that changes no file", still)
+        say("rewind of 100 files", rewind)
+
+
+if __name__ == "__main__":
+    main()

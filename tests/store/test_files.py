@@ -1,0 +1,99 @@
+"""Checkpoints of a folder (`tui.store.files`): what they keep, skip and put back, with the real
+``git``, and that nothing in the folder can make git run a program."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import folder_files as _folder
+
+from tui.store.files import FileCheckpoints
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "a.txt").write_text("one\ntwo\n")
+    (folder / "crlf.txt").write_bytes(b"x\r\ny\n")
+    (folder / "bin").mkdir()
+    (folder / "bin" / "run.sh").write_text("echo hi\n")
+    os.symlink("a.txt", folder / "link")
+    (folder / ".gitignore").write_text("ignored/\n")
+    return folder
+
+
+def test_a_rewind_puts_every_kind_of_change_back_byte_for_byte(work: Path, tmp_path: Path) -> None:
+    store = FileCheckpoints(tmp_path / "files.git", work, max_file_size=1000)
+    before_all = _folder(work)
+    before = store.snapshot()
+    (work / "a.txt").write_text("one\nthree\nfour\n")  # edited
+    os.rename(work / "crlf.txt", work / "moved.txt")  # renamed
+    os.chmod(work / "bin" / "run.sh", 0o755)  # mode
+    os.unlink(work / "link")
+    os.symlink("moved.txt", work / "link")  # the link points elsewhere
+    (work / "new").mkdir()
+    (work / "new" / "n.txt").write_text("n\n")  # created in a new folder
+    (work / "ignored").mkdir()
+    (work / "ignored" / "x").write_text("ignored\n")  # the folder's .gitignore
+    (work / "node_modules").mkdir()
+    (work / "node_modules" / "m.js").write_text("m\n")  # the default list
+    (work / "big.bin").write_bytes(b"\0" * 2000)  # over the size bound
+    after = store.snapshot()
+
+    changes = {c.path: c for c in store.changes(before.tree, after.tree)}
+    assert set(changes) == {"a.txt", "moved.txt", "bin/run.sh", "link", "new/n.txt"}
+    assert (changes["a.txt"].added, changes["a.txt"].removed) == (2, 1)
+    assert changes["moved.txt"].status == "renamed" and changes["moved.txt"].old_path == "crlf.txt"
+    assert changes["bin/run.sh"].status == "mode"
+    assert after.skipped == ("big.bin (over 1000 bytes)",)
+    assert "a.txt" in store.diff(before.tree, after.tree, stat=True)
+
+    store.restore(before.tree, store.changed_paths(before.tree, after.tree))
+    now = _folder(work)
+    for left_alone in ("ignored/x", "node_modules/m.js", "big.bin"):  # never kept, never touched
+        assert now.pop(left_alone)
+    assert now == before_all
+    assert not (work / "new").exists()  # the folder it made went with its file
+    assert store.snapshot().tree == before.tree
+
+
+def test_a_folder_filter_or_hook_never_runs_and_bytes_are_kept_as_they_are(
+    work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trap = tmp_path / "ran"
+    home = tmp_path / "home"
+    home.mkdir()
+    # A user's global config naming the filter the folder's .gitattributes asks for: any git that
+    # reads it runs the program (checked below with a plain git, so the trap is real).
+    (home / ".gitconfig").write_text(
+        f'[filter "evil"]\n\tclean = "touch {trap}; cat"\n\tsmudge = "touch {trap}; cat"\n'
+        f'[core]\n\tfsmonitor = "touch {trap}; false"\n'
+    )
+    monkeypatch.setenv("HOME", str(home))
+    (work / ".gitattributes").write_text("* filter=evil\n*.txt text eol=crlf\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path / "plain")], check=True)
+    (tmp_path / "plain" / ".gitattributes").write_text("* filter=evil\n")
+    (tmp_path / "plain" / "f").write_text("f\n")
+    subprocess.run(["git", "-C", str(tmp_path / "plain"), "add", "-A"], check=False, capture_output=True)
+    assert trap.exists(), "the trap does not catch a plain git"
+    trap.unlink()
+
+    store = FileCheckpoints(tmp_path / "files.git", work)
+    before = store.snapshot()
+    (work / "crlf.txt").write_bytes(b"changed\r\n")
+    after = store.snapshot()
+    store.restore(before.tree, store.changed_paths(before.tree, after.tree))
+    assert (work / "crlf.txt").read_bytes() == b"x\r\ny\n"
+    assert not trap.exists()
+    assert not (work / ".git").exists()  # the folder's own git is never made or touched
+
+
+def test_a_folder_with_too_many_files_is_counted_only_to_the_bound(work: Path, tmp_path: Path) -> None:
+    for k in range(12):
+        (work / f"f{k}").write_text("x")
+    assert (FileCheckpoints(tmp_path / "files.git", work, max_files=10).too_big() or 0) > 10
+    assert FileCheckpoints(tmp_path / "other.git", work, max_files=100).too_big() is None
