@@ -32,6 +32,14 @@ def _no_user_state(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(autouse=True)
+def _no_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers keep no checkpoints of their folders (many tests' folder is this checkout, whose
+    first checkpoint reads every file); the tests of checkpoints turn them on
+    (``TUI_CHECKPOINTS=on``)."""
+    monkeypatch.setenv("TUI_CHECKPOINTS", "off")
+
+
+@pytest.fixture(autouse=True)
 def _no_user_config(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """No test reads the user's real ``config.toml``: each has an empty config dir of its own."""
     monkeypatch.setenv("TUI_CONFIG_DIR", str(tmp_path_factory.mktemp("config")))

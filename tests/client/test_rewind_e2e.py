@@ -53,6 +53,11 @@ def _script(*turns: str) -> str:
     return "".join(f"exec({turn!r})\n" for turn in turns)
 
 
+@pytest.fixture(autouse=True)
+def _checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUI_CHECKPOINTS", "on")
+
+
 @pytest.fixture
 def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "work"

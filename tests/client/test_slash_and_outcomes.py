@@ -36,6 +36,7 @@ class TestSlash:
             "/note",
             "/context",
             "/restart",
+            "/rewind",
         ]
         assert find("/help", "tui") is not None and find("/help", "piped") is None
         assert find("/copy", "tui") is not None and find("/copy", "piped") is None
@@ -47,6 +48,7 @@ class TestSlash:
         assert needs("/stats") is None and needs("/nonsense") is None
         assert needs("/note", "hi") == "write" and needs("/restart") == "owner"
         assert needs("/context") is None and needs("/context", "remove ci") == "owner"
+        assert needs("/rewind", "3") == "owner"
 
     def test_stats_read_the_same_everywhere(self) -> None:
         line = format_stats(

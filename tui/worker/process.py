@@ -205,7 +205,8 @@ async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
 
 def keep_checkpoints(worker: SessionWorker, context: AgentContext, paths: SessionPaths) -> None:
     """Checkpoints of the session's folder at each turn's start and end (config.toml's
-    ``[checkpoints]``), kept in ``sessions/ID/files.git``; made ready in the background."""
+    ``[checkpoints]``; ``TUI_CHECKPOINTS=off`` in the environment turns them off for every
+    session), kept in ``sessions/ID/files.git``; made ready in the background."""
     from tui.protocol import FilesChanged, Note, Rewound
     from tui.worker.files import keep_files
 
@@ -217,8 +218,11 @@ def keep_checkpoints(worker: SessionWorker, context: AgentContext, paths: Sessio
             return None
         return writer.emit(event)
 
+    settings = context.config.checkpoints
+    if os.environ.get("TUI_CHECKPOINTS", "").lower() in ("0", "off", "false", "no"):
+        settings = settings.model_copy(update={"enabled": False})
     worker.control.files = keep_files(
-        context.config.checkpoints,
+        settings,
         context.working_directory,
         paths.root / "files.git",
         paths.root.parent.parent,
