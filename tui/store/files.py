@@ -12,7 +12,7 @@ exact bytes.
 A checkpoint honours the folder's ignore files (``.gitignore``) and `DEFAULT_IGNORES`, skips a
 file over the size bound and a nested repository, and says what it skipped. Git's index keeps
 each file's stat information, so a checkpoint of a folder where nothing changed reads the folder's
-metadata only (``git status``) and writes nothing.
+metadata only (``git ls-files``) and writes nothing.
 
 Everything here blocks (it runs ``git``): the worker calls it in a thread.
 """
@@ -141,6 +141,7 @@ class FileCheckpoints:
     """More patterns to ignore (``[checkpoints] ignore``), after `DEFAULT_IGNORES`."""
     last: str | None = field(default=None, init=False)
     """The tree of the last checkpoint this object took (None before the first)."""
+    _made: bool = field(default=False, init=False, repr=False)
 
     # --- running git ---------------------------------------------------------------------------
     def _env(self, index: Path | None = None, work_tree: Path | None = None) -> dict[str, str]:
@@ -204,6 +205,8 @@ class FileCheckpoints:
 
     def init(self) -> None:
         """Make the repository (once): bare, with its settings, attributes and ignore list."""
+        if self._made:
+            return
         if not self.ready:
             self.git_dir.parent.mkdir(parents=True, exist_ok=True)
             self._git("init", "-q", "--bare", str(self.git_dir), bare=True)
@@ -214,6 +217,7 @@ class FileCheckpoints:
         info.mkdir(exist_ok=True)
         (info / "attributes").write_text(_ATTRIBUTES)
         (info / "exclude").write_text("\n".join([*DEFAULT_IGNORES, *self.ignores]) + "\n")
+        self._made = True
 
     def too_big(self) -> int | None:
         """How many files the folder holds when that is more than `max_files` (counting stops
@@ -245,29 +249,24 @@ class FileCheckpoints:
     def snapshot(self) -> Snapshot:
         """A checkpoint of the folder as it is now.
 
-        Only the paths ``git status`` finds changed since the last one are read (git's index
-        keeps every file's stat information), so a folder where nothing changed costs one
-        ``git status``.
+        Only the paths ``git ls-files`` finds changed since the last one are read (git's index
+        keeps every file's stat information), so a folder where nothing changed costs one pass
+        over its metadata.
 
         Raises:
             FilesError: git failed (the folder is gone, the state dir's disk is full).
         """
         self.init()
-        out = self._git(
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules=all",
-        )
+        # Modified, deleted and new files, in one pass over the folder's metadata (the index
+        # keeps each file's stat information; `git status` would also compare it with a HEAD).
+        out = self._git("ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard")
         paths: list[str] = []
         skipped: list[str] = []
         bound = _size(self.max_file_size)
-        for entry in out.split(b"\0"):
-            if len(entry) < 4:
+        for entry in dict.fromkeys(out.split(b"\0")):
+            if not entry:
                 continue
-            path = os.fsdecode(entry[3:])
+            path = os.fsdecode(entry)
             if path.endswith("/"):  # a nested repository: git would keep only a link to it
                 skipped.append(f"{path} (a git repository of its own)")
                 continue
@@ -279,7 +278,8 @@ class FileCheckpoints:
             paths.append(path)
         if paths:
             listed = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            self._git("add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", stdin=listed)
+            # Each path named (no pathspec matching, which grows with paths × files).
+            self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=listed)
         if paths or self.last is None:
             self.last = self._git("write-tree").decode().strip()
         return Snapshot(self.last, tuple(skipped))
