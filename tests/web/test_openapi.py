@@ -127,7 +127,8 @@ PNG = bytes.fromhex(
 )
 
 
-def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
+def test_every_route_answers_what_the_document_says(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUI_CHECKPOINTS", "on")  # for /rewind and a turn's files
     w = start_web(state_dir)
     try:
         c = w.client()
@@ -178,6 +179,9 @@ def test_every_route_answers_what_the_document_says(state_dir: Path) -> None:
         assert older["turns"][-1]["turn_id"] == page["turns"][-2]["turn_id"]
         reply = c.get(f"{s}/turns/{first}/output")
         chk.check("get", sp + "/turns/{turn_id}/output", reply)
+        files = c.get(f"{s}/turns/{first}/files", params={"stat": 1})
+        assert chk.check("get", sp + "/turns/{turn_id}/files", files).startswith("# turn 1: ")
+        assert session("post", "/rewind", json={"to_turn": 2})["to_turn"] == 2
         assert session("post", "/queue/resume") == {"resumed": False}
         session("post", "/interrupt", json={})
         session("post", "/notes", json={"text": "the build is green", "source": "ci"})

@@ -278,7 +278,7 @@ class FileCheckpoints:
             paths.append(path)
         if paths:
             listed = b"".join(os.fsencode(p) + b"\0" for p in paths)
-            # Each path named (no pathspec matching, which grows with paths × files).
+            # Each path named (no pathspec matching, which grows with paths times files).
             self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=listed)
         if paths or self.last is None:
             self.last = self._git("write-tree").decode().strip()

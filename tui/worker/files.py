@@ -308,10 +308,12 @@ def keep_files(
     if not settings.enabled:
         return None
     ignores = list(settings.ignore)
-    with contextlib.suppress(ValueError):
-        inside = state_root.resolve().relative_to(folder.resolve())
-        if str(inside) != ".":
-            ignores.append(f"/{inside.as_posix()}/")  # tui's own state dir is never checkpointed
+    # tui's own files are never checkpointed: the state dir, or its sessions when it is the folder.
+    for own in (state_root, state_root / "sessions"):
+        with contextlib.suppress(ValueError):
+            inside = own.resolve().relative_to(folder.resolve())
+            if str(inside) != ".":
+                ignores.append(f"/{inside.as_posix()}/")
     store = FileCheckpoints(
         git_dir, folder, max_files=settings.max_files, max_file_size=settings.max_file_size, ignores=ignores
     )
