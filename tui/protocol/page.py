@@ -122,6 +122,8 @@ class TurnView(_View):
     prompt: str
     outcome: str
     """``running`` until it ends, then ``completed``, ``failed`` or ``interrupted``."""
+    rewound: bool = False
+    """A later rewind undid it (docs/files.md): the page says ``rewound`` beside its outcome."""
     error: str = ""
     before: list[LineView] = []
     """The lines said before it (notes since the turn before, a child started from outside)."""
@@ -280,6 +282,7 @@ def turn_view(record: TurnRecord, before: list[LineView] | None = None) -> TurnV
         who="note" if record.origin == "note" else who(record.by, record.client_id),
         prompt=record.prompt,
         outcome=record.outcome or "running",
+        rewound=record.rewound,
         error=record.error or "",
         before=kept if before is None else before,
         thinking=record.thinking,

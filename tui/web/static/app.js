@@ -712,6 +712,7 @@ function turnNode(t, replyFormat) {
     el("span", { class: "num", text: t.number }),
     el("span", { class: "by", text: t.who }),
     el("span", { class: "outcome " + t.outcome, text: t.outcome }),
+    t.rewound ? el("span", { class: "outcome rewound", text: "rewound" }) : null,
   );
   const article = el("article", { class: "turn", "data-turn": t.turn_id, "data-number": t.number.slice(1) }, head);
   for (const line of t.before) article.appendChild(el("div", { class: "line " + line.style, text: line.text }));
