@@ -570,9 +570,9 @@ class SessionState(BaseModel):
                 elif line not in self.notes:
                     self.notes = [*self.notes, line][-KEEP_NOTES:]
             case FilesChanged():
-                said = files_line(event)
-                if current is not None and current.turn_id == event.turn_id and said is not None:
-                    current.add_line("note", said)
+                files = files_line(event)
+                if current is not None and current.turn_id == event.turn_id and files is not None:
+                    current.add_line("note", files)
             case Rewound():
                 self.rewound = [*self.rewound, (event.to_turn, event.last_turn)]
                 for turn_id, kept in self.turns.items():
