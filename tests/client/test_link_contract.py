@@ -172,6 +172,9 @@ async def test_send_queue_unqueue_and_interrupt(kit: Kit, follow: Callable[[int]
     turn = await kit.long_turn("r1")
     with pytest.raises(Busy, match="a turn is running"):
         await kit.link.send_turn("print(2)", request_id="r2")
+    assert kit.link.verbs is not None  # the access layer that made the link: restart only when idle
+    with pytest.raises(Busy, match="once it is idle"):
+        await kit.link.verbs.restart(kit.link.session_id)
     queued = await kit.link.send_turn("print(3)", request_id="r3", delivery="queue")
     assert queued.turn_id is None and queued.queue_id is not None
     assert [i.queue_id for i in (await kit.link.transcript(0)).queue] == [queued.queue_id]
@@ -253,7 +256,8 @@ async def test_a_dropped_stream_resumes_with_no_gap_and_no_repeat(
 async def test_stop_ends_the_attach(kit: Kit, follow: Callable[[int], Follow]) -> None:
     events = follow((await kit.link.transcript(0)).cursor)
     await events.until(lambda e: isinstance(e, Live), "the stream")
-    await kit.link.stop_worker()
+    assert kit.link.verbs is not None
+    await kit.link.verbs.stop(kit.link.session_id)
     gone = await events.until(lambda e: isinstance(e, Gone), "the end")
     assert isinstance(gone, Gone) and gone.exit_code == 4
 

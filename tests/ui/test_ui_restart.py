@@ -112,7 +112,9 @@ async def test_note_context_and_restart_in_the_app_onto_the_tui_installed(
         took_over = "the Python variables of the turns above are gone; run what you need again"
         await until(pilot, lambda: has(app, took_over), 60)
         assert has(app, f"a new worker runs the session: tui {__version__}")
-        assert has(app, "the worker is restarting: restarted by /restart; its programs' variables are gone")
+        # The access layer's restart, as `tui restart` words it
+        said = f"the worker is restarting: restarted onto tui {__version__}; its programs' variables are gone"
+        assert has(app, said)
         await until(pilot, lambda: app.session.status.status.version == __version__)
         assert "installed: /restart" not in app.session.status.link_row(200)
 
@@ -128,7 +130,7 @@ async def test_note_context_and_restart_in_the_app_onto_the_tui_installed(
     assert "worker_started" in types[at:] and "turn_ended" in types[at:]
 
     # The worker's boundary stays in the transcript: on the next attach, and in every export.
-    leaving = "the worker is restarting: restarted by /restart"
+    leaving = f"the worker is restarting: restarted onto tui {__version__}"
     again = TuiApp(await access.link(sid, client_id="tui:test:2"), state_dir=workers)
     async with again.run_test(size=(120, 40)) as pilot:
         await until(pilot, again.session.attached.is_set, 30)

@@ -16,7 +16,7 @@ import pytest
 from client.helpers import tui
 from helpers import wait_until
 
-from tui.link.local import LocalLink
+from tui.access.local import LocalAccess
 from tui.store import is_live
 
 from .conftest import Worker
@@ -52,15 +52,12 @@ async def test_a_worker_whose_socket_was_deleted_is_named_and_stop_ends_it(worke
     assert again.returncode == 0 and again.stdout.strip() == "3", again.stderr
 
 
-async def test_a_link_ends_a_worker_it_cannot_ask_to_leave_as_tui_stop_does(worker: Worker) -> None:
-    """Stopping from the app (`LocalLink.stop_worker`) is `tui stop`: a worker whose socket is gone
-    cannot be asked to leave, so it is sent SIGTERM, not waited on and then given up."""
+async def test_stop_ends_a_worker_it_cannot_ask_to_leave(worker: Worker) -> None:
+    """Stopping (`tui stop`, and the app's ``/exit`` through its link's verbs: `LocalAccess.stop`):
+    a worker whose socket is gone cannot be asked to leave, so it is sent SIGTERM, not waited on
+    and then given up."""
     os.unlink(worker.sidecar.socket)
-    link = LocalLink(worker.state, worker.session_id)
-    try:
-        await link.stop_worker()
-    finally:
-        await link.close()
+    assert await LocalAccess(worker.state).stop(worker.session_id) is True
     assert not is_live(worker.paths.lock)
 
 

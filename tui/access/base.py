@@ -156,7 +156,9 @@ class SessionAccess(ABC):
 
     @abstractmethod
     async def link(self, session_id: str, *, client_id: str) -> AttachLink:
-        """An `AttachLink` to the session (its worker started if none runs)."""
+        """An `AttachLink` to the session (its worker started if none runs), handed this access
+        as its `verbs`: an attached client's ``/exit``, ``/archive`` and ``/restart`` are these
+        commands, with their conditions."""
 
     def command(self, *words: str) -> str:
         """A command as the user must type it for this machine."""

@@ -317,4 +317,6 @@ class LocalAccess(SessionAccess):
 
     async def link(self, session_id: str, *, client_id: str) -> LocalLink:
         await self.wake(session_id)
-        return LocalLink(self.state, session_id, client_id=client_id)
+        link = LocalLink(self.state, session_id, client_id=client_id)
+        link.verbs = self
+        return link

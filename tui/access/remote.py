@@ -220,7 +220,9 @@ class RemoteAccess(SessionAccess):
 
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)
-        return RemoteLink(self.web, session_id, client_id=client_id)
+        link = RemoteLink(self.web, session_id, client_id=client_id)
+        link.verbs = self
+        return link
 
 
 def search_params(query: SearchQuery) -> dict[str, Any]:

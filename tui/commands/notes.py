@@ -13,7 +13,7 @@ import sys
 
 from tui.access.base import SessionSummary, restart_loses
 from tui.commands.sessions import _run, _say, open_access
-from tui.errors import UsageError
+from tui.errors import Busy, UsageError
 from tui.link.local import local_client_id
 from tui.protocol.ids import short_id
 
@@ -133,10 +133,10 @@ def run_restart(args: argparse.Namespace) -> int:
         raise UsageError("give a session or --outdated: `tui restart ID` or `tui restart --outdated`")
     access = open_access(args)
 
-    async def one(row: SessionSummary) -> None:
+    async def one(row: SessionSummary, *, ahead: bool = True) -> None:
         short = short_id(row.id)
         loses = restart_loses(row.agent)
-        if row.live:
+        if row.live and ahead:
             _say(f"restarting session {short} onto tui {__version__}: {loses} will be lost")
         await access.restart(row.id)
         after = await access.show(row.id)
@@ -153,10 +153,12 @@ def run_restart(args: argparse.Namespace) -> int:
 
     async def outdated() -> int:
         rows = [row for row in await access.list_sessions(include_archived=True) if row.outdated]
-        idle = [row for row in rows if row.state == "idle"]
-        for row in idle:
-            await one(row)
-        busy = len(rows) - len(idle)
+        busy = 0
+        for row in rows:
+            try:
+                await one(row, ahead=False)
+            except Busy:  # a turn runs or a question waits: the access layer refuses the restart
+                busy += 1
         if not rows:
             _say(f"every live worker runs tui {__version__}, the one installed")
         elif busy:

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -37,7 +37,6 @@ from tui.protocol import (
     Info,
     Interrupted,
     InterruptRequest,
-    LeaveRequest,
     ModelRequest,
     QueueResumed,
     SearchResult,
@@ -60,7 +59,23 @@ __all__ = [
     "Located",
     "Reconnecting",
     "RouteCall",
+    "SessionVerbs",
 ]
+
+
+class SessionVerbs(Protocol):
+    """The session commands an attached client may ask for (``/exit``, ``/exit --delete``,
+    ``/archive``, ``/restart``): the access layer's (`tui.access.base.SessionAccess`), whose
+    `link` hands itself to the link it makes (`AttachLink.verbs`). Each verb and its conditions
+    (a restart only when the session is idle) are written there once."""
+
+    async def stop(self, session_id: str) -> bool: ...
+
+    async def delete(self, session_id: str, *, force: bool = False) -> None: ...
+
+    async def archive(self, session_id: str) -> None: ...
+
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -187,8 +202,8 @@ class AttachLink(Caller):
     """One attached session, wherever it is.
 
     A link implements three methods (`locate`, `open_stream`, `handle`: one route's request) and
-    may give four more (`handle_text` for the routes that answer streamed text, and the session's
-    `stop_worker`, `delete_session`, `archive_session`); the typed requests are built on them.
+    may give one more (`handle_text` for the routes that answer streamed text); the typed requests
+    are built on them. The session's verbs are the access layer's (`verbs`).
 
     Attributes:
         session_id: the session's full id.
@@ -211,6 +226,9 @@ class AttachLink(Caller):
     """The last ``retry:`` a stream sent, in seconds: the follower waits at least that long."""
     principal: Principal = Principal()
     """Who this client acts as (the owner unless the link says otherwise; see `whoami`)."""
+    verbs: SessionVerbs | None = None
+    """The session's stop, delete, archive and restart: the access layer that made this link
+    (None: a link made otherwise, which cannot do them)."""
 
     # --- what a link implements ---------------------------------------------------------------
     @abstractmethod
@@ -231,26 +249,6 @@ class AttachLink(Caller):
             WorkerUnavailable: the stream could not be opened or dropped (the follower retries).
             Refused, NotFound: gone for good.
         """
-
-    async def stop_worker(self) -> None:
-        """`/exit`: the worker ends its turn, says `worker_leaving` and exits.
-
-        Default: ``POST /leave``.
-        """
-        await self.call(BRIDGE["leave"], LeaveRequest())
-
-    async def delete_session(self) -> None:
-        """`/exit --delete`, once the worker let go. Default: refused."""
-        raise InvalidRequest(f"this session cannot be deleted from here; `{self.command('delete')}` can")
-
-    async def archive_session(self) -> None:
-        """`/archive`: hide the session from lists. Default: refused."""
-        raise InvalidRequest(f"this session cannot be archived from here; `{self.command('archive')}` can")
-
-    async def restart_session(self, reason: str) -> None:
-        """`/restart`: a new worker takes the session (the old one says `worker_leaving` with
-        ``restarting`` and `reason`; followers go on with the new one). Default: refused."""
-        raise InvalidRequest(f"this session cannot be restarted from here; `{self.command('restart')}` can")
 
     async def whoami(self) -> Principal:
         """Who this client acts as now (a remote link asks its machine). Default: `principal`."""

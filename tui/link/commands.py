@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tui.errors import Busy, NotFound, TuiError, UsageError
+from tui.errors import InvalidRequest, NotFound, TuiError, UsageError
 from tui.link import changes as ch
 from tui.link.slash import format_children, format_context, format_stats
 from tui.protocol.ids import short_id
@@ -15,6 +15,7 @@ from tui.protocol.wording import restart_loses
 
 if TYPE_CHECKING:
     from tui.link.attachment import Attachment
+    from tui.link.base import SessionVerbs
 
 __all__ = ["COMMANDS"]
 
@@ -27,11 +28,26 @@ async def _call(what: str, call: Any, done: Callable[[Any], ch.Outcome]) -> ch.O
     return done(result)
 
 
+def _verbs(attachment: Attachment, command: str) -> SessionVerbs:
+    """The access layer's session verbs, as the link was handed them.
+
+    Raises:
+        InvalidRequest: the link was made without them: the command that does it is named.
+    """
+    link = attachment.link
+    if link.verbs is None:
+        how = link.command(command, short_id(link.session_id))
+        raise InvalidRequest(f"this session cannot be told to {command} from here; `{how}` can")
+    return link.verbs
+
+
 async def stop(attachment: Attachment, rest: str, *, delete: bool = False) -> ch.Outcome:
+    sid = attachment.link.session_id
     try:
-        await attachment.link.stop_worker()
+        verbs = _verbs(attachment, "delete" if delete else "stop")
+        await verbs.stop(sid)
         if delete:
-            await attachment.link.delete_session()
+            await verbs.delete(sid, force=True)
     except TuiError as exc:
         return ch.Failed("exit", exc)
     return ch.Stopped(delete)
@@ -39,7 +55,11 @@ async def stop(attachment: Attachment, rest: str, *, delete: bool = False) -> ch
 
 async def archive(attachment: Attachment, rest: str) -> ch.Outcome:
     done = ch.Done("archive", "The session is archived; it keeps running.")
-    return await _call("archive", attachment.link.archive_session(), lambda _: done)
+    try:
+        verbs = _verbs(attachment, "archive")
+    except TuiError as exc:
+        return ch.Failed("archive", exc)
+    return await _call("archive", verbs.archive(attachment.link.session_id), lambda _: done)
 
 
 async def model(attachment: Attachment, rest: str) -> ch.Outcome:
@@ -125,14 +145,14 @@ async def context(attachment: Attachment, rest: str) -> ch.Outcome:
 
 
 async def restart(attachment: Attachment, rest: str) -> ch.Outcome:
-    state = attachment.session.state
-    if state != "idle":
-        why = f"the session is {state}; /restart once it is idle, or interrupt the turn (Esc) first"
-        return ch.Failed("restart", Busy(why))
     loses = restart_loses(attachment.session.agent or (attachment.info.agent if attachment.info else None))
-    reason = f"restarted by /restart; {loses} are gone"
     done = ch.Done("restart", f"the session runs in a new worker; {loses} are gone")
-    return await _call("restart", attachment.link.restart_session(reason), lambda _: done)
+    try:
+        verbs = _verbs(attachment, "restart")
+    except TuiError as exc:
+        return ch.Failed("restart", exc)
+    # Only when idle: the access layer says so (a turn runs, or a question waits: Busy).
+    return await _call("restart", verbs.restart(attachment.link.session_id), lambda _: done)
 
 
 _REWIND_USAGE = (

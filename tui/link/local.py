@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 from tui.errors import TuiError, WorkerStarting
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
-from tui.link.launch import stop_worker
 from tui.protocol import (
     WorkerLeaving,
 )
 from tui.protocol.ids import Surface, make_client_id, short_id
-from tui.store import Journal, StatePaths, archive_session, delete_session, is_live, live_worker, read_sidecar
+from tui.store import Journal, StatePaths, is_live, live_worker, read_sidecar
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
@@ -151,25 +150,6 @@ class LocalLink(BridgedLink):
         launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
         self._starting = asyncio.create_task(launch)
         return Located("starting", "the worker stopped unexpectedly; starting a new one")
-
-    # --- the session -----------------------------------------------------------------------------
-    async def stop_worker(self) -> None:
-        """Ask the worker to leave and wait until it let go of the session (SIGTERM if it does not)."""
-        await stop_worker(self.paths, again=self.command("stop", self.short))
-
-    async def delete_session(self) -> None:
-        await self.stop_worker()
-        await asyncio.to_thread(delete_session, self.state, self.session_id)
-
-    async def archive_session(self) -> None:
-        await asyncio.to_thread(archive_session, self.state, self.session_id)
-
-    async def restart_session(self, reason: str) -> None:
-        """The worker leaves saying it restarts (followers wait for the next), a new one starts."""
-        await stop_worker(self.paths, again=self.command("restart", self.short), reason=reason, restart=True)
-        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
-
-        await start_worker_async(self.state.root, self.session_id, timeout=10.0)
 
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():

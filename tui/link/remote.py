@@ -351,22 +351,6 @@ class RemoteLink(BridgedLink):
     def bridge_client(self) -> BridgeClient:
         return self.bridge
 
-    # --- the session -----------------------------------------------------------------------------
-    async def stop_worker(self) -> None:
-        await self.web.call(WEB["stop"], seconds=40.0, id=self.session_id)
-
-    async def delete_session(self) -> None:
-        await self.web.call(WEB["delete"], query={"force": 1}, seconds=40.0, id=self.session_id)
-
-    async def archive_session(self) -> None:
-        await self.web.call(WEB["archive"], id=self.session_id)
-
-    async def restart_session(self, reason: str) -> None:
-        """``POST …/restart``: the remote's web bridge says its own reason (its tui's version)."""
-        await self.web.call(
-            WEB["restart"], WakeRequest(wait=WAKE_WAIT), seconds=WAKE_WAIT + 40, id=self.session_id
-        )
-
     async def close(self) -> None:
         if self._starting is not None and not self._starting.done():
             self._starting.cancel()

@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal, cast
 
 import httpx
 
-from tui.errors import TuiError, WorkerUnavailable
+from tui.errors import Busy, TuiError, WorkerUnavailable
 from tui.link.base import AttachLink, Backoff, Live, Located, RouteCall
 from tui.link.client import BridgeClient, _SseReader
 from tui.protocol import By, Event, Presence, TurnRecord, TurnRequest, decode_event
@@ -51,6 +51,7 @@ from tui.protocol.events import (
     TurnEnded,
     TurnStarted,
 )
+from tui.protocol.ids import short_id
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState
 from tui.store import Journal, JournalLine, SessionRecord, StatePaths, save_session
@@ -59,7 +60,7 @@ from tui.worker.agent import Agent, AgentContext, Answer, TurnIO, TurnOutcome
 from tui.worker.bridge import _stream, build_app
 from tui.worker.core import SessionWorker
 
-__all__ = ["LinkRequest", "ScriptedAgent", "WorkerLink"]
+__all__ = ["LinkRequest", "ScriptedAgent", "ScriptedVerbs", "WorkerLink"]
 
 Outcome = Literal["completed", "failed", "interrupted"]
 
@@ -175,6 +176,44 @@ def _let_go(journal: Journal, root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
+class ScriptedVerbs:
+    """The session verbs of a `WorkerLink`, as `tui.access.base.SessionAccess` is a real link's
+    (`AttachLink.verbs`): each is recorded in the link's `requests` (``stop``, ``delete``,
+    ``archive``, ``restart``) and its `handler` may answer it. Stopping makes the worker leave;
+    a restart is refused while the session is not idle, as the access layer refuses it."""
+
+    def __init__(self, link: WorkerLink) -> None:
+        self.link = link
+
+    async def stop(self, session_id: str) -> bool:
+        link = self.link
+        if await link._handled("stop", {}) is not NotImplemented:
+            return True
+        # This client's streams end first, as the client is leaving too (what a stream delivers
+        # while the app closes is not what these tests look at).
+        link.located = Located("gone", "the session was stopped")
+        link.drop("the session was stopped")
+        await link.worker.leave("stopped by /exit")
+        return True
+
+    async def delete(self, session_id: str, *, force: bool = False) -> None:
+        await self.link._handled("delete", {"force": force})
+
+    async def archive(self, session_id: str) -> None:
+        await self.link._handled("archive", {})
+
+    async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
+        state = self.link.session.state
+        if state != "idle":
+            short = short_id(session_id)
+            raise Busy(
+                f"session {short} is {state}; restart it once it is idle, or end the turn with "
+                f"`tui interrupt {short}` first"
+            )
+        await self.link._handled("restart", {})
+        return True
+
+
 class WorkerLink(AttachLink):
     """A real worker core in this process behind the `AttachLink` interface.
 
@@ -221,6 +260,7 @@ class WorkerLink(AttachLink):
         self.principal = principal or Principal()
         self.handler = handler
         self.requests: list[LinkRequest] = []
+        self.verbs = ScriptedVerbs(self)
         self.located = Located("live")
         """What `locate` answers; set it to script a restart or the end of the worker."""
         self.streams_opened = 0
@@ -538,24 +578,6 @@ class WorkerLink(AttachLink):
             return
         async for text in self._http.handle_text(call):
             yield text
-
-    async def stop_worker(self) -> None:
-        if await self._handled("stop", {}) is not NotImplemented:
-            return
-        # This client's streams end first, as the client is leaving too (what a stream delivers
-        # while the app closes is not what these tests look at).
-        self.located = Located("gone", "the session was stopped")
-        self.drop("the session was stopped")
-        await self.worker.leave("stopped by /exit")
-
-    async def delete_session(self) -> None:
-        await self._handled("delete", {})
-
-    async def archive_session(self) -> None:
-        await self._handled("archive", {})
-
-    async def restart_session(self, reason: str) -> None:
-        await self._handled("restart", {"reason": reason})
 
     async def close(self) -> None:
         """The attach is over. The worker stays, so the same link can be attached again; its
