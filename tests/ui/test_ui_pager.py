@@ -94,7 +94,8 @@ async def test_after_an_interrupt_the_queue_is_held_until_resume(until: Until) -
         await pilot.press("escape")
         await until(pilot, lambda: app.session.session_state.queue_held)
         assert link.current is None, "nothing ran after the interrupt"
-        assert "queue held after the interrupt: /resume runs it, /unqueue drops the last" in queue_row(app)
+        held = "queue held after the interrupt: /resume runs it, /unqueue takes the last back"
+        assert held in queue_row(app)
         await pilot.press(*"/resume", "enter")
         await until(pilot, lambda: link.current is not None and link.current.prompt == "print('next')")
         await until(pilot, lambda: not app.session.query_one("#queue-row", Static).display)

@@ -395,7 +395,7 @@ class SessionScreen(CommandScreen):
         items = " · ".join(f"{n}. {clip(i.prompt)}" for n, i in enumerate(queue, 1))
         if held:
             row.update(
-                f"queue held after the interrupt: /resume runs it, /unqueue drops the last · "
+                f"queue held after the interrupt: /resume runs it, /unqueue takes the last back · "
                 f"({len(queue)}) {items}"
             )
         else:
