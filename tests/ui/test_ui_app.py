@@ -819,6 +819,22 @@ class TestCommands:
             await pilot.press(*"/stats", "enter")
             await until(pilot, lambda: any("stats:" in i.line for i in app.session.transcript.items))
 
+    async def test_model_alone_says_the_model_and_lists_the_choices(self, until: Until) -> None:
+        link = WorkerLink(models=["fast", "big"])
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/mo")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            words = app.session.prompt_box._words
+            assert "/model " in words and "/mode " not in words, "a python session has no modes"
+            await pilot.press(*"del", "enter")
+            await until(pilot, lambda: any(n.title == "Which model?" for n in app._notifications))
+            said = next(str(n.message) for n in app._notifications if n.title == "Which model?")
+            assert said.endswith("/model NAME switches: fast, big (Tab completes)."), said
+            await pilot.press(*"/mode", "enter")
+            await until(pilot, lambda: any("has no modes" in str(n.message) for n in app._notifications))
+
 
 class TestLink:
     async def test_a_prompt_typed_while_the_link_is_down_is_sent_once_when_back(self, until: Until) -> None:

@@ -11,7 +11,7 @@ from tui.link import changes as ch
 from tui.link.slash import format_children, format_context, format_stats
 from tui.protocol.ids import short_id
 from tui.protocol.messages import MAX_NOTE, ContextList, Noted
-from tui.protocol.wording import restart_loses
+from tui.protocol.wording import agent_mode, agent_model, restart_loses
 
 if TYPE_CHECKING:
     from tui.link.attachment import Attachment
@@ -62,15 +62,40 @@ async def archive(attachment: Attachment, rest: str) -> ch.Outcome:
     return await _call("archive", verbs.archive(attachment.link.session_id), lambda _: done)
 
 
+def _offered(now: str | None, choices: list[str], what: str, typed: str) -> str:
+    """``The model is fast; /model NAME switches: fast, smart (Tab completes).``"""
+    said = f"The {what} is {now}; " if now else ""
+    if not choices:
+        return f"{said}type {typed}."
+    return f"{said}{typed} switches: {', '.join(choices)} (Tab completes)."
+
+
 async def model(attachment: Attachment, rest: str) -> ch.Outcome:
-    if not rest:
-        return ch.Usage("/model", "Type /model NAME.")
+    if not rest:  # what it is now, and what it may be
+        s, info = attachment.session, attachment.info
+        setting = next((x for x in s.settings if x.category == "model"), None)
+        if setting is not None:  # an ACP agent's
+            names = [c.value for c in setting.choices]
+            return ch.Usage("/model", _offered(agent_model(s.settings), names, "model", "/model NAME"))
+        offered = list(info.models) if info is not None else []
+        text = _offered(s.model or "the default", offered, "model", "/model NAME")
+        if not offered:
+            text = text.removesuffix(".") + " (a [models] profile or PROVIDER:MODEL)."
+        return ch.Usage("/model", text)
     return await _call("model", attachment.link.set_model(rest), lambda _: ch.Done("model"))
 
 
 async def mode(attachment: Attachment, rest: str) -> ch.Outcome:
     if not rest:
-        return ch.Usage("/mode", "Type /mode NAME (Tab completes).")
+        s = attachment.session
+        setting = next((x for x in s.settings if x.category == "mode"), None)
+        names = [c.value for c in s.modes] or (
+            [c.value for c in setting.choices] if setting is not None else []
+        )
+        if not names:
+            return ch.Usage("/mode", "This session's agent has no modes (/mode is an ACP agent's).")
+        now = agent_mode(s.mode, list(s.modes), list(s.settings))
+        return ch.Usage("/mode", _offered(now, names, "mode", "/mode NAME"))
     return await _call("mode", attachment.link.set_model(rest, "mode"), lambda _: ch.Done("mode"))
 
 

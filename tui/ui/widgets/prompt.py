@@ -198,7 +198,7 @@ class PromptBox(Vertical):
         """Offer what completes `text`."""
         options: list[Option] = []
         self._words = []
-        commands = complete(text)
+        commands = [c for c in complete(text) if c.name != "/mode" or self.modes]  # an agent's modes
         theirs = self._agent_completions(text)
         takes = next((c for c in ("/model ", "/mode ") if text.startswith(c)), None)
         if takes is not None and "\n" not in text:
