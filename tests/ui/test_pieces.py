@@ -28,6 +28,11 @@ def test_a_tool_title_keeps_whole_arguments_and_counts_the_rest() -> None:
     assert all(w in args["question"].split() for w in words)  # cut between words
 
 
+def test_a_tool_title_leaves_out_arguments_left_out() -> None:
+    title = tool_title("ask", {"question": "Go on?", "options": None, "multiple": False}, "completed")
+    assert title == "ask(question='Go on?', multiple=false) · completed"
+
+
 def test_a_tool_title_shows_a_list_by_whole_items_and_code_by_its_first_line() -> None:
     assert 'options=["alpha", …+4]' in tool_title(
         "ask", {"question": "pick some", "options": ["alpha", "beta", "gamma", "delta", "epsilon"]}, None

@@ -96,7 +96,7 @@ def _tool_title(
         return f"{name}: {shown}{extra} · {state}"
     shown_args: list[str] = []
     used = 0
-    items = list(args.items())
+    items = [(k, v) for k, v in args.items() if v is not None]  # an argument left out says nothing
     for index, (key, value) in enumerate(items):
         budget = TITLE_WIDTH - used - len(key) - 1
         if index == 0:
