@@ -210,12 +210,20 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=40, help="warm searches timed")
     parser.add_argument("--write-turns", type=int, default=1000, help="turns of the write-path case")
     parser.add_argument("--keep", action="store_true", help="leave the state dir (its path is printed)")
+    parser.add_argument(
+        "--state", metavar="DIR", help="a state dir --keep left: its sessions again, no new ones"
+    )
     args = parser.parse_args()
 
-    root = Path(tempfile.mkdtemp(prefix="tui-search-bench-", dir="/tmp"))
+    root = Path(args.state) if args.state else Path(tempfile.mkdtemp(prefix="tui-search-bench-", dir="/tmp"))
     try:
         t = time.perf_counter()
-        journals = write_state(root, args.sessions, args.turns)
+        if args.state:
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(root / INDEX_FILE) + suffix).unlink(missing_ok=True)
+            journals = sum(p.stat().st_size for p in root.glob("sessions/*/journal.jsonl"))
+        else:
+            journals = write_state(root, args.sessions, args.turns)
         print(
             f"state: {args.sessions:,} sessions, {args.turns:,} turns, journals {journals / 1e6:,.1f} MB "
             f"(written in {time.perf_counter() - t:.1f} s)"
@@ -297,7 +305,7 @@ def main() -> None:
             f"indexing it {cpu * 1e6:,.0f} µs ({cpu / own:.1%} of the writer's)"
         )
     finally:
-        if args.keep:
+        if args.keep or args.state:
             print(f"kept: {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
