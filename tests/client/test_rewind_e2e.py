@@ -147,6 +147,11 @@ def test_a_model_session_rewound_sends_only_the_turns_before(
     assert "hello one" in said and "hello four" in said
     assert "made.txt" not in said and "hello three" not in said
 
+    forked = tui("fork", sid, "--at", "2", "--dir", str(work.parent / "fork"))
+    assert forked.returncode == 0, forked.stderr
+    carried = (state_dir / "sessions" / forked.stdout.strip() / "messages.jsonl").read_text()
+    assert "hello one" in carried and "made.txt" not in carried and "hello four" not in carried
+
 
 def test_an_acp_session_is_told_of_the_rewind_of_its_shell_commands(
     state_dir: Path, acp_tester: Path

@@ -97,3 +97,15 @@ def test_a_folder_with_too_many_files_is_counted_only_to_the_bound(work: Path, t
         (work / f"f{k}").write_text("x")
     assert (FileCheckpoints(tmp_path / "files.git", work, max_files=10).too_big() or 0) > 10
     assert FileCheckpoints(tmp_path / "other.git", work, max_files=100).too_big() is None
+
+
+def test_two_sessions_in_one_folder_keep_their_own_checkpoints(work: Path, tmp_path: Path) -> None:
+    first = FileCheckpoints(tmp_path / "one.git", work)
+    second = FileCheckpoints(tmp_path / "two.git", work)
+    a, b = first.snapshot(), second.snapshot()
+    assert a.tree == b.tree
+    (work / "a.txt").write_text("changed by the first session's turn\n")
+    after = first.snapshot()
+    assert [c.path for c in first.changes(a.tree, after.tree)] == ["a.txt"]
+    # The second store's index still has the file as it was: its next checkpoint sees the change too.
+    assert [c.path for c in second.changes(b.tree, second.snapshot().tree)] == ["a.txt"]
