@@ -109,3 +109,26 @@ def test_two_sessions_in_one_folder_keep_their_own_checkpoints(work: Path, tmp_p
     assert [c.path for c in first.changes(a.tree, after.tree)] == ["a.txt"]
     # The second store's index still has the file as it was: its next checkpoint sees the change too.
     assert [c.path for c in second.changes(b.tree, second.snapshot().tree)] == ["a.txt"]
+
+
+def test_a_link_a_program_made_is_never_followed_out_of_the_folder(work: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "er").mkdir(parents=True)
+    (outside / "er" / "new.txt").write_text("not the session's\n")
+    store = FileCheckpoints(tmp_path / "files.git", work)
+    before = store.snapshot()
+    (work / "deep" / "er").mkdir(parents=True)
+    (work / "deep" / "er" / "new.txt").write_text("made by a turn\n")
+    after = store.snapshot()
+    # The program swaps the folder for a link to somewhere it cannot reach, hoping the rewind
+    # (run by the worker, outside the sandbox) deletes or writes there.
+    (work / "deep" / "er" / "new.txt").unlink()
+    (work / "deep" / "er").rmdir()
+    (work / "deep").rmdir()
+    os.symlink(outside, work / "deep")
+    store.restore(before.tree, store.changed_paths(before.tree, after.tree))
+    assert (outside / "er" / "new.txt").read_text() == "not the session's\n"
+    store.restore(after.tree, store.changed_paths(before.tree, after.tree))  # writing back too
+    assert (outside / "er" / "new.txt").read_text() == "not the session's\n"
+    assert (work / "deep" / "er" / "new.txt").read_text() == "made by a turn\n"
+    assert not (work / "deep").is_symlink()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -346,22 +347,40 @@ class FileCheckpoints:
             held = [p for p in wanted if p in kept]
             gone = [p for p in wanted if p not in kept]
             for path in sorted(gone, key=lambda p: -p.count("/")):
+                if not self._within(path):
+                    continue  # behind a link or a file now: nothing of the folder's is there to remove
                 target = self.folder / path
-                if target.is_symlink() or target.is_file():
-                    target.unlink()
-                elif target.is_dir():
-                    shutil.rmtree(target)
+                with contextlib.suppress(FileNotFoundError):
+                    if stat.S_ISDIR(os.lstat(target).st_mode):
+                        shutil.rmtree(target)  # it removes links, never what they point to
+                    else:
+                        os.unlink(target)
                 parent = target.parent
-                while parent != self.folder and parent.is_dir() and not any(parent.iterdir()):
+                while parent != self.folder and not any(parent.iterdir()):
                     parent.rmdir()
                     parent = parent.parent
             for path in held:  # a folder now where a file goes back
                 target = self.folder / path
-                if target.is_dir() and not target.is_symlink():
-                    shutil.rmtree(target)
+                with contextlib.suppress(FileNotFoundError):
+                    if self._within(path) and stat.S_ISDIR(os.lstat(target).st_mode):
+                        shutil.rmtree(target)
             if held:
                 listed = b"".join(os.fsencode(p) + b"\0" for p in held)
                 self._git("checkout-index", "-f", "-z", "--stdin", stdin=listed, index=index)
+
+    def _within(self, path: str) -> bool:
+        """Whether every folder leading to `path` is a real folder of the session's folder (not a
+        link a program made to somewhere else, which the worker, outside the sandbox, must not
+        follow)."""
+        here = self.folder
+        for part in Path(path).parts[:-1]:
+            here = here / part
+            try:
+                if not stat.S_ISDIR(os.lstat(here).st_mode):
+                    return False
+            except OSError:
+                return False
+        return True
 
     def materialize(self, tree: str, destination: Path) -> None:
         """Write every file of checkpoint `tree` into `destination` (a new folder)."""
