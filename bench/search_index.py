@@ -24,6 +24,7 @@ import random
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -295,6 +296,15 @@ def main() -> None:
             f"warm search, all {len(every)}: p50 {statistics.median(every) * 1000:.1f} ms, p95 "
             f"{_p(every, 0.95) * 1000:.1f} ms | grep -rl median {g * 1000:,.0f} ms: "
             f"{g / _p(every, 0.95):,.0f}x the p95"
+        )
+
+        tui = [sys.executable, "-m", "tui", "--state-dir", str(root)]
+        cli = statistics.median(_timed([*tui, "search", "kingfisher"]) for _ in range(5))
+        bare = statistics.median(_timed([*tui, "--help"]) for _ in range(5))
+        print(
+            f"the command, `tui search kingfisher` (a process, first page printed): median of 5 "
+            f"{cli * 1000:,.0f} ms | `tui --help` {bare * 1000:,.0f} ms | "
+            f"grep -rl {grep['kingfisher'] * 1000:,.0f} ms: {grep['kingfisher'] / cli:,.1f}x"
         )
 
         without, with_, own, cpu = write_path(root / "write", args.write_turns)

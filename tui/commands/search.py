@@ -9,18 +9,21 @@ import asyncio
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from tui.access.base import SessionAccess
 from tui.config import parse_duration
 from tui.errors import TuiError, UsageError
 from tui.protocol.ids import short_id
 from tui.protocol.web import Found, FoundHit, SearchQuery
 from tui.store import StatePaths
-from tui.store.index import WHERE
+from tui.store.index import WHERE, find_in
 from tui.store.remotes import Remote, list_remotes
+
+if TYPE_CHECKING:
+    from tui.access.remote import RemoteAccess
 
 __all__ = ["NO_HIT", "query_of", "run_search", "search_once"]
 
@@ -86,43 +89,45 @@ class _Machine:
     error: str | None = None
 
 
-async def _ask(where: str, access: SessionAccess, query: SearchQuery, each: float | None) -> _Machine:
-    from tui.access.remote import RemoteAccess
-
+async def _ask(
+    where: str, asking: Awaitable[Found], each: float | None, remote: RemoteAccess | None
+) -> _Machine:
     try:
         async with asyncio.timeout(each):
-            return _Machine(where, await access.search(query))
+            return _Machine(where, await asking)
     except TimeoutError:
         return _Machine(where, error=f"no answer within {each:g} s")
     except TuiError as exc:
         return _Machine(where, error=str(exc))
     finally:
-        if isinstance(access, RemoteAccess):
-            await access.web.close()
+        if remote is not None:
+            await remote.web.close()
 
 
 async def _search(args: argparse.Namespace, query: SearchQuery) -> list[_Machine]:
-    from tui.access.local import LocalAccess
-    from tui.access.remote import RemoteAccess, open_access
-    from tui.commands.machines import EVERYWHERE_TIMEOUT
-
+    # This machine's search is asked of its index straight away: neither the access layer nor
+    # httpx is imported unless a remote is asked too.
     state = _state(args)
-    if args.everywhere:
-        local = LocalAccess(state)
-        local.progress = _progress_line()
-        remotes: list[Remote] = list_remotes(state)
-        asked = [_ask(HERE, local, query, None)]
-        asked += [_ask(r.name, RemoteAccess(r), query, EVERYWHERE_TIMEOUT) for r in remotes]
-        return list(await asyncio.gather(*asked))
-    if args.remote:
+    if args.remote and not args.everywhere:
+        from tui.access.remote import open_access
+
         access = open_access(args.remote, getattr(args, "state_dir", None))
         try:
             return [_Machine(args.remote, await access.search(query))]
         finally:
             await access.web.close()
-    local = LocalAccess(state)
-    local.progress = _progress_line()
-    return [_Machine(HERE, await local.search(query))]
+    remotes: list[Remote] = list_remotes(state) if args.everywhere else []
+    here = asyncio.to_thread(find_in, state, query, _progress_line())
+    if not remotes:
+        return [_Machine(HERE, await here)]
+    from tui.access.remote import RemoteAccess
+    from tui.commands.machines import EVERYWHERE_TIMEOUT
+
+    asked = [_ask(HERE, here, None, None)]
+    for remote in remotes:
+        access = RemoteAccess(remote)
+        asked.append(_ask(remote.name, access.search(query), EVERYWHERE_TIMEOUT, access))
+    return list(await asyncio.gather(*asked))
 
 
 async def search_once(args: argparse.Namespace, query: SearchQuery) -> Found:
