@@ -177,10 +177,16 @@ def test_the_workers_indexer_indexes_in_its_own_thread(state: StatePaths) -> Non
     with Journal.open_for_append(state.session(A).journal) as j:
         _turn(j, "t9", "print('axolotl')", "axolotl")
     indexer = Indexer(state, A)
+    indexer.most = 10  # a backlog longer than this is left to the next search
+    indexer.poke()
+    assert indexer.idle.wait(30)
+    with SearchIndex(state) as index:
+        assert [sid for sid, *_ in index.behind()] == [A]
+    indexer.most = 1 << 20
     indexer.poke()
     assert indexer.idle.wait(30)
     indexer.stop()
-    assert indexer.runs == 1
+    assert indexer.runs == 2
     with SearchIndex(state) as index:
         assert index.behind() == []  # nothing left for a search to catch up
         hits, _ = index.search(Query("axolotl"))

@@ -68,6 +68,9 @@ BUSY = 10.0
 """Seconds a writer waits for another's transaction."""
 GATHER = 0.25
 """Seconds a worker's indexer waits after a turn's end for more to index in the same go."""
+WORKER_MOST = 16 << 20
+"""Bytes of journal a worker indexes itself at most: a longer backlog (a long session an older
+worker wrote) is left to the next search, in its own process, not to the worker's thread."""
 
 Where = Literal["prompt", "reply", "tool", "error", "note", "question", "answer", "child"]
 WHERE: tuple[Where, ...] = ("prompt", "reply", "tool", "error", "note", "question", "answer", "child")
@@ -477,9 +480,11 @@ class SearchIndex:
             raise
         self.db.execute("COMMIT")
 
-    def index_session(self, session_id: str, step: Callable[[int], None] | None = None) -> int:
+    def index_session(
+        self, session_id: str, step: Callable[[int], None] | None = None, *, most: int | None = None
+    ) -> int:
         """Index what `session_id`'s journal holds beyond the index (all of it when the journal
-        was replaced or shrank).
+        was replaced or shrank); nothing when that is more than `most` bytes.
 
         Returns:
             How many texts were added.
@@ -498,7 +503,9 @@ class SearchIndex:
                     n, upto, turns = self._session_row(session_id, st.st_ino, st.st_size)
                     if offset is not None and upto != offset:
                         break  # someone else indexes this journal now
-                    if upto >= st.st_size:
+                    if upto >= st.st_size or (
+                        offset is None and most is not None and st.st_size - upto > most
+                    ):
                         break
                     want = BLOCK
                     while True:
@@ -909,6 +916,8 @@ class Indexer:
         self._thread: threading.Thread | None = None
         self.runs = 0
         """How many times it indexed (for tests)."""
+        self.most = WORKER_MOST
+        """The longest backlog it indexes itself (`WORKER_MOST`)."""
         self.idle = threading.Event()
         """Set while nothing is due and nothing runs."""
         self.idle.set()
@@ -941,7 +950,7 @@ class Indexer:
                 try:
                     if index is None:
                         index = SearchIndex(self.state)
-                    index.index_session(self.session_id)
+                    index.index_session(self.session_id, most=self.most)
                     self.runs += 1
                 except (sqlite3.Error, OSError) as exc:
                     log.warning("the search index was not updated (%s); the next search catches it up", exc)
