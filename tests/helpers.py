@@ -48,7 +48,7 @@ def worker_here(state_dir: Path, workdir: Path, kind: str) -> SessionWorker:
     worker = SessionWorker(
         paths, record, Journal.open_for_append(paths.journal), make_agent(agent_context(paths, record))
     )
-    worker.load()
+    worker.writer.load()
     worker.begin()
     return worker
 

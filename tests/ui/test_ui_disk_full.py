@@ -22,7 +22,7 @@ async def test_the_status_row_shows_the_workers_full_disk_and_when_it_is_over(
     until: Until, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     link = WorkerLink()
-    journal = link.worker.journal
+    journal = link.worker.writer.journal
     full = [False]
     real = os.write
 

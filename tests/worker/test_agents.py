@@ -64,14 +64,14 @@ async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWorke
 
 
 def journal_events(worker: SessionWorker) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in worker.paths.journal.read_text().splitlines()]
+    return [json.loads(line) for line in worker.writer.paths.journal.read_text().splitlines()]
 
 
 async def run(worker: SessionWorker, script: Callable[[TurnIO], Any], **request: Any) -> dict[str, Any]:
     """Run one turn of `script` and return its `turn_ended` event as journalled."""
     FakeAgent.script = script
     try:
-        accepted = worker.submit(TurnRequest(prompt="go", **request))
+        accepted = worker.control.submit(TurnRequest(prompt="go", **request))
         turn = worker.control.turn
         task = turn.task if turn is not None else None  # the turn's own task: its end
         assert task is not None
@@ -119,7 +119,7 @@ async def test_a_turn_sees_the_images_sent_with_it(session: SessionWorker) -> No
     await run(session, lambda turn: None, images=[ImageRef(file=image.file, name="shot.png")])
     agent = session.agent
     assert isinstance(agent, FakeAgent)
-    assert agent.seen_images == [session.paths.images / image.file]
+    assert agent.seen_images == [session.writer.paths.images / image.file]
 
 
 async def test_the_agent_decides_a_model_switch(session: SessionWorker) -> None:
@@ -331,12 +331,12 @@ async def test_a_worker_started_on_earlier_turns_says_how_many(session: SessionW
     await run(session, lambda turn: turn.text("x"))
     await session.leave("stopped")
     again = SessionWorker(
-        session.paths,
-        session.record,
-        Journal.open_for_append(session.paths.journal),
-        make_agent(agent_context(session.paths, session.record)),
+        session.writer.paths,
+        session.control.record,
+        Journal.open_for_append(session.writer.paths.journal),
+        make_agent(agent_context(session.writer.paths, session.control.record)),
     )
-    again.load()
+    again.writer.load()
     again.begin()
     try:
         assert again.info().resumed_at_turn == 1

@@ -50,7 +50,7 @@ def _worker(state: StatePaths, sid: str, *, resume: bool = True) -> SessionWorke
     checkpoint = read_checkpoint(paths.checkpoint) if resume else None
     journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
     worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
-    worker.load(checkpoint)
+    worker.writer.load(checkpoint)
     return worker
 
 
@@ -80,10 +80,10 @@ def _rebuilt(state: StatePaths, sid: str) -> dict[str, object]:
         paths.checkpoint.rename(aside)
     worker = _worker(state, sid, resume=False)
     try:
-        assert worker.replayed == worker.journal.last_seq
-        return worker.state.model_dump()
+        assert worker.writer.replayed == worker.writer.journal.last_seq
+        return worker.writer.state.model_dump()
     finally:
-        worker.journal.close()
+        worker.writer.journal.close()
         if aside.exists():
             aside.rename(paths.checkpoint)
 
@@ -95,14 +95,14 @@ def test_a_worker_reads_only_the_events_after_its_checkpoint(tmp_path: Path) -> 
     _checkpoint_at(paths, last - 5)
 
     worker = _worker(state, sid)
-    assert worker.journal.resumed is not None
-    assert worker.replayed == 5
-    assert worker.state.model_dump() == _rebuilt(state, sid)
-    assert worker.state.current is not None and worker.state.current.reply == "half a reply"
-    assert [i.prompt for i in worker.state.queue] == ["later"]
+    assert worker.writer.journal.resumed is not None
+    assert worker.writer.replayed == 5
+    assert worker.writer.state.model_dump() == _rebuilt(state, sid)
+    assert worker.writer.state.current is not None and worker.writer.state.current.reply == "half a reply"
+    assert [i.prompt for i in worker.writer.state.queue] == ["later"]
     # What it did not index at start is read when a follower asks for it.
-    assert [line.seq for line in worker.journal.read_after(0, 10_000)] == list(range(1, last + 1))
-    assert worker.journal.last_seq == last
+    assert [line.seq for line in worker.writer.journal.read_after(0, 10_000)] == list(range(1, last + 1))
+    assert worker.writer.journal.last_seq == last
 
 
 @pytest.mark.parametrize(
@@ -139,9 +139,9 @@ def test_a_checkpoint_that_does_not_fit_is_rebuilt_from_the_journal(tmp_path: Pa
 
     expected = _rebuilt(state, sid)
     worker = _worker(state, sid)
-    assert worker.journal.resumed is None
-    assert worker.replayed == worker.journal.last_seq
-    assert worker.state.model_dump() == expected
+    assert worker.writer.journal.resumed is None
+    assert worker.writer.replayed == worker.writer.journal.last_seq
+    assert worker.writer.state.model_dump() == expected
 
 
 def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
@@ -157,20 +157,20 @@ def test_a_worker_writes_a_checkpoint_as_the_journal_grows_and_when_it_leaves(
 
     async def run() -> None:
         worker = _worker(state, sid)
-        assert worker.replayed == worker.journal.last_seq  # none yet: rebuilt from all
+        assert worker.writer.replayed == worker.writer.journal.last_seq  # none yet: rebuilt from all
         worker.begin()
         # The journal was long: the first event written made a checkpoint at once.
         checkpoint = read_checkpoint(paths.checkpoint)
         assert checkpoint is not None and checkpoint.mark.seq > 300
         await worker.leave("test")
         left = read_checkpoint(paths.checkpoint)
-        assert left is not None and left.mark.seq == worker.journal.last_seq
-        assert left.state.model_dump() == worker.state.model_dump()
+        assert left is not None and left.mark.seq == worker.writer.journal.last_seq
+        assert left.state.model_dump() == worker.writer.state.model_dump()
 
     asyncio.run(run())
     again = _worker(state, sid)
-    assert again.replayed == 0
-    assert again.state.model_dump() == _rebuilt(state, sid)
+    assert again.writer.replayed == 0
+    assert again.writer.state.model_dump() == _rebuilt(state, sid)
     # The turn left running was ended by the new worker's start, and its record is kept.
     assert TurnStore(paths.turns).has("t-last")
 
@@ -193,11 +193,11 @@ paths = state.session(record.id)
 checkpoint = read_checkpoint(paths.checkpoint)
 journal = Journal.open_for_append(paths.journal, resume=checkpoint.mark if checkpoint else None)
 worker = SessionWorker(paths, record, journal, make_agent(agent_context(paths, record)))
-worker.load(checkpoint)
+worker.writer.load(checkpoint)
 worker.writer.quiet = True
 for i in range(int(sys.argv[3])):
-    worker.emit(TurnStarted(turn_id=f"k-{i}", prompt="x"))
-    worker.emit(TextChunk(turn_id=f"k-{i}", text="y"))
+    worker.writer.emit(TurnStarted(turn_id=f"k-{i}", prompt="x"))
+    worker.writer.emit(TextChunk(turn_id=f"k-{i}", text="y"))
 os.write(journal._write_fd, b'{"seq":99999,"at":"2026-')  # a torn line, as a kill mid-write leaves
 os.kill(os.getpid(), 9)
 """
@@ -216,10 +216,10 @@ def test_killed_mid_way_the_next_worker_starts_right(tmp_path: Path) -> None:
         checkpoint = read_checkpoint(paths.checkpoint)
         assert checkpoint is not None
         worker = _worker(state, sid)
-        assert worker.journal.resumed == checkpoint.mark
-        assert 0 < worker.replayed < 7  # only the tail after the last checkpoint
-        assert worker.state.model_dump() == _rebuilt(state, sid)
-        worker.journal.close()
+        assert worker.writer.journal.resumed == checkpoint.mark
+        assert 0 < worker.writer.replayed < 7  # only the tail after the last checkpoint
+        assert worker.writer.state.model_dump() == _rebuilt(state, sid)
+        worker.writer.journal.close()
 
 
 def test_a_worker_started_on_a_journal_keeps_the_notes_it_holds(tmp_path: Path) -> None:
@@ -235,6 +235,6 @@ def test_a_worker_started_on_a_journal_keeps_the_notes_it_holds(tmp_path: Path) 
             expected.apply(line.decode())
     worker = _worker(state, sid, resume=False)
     try:
-        assert worker.state.model_dump() == expected.model_dump()
+        assert worker.writer.state.model_dump() == expected.model_dump()
     finally:
-        worker.journal.close()
+        worker.writer.journal.close()

@@ -79,11 +79,11 @@ class Disk:
 
 def lines(worker: SessionWorker) -> list[dict[str, Any]]:
     """Every journal line, each of which must be whole JSON."""
-    return [json.loads(line) for line in worker.paths.journal.read_bytes().splitlines()]
+    return [json.loads(line) for line in worker.writer.paths.journal.read_bytes().splitlines()]
 
 
 def assert_whole(worker: SessionWorker) -> None:
-    data = worker.paths.journal.read_bytes()
+    data = worker.writer.paths.journal.read_bytes()
     assert data.endswith(b"\n")
     seqs = [e["seq"] for e in lines(worker)]
     assert seqs == list(range(1, len(seqs) + 1)), "a seq was lost or repeated"
@@ -128,19 +128,19 @@ async def test_a_full_disk_mid_turn_refuses_507_and_resumes_with_nothing_lost(
     session: SessionWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ChattyAgent.gate = asyncio.Event()
-    disk = Disk(session.journal, monkeypatch)
-    first = session.submit(TurnRequest(prompt="one", request_id="r1"))
+    disk = Disk(session.writer.journal, monkeypatch)
+    first = session.control.submit(TurnRequest(prompt="one", request_id="r1"))
     disk.full = True
     ChattyAgent.gate.set()
     await _turn_end(session)
-    assert not session.running, "the turn never ended: every later send would hang"
-    assert session.disk_full is not None
+    assert not session.control.running, "the turn never ended: every later send would hang"
+    assert session.writer.disk_full is not None
     app = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(session)), base_url="http://w")
     async with app:
         refused = await app.post("/turn", json={"prompt": "two", "request_id": "r2"})
         assert refused.status_code == 507
         body = refused.json()
-        assert body["error"] == "disk_full" and body["path"] == str(session.paths.journal)
+        assert body["error"] == "disk_full" and body["path"] == str(session.writer.paths.journal)
         assert "disk full" in body["detail"]
         assert_whole(session)
         disk.full = False
@@ -154,7 +154,7 @@ async def test_a_full_disk_mid_turn_refuses_507_and_resumes_with_nothing_lost(
     assert ended[0]["reply"] == "part 0 part 1 part 2 " and ended[0]["outcome"] == "interrupted"
     texts = [e["text"] for e in events if e["type"] == "text" and e["turn_id"] == first.turn_id]
     assert "".join(texts) == ended[0]["reply"], "held text was lost"
-    assert session.turn_store.has(first.turn_id)
+    assert session.writer.turn_store.has(first.turn_id)
 
 
 async def test_a_turn_record_that_cannot_be_written_is_no_hang(
@@ -169,17 +169,19 @@ async def test_a_turn_record_that_cannot_be_written_is_no_hang(
         real(path, data, mode=mode)
 
     monkeypatch.setattr(turns_module, "write_atomic", write_atomic)
-    first = session.submit(TurnRequest(prompt="one"))
+    first = session.control.submit(TurnRequest(prompt="one"))
     await _turn_end(session)
-    assert not session.running
+    assert not session.control.running
     with pytest.raises(DiskFull) as refused:
-        session.submit(TurnRequest(prompt="two"))
+        session.control.submit(TurnRequest(prompt="two"))
     assert first.turn_id in str(refused.value)
     full = False
-    second = session.submit(TurnRequest(prompt="two"))
+    second = session.control.submit(TurnRequest(prompt="two"))
     await _turn_end(session)
-    assert session.turn_store.has(first.turn_id) and session.turn_store.has(second.turn_id or "")
-    assert session.disk_full is None
+    assert session.writer.turn_store.has(first.turn_id) and session.writer.turn_store.has(
+        second.turn_id or ""
+    )
+    assert session.writer.disk_full is None
     assert_whole(session)
 
 
@@ -222,7 +224,7 @@ async def test_a_real_full_disk_cycle(
     worker = SessionWorker(
         paths, record, Journal.open_for_append(paths.journal), make_agent(agent_context(paths, record))
     )
-    worker.load()
+    worker.writer.load()
     worker.begin()
     filler = small_disk / "filler"
     with contextlib.suppress(OSError), filler.open("wb") as f:
@@ -244,7 +246,7 @@ async def test_a_real_full_disk_cycle(
     assert_whole(worker)
     assert any(e["type"] == "turn_ended" for e in lines(worker))
     await worker.leave("test over")
-    worker.journal.close()
+    worker.writer.journal.close()
 
 
 @register("loud")
@@ -285,11 +287,11 @@ async def test_a_full_disk_keeps_one_retry_and_bounded_output_and_says_what_it_d
     from tui.worker import writer as core
 
     worker = worker_here(state_dir, tmp_path, "loud")
-    disk = Disk(worker.journal, monkeypatch)
-    started = worker.submit(TurnRequest(prompt="one"))
+    disk = Disk(worker.writer.journal, monkeypatch)
+    started = worker.control.submit(TurnRequest(prompt="one"))
     disk.full = True
     await _turn_end(worker)
-    assert worker.disk_full is not None
+    assert worker.writer.disk_full is not None
     for _ in range(5):
         # Each try that fails leaves one timer for the next, not one more each time.
         worker.writer._try_resume()
@@ -299,7 +301,7 @@ async def test_a_full_disk_keeps_one_retry_and_bounded_output_and_says_what_it_d
     assert held <= core.HELD_OUTPUT + 1000, "output held past the bound"
     disk.full = False
     worker.writer._try_resume()
-    assert not worker.writer._held and worker.disk_full is None
+    assert not worker.writer._held and worker.writer.disk_full is None
     assert_whole(worker)
     events = lines(worker)
     dropped = [e for e in events if e["type"] == "note" and "were not kept" in e["text"]]

@@ -63,15 +63,15 @@ def test_an_idle_worker_trims_its_heap_once_per_idle_spell(monkeypatch: pytest.M
 
     process._trim_heap()  # the real call: glibc's malloc_trim, or nothing where there is none
     trims: list[float] = []
-    worker = SimpleNamespace(last_activity=100.0)
-    monkeypatch.setattr(process, "_trim_heap", lambda: trims.append(worker.last_activity))
+    worker = SimpleNamespace(writer=SimpleNamespace(last_activity=100.0))
+    monkeypatch.setattr(process, "_trim_heap", lambda: trims.append(worker.writer.last_activity))
     look = cast(Any, process._trim_when_idle)
     trimmed = look(worker, 1.0, 0.0)  # busy a moment ago: not yet
     assert trims == []
     trimmed = look(worker, process.TRIM_AFTER, trimmed)
     trimmed = look(worker, process.TRIM_AFTER + 30, trimmed)  # the same spell: once
     assert trims == [100.0]
-    worker.last_activity = 250.0  # a turn ran since
+    worker.writer.last_activity = 250.0  # a turn ran since
     trimmed = look(worker, 2.0, trimmed)
     assert trims == [100.0]
     look(worker, process.TRIM_AFTER, trimmed)

@@ -168,7 +168,7 @@ async def in_process(state_dir: Path, tmp_path: Path) -> AsyncIterator[SessionWo
 
 
 async def _run(worker: SessionWorker, prompt: str) -> str:
-    accepted = worker.submit(TurnRequest(prompt=prompt))
+    accepted = worker.control.submit(TurnRequest(prompt=prompt))
     task = worker.control.turn.task if worker.control.turn is not None else None
     assert task is not None and accepted.turn_id is not None
     await asyncio.wait_for(task, TIMEOUT)
@@ -183,7 +183,7 @@ async def test_search_finds_words_in_a_tools_arguments_and_output(in_process: Se
     assert found.hits[0].snippet == "found: Kingfisher of alpha"
     args = await in_process.search("GREP BETA")
     assert [(h.turn_id, h.where) for h in args.hits] == [(second, "tool")]
-    record = in_process.turn_store.get(second)
+    record = in_process.writer.turn_store.get(second)
     assert in_process.turn_output(second, record.tools[0].call_id).startswith("found: Kingfisher of beta\n")
 
 
@@ -195,10 +195,10 @@ async def test_each_written_event_is_handed_on_with_the_state_after_it(in_proces
     def broken(event: Event, state: SessionState) -> None:
         raise RuntimeError("a broken listener")
 
-    in_process.listeners.append(broken)
-    in_process.listeners.append(lambda event, state: seen.append((event.seq, event.type, state.state)))
+    in_process.writer.listeners.append(broken)
+    in_process.writer.listeners.append(lambda event, state: seen.append((event.seq, event.type, state.state)))
     turn_id = await _run(in_process, "gamma")
-    written = [json.loads(line) for line in in_process.paths.journal.read_bytes().splitlines()]
+    written = [json.loads(line) for line in in_process.writer.paths.journal.read_bytes().splitlines()]
     first = seen[0][0]
     tail = [(e["seq"], e["type"]) for e in written if e["seq"] >= first]
     assert [(seq, typ) for seq, typ, _ in seen] == tail

@@ -297,7 +297,7 @@ class WorkerLink(AttachLink):
         self.agent: ScriptedAgent = kind(model, models or [])
         self.worker = SessionWorker(paths, record, journal, self.agent)
         self.worker.control.by = By(kind="owner", name=user)
-        self.worker.load(self._write_history(history or [], model))
+        self.worker.writer.load(self._write_history(history or [], model))
         self.worker.begin()
         self.worker.resumed_at_turn = 0  # the history is the session's past, not a restart
         self._http = BridgeClient(
@@ -347,7 +347,7 @@ class WorkerLink(AttachLink):
                 )
             )
             # The record as given (tools, lines …): what /transcript pages.
-            self.worker.turn_store.save(record)
+            self.worker.writer.turn_store.save(record)
         mark = self._journal.mark()
         assert mark is not None
         state = SessionState(
@@ -371,17 +371,17 @@ class WorkerLink(AttachLink):
     @property
     def session(self) -> SessionState:
         """The session as its journal says it is (the worker's state)."""
-        return self.worker.state
+        return self.worker.writer.state
 
     @property
     def last_seq(self) -> int:
         """The seq of the journal's last event."""
-        return self.worker.journal.last_seq
+        return self.worker.writer.journal.last_seq
 
     @property
     def journal(self) -> list[Event]:
         """Every event of the journal, in order."""
-        return [line.decode() for line in self.worker.journal.iter_after(0)]
+        return [line.decode() for line in self.worker.writer.journal.iter_after(0)]
 
     @property
     def resumed_at_turn(self) -> int:
@@ -419,11 +419,11 @@ class WorkerLink(AttachLink):
             self.agent.mode = event.mode
             self.agent.modes = list(event.modes)
             self.agent.settings = list(event.settings)
-            before = self.worker.journal.last_seq
+            before = self.worker.writer.journal.last_seq
             self.agent.info_changed()
-            lines = self.worker.journal.read_after(before, 1)
+            lines = self.worker.writer.journal.read_after(before, 1)
             return lines[0].decode() if lines else self.journal[-1]
-        return self.worker.emit(event)
+        return self.worker.writer.emit(event)
 
     def drop(self, reason: str = "the stream dropped") -> None:
         """End every open stream with `WorkerUnavailable` (the follower asks `locate` and retries)."""
@@ -434,14 +434,14 @@ class WorkerLink(AttachLink):
     def attend(self, *people: tuple[str, str]) -> None:
         """Say who is attached now, ``("ana", "viewer")`` each: a follower each in the worker's hub
         (a terminal's, hearing no events), and the `status` the worker then writes."""
-        hub = self.worker.hub
+        hub = self.worker.writer.hub
         for sub in self._people:
             hub.unsubscribe(sub)
         self._people = [
             hub.subscribe(f"tui:{name}:0", Presence(name=name, kind=kind), events=False)  # type: ignore[arg-type]
             for name, kind in people
         ]
-        self.worker.status_changed()
+        self.worker.writer.status_changed()
 
     def start_turn(
         self,
@@ -460,7 +460,7 @@ class WorkerLink(AttachLink):
             request_id=request_id or self.next_id("r"),
             delivery=delivery,
         )
-        accepted = self.worker.submit(request, By(name=by) if by else None)
+        accepted = self.worker.control.submit(request, By(name=by) if by else None)
         return accepted.turn_id or accepted.queue_id or ""
 
     async def end_turn(self, outcome: Outcome = "completed", *, error: str | None = None) -> None:
@@ -514,7 +514,7 @@ class WorkerLink(AttachLink):
     async def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         if self.located.status != "live":
             raise WorkerUnavailable(self.located.reason or f"the worker is {self.located.status}")
-        last = self.worker.journal.last_seq
+        last = self.worker.writer.journal.last_seq
         if cursor > last:
             from tui.errors import BadCursor
 

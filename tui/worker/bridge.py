@@ -114,7 +114,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         last_id = seq_header(request)
         if last_id is not None:
             cursor = last_id
-        last = worker.journal.last_seq
+        last = worker.writer.journal.last_seq
         if cursor > last:
             raise BadCursor(
                 f"cursor {cursor} is ahead of this session's journal (last event {last}); "
@@ -174,34 +174,34 @@ def build_app(worker: SessionWorker) -> ASGIApp:
 
     async def queue_resume(request: Request) -> QueueResumed:
         await read_body(request)
-        return QueueResumed(resumed=worker.resume_queue())
+        return QueueResumed(resumed=worker.control.resume_queue())
 
     async def stats(request: Request) -> Stats:
         return worker.stats()
 
     async def turn(request: Request) -> TurnAccepted:
         body = await parse_body(request, TurnRequest)
-        return worker.submit(body, _by(request))
+        return worker.control.submit(body, _by(request))
 
     async def answer(request: Request) -> Answered:
         body = await parse_body(request, AnswerRequest)
         if not await worker.answer_child(body):  # a child's question, answered from here
-            worker.answer(body, _by(request))
+            worker.control.answer(body, _by(request))
         return Answered(question_id=body.question_id)
 
     async def dismiss(request: Request) -> Dismissed:
         body = await parse_body(request, DismissRequest)
         if not await worker.answer_child(body):
-            worker.dismiss(body.question_id, body.client_id, _by(request))
+            worker.control.dismiss(body.question_id, body.client_id, _by(request))
         return Dismissed(question_id=body.question_id)
 
     async def interrupt(request: Request) -> Interrupted:
         await parse_body(request, InterruptRequest)
-        return Interrupted(interrupted=worker.interrupt(hold=True))
+        return Interrupted(interrupted=worker.control.interrupt(hold=True))
 
     async def note(request: Request) -> Noted:
         body = await parse_body(request, NoteRequest)
-        return worker.note(body, _by(request))
+        return worker.control.note(body, _by(request))
 
     async def rewind(request: Request) -> RewindDone:
         body = await parse_body(request, RewindRequest)
@@ -225,7 +225,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         return ContextPushed(name=name, seq=worker.context_push(name, body.value))
 
     async def unqueue(request: Request) -> Unqueued:
-        worker.unqueue(request.path_params["queue_id"])
+        worker.control.unqueue(request.path_params["queue_id"])
         return Unqueued(queue_id=request.path_params["queue_id"])
 
     async def images(request: Request) -> ImageRef:
@@ -301,10 +301,10 @@ async def _pieces(text: str) -> AsyncIterator[bytes]:
 async def _presence(worker: SessionWorker, client_id: str | None, who: Presence) -> AsyncIterator[bytes]:
     """A follower counted as attached while this stream is open; it carries notices (``: disk_full``)
     and keepalives, no events."""
-    sub = worker.hub.subscribe(client_id, who, events=False)
-    worker.presence_changed()
-    if worker.disk_full is not None:
-        sub.notice(b": disk_full %s\n\n" % worker.disk_full.detail.encode(errors="replace"))
+    sub = worker.writer.hub.subscribe(client_id, who, events=False)
+    worker.writer.presence_changed()
+    if worker.writer.disk_full is not None:
+        sub.notice(b": disk_full %s\n\n" % worker.writer.disk_full.detail.encode(errors="replace"))
     try:
         while True:
             got = await sub.next(KEEPALIVE)
@@ -315,8 +315,8 @@ async def _presence(worker: SessionWorker, client_id: str | None, who: Presence)
             elif got is CLOSED:
                 return
     finally:
-        worker.hub.unsubscribe(sub)
-        worker.presence_changed()
+        worker.writer.hub.unsubscribe(sub)
+        worker.writer.presence_changed()
 
 
 async def _stream(
@@ -328,17 +328,17 @@ async def _stream(
     waits in the queue; anything at or below the last seq sent is skipped. Opening and closing
     the stream may emit a `status` naming who is attached now.
     """
-    sub = worker.hub.subscribe(client_id, who)
-    worker.presence_changed()
+    sub = worker.writer.hub.subscribe(client_id, who)
+    worker.writer.presence_changed()
     sent = cursor
-    if worker.disk_full is not None:
+    if worker.writer.disk_full is not None:
         # A stream opened while the disk is full hears it as the ones open when it filled did.
-        sub.notice(b": disk_full %s\n\n" % worker.disk_full.detail.encode(errors="replace"))
+        sub.notice(b": disk_full %s\n\n" % worker.writer.disk_full.detail.encode(errors="replace"))
     try:
         while True:
             # From the journal: at the start, and whenever this follower fell behind.
             while True:
-                lines = worker.journal.read_after(sent, REPLAY_BATCH, REPLAY_BYTES)
+                lines = worker.writer.journal.read_after(sent, REPLAY_BATCH, REPLAY_BYTES)
                 if not lines:
                     break
                 yield b"".join(_sse(line) for line in lines)
@@ -353,7 +353,7 @@ async def _stream(
                     continue
                 if got is CLOSED:
                     # The worker is leaving: send what it appended last (worker_leaving), then end.
-                    for line in worker.journal.iter_after(sent):
+                    for line in worker.writer.journal.iter_after(sent):
                         yield _sse(line)
                     return
                 if got is BEHIND:
@@ -367,5 +367,5 @@ async def _stream(
                     yield fresh[0].data if len(fresh) == 1 else b"".join(frame.data for frame in fresh)
                     sent = fresh[-1].seq
     finally:
-        worker.hub.unsubscribe(sub)
-        worker.presence_changed()
+        worker.writer.hub.unsubscribe(sub)
+        worker.writer.presence_changed()

@@ -2,15 +2,17 @@
 
 - `tui.worker.writer.EventWriter`: every change is an event appended to the journal first, then
   applied to the session's state (`tui.protocol.state`, the one reducer), then published to the
-  open streams, then handed to the listeners (`SessionWorker.listeners`); checkpoints, `status`
+  open streams, then handed to the listeners (`EventWriter.listeners`); checkpoints, `status`
   events and a full disk.
 - `tui.worker.control.TurnControl`: the turn in progress, the queue, interrupting, the pending
   question and its answer.
 - `tui.store.reading.SessionReader`: the read queries (transcript pages, search, a turn's output,
   counts), made of the session's files and its state.
 
-`SessionWorker` holds them, says the worker started, answers `/info` and `/model`, and leaves. The
-bridge (`tui.worker.bridge`) only translates HTTP into calls of this class.
+`SessionWorker` holds them as `writer`, `control`, `reader` and `sources`, says the worker started,
+answers `/info` and `/model`, and leaves. It relays nothing: the bridge (`tui.worker.bridge`), the
+process and the notifier call the part that does a thing (``worker.control.submit(...)``,
+``worker.writer.state``); this class has what takes more than one part.
 """
 
 from __future__ import annotations
@@ -40,38 +42,30 @@ from tui.protocol import (
     ContextEntry,
     ContextList,
     DismissRequest,
-    Event,
     ImageRef,
     Info,
     ModelChanged,
     Note,
-    Noted,
-    NoteRequest,
     QuestionResolved,
     RewindDone,
     RewindRequest,
     SearchResult,
     Stats,
     Transcript,
-    TurnAccepted,
     TurnEnded,
-    TurnRequest,
     WorkerLeaving,
     WorkerStarted,
 )
-from tui.protocol.events import EventBase
 from tui.protocol.principal import owner_name
 from tui.protocol.state import RESTARTED, SessionState
-from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, StatePaths, TurnStore
-from tui.store.checkpoint import Checkpoint
+from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, StatePaths
 from tui.store.reading import SessionReader
 from tui.worker.agent import Agent
 from tui.worker.children import Children, ChildStarter
 from tui.worker.control import TurnControl
-from tui.worker.hub import Hub
 from tui.worker.images import image_suffix
 from tui.worker.sources import ContextSources
-from tui.worker.writer import EventWriter, Listener
+from tui.worker.writer import EventWriter
 
 __all__ = ["SessionWorker", "owner"]
 
@@ -127,112 +121,29 @@ class SessionWorker:
         self.resumed_at_turn = 0
         """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
 
-    # --- the parts' state, as the rest of the worker reads it ---------------------------------
-    @property
-    def paths(self) -> SessionPaths:
-        return self.writer.paths
-
-    @property
-    def journal(self) -> Journal:
-        return self.writer.journal
-
-    @property
-    def hub(self) -> Hub:
-        return self.writer.hub
-
-    @property
-    def turn_store(self) -> TurnStore:
-        return self.writer.turn_store
-
-    @property
-    def state(self) -> SessionState:
-        return self.writer.state
-
-    @property
-    def listeners(self) -> list[Listener]:
-        """Told of each event once written, applied and published (`EventWriter.listeners`)."""
-        return self.writer.listeners
-
-    @property
-    def record(self) -> SessionRecord:
-        return self.control.record
-
-    @property
-    def by(self) -> By:
-        return self.control.by
-
-    @property
-    def leaving(self) -> bool:
-        return self.writer.leaving
-
-    @property
-    def disk_full(self) -> DiskFull | None:
-        return self.writer.disk_full
-
-    @property
-    def replayed(self) -> int:
-        """How many journal events `load` read after its starting point (the checkpoint's seq)."""
-        return self.writer.replayed
-
-    @property
-    def last_activity(self) -> float:
-        return self.writer.last_activity
-
-    @property
-    def running(self) -> bool:
-        return self.control.running
-
-    # --- the writer ---------------------------------------------------------------------------
-    def load(self, checkpoint: Checkpoint | None = None) -> int:
-        """Rebuild the state from the checkpoint and the journal's tail (`EventWriter.load`)."""
-        return self.writer.load(checkpoint)
-
-    def checkpoint(self) -> None:
-        self.writer.checkpoint()
-
-    def emit(self, event: EventBase) -> Event:
-        """Write one event (`EventWriter.emit`).
-
-        Raises:
-            DiskFull: the journal could not be written; nothing of `event` was kept or sent.
-        """
-        return self.writer.emit(event)
-
-    def emit_turn(self, event: EventBase) -> None:
-        self.writer.emit_turn(event)
-
-    def resume(self) -> None:
-        self.writer.resume()
-
-    def status_changed(self) -> None:
-        self.writer.status_changed()
-
-    def presence_changed(self) -> None:
-        self.writer.presence_changed()
-
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
         self.writer.quiet = True
-        self.resumed_at_turn = self.state.turns_started
-        orphan, question = self.state.current, self.state.question
-        self.emit(
+        self.resumed_at_turn = self.writer.state.turns_started
+        orphan, question = self.writer.state.current, self.writer.state.question
+        self.writer.emit(
             WorkerStarted(
-                epoch=self.state.epoch + 1,
+                epoch=self.writer.state.epoch + 1,
                 pid=os.getpid(),
                 version=worker_version(),
                 agent=self.agent.name,
-                model=self.state.model,
+                model=self.writer.state.model,
                 reply_format=self.agent.reply_format,
                 prompt_syntax=self.agent.prompt_syntax,
             )
         )
         for text in self.agent.notes:
-            self.emit(Note(text=text, source=self.agent.name))
+            self.writer.emit(Note(text=text, source=self.agent.name))
         # The state ended them when the new worker started; the journal says so for every reader.
         if question is not None:
-            self.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
+            self.writer.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
         if orphan is not None:
-            self.emit(
+            self.writer.emit(
                 TurnEnded(
                     turn_id=orphan.turn_id,
                     outcome="failed",
@@ -247,9 +158,9 @@ class SessionWorker:
     def _agent_info_changed(self) -> None:
         agent = self.agent
         now = (tuple(agent.commands), agent.mode, tuple(agent.modes), tuple(agent.settings))
-        if now != self._agent_info and not self.leaving:
+        if now != self._agent_info and not self.writer.leaving:
             self._agent_info = now
-            self.emit(
+            self.writer.emit(
                 AgentInfo(commands=list(now[0]), mode=now[1], modes=list(now[2]), settings=list(now[3]))
             )
 
@@ -277,9 +188,9 @@ class SessionWorker:
             return await files.rewind(
                 request,
                 running=control.running,
-                by=by or self.by,
+                by=by or self.control.by,
                 told=self.agent.rewound,
-                rewound=list(self.state.rewound),
+                rewound=list(self.writer.state.rewound),
             )
         finally:
             control.paused = False
@@ -301,44 +212,6 @@ class SessionWorker:
         return await files.turn_diff(turn_id, stat=stat)
 
     # --- turns and questions -----------------------------------------------------------------
-    def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:
-        """Start a turn now, or queue it (`TurnControl.submit`). Idempotent by `request.request_id`.
-
-        Raises:
-            Conflict: ``busy`` when delivery is ``now`` and a turn runs.
-            InvalidRequest: an image it names is not in this session.
-        """
-        return self.control.submit(request, by)
-
-    def unqueue(self, queue_id: str) -> None:
-        """Take a queued prompt back.
-
-        Raises:
-            NotFound: it started already, or never was.
-        """
-        self.control.unqueue(queue_id)
-
-    def resume_queue(self) -> bool:
-        return self.control.resume_queue()
-
-    def kick_queue(self) -> None:
-        self.control.kick_queue()
-
-    def interrupt(self, *, hold: bool = False) -> bool:
-        return self.control.interrupt(hold=hold)
-
-    def answer(self, request: AnswerRequest, by: By | None = None) -> None:
-        """Answer the pending question; the first answer wins.
-
-        Raises:
-            Conflict: ``question_not_pending``.
-            InvalidRequest: ``invalid_answer``.
-        """
-        self.control.answer(request, by)
-
-    def note(self, request: NoteRequest, by: By | None = None) -> Noted:
-        return self.control.note(request, by)
-
     def context_list(self) -> ContextList:
         return ContextList(sources=self.sources.entries, now=datetime.now(UTC))
 
@@ -354,9 +227,6 @@ class SessionWorker:
         self.control.refuse_if_leaving()
         return self.sources.push(name, value)
 
-    def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:
-        self.control.dismiss(question_id, client_id, by)
-
     async def answer_child(self, request: AnswerRequest | DismissRequest) -> bool:
         """Answer (or dismiss) a child's pending question, when `request` names one; False when
         it names none (it is then this session's own question, or none).
@@ -366,7 +236,7 @@ class SessionWorker:
             InvalidRequest: ``invalid_answer``, as the child's worker said.
         """
         children = self.control.children
-        for child in self.state.child_sessions.values():
+        for child in self.writer.state.child_sessions.values():
             if child.question is not None and child.question.question_id == request.question_id:
                 if children is None:
                     return False
@@ -393,10 +263,10 @@ class SessionWorker:
     def info(self) -> Info:
         return Info(
             version=worker_version(),
-            session_id=self.record.id,
-            epoch=self.state.epoch,
+            session_id=self.control.record.id,
+            epoch=self.writer.state.epoch,
             agent=self.agent.name,
-            model=self.state.model,
+            model=self.writer.state.model,
             reply_format=self.agent.reply_format,
             prompt_syntax=self.agent.prompt_syntax,
             commands=list(self.agent.commands),
@@ -423,15 +293,15 @@ class SessionWorker:
             return
         self.agent.set_model(model)
         taken = self.agent.model or model
-        if taken != self.state.model:
-            self.emit(ModelChanged(model=taken))
+        if taken != self.writer.state.model:
+            self.writer.emit(ModelChanged(model=taken))
 
     def stats(self) -> Stats:
         return self.reader.stats(
-            self.state,
+            self.writer.state,
             uptime=time.monotonic() - self.started_monotonic,
-            attached=self.hub.attached,
-            streams=self.hub.streams,
+            attached=self.writer.hub.attached,
+            streams=self.writer.hub.streams,
         )
 
     def transcript(
@@ -449,12 +319,18 @@ class SessionWorker:
             NotFound: the turn named is no turn of this session.
         """
         return self.reader.transcript(
-            self.state, limit, before, after=after, around=around, first=first, attached=self.hub.present
+            self.writer.state,
+            limit,
+            before,
+            after=after,
+            around=around,
+            first=first,
+            attached=self.writer.hub.present,
         )
 
     async def search(self, text: str, limit: int = 200) -> SearchResult:
         """Every turn where `text` occurs (case-insensitive), oldest first."""
-        return await self.reader.search(self.state, text, limit)
+        return await self.reader.search(self.writer.state, text, limit)
 
     def turn_output(self, turn_id: str, call_id: str | None = None) -> str:
         """A turn's whole reply, or one of its tool call's whole output.
@@ -463,7 +339,7 @@ class SessionWorker:
             UnknownTurn: no such turn in this session.
             UnknownCall: no such call in that turn.
         """
-        return self.reader.turn_output(self.state, turn_id, call_id)
+        return self.reader.turn_output(self.writer.state, turn_id, call_id)
 
     def save_image(self, data: bytes, name: str) -> ImageRef:
         """Keep an uploaded image in the session's ``images/`` folder.
@@ -473,8 +349,8 @@ class SessionWorker:
         """
         suffix = image_suffix(data)
         file = hashlib.sha256(data).hexdigest()[:20] + suffix
-        self.paths.images.mkdir(mode=0o700, exist_ok=True)
-        target = self.paths.images / file
+        self.writer.paths.images.mkdir(mode=0o700, exist_ok=True)
+        target = self.writer.paths.images / file
         if not target.exists():
             from tui.store._atomic import write_atomic
 
@@ -487,16 +363,16 @@ class SessionWorker:
         now = time.monotonic()
         children = self.control.children
         busy = (
-            self.running
-            or self.state.question is not None
-            or self.state.queue
-            or len(self.hub)
+            self.control.running
+            or self.writer.state.question is not None
+            or self.writer.state.queue
+            or len(self.writer.hub)
             or (children is not None and children.following)
         )
         if busy or self.writer.behind:
             self.writer.last_activity = now
             return 0.0
-        return now - self.last_activity
+        return now - self.writer.last_activity
 
     # --- leaving -----------------------------------------------------------------------------
     async def leave(self, reason: str, wait: float = 2.0, *, restarting: bool = False) -> None:
@@ -524,14 +400,14 @@ class SessionWorker:
         if self.control.children is not None:
             await self.control.children.close()  # they run on: sessions of their own
         try:
-            self.emit(WorkerLeaving(reason=reason, restarting=restarting))
+            self.writer.emit(WorkerLeaving(reason=reason, restarting=restarting))
         except DiskFull:
             log.error("leaving with a full disk: the next worker ends what this one could not write")
         else:
-            self.checkpoint()
+            self.writer.checkpoint()
         self.writer.stop_retrying()
         await self.sources.close()
-        self.hub.close_all()
+        self.writer.hub.close_all()
         try:
             await asyncio.wait_for(self.agent.close(), 1.0)
         except Exception:
@@ -540,10 +416,10 @@ class SessionWorker:
 
     def release(self) -> None:
         """Close the journal and let go of the lock (worker.json and the socket go first)."""
-        for path in (self.paths.sidecar, self.paths.socket):
+        for path in (self.writer.paths.sidecar, self.writer.paths.socket):
             with contextlib.suppress(OSError):
                 path.unlink()
-        self.journal.stop_appending()
+        self.writer.journal.stop_appending()
         if self.lock is not None:
             self.lock.release()
         self.left.set()

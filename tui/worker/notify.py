@@ -477,7 +477,7 @@ class Notifier:
         self.settings = settings
         self.died = died
         """The epoch of the predecessor that died without leaving (told once the new one started)."""
-        self._state: SessionState = worker.state
+        self._state: SessionState = worker.writer.state
         self._queued: set[str] = set()
         self._waiting: dict[str, asyncio.TimerHandle] = {}
         """Questions waiting out `after`, by id."""
@@ -486,13 +486,13 @@ class Notifier:
 
     @property
     def state_root(self) -> Path:
-        return self.worker.paths.root.parent.parent
+        return self.worker.writer.paths.root.parent.parent
 
     def _told(self, key: str) -> bool:
         return key in self._queued or key in self._state.notified
 
     def _tell(self, notice: Notice) -> None:
-        if self._told(notice.key) or self.worker.leaving:
+        if self._told(notice.key) or self.worker.writer.leaving:
             return
         self._queued.add(notice.key)
         self._queue.put_nowait(notice)
@@ -500,9 +500,9 @@ class Notifier:
             self._task = asyncio.get_running_loop().create_task(self._deliver(), name="notify")
 
     def _common(self) -> dict[str, Any]:
-        sid = self.worker.record.id
+        sid = self.worker.control.record.id
         return {
-            "title": self.worker.record.title,
+            "title": self.worker.control.record.title,
             "state_root": self.state_root,
             "link": web_link(self.state_root, sid),
         }
@@ -547,7 +547,7 @@ class Notifier:
             case WorkerStarted() if self.died is not None and "worker_died" in on:
                 ended = next(reversed(state.turns.values()), None)
                 orphan = ended if ended is not None and ended.error == RESTARTED else None
-                self._tell(death_notice(self.worker.record.id, self.died, orphan, **self._common()))
+                self._tell(death_notice(self.worker.control.record.id, self.died, orphan, **self._common()))
             case WorkerLeaving():
                 for handle in self._waiting.values():
                     handle.cancel()
@@ -565,7 +565,7 @@ class Notifier:
             event = "turn_ended"
         else:
             return
-        self._tell(turn_notice(self.worker.record.id, record, event, **self._common()))
+        self._tell(turn_notice(self.worker.control.record.id, record, event, **self._common()))
 
     def _stop_waiting(self, question_id: str) -> None:
         handle = self._waiting.pop(question_id, None)
@@ -577,7 +577,7 @@ class Notifier:
         question = self._state.question
         if question is None or question.question_id != question_id:
             return  # answered, dismissed or withdrawn meanwhile
-        self._tell(question_notice(self.worker.record.id, question, **self._common()))
+        self._tell(question_notice(self.worker.control.record.id, question, **self._common()))
 
     async def _deliver(self) -> None:
         while (notice := await self._queue.get()) is not None:
@@ -595,11 +595,11 @@ class Notifier:
             log.warning("notify: %s (%s) not told: %s", notice.event, notice.key, why)
         if failed:
             worker.writer.activity = f"notify: {failed[0]}"
-            worker.status_changed()
-        if worker.leaving:
+            worker.writer.status_changed()
+        if worker.writer.leaving:
             return
         with contextlib.suppress(DiskFull):
-            worker.emit(Notified(key=notice.key, event=notice.event, told=told, failed=failed))
+            worker.writer.emit(Notified(key=notice.key, event=notice.event, told=told, failed=failed))
 
 
 def watch(worker: SessionWorker, settings: NotifySettings) -> Notifier | None:
@@ -609,9 +609,9 @@ def watch(worker: SessionWorker, settings: NotifySettings) -> Notifier | None:
     """
     if not settings.anywhere:
         return None
-    last = worker.journal.last_line()
-    died = worker.state.epoch if last is not None and last.type != "worker_leaving" else None
+    last = worker.writer.journal.last_line()
+    died = worker.writer.state.epoch if last is not None and last.type != "worker_leaving" else None
     notifier = Notifier(worker, settings, died=died)
-    worker.listeners.append(notifier.saw)
+    worker.writer.listeners.append(notifier.saw)
     notifier.catch_up()
     return notifier

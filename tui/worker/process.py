@@ -154,7 +154,7 @@ def _said(seconds: float) -> str:
 
 async def _leave_when_idle(worker: SessionWorker) -> None:
     trimmed = 0.0
-    while not worker.leaving:
+    while not worker.writer.leaving:
         limit = worker.idle_timeout()
         await asyncio.sleep(min(5.0, limit / 4) if limit > 0 else 5.0)
         limit = worker.idle_timeout()
@@ -172,9 +172,9 @@ TRIM_AFTER = 5.0
 def _trim_when_idle(worker: SessionWorker, idle: float, trimmed: float) -> float:
     """Trim the heap once per idle spell: when `worker` has been idle `TRIM_AFTER` seconds and
     was not trimmed since its last activity (`trimmed`: the activity it was last trimmed after)."""
-    if idle >= TRIM_AFTER and worker.last_activity != trimmed:
+    if idle >= TRIM_AFTER and worker.writer.last_activity != trimmed:
         _trim_heap()
-        return worker.last_activity
+        return worker.writer.last_activity
     return trimmed
 
 
@@ -195,7 +195,7 @@ GONE_CHECK = 5.0
 async def _leave_when_gone(worker: SessionWorker, paths: SessionPaths) -> None:
     """Leave once the session's record is gone (its folder or the whole state dir was deleted):
     no client can find this worker any more, and it would run on for nobody."""
-    while not worker.leaving:
+    while not worker.writer.leaving:
         await asyncio.sleep(GONE_CHECK)
         if not paths.record.exists():
             log.warning("the session's folder %s is gone; leaving", paths.root)
@@ -227,7 +227,7 @@ def keep_checkpoints(worker: SessionWorker, context: AgentContext, paths: Sessio
         paths.root / "files.git",
         paths.root.parent.parent,
         emit,
-        worker.journal,
+        worker.writer.journal,
     )
 
 
@@ -273,9 +273,9 @@ async def _serve(
         paths, record, journal, agent, lock=lock, follower_limit=_follower_limit(), starter=starter
     )
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
-    worker.load(checkpoint)
+    worker.writer.load(checkpoint)
     watch(worker, context.config.notify)
-    indexer = keep_index(worker.listeners, paths)
+    indexer = keep_index(worker.writer.listeners, paths)
     worker.begin()
     keep_checkpoints(worker, context, paths)
     if worker.control.children is not None:
@@ -303,7 +303,7 @@ async def _serve(
         return 1
     sidecar = WorkerSidecar(
         pid=os.getpid(),
-        epoch=worker.state.epoch,
+        epoch=worker.writer.state.epoch,
         socket=str(sock_path),
         started_at=datetime.now(UTC),
         version=worker_version(),
@@ -311,7 +311,11 @@ async def _serve(
     )
     write_sidecar(paths.sidecar, sidecar)
     log.info(
-        "worker %d epoch %d serving session %s on %s", os.getpid(), worker.state.epoch, record.id, sock_path
+        "worker %d epoch %d serving session %s on %s",
+        os.getpid(),
+        worker.writer.state.epoch,
+        record.id,
+        sock_path,
     )
 
     def mark_leaving() -> None:
@@ -336,7 +340,7 @@ async def _serve(
     if why:
         worker.sources.unconfined_reason = why
     worker.sources.start()
-    worker.kick_queue()
+    worker.control.kick_queue()
     await worker.left.wait()
     indexer.stop()  # what it had not indexed yet, the next search catches up
     # The session is let go of (worker_leaving written, lock released): whatever open streams or a
