@@ -503,7 +503,7 @@ class Attachment:
         elif isinstance(event, (ChildStarted, ChildEnded)):
             out.append(ch.Line(child_line(event)))  # in the running turn as it starts, else between turns
         elif isinstance(event, Rewound):
-            out.append(ch.Line(rewound_line(event)))
+            out += [ch.Line(rewound_line(event)), ch.Rewound(event.to_turn, event.last_turn)]
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
             if (lost := worker_lost(event, state.turns_started or len(state.turns))) is not None:

@@ -294,6 +294,15 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Rewound:
+    """A rewind undid turns `first` … `last` (docs/files.md): the turns shown already say so (the
+    line saying what the rewind did comes as a `Line` just before)."""
+
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
 class OutboxChanged:
     """What is not sent yet; `waiting` when the link is down for it."""
 
@@ -333,6 +342,7 @@ Change = (
     | WorkerStarted
     | Outdated
     | Line
+    | Rewound
     | OutboxChanged
     | SendFailed
     | PrincipalChanged

@@ -375,6 +375,9 @@ class SessionScreen(CommandScreen):
     async def _line(self, change: ch.Line) -> None:
         await self.transcript.add_line(change.text)
 
+    async def _rewound(self, change: ch.Rewound) -> None:
+        self.transcript.mark_rewound(change.first, change.last)
+
     async def _link_changed(self, change: ch.LinkChanged) -> None:
         state, was = change.state, change.was or Live()
         if type(was) is not type(state):
@@ -618,6 +621,7 @@ _DRAW: dict[type, Callable[[SessionScreen, Any], Awaitable[None]]] = {
     ch.WorkerStarted: SessionScreen._worker_started,
     ch.Outdated: SessionScreen._outdated,
     ch.Line: SessionScreen._line,
+    ch.Rewound: SessionScreen._rewound,
     ch.OutboxChanged: SessionScreen._outbox_changed,
     ch.SendFailed: SessionScreen._send_failed,
     ch.PrincipalChanged: SessionScreen._principal_changed,

@@ -418,6 +418,18 @@ class Paging(_Host):
         self._trim_front()
         self._rebuild()
 
+    def mark_rewound(self, first: int, last: int) -> None:
+        """Turns `first` … `last` were undone by a rewind: those kept are drawn again, saying so."""
+        marked = False
+        for item in self.items:
+            record = item.record
+            if record is not None and not record.rewound and first <= record.number <= last:
+                item.record = record.model_copy(update={"rewound": True})
+                item.drawn = item.parts = None
+                marked = True
+        if marked:
+            self._rebuild()
+
     async def add_line(self, text: str) -> None:
         """A line between turns."""
         if self.live is not None:
