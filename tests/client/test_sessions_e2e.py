@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import wait_until
 
 from client.helpers import kill_worker, new_session, sessions, tui, worker_pid
@@ -233,6 +235,15 @@ def test_words_typed_from_habit_name_the_command_and_start_nothing(state_dir: Pa
     assert "s m h d w" in tui("stop", "--help").stdout
     assert sessions(all_=True) == []
     assert not StatePaths(state_dir).sessions.exists() or not any(StatePaths(state_dir).sessions.iterdir())
+
+
+def test_an_agent_not_installed_is_said_before_an_empty_stdin(state_dir: Path) -> None:
+    if shutil.which("claude-agent-acp") is not None:
+        pytest.skip("the claude ACP agent is installed here")
+    out = tui("--agent", "claude", input="")
+    assert out.returncode == 1 and "the agent 'claude' is not installed" in out.stderr, out.stderr
+    assert "stdin was empty" not in out.stderr
+    assert sessions(all_=True) == []
 
 
 def test_a_word_that_is_no_commands_misspelling_is_still_a_prompt() -> None:

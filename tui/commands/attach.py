@@ -28,6 +28,13 @@ def run_new(args: argparse.Namespace) -> int:
         from tui.commands.sessions import open_access
 
         first = getattr(args, "prompt", None)
+        agent, model = getattr(args, "agent", None), getattr(args, "model", None)
+        if (agent or model) and not getattr(args, "remote", None):
+            # An agent this machine cannot run is said first (not that stdin was empty).
+            from tui.config import load_config
+            from tui.worker.agents import check_agent
+
+            check_agent(agent or ("model" if model else "python"), load_config(), model)
         stdin = sys.stdin if first is not None else piped.with_input(sys.stdin)
         if stdin is None:
             print(
