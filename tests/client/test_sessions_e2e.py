@@ -246,6 +246,22 @@ def test_an_agent_not_installed_is_said_before_an_empty_stdin(state_dir: Path) -
     assert sessions(all_=True) == []
 
 
+def test_the_markdown_transcript_says_which_session_and_what_was_asked(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    sent = tui("send", "--new", "--dir", str(tmp_path), "x = ask('Go on?', options=['yes', 'no']); print(x)")
+    sid = sent.stderr.strip().splitlines()[0]
+    wait_until(lambda: sessions()[0]["state"] == "asking", "the question")
+    assert tui("answer", sid[:8], "--option", "1").returncode == 0
+    wait_until(lambda: sessions()[0]["state"] == "idle", "the turn's end")
+    out = tui("transcript", sid[:8], "--format", "markdown").stdout
+    head = out.split("## Turn 1")[0]
+    assert head.startswith(f"# Session {sid[:8]}") and f"- id: `{sid}`" in head, head
+    assert f"- folder: `{tmp_path}`" in head and "- agent: python" in head
+    assert "- `ask: Go on?` · completed" in out and re.search(r"- answered by \S+: yes", out)
+    assert "▸ ask: Go on? · completed" in tui("transcript", sid[:8]).stdout
+
+
 def test_a_word_that_is_no_commands_misspelling_is_still_a_prompt() -> None:
     from tui.cli import misspelt, parse
 

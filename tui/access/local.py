@@ -311,8 +311,8 @@ class LocalAccess(SessionAccess):
         await asyncio.to_thread(delete_session, self.state, session_id)
 
     async def export(self, session_id: str, fmt: Format) -> AsyncIterator[str]:
-        get_session(self.state, session_id)
-        for piece in export(self.state.session(session_id).journal, fmt):
+        record = get_session(self.state, session_id)
+        for piece in export(self.state.session(session_id).journal, fmt, record):
             yield piece
 
     async def link(self, session_id: str, *, client_id: str) -> LocalLink:

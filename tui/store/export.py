@@ -26,6 +26,7 @@ from tui.protocol import (
 from tui.protocol.state import SessionState, child_line, note_line, rewound_line, steps, who
 from tui.protocol.wording import worker_lines
 from tui.store.journal import Journal
+from tui.store.sessions import SessionRecord
 
 __all__ = ["FORMATS", "Format", "export"]
 
@@ -43,6 +44,26 @@ def _when(at: str | None) -> str:
     return at.replace("T", " ")[:19] + " UTC" if at else ""
 
 
+def _call(tool: ToolRecord) -> str:
+    """A call as the transcript names it: its title, else its name (``ask`` with its question)."""
+    question = tool.args.get("question")
+    if not tool.title and tool.name == "ask" and isinstance(question, str) and question.strip():
+        first = question.strip().splitlines()[0]
+        return f"ask: {first if len(first) <= 100 else first[:99] + '…'}"
+    return tool.title or tool.name
+
+
+def _header(record: SessionRecord) -> str:
+    """The Markdown export's head: which session, where, and what ran it."""
+    agent = record.agent + (f" ({record.model})" if record.model else "")
+    title = f" · {record.title}" if record.title else ""
+    return (
+        f"# Session {record.id[:8]}{title}\n\n"
+        f"- id: `{record.id}`\n- folder: `{record.working_directory}`\n- agent: {agent}\n"
+        f"- made: {record.created_at.strftime('%Y-%m-%d %H:%M:%S')} UTC\n\n"
+    )
+
+
 MARK = "\u276f"
 """What stands before a prompt, as in the app."""
 
@@ -55,7 +76,7 @@ def _text(record: TurnRecord, number: int) -> str:
     ]
     for kind, value in steps(record):  # in the order they came
         if isinstance(value, ToolRecord):
-            lines.append(f"  ▸ {value.title or value.name} · {value.status}")
+            lines.append(f"  ▸ {_call(value)} · {value.status}")
         elif kind == "line":
             lines.append(f"  {value}")
         elif value.rstrip("\n"):
@@ -77,7 +98,7 @@ def _markdown(record: TurnRecord, number: int, program: bool) -> str:
     )
     for kind, value in steps(record):  # in the order they came
         if isinstance(value, ToolRecord):
-            parts.append(f"- `{value.title or value.name}` · {value.status}\n")
+            parts.append(f"- `{_call(value)}` · {value.status}\n")
         elif kind == "line":
             parts.append(f"- {value}\n")
         elif value.rstrip("\n"):
@@ -90,18 +111,21 @@ def _markdown(record: TurnRecord, number: int, program: bool) -> str:
     return "\n".join(parts) + "\n"
 
 
-def export(journal_path: Path, fmt: Format) -> Iterator[str]:
+def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None) -> Iterator[str]:
     """The session's transcript in `fmt`, piece by piece (each piece a whole line or turn).
 
     Args:
         journal_path: the session's ``journal.jsonl``.
         fmt: ``text`` (as the terminal shows it), ``markdown``, or ``jsonl`` (the events).
+        session: the session's record: Markdown starts with its id, folder and agent.
     """
     with Journal.open_for_reading(journal_path) as journal:
         if fmt == "jsonl":
             for line in journal.iter_after(0):
                 yield line.raw.decode("utf-8", "replace") + "\n"
             return
+        if fmt == "markdown" and session is not None:
+            yield _header(session)
         state = SessionState(keep_turns=1)
         # The rewinds first: a turn a later rewind undid says so where it is shown.
         for position, _, typ in list(journal.heads_after(0)):

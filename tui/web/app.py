@@ -76,6 +76,7 @@ from tui.serve import (
 from tui.store.export import FORMATS
 from tui.store.export import export as export_journal
 from tui.store.index import find_in
+from tui.store.sessions import get_session
 from tui.web.auth import describe
 from tui.web.bridge import FEATURES, STREAM_CAP, WATCH_EVERY, WebBridge
 from tui.web.changes import PAGE_TURNS, ChangesResponse
@@ -260,7 +261,7 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
     fmt = request.query_params.get("format") or "text"
     if fmt not in FORMATS:
         raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(FORMATS)}", field="format")
-    pieces = export_journal(bridge.state.session(sid).journal, fmt)
+    pieces = export_journal(bridge.state.session(sid).journal, fmt, get_session(bridge.state, sid))
     return StreamingResponse(pieces, media_type=f"{WEB['export'].media}; charset=utf-8")
 
 
