@@ -383,7 +383,8 @@ def test_a_transcript_exports_the_same_remote_and_local_with_or_without_a_worker
     assert lab.there("transcript", sid[:8], "--format", "jsonl").out == journal
     assert lab.here("stop", sid[:8]).code == 0
     stopped = lab.there("transcript", sid[:8])
-    assert (stopped.code, stopped.out) == (0, text), "a stopped session exports the same"
+    # A stopped session exports the same, and where its worker stopped.
+    assert (stopped.code, stopped.out) == (0, text + "· the worker is leaving: stopped on request\n\n")
     assert lab.there("transcript", "ffffffff").code == 1
 
 
