@@ -8,6 +8,7 @@ import cannot hide a broken rule). A failure names the importing module, its lin
 from __future__ import annotations
 
 import ast
+import select
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -319,6 +320,88 @@ def test_the_app_s_first_frame_imports_no_piped_surface_and_no_turn_watch() -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", f"the attach path to the app imports {out.stdout.strip()}"
+
+
+# What the first screen of an empty session does not show, so `tui attach` must not import it
+# before that screen is on the terminal: httpx's command line (click, rich's progress bars and
+# syntax, Pygments), the search index (SQLite), Markdown, the worker's agents and its server.
+NOT_BEFORE_THE_FIRST_FRAME = (
+    "click",
+    "pygments",
+    "rich.syntax",
+    "rich.progress",
+    "rich.markdown",
+    "markdown_it",
+    "sqlite3",
+    "tui.store.index",
+    "tui.commands.search",
+    "tui.worker",
+    "pydantic_ai",
+    "openai",
+    "anthropic",
+    "acp",
+    "uvicorn",
+    "starlette",
+)
+
+
+def test_tui_attach_s_first_frame_imports_nothing_the_first_screen_does_not_need(state_dir: Path) -> None:
+    """`tui attach ID` on a terminal (a pty) to an empty session's live worker, with Python's
+    ``-X importtime`` and the app's output (Textual draws on stderr) in one file: every module
+    whose import ended before the first frame (the footer's ``Detach``) is listed before it."""
+    import contextlib
+    import os
+    import pty
+    import signal
+
+    from helpers import stop_workers, wait_until
+
+    from tui.link.launch import start_worker
+    from tui.store import StatePaths, create_session
+
+    state = StatePaths(state_dir)
+    sid = create_session(state, working_directory=state_dir).id
+    start_worker(state, sid)
+    log = state_dir / "attach.log"
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPROFILEIMPORTTIME": "1"}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: `tui attach` with the pty as its terminal and stderr to the log
+        os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        os.execve(sys.executable, [sys.executable, "-m", "tui", "attach", sid], env)
+
+    def drawn() -> bool:
+        with contextlib.suppress(OSError):
+            while select.select([fd], [], [], 0)[0] and os.read(fd, 65536):
+                pass
+        return log.exists() and b"Detach" in log.read_bytes()
+
+    try:
+        wait_until(drawn, "the first frame")
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+        stop_workers(state_dir, sid)
+    text = log.read_bytes().split(b"Detach")[0].decode(errors="replace")
+    imported = {line.split("|")[2].strip() for line in text.splitlines() if line.startswith("import time:")}
+    assert "textual.app" in imported, text[-2000:]
+    early = sorted(
+        m for m in imported if any(m == n or m.startswith(n + ".") for n in NOT_BEFORE_THE_FIRST_FRAME)
+    )
+    assert not early, f"`tui attach` imported before its first frame: {early}"
+
+
+def test_httpx_without_its_command_line_still_runs_it_when_called() -> None:
+    """The stand-in for httpx's command line keeps click and Pygments out of a tui process, and
+    ``httpx.main`` still runs the real one."""
+    code = (
+        "import sys, tui.cli; tui.cli.defer_httpx_command_line(); import httpx\n"
+        "print(sorted({'click', 'pygments', 'rich.progress'} & sys.modules.keys()), flush=True)\n"
+        "httpx.main(['--help'])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.startswith("[]\n"), out.stdout + out.stderr
+    assert "Usage: httpx" in out.stdout and out.returncode == 0, out.stdout + out.stderr
 
 
 def test_importing_the_wire_models_builds_no_validator() -> None:

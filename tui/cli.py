@@ -434,6 +434,24 @@ def misspelt(word: str) -> str | None:
     return like[0] if like else near[0]
 
 
+def defer_httpx_command_line() -> None:
+    """httpx's ``__init__`` imports its own command line (``from ._main import main``: click,
+    rich's progress bars, tables and syntax, Pygments' lexers), about 40 % of its import, which
+    no tui process runs. A stand-in ``httpx._main`` whose ``main`` imports the real one when
+    called keeps it out until then; nothing else of httpx reads that module."""
+    if "httpx" in sys.modules or "httpx._main" in sys.modules:
+        return
+    import types
+
+    def main(*args: object, **kwargs: object) -> object:
+        sys.modules.pop("httpx._main", None)
+        return importlib.import_module("httpx._main").main(*args, **kwargs)
+
+    stand_in = types.ModuleType("httpx._main", "stands for httpx's command line until it is run")
+    setattr(stand_in, "main", main)  # noqa: B010 - a module's attribute
+    sys.modules["httpx._main"] = stand_in
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
@@ -443,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     from tui.terminal import guard_stdio
 
     guard_stdio()  # what programs and agents wrote is shown, never acts on a terminal; pipes keep bytes
+    defer_httpx_command_line()
 
     if module_name == "web" and func_name in ("run_web", "run_remote") and getattr(args, "remote", None):
         print(

@@ -45,7 +45,6 @@ from tui.store import (
     unarchive_session,
 )
 from tui.store.export import Format, export
-from tui.store.index import find_in
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
@@ -164,6 +163,8 @@ class LocalAccess(SessionAccess):
         return resolve_id(self.state, prefix)
 
     async def search(self, query: SearchQuery) -> Found:
+        from tui.store.index import find_in  # SQLite: imported by the first search
+
         return await asyncio.to_thread(find_in, self.state, query, self.progress)
 
     async def show(self, session_id: str) -> SessionSummary:

@@ -19,6 +19,7 @@ from tui.protocol.ids import short_id
 
 if TYPE_CHECKING:
     from tui.access.base import SessionAccess
+    from tui.protocol.web import Found, SearchQuery
 
 
 def run_new(args: argparse.Namespace) -> int:
@@ -98,7 +99,6 @@ def _attach(
 ) -> tuple[int, tuple[str, int, str] | None]:
     """Run the app on one session; its exit code, and the hit of another session chosen in its
     search across sessions, to attach next (None: none)."""
-    from tui.commands.search import search_once
     from tui.commands.sessions import open_access
     from tui.link.local import local_client_id
     from tui.store import StatePaths
@@ -158,7 +158,7 @@ def _attach(
         theme=theme,
         keep_theme=lambda chosen: save_setting("theme", chosen),
         alerts=alerts,
-        search=lambda query: search_once(args, query),
+        search=lambda query: _search_once(args, query),
         open_at=open_at,
     )
     app.run()
@@ -190,3 +190,11 @@ async def _folder(access: SessionAccess, session_id: str) -> str:
 
         return get_session(access.state, session_id).working_directory
     return (await access.show(session_id)).folder
+
+
+async def _search_once(args: argparse.Namespace, query: SearchQuery) -> Found:
+    """The app's search across sessions; `tui.commands.search` (the index, SQLite) is imported
+    at the first search, not before the first frame."""
+    from tui.commands.search import search_once
+
+    return await search_once(args, query)

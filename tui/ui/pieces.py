@@ -12,7 +12,6 @@ from typing import Any
 
 from rich.console import RenderableType
 from rich.style import Style
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -192,6 +191,8 @@ def python_lexer() -> Any:
 @lru_cache(maxsize=256)
 def _python(prompt: str) -> Text:
     """`prompt` coloured as Python, in the terminal's own colours, on no background of its own."""
+    from rich.syntax import Syntax  # Pygments: imported by the first Python prompt shown
+
     coloured = Syntax(prompt, python_lexer(), theme="ansi_dark").highlight(prompt)
     plain = Text(coloured.plain)
     for span in coloured.spans:
