@@ -16,6 +16,7 @@ from tui.link.base import Gone, Live, Located, Reconnecting
 from tui.protocol import (
     By,
     Event,
+    Note,
     QuestionResolved,
     TextChunk,
     ToolEnded,
@@ -133,6 +134,18 @@ class TestTurns:
             await pilot.press(*"print(1)", "enter")
             await until(pilot, lambda: app.session.transcript.live is not None)
             assert not app.session.transcript.hello_line
+
+    async def test_an_empty_session_with_a_note_still_says_where_it_is(self, until: Until) -> None:
+        """An ACP session's first screen: tui's note of what the sandbox lets the agent reach, and
+        the line saying which session this is, where, and what to type."""
+        link = WorkerLink(agent="testagent", reply_format="markdown", prompt_syntax="text")
+        link.emit(Note(text="the agent's own commands run outside the sandbox", source="tui"))
+        app = TuiApp(link, folder="/tmp/proj")
+        async with app.run_test(size=(140, 30)) as pilot:
+            await started(app, pilot, until)
+            assert "New session 3f2a9c0e in /tmp/proj" in app.session.transcript.hello_line
+            lines = [i.line for i in app.session.transcript.items if i.line]
+            assert lines == ["note from tui: the agent's own commands run outside the sandbox"]
 
     async def test_a_multi_line_prompt_is_indented_under_its_first_line(self, until: Until) -> None:
         record = history(1)[0].model_copy(update={"prompt": "import time\nfor i in range(3):\n    print(i)"})

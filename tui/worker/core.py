@@ -137,8 +137,8 @@ class SessionWorker:
                 prompt_syntax=self.agent.prompt_syntax,
             )
         )
-        for text in self.agent.notes:
-            self.writer.emit(Note(text=text, source=self.agent.name))
+        for text in self.agent.notes:  # tui's own (what the sandbox lets the agent reach), not the agent's
+            self.writer.emit(Note(text=text, source="tui"))
         # The state ended them when the new worker started; the journal says so for every reader.
         if question is not None:
             self.writer.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))

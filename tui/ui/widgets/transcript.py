@@ -307,7 +307,7 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         entries: list[Drawn] = []
         if self._older.text:
             entries.append(self._older)
-        if self._hello.text and not self.items and self.live is None:
+        if self._hello.text and self.live is None and not any(i.record for i in self.items):
             entries.append(self._hello)
         for item in self.items:
             entries.append(self._drawn(item))
