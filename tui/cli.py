@@ -37,6 +37,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "diff": ("ID [--turn N] [--stat]", "what each turn did to the session's files", "sessions"),
     "rewind": ("ID --to N [--force]", "files and conversation back as before turn N", "sessions"),
     "fork": ("ID --at N [--dir PATH]", "a new session from before turn N, in a new folder", "sessions"),
+    "verify": ("ID [--head H]", "check the journal's chain: name a line changed since", "sessions"),
+    "audit": ("ID [--json]", "who did what: prompts, answers, tools, files, costs, shares", "sessions"),
     "stop": ("ID | --all | --idle D", "stop its worker; `tui attach` resumes it", "sessions"),
     "archive": ("ID", "hide a session from lists", "sessions"),
     "unarchive": ("ID", "list an archived session again", "sessions"),
@@ -286,6 +288,20 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument(
         "--format", choices=("text", "markdown", "jsonl"), default="text", help="jsonl: every event as stored"
     )
+    p.add_argument(
+        "--redact",
+        action="store_true",
+        help="replace secrets (keys, tokens, passwords) with [redacted: …] (always so through tui web)",
+    )
+
+    p = add("verify", _command("audit", "run_verify"), remote=False)
+    p.add_argument("id")
+    p.add_argument("--head", metavar="SEQ:HASH", help="a chain head kept elsewhere (printed by `tui audit`)")
+    p.add_argument("--json", action="store_true", help="the verdict as a JSON object")
+
+    p = add("audit", _command("audit", "run_audit"), remote=False)
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="the record as a JSON object")
 
     p = add("diff", _command("files", "run_diff"), remote=False)
     p.add_argument("id", help="session id or unique prefix")

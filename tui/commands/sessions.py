@@ -22,6 +22,7 @@ from tui.link.base import AttachLink
 from tui.link.local import local_client_id
 from tui.protocol import Event, PendingQuestion
 from tui.protocol.ids import short_id
+from tui.redact import PieceRedactor
 
 if TYPE_CHECKING:
     # Imported where used: `tui attach` opens the app through this module (`open_access`) and
@@ -612,15 +613,20 @@ def run_archive(args: argparse.Namespace) -> int:
 
 
 def run_transcript(args: argparse.Namespace) -> int:
-    """``tui transcript ID [--format text|markdown|jsonl]``: the whole session, from its journal."""
+    """``tui transcript ID [--format text|markdown|jsonl] [--redact]``: the whole session, from
+    its journal (secrets replaced with ``--redact``, `tui.redact`)."""
     access = open_access(args)
     out = sys.stdout
 
     async def body() -> int:
         sid = await access.resolve(args.id)
         try:
+            redactor = PieceRedactor(args.format) if args.redact else None
             async for piece in access.export(sid, args.format):
-                out.write(piece)
+                for clean in [piece] if redactor is None else redactor.feed(piece):
+                    out.write(clean)
+            for clean in [] if redactor is None else redactor.flush():
+                out.write(clean)
             out.flush()
         except BrokenPipeError:
             # `tui transcript ID | head`: the reader has what it wanted.

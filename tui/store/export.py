@@ -25,6 +25,7 @@ from tui.protocol import (
 )
 from tui.protocol.state import SessionState, child_line, note_line, rewound_line, steps, who
 from tui.protocol.wording import worker_lines
+from tui.store.chain import verify
 from tui.store.journal import Journal
 from tui.store.sessions import SessionRecord
 
@@ -120,7 +121,7 @@ def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None
         session: the session's record: Markdown starts with its id, folder and agent.
     """
     with Journal.open_for_reading(journal_path) as journal:
-        if fmt == "jsonl":
+        if fmt == "jsonl":  # the events as stored: the chain can be recomputed from them
             for line in journal.iter_after(0):
                 yield line.raw.decode("utf-8", "replace") + "\n"
             return
@@ -168,3 +169,17 @@ def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None
         if state.current is not None:
             record = state.current.record()
             yield _text(record, number + 1) if fmt == "text" else _markdown(record, number + 1, program)
+    yield _chain_line(journal_path, fmt)
+
+
+def _chain_line(journal_path: Path, fmt: Format) -> str:
+    """The export's last line: the journal's chain head (`tui.store.chain`), so a copy kept
+    elsewhere shows later that nothing before it changed (`tui verify ID --head`)."""
+    verdict = verify(journal_path)
+    if verdict.intact:
+        said = f"chain head {verdict.head_seq}:{verdict.head}"
+    elif not verdict.chained:
+        said = "no chain: an older tui wrote this journal"
+    else:
+        said = f"the journal's chain is broken: {verdict.problem}"
+    return f"· {said}\n" if fmt == "text" else f"*{said}*\n"

@@ -35,6 +35,7 @@ from typing import TypeVar
 from tui.errors import DiskFull, TuiError
 from tui.protocol import Event, decode_event, now
 from tui.protocol.events import EventBase
+from tui.store.chain import ChainWriter
 
 __all__ = ["Journal", "JournalLine", "JournalMark"]
 
@@ -117,6 +118,8 @@ class Journal:
         """The lines up to this mark are not indexed yet (the journal was opened at it)."""
         self.resumed: JournalMark | None = None
         """The mark the journal was opened at, when it held that line (None: indexed from the start)."""
+        self.chain: ChainWriter | None = None
+        """The chain a worker extends with each line (`tui.store.chain`); None in a reader."""
 
     # --- opening -----------------------------------------------------------------------------
     @classmethod
@@ -150,6 +153,12 @@ class Journal:
         finally:
             os.close(fd)
         journal._write_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        journal.chain = ChainWriter.open(
+            path,
+            lambda seq: ((line.seq, line.raw) for line in journal.iter_after(seq)),
+            journal._end,
+            journal.last_seq,
+        )
         return journal
 
     @classmethod
@@ -161,6 +170,8 @@ class Journal:
 
     def close(self) -> None:
         """Close the descriptors; the index stays readable."""
+        if self.chain is not None:
+            self.chain.close()
         for fd in (self._read_fd, self._write_fd):
             if fd is not None:
                 os.close(fd)
@@ -171,6 +182,8 @@ class Journal:
         if self._write_fd is not None:
             os.close(self._write_fd)
             self._write_fd = None
+        if self.chain is not None:
+            self.chain.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -340,6 +353,8 @@ class Journal:
         self._offsets.append(self._end)
         self._types.append(typ)
         self._end += len(data)
+        if self.chain is not None:
+            self.chain.add(seq, raw)
 
     def _cut_back(self) -> None:
         """Cut what a failed write left after the last whole line (shrinking needs no space)."""

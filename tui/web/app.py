@@ -61,6 +61,7 @@ from tui.protocol.web import (
     WebInfo,
     WorkerView,
 )
+from tui.redact import redact, redact_json, redact_pieces
 from tui.serve import (
     Handler,
     decode,
@@ -155,9 +156,11 @@ async def search_all(request: Request, principal: Principal, sid: str) -> Found:
     )
     only = None if principal.is_owner else [principal.session_id or ""]
     try:
-        return await asyncio.to_thread(find_in, bridge.state, query, None, only)
+        found = await asyncio.to_thread(find_in, bridge.state, query, None, only)
     except UsageError as exc:
         raise InvalidRequest(str(exc), field="q") from None
+    # What was found leaves the machine: its secrets are taken out (`tui.redact`).
+    return Found.model_validate_json(redact_json(found.model_dump_json().encode()))
 
 
 async def resolve(request: Request, principal: Principal, sid: str) -> Resolved:
@@ -261,7 +264,9 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
     fmt = request.query_params.get("format") or "text"
     if fmt not in FORMATS:
         raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(FORMATS)}", field="format")
-    pieces = export_journal(bridge.state.session(sid).journal, fmt, get_session(bridge.state, sid))
+    # An export through the web bridge leaves the machine: always redacted (`tui.redact`).
+    journal = bridge.state.session(sid).journal
+    pieces = redact_pieces(export_journal(journal, fmt, get_session(bridge.state, sid)), fmt)
     return StreamingResponse(pieces, media_type=f"{WEB['export'].media}; charset=utf-8")
 
 
@@ -385,9 +390,16 @@ def forward_text(spec: RouteSpec) -> Endpoint:
             return Response(body, status_code=upstream.status_code, media_type="application/json")
 
         async def pieces() -> AsyncIterator[bytes]:
+            # A streamed answer (a turn's output) leaves the machine: its secrets are taken out,
+            # a partial last line held until the rest of it comes (`tui.redact`).
+            rest = b""
             try:
                 async for chunk in upstream.aiter_raw():
-                    yield chunk
+                    lines, _, rest = (rest + chunk).rpartition(b"\n")
+                    if lines:
+                        yield redact(lines.decode("utf-8", "replace") + "\n").encode()
+                if rest:
+                    yield redact(rest.decode("utf-8", "replace")).encode()
             finally:
                 await upstream.aclose()
 

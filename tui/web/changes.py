@@ -35,6 +35,7 @@ from tui.link.page import PageView
 from tui.protocol import Event, decode_event
 from tui.protocol.ids import make_client_id
 from tui.protocol.page import PageChange
+from tui.redact import redact_frame, redact_json
 from tui.store import StatePaths
 from tui.web.fanout import FanOuts, Shared, _messages, _seq
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream
@@ -120,7 +121,7 @@ async def _replay(shared: Shared, sent: int) -> AsyncIterator[Event]:
             for message in messages:
                 seq = _seq(message)
                 if seq is not None and seq > sent:
-                    yield _decode(message)
+                    yield _decode(redact_frame(message))
                     sent = seq
             if sent >= shared.base:
                 return
@@ -131,8 +132,10 @@ async def _replay(shared: Shared, sent: int) -> AsyncIterator[Event]:
 
 
 def frame(cursor: str, change: PageChange) -> bytes:
-    """One change as an SSE message."""
-    return b"id: %s\nevent: %s\ndata: %s\n\n" % (cursor.encode(), change.type.encode(), change.wire())
+    """One change as an SSE message, its secrets taken out (`tui.redact`): the events it is made
+    from are redacted in the fan-out's ring already; a snapshot's turns come from the worker."""
+    data = redact_json(change.wire())
+    return b"id: %s\nevent: %s\ndata: %s\n\n" % (cursor.encode(), change.type.encode(), data)
 
 
 class Followed:

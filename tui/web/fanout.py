@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tui.errors import WorkerUnavailable
+from tui.redact import HOLD, StreamRedactor
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
 
 __all__ = ["FanOuts", "FollowResponse", "Shared"]
@@ -67,6 +68,11 @@ class Shared:
         self.ended = False
         self.followers = 0
         self.changed = asyncio.Event()
+        self.redactor = StreamRedactor()
+        """Every event is kept in the ring with its secrets taken out (`tui.redact`): what a
+        follower of `tui web` is sent never holds them."""
+        self._release: asyncio.TimerHandle | None = None
+        self._held: bytes | None = None
         self._upstream: RawStream | None = None
         self._reader: asyncio.Task[None] | None = None
         self.opening: asyncio.Task[None] | None = None
@@ -88,28 +94,48 @@ class Shared:
         try:
             async for chunk in upstream.aiter_raw():
                 messages, rest = _messages(rest, chunk)
-                got = False
+                kept: list[bytes] = []
                 for message in messages:
                     seq = _seq(message)
                     if seq is None or seq <= self.last:
                         continue
-                    frame = message + b"\n\n"
-                    self.seqs.append(seq)
-                    self.frames.append(frame)
-                    self.size += len(frame)
                     self.last = seq
-                    got = True
-                if got:
-                    if len(self.frames) > RING or self.size > RING_BYTES:
-                        self._trim()
-                    self._wake()
+                    kept.extend(self.redactor.feed(message))
+                self._keep(kept)
         except OSError:
             pass
         finally:
+            self._keep(self.redactor.flush())
             self.ended = True
             self._wake()
             self._gone(self)
             await upstream.aclose()
+
+    def _keep(self, messages: list[bytes]) -> None:
+        """Put redacted messages in the ring and wake the followers; a chunk the redactor holds
+        back is let go `HOLD` seconds after it was held if nothing came to complete its line."""
+        held = self.redactor.held
+        if held is not self._held:
+            if self._release is not None:
+                self._release.cancel()
+                self._release = None
+            if held is not None:
+                self._release = asyncio.get_running_loop().call_later(HOLD, self._let_go)
+            self._held = held
+        if not messages:
+            return
+        for message in messages:
+            frame = message + b"\n\n"
+            self.seqs.append(_seq(message) or 0)
+            self.frames.append(frame)
+            self.size += len(frame)
+        if len(self.frames) > RING or self.size > RING_BYTES:
+            self._trim()
+        self._wake()
+
+    def _let_go(self) -> None:
+        self._release = None
+        self._keep(self.redactor.flush())
 
     def _trim(self) -> None:
         drop = len(self.frames) // 2
@@ -222,16 +248,24 @@ class FollowResponse(Response):
             if stream.status_code != 200:
                 return None
             rest = b""
+            redactor = StreamRedactor()
             async for chunk in stream.aiter_raw():
                 messages, rest = _messages(rest, chunk)
                 out = []
                 for message in messages:
                     seq = _seq(message)
                     if seq is not None and seq > sent:
-                        out.append(message + b"\n\n")
+                        out.extend(redactor.feed(message))
                         sent = seq
+                if sent >= shared.base:
+                    held = redactor.held
+                    if held is not None and (_seq(held) or 0) > shared.base:
+                        # The ring has the held chunk (redacted with what follows it): go on there.
+                        sent = (_seq(held) or 0) - 1
+                    else:
+                        out.extend(redactor.flush())
                 if out:
-                    await emit(b"".join(out))
+                    await emit(b"".join(m + b"\n\n" for m in out))
                 if sent >= shared.base:
                     return sent
             return None

@@ -19,6 +19,7 @@ from starlette.responses import Response
 
 from tui.errors import WorkerUnavailable
 from tui.link.uds import UnixTransport
+from tui.redact import redact_json
 
 __all__ = ["FORWARDED_HEADERS", "KEEPALIVE", "SIGNED_IN", "Forwarder", "OpenStream", "RawStream"]
 
@@ -146,7 +147,8 @@ class Forwarder:
             await self.forget(socket)
             raise _unavailable(exc) from exc
         kept = {k: v for k, v in reply.headers.items() if k.lower() in _PASS_REPLY}
-        return Response(reply.content, status_code=reply.status_code, headers=kept)
+        # What the worker answers leaves the machine: its secrets are taken out (`tui.redact`).
+        return Response(redact_json(reply.content), status_code=reply.status_code, headers=kept)
 
     async def open_stream(
         self,

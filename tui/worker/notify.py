@@ -54,6 +54,7 @@ from tui.protocol import (
 )
 from tui.protocol.ids import short_id
 from tui.protocol.state import RESTARTED, SessionState
+from tui.redact import redact_json
 from tui.terminal import visible
 
 if TYPE_CHECKING:
@@ -455,6 +456,7 @@ async def deliver(
         The places told (``webhook (HOST)``, ``command (NAME)``), and those that failed with why.
     """
     env = dict(os.environ if environ is None else environ)
+    notice = redacted(notice)
     jobs: list[tuple[str, Callable[[], Any]]] = []
     if settings.webhook is not None:
         jobs.append((webhook_name(settings.webhook), lambda: _webhook(settings, notice, env)))
@@ -464,6 +466,21 @@ async def deliver(
     told = [name for (name, _), failed in zip(jobs, results, strict=True) if failed is None]
     failed = [why for why in results if why is not None]
     return told, failed
+
+
+def redacted(notice: Notice) -> Notice:
+    """`notice` with the secrets of what it quotes (title, body, question, turn) replaced: a
+    notification leaves the owner's own view (`tui.redact`)."""
+    said = {
+        "title": notice.title,
+        "body": notice.body,
+        "session_title": notice.session_title,
+        "question": notice.question,
+        "turn": notice.turn,
+    }
+    raw = json.dumps(said, ensure_ascii=False).encode()
+    clean = redact_json(raw)
+    return notice if clean is raw else dataclasses.replace(notice, **json.loads(clean))
 
 
 # --- the worker's listener ------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""The journal's chain (`tui.store.chain`): a line changed, removed or reordered is named; a
+journal an older tui began, and a worker that continues a journal, keep chaining."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tui.protocol import TextChunk
+from tui.store import Journal, StatePaths, create_session
+from tui.store.chain import chain_path, verify
+
+
+def _write(path: Path, n: int, start: int = 0) -> None:
+    with Journal.open_for_append(path) as j:
+        for i in range(start, start + n):
+            j.append(TextChunk(turn_id="t-1", text=f"line {i}\n"))
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_an_untouched_journal_verifies_across_workers_and_a_kept_head_is_found(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    _write(path, 3)
+    first = verify(path)
+    _write(path, 2, 3)  # a new worker continues the journal, and the chain
+    verdict = verify(path)
+    assert verdict.intact and verdict.lines == 5 and verdict.head_seq == 5 and verdict.since == 1
+    assert first.head in verdict.heads and verdict.heads[first.head] == 3
+
+
+def test_a_changed_removed_or_reordered_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    _write(path, 6)
+    good = _lines(path)
+    cases = {
+        "line 3 (seq 3) was changed": [*good[:2], good[2].replace(b"line 2", b"line X"), *good[3:]],
+        "the line of seq 4 was removed (line 4 holds seq 5)": [*good[:3], *good[4:]],
+        "line 2 (seq 3) is out of order: seq 2 was expected there": [good[0], good[2], good[1], *good[3:]],
+        "the line of seq 6 was removed (the journal ends at line 5)": good[:5],
+        "line 7 (seq 9) has no link in the chain: it was added afterwards": [
+            *good,
+            good[5].replace(b":6,", b":9,"),
+        ],
+    }
+    for said, lines in cases.items():
+        path.write_bytes(b"".join(lines))
+        verdict = verify(path)
+        assert not verdict.intact and verdict.problem == said, (said, verdict.problem)
+
+
+def test_an_older_journal_reads_says_it_has_no_chain_and_is_chained_from_the_next_event(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "journal.jsonl"
+    _write(path, 2)
+    chain_path(path).unlink()  # as an older tui left it
+    assert not verify(path).chained and "no chain" in verify(path).says()
+    _write(path, 2, 2)
+    verdict = verify(path)
+    assert verdict.intact and verdict.since == 3 and "chained from seq 3" in verdict.says()
+    path.write_bytes(path.read_bytes().replace(b"line 0", b"line Z"))
+    assert verify(path).problem == "the lines before seq 3 (one block, from an older tui) were changed"
+
+
+def test_a_worker_killed_between_the_two_writes_has_its_links_added_by_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    _write(path, 4)
+    chain = chain_path(path)
+    rows = chain.read_bytes().splitlines(keepends=True)
+    chain.write_bytes(b"".join(rows[:-2]) + rows[-2][:10])  # one link lost, one torn
+    _write(path, 1, 4)
+    assert verify(path).intact and verify(path).lines == 5
+
+
+def test_tui_verify_names_an_edited_line_and_tui_audit_json_has_the_chain_head(state_dir: Path) -> None:
+    sid = create_session(StatePaths(state_dir), working_directory=str(state_dir)).id
+    journal = StatePaths(state_dir).session(sid).journal
+    _write(journal, 4)
+    env = {**os.environ, "TUI_STATE_DIR": str(state_dir)}
+
+    def tui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tui", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    audit = tui("audit", sid, "--json")
+    assert audit.returncode == 0, audit.stderr
+    report = json.loads(audit.stdout)
+    assert set(report) == {"session_id", "chain", "entries", "costs", "shares"}
+    assert report["chain"]["intact"] and report["chain"]["head"].startswith("4:")
+    ok = tui("verify", sid, "--head", report["chain"]["head"])
+    assert ok.returncode == 0 and "intact: 4 lines" in ok.stdout and "kept elsewhere is in it" in ok.stdout
+    journal.write_bytes(journal.read_bytes().replace(b"line 1", b"line 9"))
+    bad = tui("verify", sid)
+    assert bad.returncode == 1 and bad.stderr.strip() == f"session {sid[:8]}: line 2 (seq 2) was changed"
