@@ -21,6 +21,7 @@ from tui.protocol import (
     TurnEnded,
     TurnStarted,
 )
+from tui.protocol.events import FilesChanged, Rewound
 from tui.protocol.ids import short_id
 from tui.store import Journal, StatePaths, resolve_id
 from tui.store.chain import Verdict, verify
@@ -77,8 +78,9 @@ def _by(by: Any) -> str:
 
 
 def audit_of(state: StatePaths, sid: str) -> dict[str, Any]:
-    """Who did what in the session: prompts, answers, commands and tool calls, files changed,
-    notes, children, costs, shares; with the chain's head."""
+    """Who did what in the session: prompts, answers, commands and tool calls, files changed (the
+    diffs of tool output, and each turn's checkpoints: `FilesChanged`), rewinds, notes, children,
+    costs, shares; with the chain's head."""
     paths = state.session(sid)
     verdict = verify(paths.journal)
     entries: list[dict[str, Any]] = []
@@ -118,6 +120,19 @@ def audit_of(state: StatePaths, sid: str) -> dict[str, Any]:
             elif isinstance(event, ToolUpdated) and event.diffs:
                 for diff in event.diffs:
                     add(event.seq, at, "file", "agent", path=diff.path)
+            elif isinstance(event, FilesChanged):
+                for change in event.files:
+                    add(
+                        event.seq,
+                        at,
+                        "file",
+                        "agent",
+                        path=change.path,
+                        change=change.status,
+                        turn_id=event.turn_id,
+                    )
+            elif isinstance(event, Rewound):
+                add(event.seq, at, "rewind", _by(event.by), to_turn=event.to_turn, files=event.files)
             elif isinstance(event, Note) and event.by is not None:
                 add(event.seq, at, "note", _by(event.by), text=event.text)
             elif isinstance(event, ChildStarted):
