@@ -319,6 +319,7 @@ class StreamRedactor:
             if chunk is not None and chunk[1] == key:
                 cut = text.rfind("\n") + 1
                 if len(text) - cut <= CARRY:
+                    # The partial line moves into the next piece (the text joined is the same).
                     carry = text[cut:]
                     text = text[:cut]
             out.append(self._out(held, doc, key, text, own))

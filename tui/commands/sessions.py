@@ -627,6 +627,12 @@ def run_transcript(args: argparse.Namespace) -> int:
                     out.write(clean)
             for clean in [] if redactor is None else redactor.flush():
                 out.write(clean)
+            if not getattr(args, "remote", None):
+                from tui.store import StatePaths
+                from tui.store.export import chain_head
+
+                state = StatePaths.resolve(getattr(args, "state_dir", None))
+                _say(chain_head(state.session(sid).journal))
             out.flush()
         except BrokenPipeError:
             # `tui transcript ID | head`: the reader has what it wanted.

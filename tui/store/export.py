@@ -29,7 +29,7 @@ from tui.store.chain import verify
 from tui.store.journal import Journal
 from tui.store.sessions import SessionRecord
 
-__all__ = ["FORMATS", "Format", "export"]
+__all__ = ["FORMATS", "Format", "chain_head", "export"]
 
 Format = Literal["text", "markdown", "jsonl"]
 FORMATS: tuple[Format, ...] = ("text", "markdown", "jsonl")
@@ -169,17 +169,15 @@ def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None
         if state.current is not None:
             record = state.current.record()
             yield _text(record, number + 1) if fmt == "text" else _markdown(record, number + 1, program)
-    yield _chain_line(journal_path, fmt)
 
 
-def _chain_line(journal_path: Path, fmt: Format) -> str:
-    """The export's last line: the journal's chain head (`tui.store.chain`), so a copy kept
-    elsewhere shows later that nothing before it changed (`tui verify ID --head`)."""
+def chain_head(journal_path: Path) -> str:
+    """The journal's chain head in words, said beside every export (`tui transcript` on stderr,
+    the web bridge's export in ``X-Tui-Chain-Head``), so a copy kept elsewhere shows later that
+    nothing before it changed (`tui verify ID --head`, `tui.store.chain`)."""
     verdict = verify(journal_path)
     if verdict.intact:
-        said = f"chain head {verdict.head_seq}:{verdict.head}"
-    elif not verdict.chained:
-        said = "no chain: an older tui wrote this journal"
-    else:
-        said = f"the journal's chain is broken: {verdict.problem}"
-    return f"· {said}\n" if fmt == "text" else f"*{said}*\n"
+        return f"chain head {verdict.head_seq}:{verdict.head}"
+    if not verdict.chained:
+        return "no chain: an older tui wrote this journal"
+    return f"the journal's chain is broken: {verdict.problem}"

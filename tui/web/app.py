@@ -74,7 +74,7 @@ from tui.serve import (
     routes,
     seq_header,
 )
-from tui.store.export import FORMATS
+from tui.store.export import FORMATS, chain_head
 from tui.store.export import export as export_journal
 from tui.store.index import find_in
 from tui.store.sessions import get_session
@@ -266,8 +266,10 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
         raise InvalidRequest(f"format: {fmt!r} is not one of {', '.join(FORMATS)}", field="format")
     # An export through the web bridge leaves the machine: always redacted (`tui.redact`).
     journal = bridge.state.session(sid).journal
+    head = chain_head(journal)
     pieces = redact_pieces(export_journal(journal, fmt, get_session(bridge.state, sid)), fmt)
-    return StreamingResponse(pieces, media_type=f"{WEB['export'].media}; charset=utf-8")
+    media = f"{WEB['export'].media}; charset=utf-8"
+    return StreamingResponse(pieces, media_type=media, headers={"X-Tui-Chain-Head": head})
 
 
 # --- participants --------------------------------------------------------------------------
