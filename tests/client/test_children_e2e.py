@@ -318,15 +318,15 @@ async def test_an_attached_parent_shows_a_child_made_with_send(state_dir: Path) 
         child = out.stderr.strip().splitlines()[0]
         # The parent is idle: its client shows the child's lines between turns, and counts it.
         seen = await changes_until(
-            attachment, lambda c: isinstance(c, ch.Line) and c.text.startswith(f"child {child[:8]} ended")
+            attachment, lambda c: isinstance(c, ch.Line) and c.text == f"child {child[:8]} completed"
         )
         lines = [c.text for c in of(ch.Line, seen)]
         assert f"child {child[:8]} started by {owner_name()}: print(6*7)" in lines
-        assert f"child {child[:8]} ended completed" in lines
+        assert f"child {child[:8]} completed" in lines
         assert attachment.session.child_sessions[child].state == "completed"
         # A client attaching later reads the same lines from the transcript.
         notes = (await link.transcript(limit=1)).notes
-        assert f"child {child[:8]} ended completed" in notes
+        assert f"child {child[:8]} completed" in notes
     finally:
         await attachment.close()
         await link.close()

@@ -55,7 +55,7 @@ async def test_a_childs_question_is_answered_in_the_parents_app(
         turn = app.session.transcript.turn_views()[-1].record
         assert turn.outcome == "completed" and turn.reply == "child got yes\n"
         child = question.text.split()[1]
-        assert [line.text for line in turn.lines][-1] == f"child {child} ended completed"
+        assert [line.text for line in turn.lines][-1] == f"child {child} completed"
         await until(pilot, lambda: "children 1 done" in app.session.status.session_row(200), 30)
         # /children lists it in the transcript, with the command that attaches to it.
         await pilot.press(*"/children", "enter")

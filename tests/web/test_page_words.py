@@ -94,7 +94,7 @@ def test_the_page_shows_children_notes_answers_by_a_parent_and_restarts_in_the_t
     _tui(web, "note", parent, "look at the logs first")
     page.wait_for_selector("#transcript .line.note:has-text('look at the logs first')")
     _tui(web, "send", "--new", "--parent", parent, "print(6*7)", "--wait")
-    page.wait_for_selector("#transcript .line.child:has-text('ended completed')")
+    page.wait_for_selector("#transcript .line.child:has-text(' completed')")
     # a question of the session answered by its parent session's model (its client id says so)
     _turn(web, parent, "x = ask('Deploy?', options=['yes', 'no'])\nprint('got', x)")
     question = page.wait_for_selector("#question .qtext:has-text('Deploy?')")
@@ -113,7 +113,7 @@ def test_the_page_shows_children_notes_answers_by_a_parent_and_restarts_in_the_t
     for line in (
         "note from " + terminal_owner(terminal) + ": look at the logs first",
         f"child {child[:8]} started by " + terminal_owner(terminal) + ": print(6*7)",
-        f"child {child[:8]} ended completed",
+        f"child {child[:8]} completed",
         "answered by parent 0a1b2c3d: yes",
     ):
         assert line in terminal and line in shown, (line, terminal, shown)

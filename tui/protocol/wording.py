@@ -210,14 +210,15 @@ def stop_said(stop_reason: StopReason | None) -> str | None:
 
 def child_line(event: ChildStarted | ChildEnded) -> str:
     """Where a child starts or ends, as the parent's transcript shows it, with its id:
-    ``child 1b5bdb75 started by root: print(1)``, ``child 1b5bdb75 ended completed``."""
+    ``child 1b5bdb75 started by root: print(1)``, ``child 1b5bdb75 completed``, ``child 1b5bdb75
+    failed: …``, ``child 1b5bdb75 was interrupted``."""
     if isinstance(event, ChildStarted):
         first = event.prompt.splitlines()[0] if event.prompt else ""
         by = f" by {who(event.by)}" if event.by is not None else ""
         cut = first if len(first) <= 60 else first[:59] + "…"
         return f"child {event.child_id[:8]} started{by}: {cut}"
-    how = event.outcome if event.error is None else f"{event.outcome}: {event.error}"
-    return f"child {event.child_id[:8]} ended {how}"[:200]
+    how = "was interrupted" if event.outcome == "interrupted" else event.outcome
+    return f"child {event.child_id[:8]} {how}{f': {event.error}' if event.error else ''}"[:200]
 
 
 def files_line(event: FilesChanged) -> str | None:
