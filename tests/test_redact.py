@@ -139,3 +139,14 @@ def test_a_notice_for_a_webhook_quotes_no_secret() -> None:
     clean = redacted(notice)
     assert key not in json.dumps(clean.as_json()) and "[redacted: AWS key]" in clean.body
     assert redacted(Notice(key="k", event="e", session_id="0" * 16, title="t", body="fine")).body == "fine"
+
+
+def test_tui_acp_redact_tells_the_editor_no_secret_and_without_it_every_byte() -> None:
+    from tui.editor.shapes import Shaper
+    from tui.protocol import TextChunk
+
+    key = "AKIA" + _pick(UP + DIG, 16)
+    event = TextChunk(seq=5, turn_id="t-1", text=f"id={key}\n")
+    told = "".join(u.model_dump_json() for u in Shaper(redact=True).updates(event))
+    assert key not in told and "[redacted: AWS key]" in told
+    assert key in "".join(u.model_dump_json() for u in Shaper().updates(event))

@@ -218,6 +218,9 @@ def build_subparsers() -> argparse.ArgumentParser:
         "--agent", metavar="NAME", help="what new sessions run (default: config.toml's, else python)"
     )
     p.add_argument("--model", metavar="NAME", help="new sessions are model sessions with this model")
+    p.add_argument(
+        "--redact", action="store_true", help="replace secrets with [redacted: …] in what the editor is told"
+    )
     p = add("notify", _command("notify", "run_notify"), remote=False)
     p.add_argument("action", choices=("test",), help="test: send a sample and say how it went")
     p.add_argument("--session", metavar="ID", help="name this session in the sample")

@@ -29,7 +29,14 @@ def run_acp(args: argparse.Namespace) -> int:
     access = open_access(args)
     images = _takes_images(args)
     asyncio.run(
-        serve(access, agent=args.agent, model=args.model, client_id=local_client_id("acp"), images=images)
+        serve(
+            access,
+            agent=args.agent,
+            model=args.model,
+            client_id=local_client_id("acp"),
+            images=images,
+            redact=args.redact,
+        )
     )
     return 0
 

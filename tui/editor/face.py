@@ -87,7 +87,7 @@ class EditorSession:
         self.link = link
         self.watch = watch
         self.info = info
-        self.shaper = Shaper(own_requests=watch.own_requests, own_turns=watch.own_turns)
+        self.shaper = Shaper(own_requests=watch.own_requests, own_turns=watch.own_turns, redact=face.redact)
         self.pending: dict[str, asyncio.Future[TurnRecord | None]] = {}
         """This editor's prompts not ended yet, by request id (None: held in a queue)."""
         self.outgoing: dict[str, Outgoing] = {}
@@ -187,7 +187,9 @@ class EditorSession:
         """Follow the session again after its worker went away for good (a new one is started)."""
         await self._let_go()
         self.link, self.watch, self.info, _ = await self.face.connect(self.id, replay=False)
-        self.shaper = Shaper(own_requests=self.watch.own_requests, own_turns=self.watch.own_turns)
+        self.shaper = Shaper(
+            own_requests=self.watch.own_requests, own_turns=self.watch.own_turns, redact=self.face.redact
+        )
         self.running.clear()
         self.failure = None
         self.start()
@@ -377,12 +379,15 @@ class EditorFace:
         model: str | None,
         client_id: str,
         images: bool = False,
+        redact: bool = False,
     ) -> None:
         self.access = access
         self.agent = agent
         self.model = model
         self.client_id = client_id
         self.images = images
+        self.redact = redact
+        """What the editor is told has its secrets replaced (`tui acp --redact`)."""
         self.elicits = False
         """Whether the editor said it fills forms (``elicitation.form``)."""
         self.conn: Connection | None = None
@@ -622,14 +627,20 @@ def _dump(model: Any) -> Any:
 
 
 async def serve(
-    access: SessionAccess, *, agent: str | None, model: str | None, client_id: str, images: bool = False
+    access: SessionAccess,
+    *,
+    agent: str | None,
+    model: str | None,
+    client_id: str,
+    images: bool = False,
+    redact: bool = False,
 ) -> None:
     """Be the ACP agent on stdin/stdout until the editor closes them (`images`: whether the agent
-    behind the sessions takes images)."""
+    behind the sessions takes images; `redact`: secrets replaced in what the editor is told)."""
     from acp.agent.router import build_agent_router
     from acp.stdio import stdio_streams
 
-    face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images)
+    face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images, redact=redact)
     reader, writer = await stdio_streams(limit=2**20)
     conn = Connection(
         build_agent_router(face, use_unstable_protocol=True),  # type: ignore[arg-type]

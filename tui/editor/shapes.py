@@ -32,10 +32,12 @@ from tui.protocol import (
     ToolUpdated,
     TurnEnded,
     TurnStarted,
+    decode_event,
 )
 from tui.protocol.events import By, Diff
 from tui.protocol.ids import client_label
 from tui.protocol.state import note_line
+from tui.redact import redact_json
 
 __all__ = [
     "OUTPUT_KEPT",
@@ -86,9 +88,16 @@ class Shaper:
     own_requests: set[str] = field(default_factory=set)
     own_turns: set[str] = field(default_factory=set)
     calls: dict[str, _Call] = field(default_factory=dict)
+    redact: bool = False
+    """Each event's secrets are replaced first (`tui acp --redact`, `tui.redact`)."""
 
     def updates(self, event: Event) -> list[Update]:
         """What the editor is told of `event` (nothing for most events outside a turn)."""
+        if self.redact:
+            raw = event.model_dump_json().encode()
+            clean = redact_json(raw)
+            if clean is not raw:
+                event = decode_event(clean)
         if isinstance(event, TurnStarted):
             self.calls.clear()
             if event.request_id is not None and event.request_id in self.own_requests:
