@@ -27,6 +27,8 @@ It does what real coding agents do, chosen by words in the prompt:
 - ``reach ssh {json}``: looks for a tui's SSH connection sockets and tries to use them
   (`reach_ssh`), saying what happened as ``ssh results: {json}``;
 - ``usage``: reports the context it uses and what the session cost (``usage_update``).
+- ``spend``: keeps working, reporting the session's cost $0.03 higher each step (``usage_update``),
+  until it is cancelled (at most 20 steps).
 
 A session has two modes (``ask``, ``code``) and a ``model`` config option (``fast``, ``smart``,
 and ``smart[1m]``, a value that starts with another as Claude Code's ``sonnet[1m]`` does), which
@@ -116,6 +118,8 @@ class CodingAgent:
     def __init__(self) -> None:
         self.conn: Any = None
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.spent = 0.0
+        """The cost ``spend`` reports (a total, as agents report it)."""
         self.tasks: set[asyncio.Task[None]] = set()
         self.mode = "ask"
         self.model = "fast"
@@ -315,6 +319,24 @@ class CodingAgent:
             await self.say(
                 session_id, acp.update_agent_message_text(f"I remember {len(seen)} prompts: {seen}\n")
             )
+        if "spend" in text:
+            for _ in range(20):
+                self.spent = round(self.spent + 0.03, 2)
+                await self.say(
+                    session_id,
+                    schema.UsageUpdate(
+                        session_update="usage_update",
+                        used=1_000,
+                        size=200_000,
+                        cost=schema.Cost(amount=self.spent, currency="USD"),
+                    ),
+                )
+                await self.say(session_id, acp.update_agent_message_text(f"spent {self.spent}\n"))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(cancelled.wait(), 1)
+                if cancelled.is_set():
+                    return schema.PromptResponse(stop_reason="cancelled")
+            return schema.PromptResponse(stop_reason="end_turn")
         if "slow" in text:
             await self.say(session_id, acp.update_agent_message_text("slowly\n"))
             with contextlib.suppress(TimeoutError):

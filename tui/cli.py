@@ -33,6 +33,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "restart": ("ID | --outdated", "move a session to a new worker (a newer tui)", "sessions"),
     "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
     "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
+    "budget": ("ID [--cost USD] …", "show or change its limits: cost, tokens, turns, time", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "diff": ("ID [--turn N] [--stat]", "what each turn did to the session's files", "sessions"),
     "rewind": ("ID --to N [--force]", "files and conversation back as before turn N", "sessions"),
@@ -122,6 +123,16 @@ def _piped_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--timeout", type=float, metavar="S", help="bound the whole run")
 
 
+def _budget_options(parser: argparse.ArgumentParser, *, new: bool = False) -> None:
+    group = parser.add_argument_group(
+        "budget (a new session's; default: config.toml's [budget])" if new else "limits (0: none)"
+    )
+    group.add_argument("--cost", type=float, metavar="USD", help="the most it may cost, in USD")
+    group.add_argument("--tokens", type=int, metavar="N", help="the most tokens in and out, together")
+    group.add_argument("--turns", type=int, metavar="N", help="the most turns")
+    group.add_argument("--time", metavar="DURATION", help="the most wall time of its turns (30m, 2h)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line of cli.md."""
     top = argparse.ArgumentParser(
@@ -142,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a model session with this model: a [models] profile or PROVIDER:MODEL",
     )
     top.add_argument("prompt", nargs="?", help="the new session's first turn")
+    _budget_options(top, new=True)
     _piped_options(top)
     top.set_defaults(run=_command("attach", "run_new"))
     return top
@@ -203,6 +215,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument(
         "--parent", metavar="ID", help="with --new: a child of session ID (in its folder unless --dir)"
     )
+    _budget_options(p, new=True)
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
     p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
@@ -247,6 +260,10 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("text", nargs="+", help="the note (`-`: read it from stdin)")
     p.add_argument("--source", metavar="NAME", help="what left it, shown beside who sent it (ci, cron)")
     p.add_argument("--now", action="store_true", help="an idle session starts a turn of its own for it")
+
+    p = add("budget", _command("notes", "run_budget"))
+    p.add_argument("id", help="session id or unique prefix")
+    _budget_options(p)
 
     p = add("context", _command("notes", "run_context"))
     csub = p.add_subparsers(dest="action", required=True, metavar="add|list|remove|push")

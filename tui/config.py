@@ -23,6 +23,7 @@ __all__ = [
     "BUILTIN_AGENTS",
     "PROVIDERS",
     "AgentProfile",
+    "BudgetSettings",
     "CheckpointSettings",
     "ChildrenSettings",
     "Config",
@@ -179,6 +180,10 @@ class ModelProfile(_Settings):
     answers_children: Literal["never", "options", "always"] = "never"
     """Whether a session of this model answers its children's questions itself: ``options``
     those with options (it picks one), ``always`` free-text ones too."""
+    price_input: float | None = Field(default=None, ge=0)
+    """USD per million input tokens, for a model the price table (genai-prices) does not know."""
+    price_output: float | None = Field(default=None, ge=0)
+    """USD per million output tokens."""
 
     @property
     def key_variable(self) -> str | None:
@@ -329,6 +334,29 @@ class WorkerSettings(_Settings):
         return parse_duration(value, off=True)
 
 
+class BudgetSettings(_Settings):
+    """The ``[budget]`` table: the limits a new session starts with (docs/agents.md, "Budgets");
+    ``tui budget ID`` changes a session's own. Each is unset (no limit) by default."""
+
+    cost: float | None = Field(default=None, gt=0)
+    """USD: a model's usage priced, or an ACP agent's own reported cost."""
+    tokens: int | None = Field(default=None, gt=0)
+    """Tokens in and out, together."""
+    turns: int | None = Field(default=None, gt=0)
+    """Turns started."""
+    time: float | None = None
+    """Wall time of its turns, together: a duration (``30m``, ``2h``)."""
+
+    @field_validator("time", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float | None:
+        if value is None:
+            return None
+        if not isinstance(value, str | int | float):
+            raise ValueError("write a duration such as 30m or 2h")
+        return parse_duration(value) or None
+
+
 class ChildrenSettings(_Settings):
     """The ``[children]`` table: what a session's own ``delegate`` may start (docs/agents.md,
     "Children: what they may reach").
@@ -453,6 +481,7 @@ class Config(_Settings):
     notify: NotifySettings = NotifySettings()
     children: ChildrenSettings = ChildrenSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
+    budget: BudgetSettings = BudgetSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)

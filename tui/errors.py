@@ -217,6 +217,14 @@ class QuestionNotPending(Conflict):
     code = "question_not_pending"
 
 
+class BudgetReached(Conflict):
+    """The session reached one of its limits (``tui budget``): a new turn is refused until it
+    is raised; `tui send --wait` exits 7 as for a turn stopped at it."""
+
+    code = "budget_reached"
+    exit_code = 7
+
+
 class WorkerRunning(Conflict):
     """The session's worker is live, and the command needs it stopped."""
 

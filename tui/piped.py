@@ -466,7 +466,12 @@ async def _run_async(
                     folder = _folder(getattr(args, "dir", None))
                     agent = getattr(args, "agent", None)
                     model = getattr(args, "model", None)
-                    session_id = await target.create(working_directory=folder, agent=agent, model=model)
+                    session_id = await target.create(
+                        working_directory=folder,
+                        agent=agent,
+                        model=model,
+                        budget=getattr(args, "budget", None),
+                    )
                     print(f"tui: new session {session_id}", file=err, flush=True)
                 else:
                     session_id = await target.resolve(session_id)

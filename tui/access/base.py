@@ -11,7 +11,10 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 
 from tui.link.base import AttachLink
+from tui.protocol.events import Budget
 from tui.protocol.messages import (
+    BudgetRequest,
+    BudgetView,
     ChildAdopted,
     ChildAdoptRequest,
     ContextAddRequest,
@@ -55,6 +58,7 @@ class SessionAccess(ABC):
         agent: str | None = None,
         model: str | None = None,
         parent_id: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """A new session with its worker started; returns its id.
 
@@ -63,6 +67,7 @@ class SessionAccess(ABC):
             agent: what it runs; None: the machine's ``default_agent`` (config.toml), else python.
             model: its model, for a model-backed agent.
             parent_id: the session that starts it (its child); NotFound when there is none.
+            budget: its limits; None: config.toml's ``[budget]``.
 
         Raises:
             InvalidRequest: an agent this machine cannot run (nothing is created).
@@ -117,6 +122,11 @@ class SessionAccess(ABC):
             InvalidRequest: the session is not the parent's child.
             WorkerUnavailable: the parent's worker could not be started.
         """
+
+    @abstractmethod
+    async def budget(self, session_id: str, request: BudgetRequest | None = None) -> BudgetView:
+        """The session's limits and spend (``GET /budget``), or with `request` changed
+        (``POST /budget``), its worker started if none runs."""
 
     @abstractmethod
     async def context_list(self, session_id: str) -> ContextList:

@@ -14,8 +14,11 @@ from tui.access.base import SessionAccess, SessionSummary, restart_loses
 from tui.errors import Busy, TuiError, WorkerRunning, WorkerUnavailable
 from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
+from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.protocol.messages import (
+    BudgetRequest,
+    BudgetView,
     ChildAdopted,
     ChildAdoptRequest,
     ContextAddRequest,
@@ -177,6 +180,7 @@ class LocalAccess(SessionAccess):
         agent: str | None = None,
         model: str | None = None,
         parent_id: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         from tui.config import load_config
         from tui.worker.agents import check_agent
@@ -187,7 +191,12 @@ class LocalAccess(SessionAccess):
         if parent_id is not None:
             get_session(self.state, parent_id)
         record = create_session(
-            self.state, working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+            self.state,
+            working_directory=working_directory,
+            agent=agent,
+            model=model,
+            parent_id=parent_id,
+            budget=budget,
         )
         await self.wake(record.id)
         return record.id
@@ -251,6 +260,14 @@ class LocalAccess(SessionAccess):
         async with self._worker(parent_id) as client:
             adopted: ChildAdopted = await client.call(BRIDGE["child_adopt"], request)
             return adopted
+
+    async def budget(self, session_id: str, request: BudgetRequest | None = None) -> BudgetView:
+        async with self._worker(session_id) as client:
+            if request is None:
+                view: BudgetView = await client.call(BRIDGE["budget"])
+            else:
+                view = await client.call(BRIDGE["budget_set"], request)
+            return view
 
     async def context_list(self, session_id: str) -> ContextList:
         async with self._worker(session_id) as client:

@@ -20,8 +20,11 @@ from pydantic import BaseModel
 from tui.access.base import SessionAccess
 from tui.errors import WorkerUnavailable
 from tui.link.remote import RemoteLink, WebClient
+from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.protocol.messages import (
+    BudgetRequest,
+    BudgetView,
     ChildAdopted,
     ChildAdoptRequest,
     ContextAddRequest,
@@ -109,6 +112,7 @@ class RemoteAccess(SessionAccess):
         agent: str | None = None,
         model: str | None = None,
         parent_id: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         # This machine's current folder means nothing there: leave the choice to the remote
         # (the folder its `tui web` was started in) unless a folder was asked for.
@@ -116,6 +120,7 @@ class RemoteAccess(SessionAccess):
             agent=agent,
             model=model,
             parent_id=parent_id,
+            budget=budget,
             idle=True,
             wait=WAIT_SLICE,
             working_directory=working_directory if _asked_for(working_directory) else None,
@@ -187,6 +192,13 @@ class RemoteAccess(SessionAccess):
     async def adopt_child(self, parent_id: str, request: ChildAdoptRequest) -> ChildAdopted:
         adopted: ChildAdopted = await self._worker(parent_id, "child_adopt", request)
         return adopted
+
+    async def budget(self, session_id: str, request: BudgetRequest | None = None) -> BudgetView:
+        if request is None:
+            view: BudgetView = await self._worker(session_id, "budget")
+        else:
+            view = await self._worker(session_id, "budget_set", request)
+        return view
 
     async def context_list(self, session_id: str) -> ContextList:
         listed: ContextList = await self._worker(session_id, "context_list")

@@ -26,8 +26,10 @@ def run_new(args: argparse.Namespace) -> int:
     """``tui [PROMPT]``: a new session in the current folder (or ``--dir``), attached."""
     if not sys.stdin.isatty():
         from tui import piped
+        from tui.commands.limits import budget_of
         from tui.commands.sessions import open_access
 
+        args.budget = budget_of(args)
         first = getattr(args, "prompt", None)
         agent, model = getattr(args, "agent", None), getattr(args, "model", None)
         if (agent or model) and not getattr(args, "remote", None):
@@ -99,6 +101,7 @@ def _attach(
 ) -> tuple[int, tuple[str, int, str] | None]:
     """Run the app on one session; its exit code, and the hit of another session chosen in its
     search across sessions, to attach next (None: none)."""
+    from tui.commands.limits import budget_of
     from tui.commands.sessions import open_access
     from tui.link.local import local_client_id
     from tui.store import StatePaths
@@ -112,6 +115,7 @@ def _attach(
                 working_directory=folder,
                 agent=getattr(args, "agent", None),
                 model=getattr(args, "model", None),
+                budget=budget_of(args),
             )
             where = folder
         else:

@@ -12,12 +12,13 @@ import json
 import sys
 
 from tui.access.base import SessionSummary, restart_loses
+from tui.commands.limits import limits_asked
 from tui.commands.sessions import _run, _say, open_access
 from tui.errors import Busy, UsageError
 from tui.link.local import local_client_id
 from tui.protocol.ids import short_id
 
-__all__ = ["run_context", "run_note", "run_restart", "run_unarchive"]
+__all__ = ["run_budget", "run_context", "run_note", "run_restart", "run_unarchive"]
 
 
 def run_note(args: argparse.Namespace) -> int:
@@ -46,6 +47,46 @@ def run_note(args: argparse.Namespace) -> int:
             _say(f"note left; session {short} is busy, so its next turn reads it")
         else:
             _say(f"note left; session {short} reads it with its next turn (`--now` starts one)")
+        return 0
+
+    return _run(body)
+
+
+_OPTIONS = (("cost", "cost"), ("tokens", "tokens"), ("wall time", "time"), ("turns", "turns"))
+"""The word of a reached limit and its option."""
+
+
+def run_budget(args: argparse.Namespace) -> int:
+    """``tui budget ID [--cost USD] [--tokens N] [--turns N] [--time DURATION]``: show or change
+    a session's limits (0 takes one away)."""
+    from tui.protocol import BudgetRequest
+    from tui.worker.budget import describe, money, span
+
+    asked = limits_asked(args)
+    access = open_access(args)
+
+    async def body() -> int:
+        sid = await access.resolve(args.id)
+        short = short_id(sid)
+        request = BudgetRequest.model_validate(asked) if asked else None
+        view = await access.budget(sid, request)
+        limits = view.budget
+        rows = (
+            ("cost", money(view.cost), None if limits.cost is None else money(limits.cost)),
+            ("tokens", f"{view.tokens:,}", None if limits.tokens is None else f"{limits.tokens:,}"),
+            ("turns", str(view.turns), None if limits.turns is None else str(limits.turns)),
+            ("time", span(view.time), None if limits.time is None else span(limits.time)),
+        )
+        if request is not None:
+            _say(f"session {short}'s budget is now {describe(limits)}")
+        print("LIMIT\tSPENT\tOF")
+        for name, spent, of in rows:
+            print(f"{name}\t{spent}\t{of or '-'}")
+        if view.reached is not None:
+            said = view.reached
+            option = next((o for w, o in _OPTIONS if w in said), "time")
+            raising = access.command("budget", short, f"--{option}", "MORE")
+            _say(f"session {short} reached its budget ({said}): new turns are refused until `{raising}`")
         return 0
 
     return _run(body)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     # Imported where used: `tui attach` opens the app through this module (`open_access`) and
     # its first frame needs neither the piped surface nor a watch of turns.
     from tui.link.watch import SessionWatch, TurnResult
+    from tui.protocol import Budget
 
 __all__ = [
     "open_access",
@@ -303,6 +304,7 @@ async def send(
                     agent=getattr(args, "agent", None),
                     model=getattr(args, "model", None),
                     parent_id=parent,
+                    budget=_budget_of(args),
                 )
                 print(sid, file=err, flush=True)
             else:
@@ -655,3 +657,9 @@ def run_delete(args: argparse.Namespace) -> int:
         return 0
 
     return _run(body)
+
+
+def _budget_of(args: argparse.Namespace) -> Budget | None:
+    from tui.commands.limits import budget_of
+
+    return budget_of(args)

@@ -215,9 +215,12 @@ def resolved_text(event: QuestionResolved) -> str:
 
 def stop_reason(outcome: str, stopped: StopReason | None = None) -> schema.StopReason:
     """An ended turn's outcome, and why its agent stopped when it said, as ACP's stop reason (a
-    failed turn is an error, not a reason)."""
+    failed turn is an error, not a reason). A turn stopped at the session's budget is ACP's
+    nearest: a limit of the turn reached (``max_turn_requests``)."""
     if outcome == "interrupted":
         return "cancelled"
+    if stopped == "budget":
+        return "max_turn_requests"
     return stopped or "end_turn"
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tui.errors import BudgetReached
 from tui.link.watch import TurnResult, Unanswered, WorkerGoneError
 from tui.protocol.wording import stop_said
 
 __all__ = [
+    "BUDGET",
     "COMPLETED",
     "EMPTY_REPLY",
     "FAILED",
@@ -33,6 +35,8 @@ WORKER_GONE = WorkerGoneError.exit_code
 """The session's worker went away and did not come back (4)."""
 EMPTY_REPLY = 5
 """A turn of a model-backed session completed with no reply at all (never a program's)."""
+BUDGET = BudgetReached.exit_code
+"""A turn stopped at the session's budget, or was refused for it (7)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ def turn_ending(
     if result.held:
         why = "the queue is held after an interrupt"
         return TurnEnding(FAILED, f"{turn} did not run: {why}; `{attach}` and /resume runs it")
+    if result.outcome == "completed" and result.stop_reason == "budget":
+        return TurnEnding(BUDGET, f"{turn} stopped at the session's budget; `{attach}` to raise it and go on")
     if result.outcome == "completed":
         if not result.reply and reply_format != "verbatim":
             return TurnEnding(EMPTY_REPLY, f"{turn} completed with no reply at all{look}")

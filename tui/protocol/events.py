@@ -21,6 +21,8 @@ __all__ = [
     "AgentCommand",
     "AgentInfo",
     "AgentSetting",
+    "Budget",
+    "BudgetSet",
     "By",
     "ChildAsking",
     "ChildEnded",
@@ -300,10 +302,11 @@ class QuestionResolved(EventBase):
     by: By = Field(default_factory=By)
 
 
-StopReason = Literal["end_turn", "max_tokens", "refusal", "max_turn_requests"]
+StopReason = Literal["end_turn", "max_tokens", "refusal", "max_turn_requests", "budget"]
 """Why an agent stopped a completed turn, in ACP's words: it was done (``end_turn``), its model's
 token limit cut the reply (``max_tokens``), the model refused to go on (``refusal``), or the turn
-reached its limit of model requests (``max_turn_requests``)."""
+reached its limit of model requests (``max_turn_requests``); or the worker stopped it at the
+session's budget (``budget``: its cost, tokens or wall time)."""
 
 
 class TurnEnded(EventBase):
@@ -316,6 +319,8 @@ class TurnEnded(EventBase):
     stop_reason: StopReason | None = None
     """Why the agent stopped, when it said (a model's finish reason, a hosted ACP agent's stop
     reason); None: it did not say, which is ``end_turn`` for a completed turn."""
+    cost: float = 0.0
+    """What the turn cost in USD (its model's usage priced, or its ACP agent's own report)."""
 
 
 class QueueChanged(EventBase):
@@ -452,6 +457,32 @@ class ChildEnded(EventBase):
     tokens_in: int = 0
     """The child's tokens in (its own and its children's) when it ended."""
     tokens_out: int = 0
+    cost: float = 0.0
+    """The child's cost in USD (its own and its children's) when it ended; added to this
+    session's spend."""
+
+
+class Budget(BaseModel):
+    """A session's limits; None: no limit of that kind."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+    cost: float | None = Field(default=None, ge=0)
+    """USD: its model's usage priced (genai-prices), or its ACP agent's reported cost."""
+    tokens: int | None = Field(default=None, ge=0)
+    """Tokens in and out, together."""
+    turns: int | None = Field(default=None, ge=0)
+    """Turns started."""
+    time: float | None = Field(default=None, ge=0)
+    """Seconds its turns have run, together (wall time)."""
+
+
+class BudgetSet(EventBase):
+    """The session's limits, as set when it was made or changed since (``tui budget``)."""
+
+    type: Literal["budget_set"] = "budget_set"
+    budget: Budget
+    by: By | None = None
+    """Who changed it; None: the defaults of ``config.toml`` or the options it was made with."""
 
 
 class FileChange(BaseModel):
@@ -545,7 +576,8 @@ KnownEvent = Annotated[
     | ContextSourceSet
     | ContextValue
     | FilesChanged
-    | Rewound,
+    | Rewound
+    | BudgetSet,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | UnknownEvent

@@ -11,6 +11,7 @@ from tui.protocol.events import (
     AgentChoice,
     AgentCommand,
     AgentSetting,
+    Budget,
     By,
     Diff,
     PlanEntry,
@@ -25,6 +26,8 @@ __all__ = [
     "MAX_PROMPT",
     "AnswerRequest",
     "Answered",
+    "BudgetRequest",
+    "BudgetView",
     "ChildAdoptRequest",
     "ChildAdopted",
     "ChildView",
@@ -232,6 +235,32 @@ class ContextEntry(_Wire):
     """Characters of the value before it was cut to its last 16 KiB."""
     at: datetime | None = None
     """When the value was taken (None: none yet)."""
+
+
+class BudgetRequest(_Wire):
+    """Change a session's limits (``POST /budget``): a limit left out stays as it is; 0 takes
+    that limit away."""
+
+    cost: float | None = Field(default=None, ge=0)
+    """USD."""
+    tokens: int | None = Field(default=None, ge=0)
+    turns: int | None = Field(default=None, ge=0)
+    time: float | None = Field(default=None, ge=0)
+    """Seconds of its turns' wall time."""
+
+
+class BudgetView(_Wire):
+    """A session's limits and what it has spent of each (``GET``/``POST /budget``)."""
+
+    budget: Budget
+    cost: float = 0.0
+    """USD spent: its turns' and its children's, the running turn's so far too."""
+    tokens: int = 0
+    turns: int = 0
+    time: float = 0.0
+    """Seconds its turns have run."""
+    reached: str | None = None
+    """Which limit it has reached, in a few words (``cost $0.06 of $0.05``); None: none."""
 
 
 class ContextList(_Wire):
@@ -459,6 +488,8 @@ class Stats(_Wire):
     turns: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    cost: float = 0.0
+    """USD it spent (its children's too), the running turn's so far included."""
     uptime: float = 0.0
     events: int = 0
     attached: list[str] = []

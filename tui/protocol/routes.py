@@ -240,6 +240,23 @@ BRIDGE = _routes(
         answer=m.RewindDone,
     ),
     RouteSpec(
+        "budget",
+        "GET",
+        "/budget",
+        "its limits (cost, tokens, turns, wall time) and what it spent of each",
+        "read",
+        answer=m.BudgetView,
+    ),
+    RouteSpec(
+        "budget_set",
+        "POST",
+        "/budget",
+        "change its limits; a turn stopped at one may go on",
+        "owner",
+        request=m.BudgetRequest,
+        answer=m.BudgetView,
+    ),
+    RouteSpec(
         "context_list",
         "GET",
         "/context",

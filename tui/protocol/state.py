@@ -21,9 +21,10 @@ chunk.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from tui.protocol.events import (
     EVENT_TYPES,
@@ -31,6 +32,8 @@ from tui.protocol.events import (
     AgentCommand,
     AgentInfo,
     AgentSetting,
+    Budget,
+    BudgetSet,
     ChildAsking,
     ChildEnded,
     ChildStarted,
@@ -342,6 +345,12 @@ class SessionState(BaseModel):
     """The keys of what someone was told of (`Notified.key`), the last `KEEP_NOTIFIED`."""
     rewound: list[tuple[int, int]] = []
     """The turns rewinds undid, as ranges of turn numbers (first, last)."""
+    budget: Budget = Field(default_factory=Budget)
+    """The session's limits (the last `budget_set`)."""
+    spent: float = 0.0
+    """USD its ended turns cost, its children's too (`TurnEnded.cost`, `ChildEnded.cost`)."""
+    worked: float = 0.0
+    """Seconds its ended turns ran, together."""
 
     @classmethod
     def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
@@ -466,8 +475,12 @@ class SessionState(BaseModel):
             case TurnEnded():
                 self.tokens_in += event.usage.get("input", 0)
                 self.tokens_out += event.usage.get("output", 0)
+                self.spent += event.cost
                 at = event.at.isoformat()
                 if current is not None and current.turn_id == event.turn_id:
+                    if current.head.started_at:
+                        began = datetime.fromisoformat(current.head.started_at)
+                        self.worked += max(0.0, (event.at - began).total_seconds())
                     if (cut := stop_said(event.stop_reason)) is not None:
                         current.add_line("note", cut)
                     self._keep(
@@ -617,6 +630,9 @@ class SessionState(BaseModel):
                 # A child's tokens count as this session's (its status and stats show the sum).
                 self.tokens_in += event.tokens_in
                 self.tokens_out += event.tokens_out
+                self.spent += event.cost
+            case BudgetSet():
+                self.budget = event.budget
             case _:
                 pass
         return self

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from tui.protocol.events import Budget
 from tui.protocol.messages import TurnAccepted
 from tui.protocol.principal import Principal
 
@@ -59,6 +60,8 @@ class CreateRequest(_Body):
     model: str | None = None
     parent_id: str | None = None
     """The session that starts this one (its child); it must exist."""
+    budget: Budget | None = None
+    """Its limits; None: config.toml's ``[budget]`` on the machine that runs it."""
     prompt: str | None = None
     idle: bool = False
     client_id: str | None = None

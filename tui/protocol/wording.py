@@ -200,6 +200,7 @@ _STOPS_SAID: dict[str | None, str] = {
     "max_tokens": "the reply was cut at the model's token limit",
     "refusal": "the model refused to go on",
     "max_turn_requests": "the turn stopped at its limit of model requests",
+    "budget": "the turn stopped at the session's budget",
 }
 
 

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning, os_error
+from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.store._atomic import write_atomic
 from tui.store.lock import is_live
@@ -47,6 +48,9 @@ class SessionRecord(BaseModel):
     for_participant: str | None = None
     """The participant whose turn (in its parent, or further up) started this child: the children
     it starts spend that share's turns too."""
+    budget: Budget | None = None
+    """The limits it was made with (``--cost`` …); None: config.toml's ``[budget]``. Its journal
+    holds them from its first worker on (``budget_set``), and any change since."""
 
 
 def new_session_id() -> str:
@@ -67,6 +71,7 @@ def create_session(
     agent: str = "python",
     model: str | None = None,
     parent_id: str | None = None,
+    budget: Budget | None = None,
 ) -> SessionRecord:
     """Make a new session's folder and record.
 
@@ -77,6 +82,7 @@ def create_session(
         agent: which agent runs its turns (``python`` by default).
         model: the agent's model, if it has models.
         parent_id: the session that started this one (it is that session's child).
+        budget: its limits; None: config.toml's ``[budget]``.
 
     Returns:
         The new record.
@@ -103,6 +109,7 @@ def create_session(
         agent=agent,
         model=model,
         parent_id=parent_id,
+        budget=budget,
     )
     save_session(state, record)
     return record

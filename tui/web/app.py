@@ -182,7 +182,12 @@ async def create(request: Request, principal: Principal, sid: str) -> Created:
     inherited = None if parent is None else (await bridge.sessions.show(parent)).folder
     folder = body.working_directory or inherited or bridge.started_in
     new_id = await bridge.sessions.create(
-        working_directory=folder, agent=body.agent, model=body.model, wait=body.wait, parent_id=parent
+        working_directory=folder,
+        agent=body.agent,
+        model=body.model,
+        wait=body.wait,
+        parent_id=parent,
+        budget=body.budget,
     )
     created = Created(id=new_id, short_id=short_id(new_id))
     if body.prompt and not body.idle:

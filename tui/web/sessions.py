@@ -11,6 +11,7 @@ import os
 
 from tui.access.local import LocalAccess
 from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, WorkerUnavailable
+from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.protocol.web import SessionSummary, WorkerView
 from tui.store import Journal, StatePaths, get_session, is_live, live_worker, read_sidecar, resolve_id
@@ -103,11 +104,12 @@ class LocalSessions:
         model: str | None,
         wait: float,
         parent_id: str | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """A new session with its worker started; its id."""
         _check_folder(working_directory)
         new_id = await self.access.create(
-            working_directory=working_directory, agent=agent, model=model, parent_id=parent_id
+            working_directory=working_directory, agent=agent, model=model, parent_id=parent_id, budget=budget
         )
         return new_id
 

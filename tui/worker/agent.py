@@ -209,6 +209,12 @@ class TurnIO(Protocol):
     def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
         """Add tokens this turn spent: into `turn_ended.usage`, then the session's tokens in `status`."""
 
+    def spend(self, cost: float | None = None, *, tokens: int | None = None) -> bool:
+        """Say what this turn has spent so far: `cost` in USD, `tokens` in and out (each the
+        turn's whole so far, not an increment). True when the session reached its budget: the
+        worker stopped the turn (stop reason ``budget``), and the agent makes no more requests."""
+        return False
+
     def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
         """Say how much of the model's context window the conversation fills (the status row),
         and what the session has cost so far when the agent says (``$0.42``)."""

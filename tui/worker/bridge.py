@@ -21,6 +21,8 @@ from tui.errors import BadCursor, InvalidRequest
 from tui.protocol import (
     Answered,
     AnswerRequest,
+    BudgetRequest,
+    BudgetView,
     By,
     ChildAdopted,
     ChildAdoptRequest,
@@ -207,6 +209,14 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         body = await parse_body(request, RewindRequest)
         return await worker.rewind(body, _by(request))
 
+    async def budget(request: Request) -> BudgetView:
+        return worker.control.budget_view()
+
+    async def budget_set(request: Request) -> BudgetView:
+        body = await parse_body(request, BudgetRequest)
+        worker.control.refuse_if_leaving()
+        return worker.control.set_budget(body, _by(request))
+
     async def context_list(request: Request) -> ContextList:
         return worker.context_list()
 
@@ -259,6 +269,8 @@ def build_app(worker: SessionWorker) -> ASGIApp:
             "interrupt": interrupt,
             "note": note,
             "rewind": rewind,
+            "budget": budget,
+            "budget_set": budget_set,
             "context_list": context_list,
             "context_add": context_add,
             "context_remove": context_remove,

@@ -315,6 +315,7 @@ class Children:
 
         result = ChildResult(child, "failed", error="the child's worker went away")
         tokens = (0, 0)
+        cost = 0.0
         finished = False
         """Its delegated turn ended and it sits idle with nobody else attached: its worker is
         stopped (a finished child holds no worker; its session stays)."""
@@ -354,6 +355,7 @@ class Children:
             with contextlib.suppress(TuiError):
                 stats = await link.stats()
                 tokens = (stats.tokens_in, stats.tokens_out)
+                cost = stats.cost
             finished = prompt is not None and _idle_with_nobody_else(watch.session)
         except asyncio.CancelledError:
             result = ChildResult(child, "interrupted", error="the parent's worker stopped following it")
@@ -372,6 +374,7 @@ class Children:
                     error=result.error,
                     tokens_in=tokens[0],
                     tokens_out=tokens[1],
+                    cost=cost,
                 )
             )
             if watch is not None:

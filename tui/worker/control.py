@@ -9,11 +9,13 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from tui.errors import (
+    BudgetReached,
     Busy,
     DiskFull,
     InvalidAnswer,
@@ -24,6 +26,10 @@ from tui.errors import (
 )
 from tui.protocol import (
     AnswerRequest,
+    Budget,
+    BudgetRequest,
+    BudgetSet,
+    BudgetView,
     By,
     ContextEntry,
     Diff,
@@ -52,6 +58,7 @@ from tui.protocol import (
 )
 from tui.protocol.state import SessionState
 from tui.store import SessionPaths, SessionRecord
+from tui.worker import budget as budgets
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.children import Children
 from tui.worker.files import TurnFiles
@@ -63,6 +70,10 @@ log = logging.getLogger("tui.worker")
 
 INTERRUPT_GRACE = 3.0
 """Seconds an interrupted turn gets to end by itself before its task is cancelled."""
+
+
+GO_ON = "(The session's budget was raised: go on where you stopped.)"
+"""The prompt a turn stopped at its budget goes on with, once someone raised it."""
 
 
 def new_id(prefix: str) -> str:
@@ -92,6 +103,17 @@ class _Turn:
         self.task: asyncio.Task[None] | None = None
         self.spent: dict[str, int] = {}
         """Tokens this turn spent so far (`usage`), by kind: input, output, cached."""
+        self.cost = 0.0
+        """USD this turn spent so far (`spend`)."""
+        self.tokens = 0
+        """Tokens in and out this turn spent so far, as `spend` last said."""
+        self.began = time.monotonic()
+        self.over_budget = False
+        """The worker stopped it at the session's budget: it ends with stop reason ``budget``."""
+        self.asks_budget = False
+        """It asks whether to raise the budget a turn stopped at, and goes on if raised."""
+        self.going_on = False
+        self._timer: asyncio.TimerHandle | None = None
         current = writer.state.current
         self.number = current.head.number if current is not None else 0
 
@@ -101,7 +123,7 @@ class _Turn:
 
     @property
     def prompt(self) -> str:
-        return self.started.prompt
+        return GO_ON if self.going_on else self.started.prompt
 
     @property
     def images(self) -> Sequence[Path]:
@@ -184,6 +206,18 @@ class _Turn:
         for kind, tokens in (("input", input), ("output", output), ("cached", cached)):
             if tokens:
                 self.spent[kind] = self.spent.get(kind, 0) + tokens
+        self._control.check_budget(self)
+
+    def spend(self, cost: float | None = None, *, tokens: int | None = None) -> bool:
+        if cost is not None:
+            self.cost = max(self.cost, cost)
+        if tokens is not None:
+            self.tokens = max(self.tokens, tokens)
+        return self._control.check_budget(self)
+
+    @property
+    def tokens_spent(self) -> int:
+        return max(self.tokens, self.spent.get("input", 0) + self.spent.get("output", 0))
 
     def context(self, used: int, limit: int, *, cost: str | None = None) -> None:
         self._writer.context = (used, limit)
@@ -214,6 +248,14 @@ class _Turn:
         )
 
 
+def _limit_of(why: str) -> str:
+    """The `tui budget` option of the limit `why` names."""
+    for word, option in (("cost", "cost"), ("tokens", "tokens"), ("wall time", "time"), ("turns", "turns")):
+        if word in why:
+            return option
+    return "time"
+
+
 class TurnControl:
     """The running turn, the queue and the pending question of one session."""
 
@@ -235,6 +277,7 @@ class TurnControl:
         self._queued_images: dict[str, list[ImageRef]] = {}
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
+        self._answered_by: By | None = None
         writer.on_disk_full = self._disk_full
         writer.on_space_back = self._space_back
 
@@ -274,6 +317,7 @@ class TurnControl:
         if request.request_id and request.request_id in self.state.requests:
             return self.state.requests[request.request_id]
         self.refuse_if_leaving()
+        self.refuse_over_budget()
         for i, image in enumerate(request.images):
             if "/" in image.file or not (self.paths.images / image.file).is_file():
                 raise InvalidRequest(
@@ -341,6 +385,8 @@ class TurnControl:
             return
         if self.state.queue_held or not self.state.queue:
             return
+        if budgets.reached(self.budget_view(), starting=True) is not None:
+            return  # it waits until someone raises the budget
         item, *rest = self.state.queue
         self.writer.emit(QueueChanged(items=rest))
         images = self._queued_images.pop(item.queue_id, [])
@@ -369,6 +415,8 @@ class TurnControl:
         origin: Literal["user", "queue", "note"],
         by: By | None = None,
         images: Sequence[ImageRef] = (),
+        *,
+        asks_budget: bool = False,
     ) -> TurnStarted:
         notes = list(self.state.unread)  # the turn takes them: its TurnStarted clears them
         started = self.writer.emit(
@@ -386,6 +434,7 @@ class TurnControl:
         if not self.record.title and prompt.strip():
             self._title_from(prompt)
         turn = _Turn(self, started, images, notes, list(self.state.sources.values()))
+        turn.asks_budget = asks_budget
         self.turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started
@@ -404,14 +453,123 @@ class TurnControl:
                 self.record = current.model_copy(update={"title": first[:60]})
                 save_session(state, self.record)
 
+    # --- budget --------------------------------------------------------------------------------
+    def budget_view(self) -> BudgetView:
+        """The session's limits and what it spent of each, the running turn's spend too."""
+        state, turn = self.state, self.turn
+        cost, tokens, worked = state.spent, state.tokens_in + state.tokens_out, state.worked
+        if turn is not None:
+            cost += turn.cost
+            tokens += turn.tokens_spent
+            worked += time.monotonic() - turn.began
+        view = BudgetView(
+            budget=state.budget, cost=round(cost, 6), tokens=tokens, turns=state.turns_started, time=worked
+        )
+        return view.model_copy(update={"reached": budgets.reached(view)})
+
+    def set_budget(self, request: BudgetRequest, by: By | None = None) -> BudgetView:
+        """Change the limits (0 takes one away); a queue waiting on them runs when none is reached."""
+        update = {
+            name: (value or None)
+            for name, value in request.model_dump(exclude_none=True).items()
+            if name in Budget.model_fields
+        }
+        self.writer.emit(BudgetSet(budget=self.state.budget.model_copy(update=update), by=by or self.by))
+        if self.turn is not None:
+            self._time_budget(self.turn)
+        with contextlib.suppress(DiskFull, BudgetReached):
+            self.kick_queue()
+        return self.budget_view()
+
+    def refuse_over_budget(self) -> None:
+        """Raise `BudgetReached` when a new turn may not start."""
+        view = self.budget_view()
+        why = budgets.reached(view, starting=True)
+        if why is not None:
+            short = self.record.id[:8]
+            raise BudgetReached(
+                f"session {short} reached its budget ({why}): `tui budget {short}` shows it, "
+                f"`tui budget {short} --{_limit_of(why)} …` raises it"
+            )
+
+    def check_budget(self, turn: _Turn) -> bool:
+        """Stop `turn` when the session reached a limit; True when it must stop (or did)."""
+        if turn.over_budget:
+            return True
+        if turn.asks_budget and not turn.going_on:
+            return False
+        why = budgets.reached(self.budget_view())
+        if why is None or self.turn is not turn:
+            return False
+        self._stop_at_budget(turn, why)
+        return True
+
+    def _stop_at_budget(self, turn: _Turn, why: str) -> None:
+        if turn.over_budget or turn.interrupted:
+            return
+        log.info("turn %s stopped at the session's budget: %s", turn.turn_id, why)
+        turn.over_budget = True
+        turn.note(f"the session reached its budget ({why}); the turn stops here")
+        self._cancel_question()
+        self.agent.interrupt()
+        asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._cut_off, turn)
+
+    def _time_budget(self, turn: _Turn) -> None:
+        """Stop `turn` when the wall time limit passes while it runs."""
+        if turn._timer is not None:
+            turn._timer.cancel()
+            turn._timer = None
+        limit = self.state.budget.time
+        if limit is None or (turn.asks_budget and not turn.going_on):
+            return
+        left = limit - self.budget_view().time
+        turn._timer = asyncio.get_running_loop().call_later(max(0.0, left) + 0.05, self.check_budget, turn)
+
+    async def _ask_budget(self, turn: _Turn) -> TurnOutcome:
+        """Ask whether to raise the budget the last turn stopped at; go on with it if raised."""
+        view = self.budget_view()
+        lifted = budgets.raised(view)
+        raise_to = f"raise to {budgets.describe(lifted)}"
+        options = [
+            Option(label=raise_to, description="and go on where the turn stopped"),
+            Option(label="stop", description="keep the limit: new turns are refused until it is raised"),
+        ]
+        why = view.reached or "a limit"
+        try:
+            answer = await self.ask(
+                turn,
+                f"This session reached its budget ({why}). Raise it and go on?",
+                options,
+                multiple=False,
+                freeform=False,
+            )
+        except (QuestionDismissed, QuestionCancelled):
+            return TurnOutcome("completed")
+        if answer.selected != [raise_to]:
+            turn.note(f"the budget stays {budgets.describe(view.budget)}")
+            return TurnOutcome("completed")
+        if budgets.reached(self.budget_view()) is not None:
+            self.writer.emit(BudgetSet(budget=lifted, by=self.state_answerer()))
+        turn.going_on = True
+        self._time_budget(turn)
+        return await self.agent.run_turn(turn)
+
+    def state_answerer(self) -> By | None:
+        """Who answered the last question (the journal says it too)."""
+        return self._answered_by
+
     async def _run(self, turn: _Turn) -> None:
         log.info("turn %s started (%s, %d characters)", turn.turn_id, turn.started.origin, len(turn.prompt))
         files = self.files
         before = None
+        self._time_budget(turn)
         try:
             if files is not None:
                 before = await files.turn_started()
-            result = await self.agent.run_turn(turn)
+            if turn.asks_budget:
+                result = await self._ask_budget(turn)
+            else:
+                result = await self.agent.run_turn(turn)
         except asyncio.CancelledError:
             result = TurnOutcome("interrupted", "the turn did not stop when asked and was cut off")
         except Exception as exc:
@@ -419,8 +577,12 @@ class TurnControl:
             result = TurnOutcome("failed", f"the worker failed running this turn: {exc!r}")
         usage = {**turn.spent, **result.usage}
         self.writer.activity = ""
+        if turn._timer is not None:
+            turn._timer.cancel()
         if turn.interrupted:
             result = TurnOutcome("interrupted", result.error)
+        elif turn.over_budget:
+            result = TurnOutcome("completed", stop_reason="budget")
         self._cancel_question()
         current = self.state.current
         reply = current.reply if current is not None and current.turn_id == turn.turn_id else ""
@@ -437,10 +599,17 @@ class TurnControl:
                 error=result.error,
                 usage=usage,
                 stop_reason=result.stop_reason,
+                cost=round(turn.cost, 6),
             )
         )
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
         self.turn = None
+        if turn.over_budget and self.agent.name != "python" and not self.writer.leaving:
+            # Someone is asked, from any client, whether to raise the limit and go on.
+            with contextlib.suppress(DiskFull):
+                asking = self._start("", None, None, None, "note", by=self.by, asks_budget=True)
+                log.info("turn %s asks whether to raise the budget", asking.turn_id)
+            return
         with contextlib.suppress(DiskFull):
             if turn.hold_queue and self.state.queue and not self.state.queue_held and not self.writer.leaving:
                 # After an interrupt, what was queued behind the turn waits for someone to resume it.
@@ -538,6 +707,7 @@ class TurnControl:
                 by=by or self.by,
             )
         )
+        self._answered_by = by or self.by
         self._settle(Answer(list(request.selected), freeform))
 
     def dismiss(self, question_id: str, client_id: str | None = None, by: By | None = None) -> None:

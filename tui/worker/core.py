@@ -35,6 +35,8 @@ from tui.protocol import (
     AgentInfo,
     AgentSetting,
     AnswerRequest,
+    Budget,
+    BudgetSet,
     By,
     ChildAdopted,
     ChildAdoptRequest,
@@ -120,6 +122,9 @@ class SessionWorker:
         self._leave_task: asyncio.Task[None] | None = None
         self.resumed_at_turn = 0
         """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
+        self.first_budget = record.budget or Budget()
+        """The limits a new session starts with: those it was made with, else config.toml's
+        ``[budget]`` (set by the process)."""
 
     def begin(self) -> None:
         """Say this worker started, and end what a dead predecessor left open."""
@@ -139,6 +144,9 @@ class SessionWorker:
         )
         for text in self.agent.notes:  # tui's own (what the sandbox lets the agent reach), not the agent's
             self.writer.emit(Note(text=text, source="tui"))
+        if self.writer.state.epoch == 1 and self.first_budget != Budget():
+            # The session's first worker writes the limits it was made with (or config.toml's).
+            self.writer.emit(BudgetSet(budget=self.first_budget))
         # The state ended them when the new worker started; the journal says so for every reader.
         if question is not None:
             self.writer.emit(QuestionResolved(question_id=question.question_id, how="cancelled"))
@@ -297,12 +305,13 @@ class SessionWorker:
             self.writer.emit(ModelChanged(model=taken))
 
     def stats(self) -> Stats:
-        return self.reader.stats(
+        stats = self.reader.stats(
             self.writer.state,
             uptime=time.monotonic() - self.started_monotonic,
             attached=self.writer.hub.attached,
             streams=self.writer.hub.streams,
         )
+        return stats.model_copy(update={"cost": self.control.budget_view().cost})
 
     def transcript(
         self,

@@ -29,7 +29,7 @@ import uvicorn
 from tui import worker_version
 from tui.config import Config, WorkerSettings, load_config
 from tui.errors import Locked, TuiError
-from tui.protocol import FEATURES, TurnRecord
+from tui.protocol import FEATURES, Budget, TurnRecord
 from tui.serve import JsonH11
 from tui.store import (
     Journal,
@@ -273,6 +273,8 @@ async def _serve(
         paths, record, journal, agent, lock=lock, follower_limit=_follower_limit(), starter=starter
     )
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
+    if record.budget is None:
+        worker.first_budget = Budget.model_validate(context.config.budget.model_dump())
     worker.writer.load(checkpoint)
     watch(worker, context.config.notify)
     indexer = keep_index(worker.writer.listeners, paths)

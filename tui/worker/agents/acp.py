@@ -124,6 +124,10 @@ class AcpAgent(Agent):
         self._process: AgentProcess | None = None
         self._starting: asyncio.Task[AgentProcess] | None = None
         self._turn: TurnIO | None = None
+        self._cost_seen = 0.0
+        """The session's cost in USD as the agent last reported it (its reports are totals)."""
+        self._cost_before = 0.0
+        """That total when the running turn started: the turn spent what the next totals add."""
         self._loading = False
         self._calls: dict[str, _Call] = {}
         """The running turn's tool calls by ACP's id: ours, and what was shown of each."""
@@ -347,6 +351,7 @@ class AcpAgent(Agent):
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         self._turn = turn
         self._calls = {}
+        self._cost_before = self._cost_seen
         try:
             return await self._prompt(turn)
         finally:
@@ -559,6 +564,10 @@ class AcpAgent(Agent):
             return
         if isinstance(update, schema.UsageUpdate):
             turn.context(update.used, update.size, cost=cost_text(update.cost) if update.cost else None)
+            if update.cost is not None and update.cost.currency.upper() == "USD":
+                # Past the session's budget the worker cancels the prompt (stop reason ``budget``).
+                self._cost_seen = update.cost.amount
+                turn.spend(max(0.0, update.cost.amount - self._cost_before))
             return
         if isinstance(update, schema.AgentMessageChunk):
             turn.text(text_of(update.content))

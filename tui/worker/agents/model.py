@@ -75,6 +75,7 @@ from tui.worker.agent import (
 )
 from tui.worker.agents import register
 from tui.worker.agents._history import MessageLog, fit_context, repair
+from tui.worker.agents._pricing import price_of
 from tui.worker.agents._provider import (
     CONTEXT_WINDOWS,
     MAX_TRIES,
@@ -349,7 +350,7 @@ class ModelAgent(Agent):
         handle: list[Any] = []
         if turn.interrupted:
             return TurnOutcome("interrupted")
-        task = asyncio.create_task(self._stream(agent, asked, sent, running, handle))
+        task = asyncio.create_task(self._stream(agent, asked, sent, running, handle, profile))
         self._task = task
         outcome: TurnOutcome
         try:
@@ -393,6 +394,7 @@ class ModelAgent(Agent):
         history: list[ModelMessage],
         running: _Running,
         handle: list[Any],
+        profile: ModelProfile,
     ) -> None:
         # `iter` and each request's own stream: the shortest path from the SDK's chunks to here
         # (`run_stream_events` adds a task and a memory stream per event on top of it)
@@ -417,6 +419,12 @@ class ModelAgent(Agent):
                                     running.thinking(event.part.content, new_part=True)
                                 else:
                                     running.flush()
+                    # What the turn spent, after each model request: past the session's budget,
+                    # no further request is made (the turn ends with stop reason ``budget``).
+                    usage = run.usage()
+                    tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
+                    if running.turn.spend(price_of(profile, usage), tokens=tokens):
+                        break
             finally:
                 running.flush()
 

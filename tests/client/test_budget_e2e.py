@@ -1,0 +1,112 @@
+"""Budgets end to end (docs/agents.md, "Budgets"): real `tui` processes and real workers; a model
+session against the loopback provider server (its usage priced by genai-prices as ``gpt-4o``), the
+ACP test agent reporting its own cost, a python session's turns."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_model_server import Call, FakeModelServer, Text
+from helpers import wait_until
+
+from client.helpers import tui
+from tui.store import StatePaths
+
+
+def _events(state_dir: Path, sid: str) -> list[dict[str, object]]:
+    path = StatePaths(state_dir).session(sid).journal
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _ended(state_dir: Path, sid: str) -> list[dict[str, object]]:
+    return [e for e in _events(state_dir, sid) if e["type"] == "turn_ended"]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeModelServer]:
+    with FakeModelServer() as running:
+        config = Path(os.environ["TUI_CONFIG_DIR"]) / "config.toml"
+        config.write_text(
+            f'[models.local]\nprovider = "openai"\nmodel = "gpt-4o"\nbase_url = "{running.url}"\n'
+            "context_window = 8192\n"
+        )
+        yield running
+
+
+def test_a_model_session_stops_at_its_budget_asks_and_goes_on_when_raised(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    # One request of 20,000 tokens in and 1,000 out costs $0.06 at gpt-4o's price: past $0.05.
+    server.script(Call("run_python", {"code": "print('never run')"}, usage=(20_000, 1_000)))
+    out = tui("send", "--new", "--model", "local", "--cost", "0.05", "do some work", "--wait")
+    assert out.returncode == 7, out.stderr
+    assert "stopped at the session's budget" in out.stderr
+    sid = out.stderr.split()[0]
+    assert len(server.requests) == 1, "no request after the one that crossed the budget"
+    ended = _ended(state_dir, sid)[-1]
+    assert ended["stop_reason"] == "budget" and ended["cost"] == pytest.approx(0.06)
+    assert "never run" not in json.dumps(_events(state_dir, sid)[-10:]).replace("print('never run')", "")
+
+    # It asks, from any client, whether to raise the limit; a new turn meanwhile is refused.
+    asked = tui("send", sid, "more", "--wait")
+    assert asked.returncode == 3, asked.stderr  # the pending question, answerable with `tui answer`
+    assert "reached its budget (cost $0.06 of $0.05)" in asked.stderr and "raise to $0.11" in asked.stderr
+    shown = tui("budget", sid)
+    assert shown.returncode == 0 and "cost\t$0.06\t$0.05" in shown.stdout, shown.stdout
+
+    assert tui("answer", sid, "--option", "1").returncode == 0
+    wait_until(lambda: len(_ended(state_dir, sid)) == 2, "the raised turn to go on and end")
+    went_on = _ended(state_dir, sid)[-1]
+    assert went_on["outcome"] == "completed" and went_on["stop_reason"] is None, went_on
+    assert "budget was raised: go on" in json.dumps(server.requests[-1]["messages"])
+    limits = [e for e in _events(state_dir, sid) if e["type"] == "budget_set"]
+    assert limits[-1]["budget"]["cost"] == pytest.approx(0.11) and limits[-1]["by"]["kind"] == "owner"
+
+
+def test_an_acp_agent_is_stopped_at_its_own_reported_cost(state_dir: Path, acp_tester: Path) -> None:
+    sent = tui("send", "--new", "--agent", "tester", "--cost", "0.05", "spend freely", "--wait")
+    assert sent.returncode == 7, sent.stderr
+    sid = sent.stderr.split()[0]
+    ended = _ended(state_dir, sid)[-1]
+    assert ended["outcome"] == "completed" and ended["stop_reason"] == "budget", ended
+    assert ended["cost"] >= 0.06 and "spent 0.06" in str(ended["reply"])  # stopped at the crossing
+    assert "spent 0.6" not in str(ended["reply"]), "the agent was cancelled, not left to run"
+    questions = [e for e in _events(state_dir, sid) if e["type"] == "question_asked"]
+    assert "reached its budget" in str(questions[-1]["text"])
+
+
+def test_a_python_sessions_turns_are_capped_and_tui_budget_changes_them(state_dir: Path) -> None:
+    made = tui("send", "--new", "--turns", "2", "x = 1", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.split()[0]
+    assert tui("send", sid, "print(x + 1)", "--wait").stdout.strip() == "2"
+    refused = tui("send", sid, "print(x + 2)", "--wait")
+    assert refused.returncode == 7
+    assert "reached its budget (2 turns of 2)" in refused.stderr and "--turns" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    raised = tui("budget", sid[:8], "--turns", "3", "--cost", "1.5", "--time", "2h")
+    assert raised.returncode == 0, raised.stderr
+    assert "budget is now $1.50, 3 turns, 2 h" in raised.stderr
+    assert "turns\t2\t3" in raised.stdout and "cost\t$0.00\t$1.50" in raised.stdout
+    assert tui("send", sid, "print(x + 2)", "--wait").stdout.strip() == "3"
+    bad = tui("budget", sid, "--time", "soon")
+    assert bad.returncode == 2 and bad.stderr.startswith("tui: --time:"), bad.stderr
+
+
+def test_a_childs_spend_counts_in_its_parents_budget(state_dir: Path, server: FakeModelServer) -> None:
+    parent = tui("send", "--new", "--cost", "0.05", "x = 1", "--wait")
+    assert parent.returncode == 0, parent.stderr
+    pid = parent.stderr.split()[0]
+    server.script(Text(["costly"], usage=(20_000, 1_000)))  # $0.06 at gpt-4o's price
+    child = tui("send", "--new", "--parent", pid, "--model", "local", "work for me", "--wait")
+    assert child.returncode == 0, child.stderr  # the child has no limit of its own
+    wait_until(lambda: any(e["type"] == "child_ended" for e in _events(state_dir, pid)), "the child to end")
+    shown = tui("budget", pid)
+    assert "cost\t$0.06\t$0.05" in shown.stdout, shown.stdout
+    refused = tui("send", pid, "print(2)", "--wait")
+    assert refused.returncode == 7 and "cost $0.06 of $0.05" in refused.stderr
