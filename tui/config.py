@@ -392,7 +392,11 @@ class NotifySettings(_Settings):
     no one is attached to is heard of; the app rings the terminal it runs in (`terminal`).
     """
 
-    on: list[Literal["question", "turn_failed", "turn_ended", "worker_died"]] = ["question", "turn_failed"]
+    on: list[Literal["question", "turn_failed", "turn_ended", "worker_died", "budget"]] = [
+        "question",
+        "turn_failed",
+        "budget",
+    ]
     """What is told: a question waiting `after` seconds, a failed turn, every ended turn, a
     worker found dead by the next one."""
     after: float = 30.0

@@ -190,6 +190,8 @@ def test_every_route_answers_what_the_document_says(state_dir: Path, monkeypatch
             "post", sp + "/context/{name}/push", c.post(f"{s}/context/ci/push", json={"value": "green"})
         )
         assert session("get", "/context")["sources"][0]["value"] == "green"
+        assert session("post", "/budget", json={"turns": 100, "cost": 2.5})["budget"]["turns"] == 100
+        assert session("get", "/budget")["budget"]["cost"] == 2.5
         chk.check("delete", sp + "/context/{name}", c.delete(f"{s}/context/ci"))
         session("post", "/images", params={"name": "dot.png"}, content=PNG)
         kid = c.post("/api/sessions", json={"parent_id": sid, "prompt": "z = 7", "wait": TIMEOUT})

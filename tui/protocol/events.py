@@ -405,7 +405,7 @@ class Notified(EventBase):
     type: Literal["notified"] = "notified"
     key: str
     """What was told, unique in the session: ``question:ASK_ID``, ``turn_failed:TURN_ID``,
-    ``turn_ended:TURN_ID``, ``worker_died:EPOCH``."""
+    ``turn_ended:TURN_ID``, ``budget:TURN_ID``, ``worker_died:EPOCH``."""
     event: str
     """``question``, ``turn_failed``, ``turn_ended`` or ``worker_died``."""
     told: list[str] = []

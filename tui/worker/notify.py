@@ -11,6 +11,8 @@ What is told, once each:
 - ``question``: a question still pending `NotifySettings.after` seconds after it was asked (an
   answer from anywhere before that, a dismissal or the turn's end: nothing);
 - ``turn_failed`` / ``turn_ended``: a turn that failed / any turn that ended;
+- ``budget``: a turn stopped at the session's budget (`tui budget`; the next turn asks whether
+  to raise it);
 - ``worker_died``: a new worker found its predecessor dead (killed or crashed: nothing else can
   see that); the turn it ran failed with it, which this notice says.
 
@@ -214,10 +216,17 @@ def turn_notice(
     state_root: Path | None = None,
     link: str | None = None,
 ) -> Notice:
-    """The notice of a turn that ended (`event`: ``turn_failed`` or ``turn_ended``)."""
+    """The notice of a turn that ended (`event`: ``turn_failed``, ``turn_ended``, or ``budget``:
+    it stopped at the session's budget, and the next turn asks whether to raise it)."""
     attach = _command(state_root, "attach", short_id(session_id))
     said = record.error if record.outcome != "completed" and record.error else record.reply
     lines = [_tail(said or "(no reply)"), f"see it: {attach}"]
+    how: str = record.outcome or "ended"
+    if event == "budget":
+        how = "stopped at the session's budget"
+        lines.insert(
+            1, f"raise it: answer its question, or {_command(state_root, 'budget', short_id(session_id))}"
+        )
     if link:
         lines.append(f"on the web: {link}")
     return Notice(
@@ -225,7 +234,7 @@ def turn_notice(
         event=event,
         session_id=session_id,
         session_title=title,
-        title=f"{_label(session_id, title)}: turn {record.number} {record.outcome or 'ended'}",
+        title=f"{_label(session_id, title)}: turn {record.number} {how}",
         body="\n".join(lines),
         answer=[attach],
         link=link,
@@ -576,7 +585,9 @@ class Notifier:
 
     def _turn(self, record: TurnRecord) -> None:
         on = self.settings.on
-        if record.outcome == "failed" and "turn_failed" in on:
+        if record.stop_reason == "budget" and "budget" in on:
+            event = "budget"
+        elif record.outcome == "failed" and "turn_failed" in on:
             event = "turn_failed"
         elif "turn_ended" in on:
             event = "turn_ended"
