@@ -80,6 +80,9 @@ class Turn:
     def usage(self, *, input: int = 0, output: int = 0, cached: int = 0) -> None:
         self.spent = {"input": input, "output": output, "cached": cached}
 
+    def spend(self, cost: float | None = None, *, tokens: int | None = None) -> bool:
+        return False
+
     def context(self, used: int, limit: int) -> None:
         self.events.append(("context", (used, limit)))
 

@@ -421,7 +421,7 @@ class ModelAgent(Agent):
                                     running.flush()
                     # What the turn spent, after each model request: past the session's budget,
                     # no further request is made (the turn ends with stop reason ``budget``).
-                    usage = run.usage()
+                    usage = run.usage
                     tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
                     if running.turn.spend(price_of(profile, usage), tokens=tokens):
                         break
