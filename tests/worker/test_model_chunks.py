@@ -8,10 +8,12 @@ import asyncio
 from collections import deque
 from typing import Any, cast
 
+import pytest
 from helpers import TIMEOUT
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk
 
+from tui.worker.agents import _chat
 from tui.worker.agents._chat import CoalescedStream
 
 HANG = object()
@@ -75,6 +77,12 @@ def described(c: ChatCompletionChunk) -> tuple[str, object]:
     return ("content", delta.content)
 
 
+@pytest.fixture(autouse=True)
+def _no_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop gets a turn only after the first text, whatever the machine's speed."""
+    monkeypatch.setattr(_chat, "SLICE", 3600.0)
+
+
 async def test_chunks_waiting_together_are_merged_by_kind_in_order() -> None:
     def tool(**function: Any) -> ChatCompletionChunk:
         return chunk({"tool_calls": [{"index": 0, "function": function}]})
@@ -102,7 +110,8 @@ async def test_chunks_waiting_together_are_merged_by_kind_in_order() -> None:
     stream = coalesced(source)
     got = [described(c) async for c in stream]
     assert got == [
-        ("content", "Hello "),
+        ("content", "Hel"),  # the first text is handed over alone, before the rest is read
+        ("content", "lo "),
         ("reasoning_content", "so then"),
         ("content", "<think>"),
         ("content", "hmm"),
@@ -115,9 +124,21 @@ async def test_chunks_waiting_together_are_merged_by_kind_in_order() -> None:
         ("finish", "stop"),
         ("usage", 9),
     ]
-    assert stream.merged == 6  # 18 chunks in, 12 out
+    assert stream.merged == 5  # 18 chunks in, 13 out
     await stream.close()
     assert source.closed
+
+
+async def test_the_first_text_of_a_burst_is_handed_over_before_the_rest_is_read() -> None:
+    """5,000 chunks already received: pydantic-ai gets the first text alone while 4,999 are
+    still unread, then the rest merged."""
+    source = Source(chunk({"role": "assistant"}), *(chunk({"content": "tok "}) for _ in range(5000)))
+    stream = coalesced(source)
+    assert described(await anext(stream)) == ("content", None)  # the role alone
+    first = await anext(stream)
+    assert described(first) == ("content", "tok ") and len(source.items) == 4999
+    rest = [described(c) async for c in stream]
+    assert "".join(str(text) for _, text in rest) == "tok " * 4999 and len(rest) < 10
 
 
 async def test_whitespace_stays_alone_for_a_profile_that_drops_it_at_a_part_start() -> None:
@@ -159,7 +180,8 @@ async def test_an_interrupted_reader_leaves_no_task() -> None:
 async def test_an_error_of_the_stream_comes_after_the_chunks_before_it() -> None:
     source = Source(chunk({"content": "half "}), chunk({"content": "an answer"}), RuntimeError("overloaded"))
     stream = coalesced(source)
-    assert described(await anext(stream)) == ("content", "half an answer")
+    assert described(await anext(stream)) == ("content", "half ")  # the first text, alone
+    assert described(await anext(stream)) == ("content", "an answer")
     try:
         await anext(stream)
     except RuntimeError as exc:

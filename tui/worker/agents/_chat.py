@@ -25,7 +25,19 @@ from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIChatModelSettings
 from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 
-__all__ = ["CoalescedStream", "CoalescingChatModel"]
+__all__ = ["SLICE", "CoalescedStream", "CoalescingChatModel"]
+
+SLICE = 0.001
+"""Seconds of reading a burst of chunks before the loop gets a turn (the first text's way out)."""
+
+
+def _says_something(chunk: ChatCompletionChunk) -> bool:
+    """Whether `chunk` carries text, reasoning or a tool call (not only a role or nothing)."""
+    for choice in chunk.choices:
+        delta = choice.delta
+        if delta is not None and (delta.content or delta.tool_calls or delta.model_extra):  # pyright: ignore[reportUnnecessaryComparison]
+            return True
+    return False
 
 
 class CoalescingChatModel(OpenAIChatModel):
@@ -111,7 +123,15 @@ class CoalescedStream:
 
     # --- the reading task -------------------------------------------------------------------------
     async def _read(self) -> None:
+        # The SDK parses chunks already received without handing the loop back: a burst of
+        # thousands would all be parsed (tens of ms) before pydantic-ai saw the first. So the
+        # first chunk that says something is handed over before the rest is read, and later the
+        # loop gets a turn every SLICE seconds (the first text's way to the journal and the
+        # client; merging goes on over what each slice read).
         step = self.source.__anext__
+        loop = asyncio.get_running_loop()
+        said = False
+        turn_at = loop.time() + SLICE
         try:
             while True:
                 try:
@@ -120,6 +140,13 @@ class CoalescedStream:
                     break
                 self._chunks.append(chunk)
                 self._wake()
+                if not said and _says_something(chunk):
+                    said = True
+                    await asyncio.sleep(0)
+                    turn_at = loop.time() + SLICE
+                elif loop.time() >= turn_at:
+                    await asyncio.sleep(0)
+                    turn_at = loop.time() + SLICE
         except Exception as exc:  # the SDK's own (APIError, a broken connection): raised in order
             self._error = exc
         finally:
