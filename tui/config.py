@@ -26,6 +26,7 @@ __all__ = [
     "BudgetSettings",
     "CheckpointSettings",
     "ChildrenSettings",
+    "ClusterSettings",
     "Config",
     "ModelProfile",
     "NotifySettings",
@@ -470,6 +471,16 @@ class CheckpointSettings(_Settings):
     folder's own ignore files and the defaults (``.venv/``, ``node_modules/``, caches)."""
 
 
+class ClusterSettings(_Settings):
+    """The ``[cluster]`` table: where sessions' workers run (docs/scale.md)."""
+
+    engine: Literal["local", "ray"] = "local"
+    """``local``: each worker a process of this machine. ``ray``: a Ray cluster's (Ray is the
+    optional dependency ``pip install 'tui[cluster]'``; the engine itself is not built yet)."""
+    address: str | None = None
+    """The cluster to join (Ray's ``HOST:PORT``); None: the engine's own default."""
+
+
 class Config(_Settings):
     """The user's settings; every field has a default, so an empty file is a whole configuration."""
 
@@ -486,6 +497,7 @@ class Config(_Settings):
     children: ChildrenSettings = ChildrenSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
     budget: BudgetSettings = BudgetSettings()
+    cluster: ClusterSettings = ClusterSettings()
     theme: str | None = None
     """The app's colour theme (a Textual theme name), as last chosen in the command palette."""
     path: Path | None = Field(default=None, exclude=True)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from tui import __version__, is_older
 from tui.access.base import SessionAccess, SessionSummary, restart_loses
 from tui.errors import Busy, TuiError, WorkerRunning, WorkerUnavailable
-from tui.link.launch import start_worker_async, stop_worker
 from tui.link.local import LocalLink
 from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
@@ -40,10 +39,7 @@ from tui.store import (
     create_session,
     delete_session,
     get_session,
-    is_live,
     list_sessions,
-    live_worker,
-    read_sidecar,
     resolve_id,
     unarchive_session,
 )
@@ -51,6 +47,7 @@ from tui.store.export import Format, export
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
+    from tui.link.engine import WorkerEngine
 
 __all__ = ["LocalAccess"]
 
@@ -96,22 +93,34 @@ class LocalAccess(SessionAccess):
 
     Args:
         state: the state dir (`StatePaths.resolve()` for the user's).
+        engine: where the sessions' workers run; by default the one ``config.toml``'s
+            ``[cluster]`` names (`tui.access.engines.engine_for`), chosen at the first use.
     """
 
     where = "local"
 
-    def __init__(self, state: StatePaths) -> None:
+    def __init__(self, state: StatePaths, *, engine: WorkerEngine | None = None) -> None:
         self.progress: Callable[[int, int], None] | None = None
         """Told (bytes done, bytes to do) while a search catches the index up."""
         self.state = state
+        self._engine = engine
+
+    @property
+    def engine(self) -> WorkerEngine:
+        """Where the sessions' workers run: the one seam that starts, finds and stops them."""
+        if self._engine is None:
+            from tui.access.engines import engine_for
+
+            self._engine = engine_for(self.state)
+        return self._engine
 
     async def _state_of(self, record: SessionRecord, parents: dict[int, int] | None = None) -> SessionSummary:
         paths = self.state.session(record.id)
-        live = is_live(paths.lock)
+        live = self.engine.holds(record.id)
         state: str = "archived" if record.status == "archived" else "stopped"
         memory: int | None = None
         idle: tuple[float | None, float | None] = (None, None)
-        car = read_sidecar(paths.sidecar) if live else None
+        car = self.engine.locate(record.id) if live else None
         version = car.version if car is not None else None
         if car is not None:
             memory = await asyncio.to_thread(tree_memory, car.pid, parents)
@@ -190,6 +199,7 @@ class LocalAccess(SessionAccess):
         model = check_agent(agent, config, model)
         if parent_id is not None:
             get_session(self.state, parent_id)
+        self.engine  # noqa: B018 - chosen (or refused, in one line) before anything is made
         record = create_session(
             self.state,
             working_directory=working_directory,
@@ -203,18 +213,15 @@ class LocalAccess(SessionAccess):
 
     async def wake(self, session_id: str, *, wait: float = 10.0) -> None:
         get_session(self.state, session_id)
-        await start_worker_async(self.state.root, session_id, timeout=wait)
+        await self.engine.start(session_id, timeout=wait)
 
     async def stop(self, session_id: str) -> bool:
         get_session(self.state, session_id)
-        return await stop_worker(
-            self.state.session(session_id), again=self.command("stop", short_id(session_id))
-        )
+        return await self.engine.stop(session_id, again=self.command("stop", short_id(session_id)))
 
     async def interrupt(self, session_id: str, *, client_id: str | None = None) -> bool:
-        paths = self.state.session(session_id)
         get_session(self.state, session_id)
-        car = live_worker(paths)
+        car = self.engine.locate(session_id)
         if car is None:
             return False
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
@@ -232,7 +239,7 @@ class LocalAccess(SessionAccess):
     async def _worker(self, session_id: str) -> AsyncIterator[BridgeClient]:
         """A client of the session's worker, started if none runs."""
         await self.wake(session_id)
-        car = live_worker(self.state.session(session_id))
+        car = self.engine.locate(session_id)
         if car is None:
             raise WorkerUnavailable(
                 f"the worker of session {short_id(session_id)} stopped as it was asked; "
@@ -298,9 +305,8 @@ class LocalAccess(SessionAccess):
 
     async def restart(self, session_id: str, *, wait: float = 10.0) -> bool:
         get_session(self.state, session_id)
-        paths = self.state.session(session_id)
         had = False
-        if is_live(paths.lock):
+        if self.engine.holds(session_id):
             now = await self.show(session_id)
             if now.state in ("working", "asking"):
                 short = short_id(session_id)
@@ -308,18 +314,18 @@ class LocalAccess(SessionAccess):
                     f"session {short} is {now.state}; restart it once it is idle, or end the turn with "
                     f"`{self.command('interrupt', short)}` first"
                 )
-            had = await stop_worker(
-                paths,
+            had = await self.engine.stop(
+                session_id,
                 again=self.command("restart", short_id(session_id)),
                 reason=f"restarted onto tui {__version__}; {restart_loses(now.agent)} are gone",
                 restart=True,
             )
-        await start_worker_async(self.state.root, session_id, timeout=wait)
+        await self.engine.start(session_id, timeout=wait)
         return had
 
     async def delete(self, session_id: str, *, force: bool = False) -> None:
         get_session(self.state, session_id)
-        if is_live(self.state.session(session_id).lock):
+        if self.engine.holds(session_id):
             if not force:
                 raise WorkerRunning(
                     f"session {short_id(session_id)} has a live worker; "
@@ -335,6 +341,6 @@ class LocalAccess(SessionAccess):
 
     async def link(self, session_id: str, *, client_id: str) -> LocalLink:
         await self.wake(session_id)
-        link = LocalLink(self.state, session_id, client_id=client_id)
+        link = LocalLink(self.state, session_id, client_id=client_id, engine=self.engine)
         link.verbs = self
         return link

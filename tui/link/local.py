@@ -1,8 +1,9 @@
 """`LocalLink`: a session on this machine, reached through the state dir and its worker's socket.
 
-It finds the worker through ``worker.json`` (the real socket path), asks the owner lock whether
-a worker lives, and reads the journal's last event to tell a worker that stopped on purpose
-(``worker_leaving``: gone) from one that died (restarted here, at most 3 times in 60 s).
+It finds the worker through its `WorkerEngine` (on this machine `LocalEngine`: ``worker.json``
+holds the real socket path, the owner lock says whether a worker lives), and reads the journal's
+last event to tell a worker that stopped on purpose (``worker_leaving``: gone) from one that died
+(restarted through the engine, at most 3 times in 60 s).
 """
 
 from __future__ import annotations
@@ -10,16 +11,18 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from tui.errors import TuiError, WorkerStarting
 from tui.link.base import Backoff, Located
 from tui.link.bridged import BridgedLink, RestartBudget
+from tui.link.engine import LocalEngine, WorkerEngine
 from tui.protocol import (
     WorkerLeaving,
 )
 from tui.protocol.ids import Surface, make_client_id, short_id
-from tui.store import Journal, StatePaths, is_live, live_worker, read_sidecar
+from tui.store import Journal, StatePaths
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
@@ -39,6 +42,7 @@ class LocalLink(BridgedLink):
         state: the state dir.
         session_id: the session's full id.
         client_id: this client (``tui:<host>:<pid>`` by default).
+        engine: where the session's worker runs (`LocalEngine` on `state` by default).
     """
 
     where = "local"
@@ -46,13 +50,21 @@ class LocalLink(BridgedLink):
     paths_complete = True
     no_worker_timeout = 10.0
 
-    def __init__(self, state: StatePaths, session_id: str, *, client_id: str | None = None) -> None:
+    def __init__(
+        self,
+        state: StatePaths,
+        session_id: str,
+        *,
+        client_id: str | None = None,
+        engine: WorkerEngine | None = None,
+    ) -> None:
         self.state = state
+        self.engine: WorkerEngine = engine if engine is not None else LocalEngine(state)
         self.session_id = session_id
         self.client_id = client_id or local_client_id()
         self.paths = state.session(session_id)
         self._client: BridgeClient | None = None
-        self._sidecar_seen: tuple[int, int, int] | None = None
+        self._sidecar_seen: Hashable | None = None
         self._old_clients: list[BridgeClient] = []
         self._journal: Journal | None = None
         self._restarts = RestartBudget()
@@ -69,15 +81,11 @@ class LocalLink(BridgedLink):
     # --- finding the worker --------------------------------------------------------------------
     def bridge_client(self) -> BridgeClient:
         """The client for the live worker's socket (a new one when the socket moved)."""
-        try:
-            st = os.stat(self.paths.sidecar)
-            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
-        except OSError:
-            seen = None
+        seen = self.engine.mark(self.session_id)
         if seen is not None and seen == self._sidecar_seen and self._client is not None:
-            # The same worker.json as last time: the same socket (a request a turn reads it once).
+            # The worker has not moved since last time: the same socket (a request a turn asks once).
             return self._client
-        car = live_worker(self.paths)
+        car = self.engine.locate(self.session_id)
         self._sidecar_seen = seen if car is not None else None
         path = car.socket if car is not None else str(self.paths.socket)
         if self._client is None or self._client.socket_path != path:
@@ -123,8 +131,8 @@ class LocalLink(BridgedLink):
             if exc is not None:
                 self.failure = str(exc)
                 return Located("gone", f"the worker could not be restarted: {exc}")
-        if is_live(self.paths.lock):
-            car = read_sidecar(self.paths.sidecar)
+        if self.engine.holds(self.session_id):
+            car = self.engine.locate(self.session_id)
             if car is None:
                 return Located("starting", "the worker is starting")
             if car.leaving:
@@ -145,10 +153,7 @@ class LocalLink(BridgedLink):
                 f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
             )
 
-        from tui.link.launch import start_worker_async  # looked up when called (tests replace it)
-
-        launch = start_worker_async(self.state.root, self.session_id, timeout=10.0)
-        self._starting = asyncio.create_task(launch)
+        self._starting = asyncio.create_task(self.engine.start(self.session_id, timeout=10.0))
         return Located("starting", "the worker stopped unexpectedly; starting a new one")
 
     async def close(self) -> None:

@@ -2,7 +2,8 @@
 
 They are `LocalAccess`'s, so that ``tui --remote NAME sessions`` shows exactly what ``tui
 sessions`` shows on that machine; what only the web bridge needs (where a worker's socket is,
-whether a worker stopped on purpose) is read here from the state dir.
+asked of the access's `WorkerEngine`; whether a worker stopped on purpose, read from its journal)
+is here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, Worke
 from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.protocol.web import SessionSummary, WorkerView
-from tui.store import Journal, StatePaths, get_session, is_live, live_worker, read_sidecar, resolve_id
+from tui.store import Journal, StatePaths, get_session, resolve_id
 
 __all__ = ["LocalSessions"]
 
@@ -59,8 +60,8 @@ class LocalSessions:
         """
         get_session(self.state, session_id)
         paths = self.state.session(session_id)
-        held = is_live(paths.lock)
-        car = read_sidecar(paths.sidecar) if held else None
+        held = self.access.engine.holds(session_id)
+        car = self.access.engine.locate(session_id) if held else None
         if held and car is None:
             return WorkerView(live=False, starting=True)
         if car is None:
@@ -86,8 +87,7 @@ class LocalSessions:
             WorkerUnavailable: it has no live worker (``no_worker``).
         """
         get_session(self.state, session_id)
-        paths = self.state.session(session_id)
-        car = live_worker(paths)
+        car = self.access.engine.locate(session_id)
         if car is None:
             raise WorkerUnavailable(
                 f"session {short_id(session_id)} has no live worker; wake it (POST …/wake) "
@@ -149,7 +149,7 @@ class LocalSessions:
 
     async def delete(self, session_id: str, *, force: bool) -> bool:
         """Remove the session; `force` stops a live worker first. Whether one was stopped."""
-        live = is_live(self.state.session(session_id).lock)
+        live = self.access.engine.holds(session_id)
         await self.access.delete(session_id, force=force)
         return live
 

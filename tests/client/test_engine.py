@@ -1,0 +1,116 @@
+"""`WorkerEngine`, the one seam where workers run: every start, look-up and stop of a session's
+worker goes through it, and ``[cluster] engine = "ray"`` without Ray says in one line what to install."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections import Counter
+from collections.abc import Callable, Hashable
+from pathlib import Path
+
+import pytest
+from helpers import eventually, wait_until
+
+from client.helpers import kill_worker, sessions, tui
+from tui.access.engines import engine_for
+from tui.access.local import LocalAccess
+from tui.config import ClusterSettings, Config
+from tui.errors import TuiError
+from tui.link.engine import LocalEngine, WorkerEngine
+from tui.store import StatePaths, WorkerSidecar
+
+
+class Counting:
+    """`LocalEngine`, counting what it is asked."""
+
+    name = "counting"
+
+    def __init__(self, state: StatePaths) -> None:
+        self.inner = LocalEngine(state)
+        self.asked: Counter[str] = Counter()
+
+    def holds(self, session_id: str) -> bool:
+        self.asked["holds"] += 1
+        return self.inner.holds(session_id)
+
+    def locate(self, session_id: str) -> WorkerSidecar | None:
+        self.asked["locate"] += 1
+        return self.inner.locate(session_id)
+
+    def mark(self, session_id: str) -> Hashable | None:
+        self.asked["mark"] += 1
+        return self.inner.mark(session_id)
+
+    async def start(
+        self,
+        session_id: str,
+        *,
+        timeout: float = 10.0,  # noqa: ASYNC109 - a bound on the wait for the worker's bridge
+        on_wait: Callable[[str], None] | None = None,
+    ) -> WorkerSidecar:
+        self.asked["start"] += 1
+        return await self.inner.start(session_id, timeout=timeout, on_wait=on_wait)
+
+    async def stop(self, session_id: str, *, again: str, reason: str = "", restart: bool = False) -> bool:
+        self.asked["stop"] += 1
+        return await self.inner.stop(session_id, again=again, reason=reason, restart=restart)
+
+
+async def test_starting_finding_restarting_and_stopping_go_through_the_engine(
+    state_dir: Path,
+) -> None:
+    engine = Counting(StatePaths(state_dir))
+    assert isinstance(engine, WorkerEngine)
+    access = LocalAccess(StatePaths(state_dir), engine=engine)
+
+    sid = await access.create(working_directory=str(state_dir))
+    assert engine.asked["start"] == 1
+    link = await access.link(sid, client_id="test:engine:1")
+    assert link.engine is engine
+    done = await link.send_turn("print(6 * 7)", request_id="first")
+    assert done.turn_id
+    assert engine.asked["locate"] >= 1 and engine.asked["mark"] >= 1
+    shown = await access.show(sid)
+    assert shown.live
+
+    # A worker that died is started again by the link, through the engine.
+    kill_worker(state_dir, sid)
+    wait_until(lambda: not engine.inner.holds(sid), "the killed worker to let go")
+    starts = engine.asked["start"]
+    located = await link.locate()
+    assert located.status == "starting", located
+
+    async def live() -> bool:
+        return (await link.locate()).status == "live"
+
+    await eventually(live, "the new worker")
+    assert engine.asked["start"] == starts + 1
+
+    assert await access.stop(sid)
+    assert engine.asked["stop"] == 1
+    assert not engine.inner.holds(sid)
+    assert [s["live"] for s in sessions()] == [False]
+    await link.close()
+
+
+def test_the_engine_is_local_unless_config_says_otherwise(state_dir: Path) -> None:
+    assert isinstance(engine_for(StatePaths(state_dir), Config()), LocalEngine)
+    ray = Config(cluster=ClusterSettings(engine="ray"))
+    with pytest.raises(TuiError, match=r"\[cluster\] engine = \"ray\""):
+        engine_for(StatePaths(state_dir), ray)
+    assert "ray" not in sys.modules
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed here")
+def test_ray_without_ray_says_what_to_install_and_makes_nothing(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "config.toml").write_text('[cluster]\nengine = "ray"\n')
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(tmp_path))
+    out = tui("send", "--new", "print(1)", "--wait")
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "pip install 'tui[cluster]'" in lines[0] and 'engine = "local"' in lines[0]
+    assert sessions(all_=True) == []

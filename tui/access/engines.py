@@ -1,0 +1,46 @@
+"""Which `WorkerEngine` runs this machine's sessions' workers: ``config.toml``'s ``[cluster]``.
+
+``engine = "local"`` (the default): `LocalEngine`, each worker a process of this machine.
+``engine = "ray"``: a Ray cluster's. Ray is an optional dependency (``pip install
+'tui[cluster]'``); where it is not installed, tui imports nothing of it and says in one line what
+to install. The Ray engine itself is not built yet (docs/scale.md says what is and what is not).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from tui.config import Config, load_config
+from tui.errors import TuiError
+from tui.link.engine import LocalEngine, WorkerEngine
+from tui.store import StatePaths
+
+__all__ = ["CLUSTER_EXTRA", "engine_for"]
+
+CLUSTER_EXTRA = "pip install 'tui[cluster]'"
+"""What installs the cluster engines' dependencies (Ray)."""
+
+
+def engine_for(state: StatePaths, config: Config | None = None) -> WorkerEngine:
+    """The engine `config` (``config.toml`` when None) names, on the state dir `state`.
+
+    Raises:
+        TuiError: the file cannot be read, or names an engine this installation cannot run
+            (one line: what is missing and what to type).
+    """
+    if config is None:
+        config = load_config()
+    chosen = config.cluster.engine
+    if chosen == "local":
+        return LocalEngine(state)
+    where = f" in {config.path}" if config.path is not None else ""
+    # Looked up, not imported: tui imports nothing of Ray until an engine runs on it.
+    if importlib.util.find_spec("ray") is None:
+        raise TuiError(
+            f'[cluster] engine = "ray"{where} needs Ray, which is not installed: `{CLUSTER_EXTRA}` '
+            f'installs it (or set engine = "local")'
+        )
+    raise TuiError(
+        f'[cluster] engine = "ray"{where}: this tui cannot run workers on Ray yet (docs/scale.md); '
+        f'set engine = "local"'
+    )
