@@ -107,9 +107,13 @@ def test_a_python_sessions_turns_are_capped_and_tui_budget_changes_them(state_di
 
 
 def test_a_childs_spend_counts_in_its_parents_budget(state_dir: Path, server: FakeModelServer) -> None:
-    parent = tui("send", "--new", "--cost", "0.05", "x = 1", "--wait")
-    assert parent.returncode == 0, parent.stderr
+    # delegate() takes the child's budget as `tui send --new` does.
+    parent = tui("send", "--new", "--cost", "0.05", "print(delegate('print(5)', turns=1))", "--wait")
+    assert parent.returncode == 0 and parent.stdout.strip() == "5", parent.stderr
     pid = parent.stderr.split()[0]
+    first = next(e for e in _events(state_dir, pid) if e["type"] == "child_started")
+    limits = [e for e in _events(state_dir, str(first["child_id"])) if e["type"] == "budget_set"]
+    assert limits[0]["budget"]["turns"] == 1 and limits[0]["by"] is None
     server.script(Text(["costly"], usage=(20_000, 1_000)))  # $0.06 at gpt-4o's price
     child = tui("send", "--new", "--parent", pid, "--model", "local", "work for me", "--wait")
     assert child.returncode == 0, child.stderr  # the child has no limit of its own

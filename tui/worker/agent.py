@@ -22,6 +22,7 @@ from tui.protocol import (
     AgentChoice,
     AgentCommand,
     AgentSetting,
+    Budget,
     ContextEntry,
     Diff,
     Note,
@@ -229,9 +230,16 @@ class TurnIO(Protocol):
         """Put a line in the transcript about the session, not part of the reply (a `note` event)."""
 
     async def delegate(
-        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        wait: bool = True,
+        budget: Budget | None = None,
     ) -> str:
-        """Start a child session with `prompt` as its first turn (`tui.worker.children`).
+        """Start a child session with `prompt` as its first turn (`tui.worker.children`), with
+        `budget` as its limits (None: config.toml's ``[budget]``).
 
         Returns:
             With `wait`, the child's reply once that turn completed; else the child's id.

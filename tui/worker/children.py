@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from tui.errors import CapReached, InvalidRequest, NotPermitted, TuiError
 from tui.protocol import (
     AnswerRequest,
+    Budget,
     By,
     ChildAdoptRequest,
     ChildAsking,
@@ -77,6 +78,7 @@ class ChildStarter(Protocol):
         agent: str | None = None,
         model: str | None = None,
         parent_id: str | None = None,
+        budget: Budget | None = None,
     ) -> str: ...
 
     async def show(self, session_id: str) -> SessionSummary: ...
@@ -139,6 +141,7 @@ class Children:
         wait: bool = True,
         turn_id: str | None = None,
         by: By | None = None,
+        budget: Budget | None = None,
     ) -> str:
         """Start a child with `prompt` as its first turn, if config.toml's ``[children]`` allows it
         (its kind, its depth, the children running) and, in a participant's turn (`by`), one
@@ -182,6 +185,7 @@ class Children:
                 agent=agent,
                 model=model,
                 parent_id=self.record.id,
+                budget=budget,
             )
             if acting is not None:  # its own children spend the same share's turns
                 save_session(state, get_session(state, child).model_copy(update={"for_participant": acting}))

@@ -236,7 +236,13 @@ class _Turn:
         return await self._control.ask(self, text, options, multiple=multiple, freeform=freeform)
 
     async def delegate(
-        self, prompt: str, *, agent: str | None = None, model: str | None = None, wait: bool = True
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        wait: bool = True,
+        budget: Budget | None = None,
     ) -> str:
         children = self._control.children
         if children is None:
@@ -244,7 +250,13 @@ class _Turn:
                 "this session cannot start children (its worker was started without the access layer)"
             )
         return await children.delegate(
-            prompt, agent=agent, model=model, wait=wait, turn_id=self.turn_id, by=self.started.by
+            prompt,
+            agent=agent,
+            model=model,
+            wait=wait,
+            turn_id=self.turn_id,
+            by=self.started.by,
+            budget=budget,
         )
 
 

@@ -27,9 +27,9 @@ from tui.codemode import (
     Tool,
     ToolError,
 )
-from tui.config import SandboxSettings, config_dir, token_files
-from tui.errors import TuiError
-from tui.protocol import Option
+from tui.config import SandboxSettings, config_dir, parse_duration, token_files
+from tui.errors import InvalidRequest, TuiError
+from tui.protocol import Budget, Option
 from tui.store.paths import socket_fallback_dirs
 from tui.worker.agent import AgentContext, QuestionCancelled, QuestionDismissed, TurnIO, notes_of, sources_of
 
@@ -68,6 +68,10 @@ DELEGATE_SCHEMA: dict[str, Any] = {
         "agent": {"type": ["string", "null"]},
         "model": {"type": ["string", "null"]},
         "wait": {"type": "boolean"},
+        "cost": {"type": ["number", "null"], "minimum": 0},
+        "tokens": {"type": ["integer", "null"], "minimum": 0},
+        "turns": {"type": ["integer", "null"], "minimum": 0},
+        "time": {"type": ["string", "number", "null"]},
     },
     "required": ["prompt"],
     "additionalProperties": False,
@@ -77,18 +81,47 @@ DELEGATE_DESCRIPTION = (
     "Start a child session (a session of its own, in this session's folder) with `prompt` as its "
     "first turn: a program for a python child (the default), prose for a model child (model=NAME). "
     "With wait=True (the default) returns the child's reply as text and raises ToolError with the "
-    "child's error when its turn fails; with wait=False returns the child's id at once."
+    "child's error when its turn fails; with wait=False returns the child's id at once. cost (USD), "
+    "tokens, turns and time (a duration, '30m') are the child's budget (config.toml's [budget] "
+    "else); what it spends counts in this session's budget too."
 )
+
+
+def budget_of(
+    *, cost: float | None, tokens: int | None, turns: int | None, time: str | float | None
+) -> Budget | None:
+    """A child's limits as ``delegate`` takes them; None when none is given (config.toml's then).
+
+    Raises:
+        InvalidRequest: a duration that does not read.
+    """
+    if cost is None and tokens is None and turns is None and time is None:
+        return None
+    seconds = None
+    if time is not None:
+        try:
+            seconds = parse_duration(time) or None
+        except ValueError as exc:
+            raise InvalidRequest(f"time: {exc}") from None
+    return Budget(cost=cost or None, tokens=tokens or None, turns=turns or None, time=seconds)
 
 
 def delegate_tool(turn: TurnIO) -> Tool:
     """The catalog tool ``delegate`` of a program run in `turn`: a child session."""
 
     async def delegate(
-        prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+        prompt: str,
+        agent: str | None = None,
+        model: str | None = None,
+        wait: bool = True,
+        cost: float | None = None,
+        tokens: int | None = None,
+        turns: int | None = None,
+        time: str | float | None = None,
     ) -> str:
         try:
-            return await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+            budget = budget_of(cost=cost, tokens=tokens, turns=turns, time=time)
+            return await turn.delegate(prompt, agent=agent, model=model, wait=wait, budget=budget)
         except TuiError as exc:
             raise ToolError(exc.detail) from None
 

@@ -61,7 +61,7 @@ from pydantic_ai.settings import ModelSettings
 from tui.codemode import NoActiveProgram, ProgramActive, ProgramResult, SandboxError
 from tui.config import Config, ModelProfile
 from tui.errors import InvalidModel, TuiError
-from tui.protocol import Question, StopReason
+from tui.protocol import Budget, Question, StopReason
 from tui.worker.agent import (
     Agent,
     AgentContext,
@@ -537,7 +537,11 @@ class ModelAgent(Agent):
             return json.dumps(value)
 
         async def delegate(
-            prompt: str, agent: str | None = None, model: str | None = None, wait: bool = True
+            prompt: str,
+            agent: str | None = None,
+            model: str | None = None,
+            wait: bool = True,
+            cost: float | None = None,
         ) -> str:
             """Start a child session (its own interpreter, in this session's folder) on a piece of
             the work, and by default wait for its reply.
@@ -548,13 +552,15 @@ class ModelAgent(Agent):
                 agent: what the child runs (``python`` by default, ``model`` with `model`).
                 model: the child's model profile, for a model child.
                 wait: wait for the child's reply (else its id is returned at once).
+                cost: the most the child may spend, in USD (its spend counts in this session's).
             """
-            args = {"prompt": prompt, "agent": agent, "model": model, "wait": wait}
+            args = {"prompt": prompt, "agent": agent, "model": model, "wait": wait, "cost": cost}
             running.flush()
             running.calls_made += 1
             call_id = turn.tool_started("delegate", args, kind="other")
             try:
-                reply = await turn.delegate(prompt, agent=agent, model=model, wait=wait)
+                budget = None if cost is None else Budget(cost=cost or None)
+                reply = await turn.delegate(prompt, agent=agent, model=model, wait=wait, budget=budget)
             except TuiError as exc:
                 turn.tool_ended(call_id, "error", error=exc.detail)
                 return f"The child did not complete: {exc.detail}"
