@@ -211,7 +211,9 @@ async def test_slash_commands_answer_with_what_they_did() -> None:
     attachment = await attached(link)
     stats = await attachment.command("/stats")
     assert isinstance(stats, ch.StatsShown) and stats.line.startswith("stats: ")
-    assert await attachment.command("/model") == ch.Usage("/model", "Type /model NAME.")
+    assert await attachment.command("/model") == ch.Usage(
+        "/model", "The model is the default; type /model NAME (a [models] profile or PROVIDER:MODEL)."
+    )
     assert await attachment.command("/model big") == ch.Done("model")
     assert await attachment.command("/nope") == ch.Unknown("/nope")
     assert await attachment.command("/help") == ch.Local("/help", "")

@@ -128,8 +128,6 @@ State = Literal["idle", "working", "asking"]
 _TURN_DETAIL = frozenset(
     {"text", "thinking", "plan", "tool_started", "tool_updated", "tool_output", "tool_ended"}
 )
-# Known events that change nothing here.
-_NO_STATE = frozenset({"worker_leaving"})
 KEEP_NOTIFIED = 64
 """The most keys of `notified` kept (the newest): enough for what a new worker could tell again."""
 _CHILD_WORDS = {
@@ -394,7 +392,7 @@ class SessionState(BaseModel):
 
     def wants(self, typ: str) -> bool:
         """Whether an event of type `typ` can change anything now (else it need not be decoded)."""
-        if typ not in EVENT_TYPES or typ in _NO_STATE:
+        if typ not in EVENT_TYPES:
             return False
         return typ not in _TURN_DETAIL or self.current is not None
 
