@@ -321,6 +321,9 @@ class TurnEnded(EventBase):
     reason); None: it did not say, which is ``end_turn`` for a completed turn."""
     cost: float = 0.0
     """What the turn cost in USD (its model's usage priced, or its ACP agent's own report)."""
+    worked: float | None = None
+    """Seconds the turn worked, as its worker counts them for the budget's wall time (a turn that
+    only waited for an answer to raise the budget worked none); None: from its start to its end."""
 
 
 class QueueChanged(EventBase):

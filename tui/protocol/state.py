@@ -476,7 +476,9 @@ class SessionState(BaseModel):
                 self.spent += event.cost
                 at = event.at.isoformat()
                 if current is not None and current.turn_id == event.turn_id:
-                    if current.head.started_at:
+                    if event.worked is not None:
+                        self.worked += event.worked
+                    elif current.head.started_at:
                         began = datetime.fromisoformat(current.head.started_at)
                         self.worked += max(0.0, (event.at - began).total_seconds())
                     if (cut := stop_said(event.stop_reason)) is not None:

@@ -216,6 +216,13 @@ class _Turn:
         return self._control.check_budget(self)
 
     @property
+    def worked(self) -> float:
+        """Seconds it worked: none while it only asks whether to raise the budget."""
+        if self.asks_budget and not self.going_on:
+            return 0.0
+        return time.monotonic() - self.began
+
+    @property
     def tokens_spent(self) -> int:
         return max(self.tokens, self.spent.get("input", 0) + self.spent.get("output", 0))
 
@@ -473,7 +480,7 @@ class TurnControl:
         if turn is not None:
             cost += turn.cost
             tokens += turn.tokens_spent
-            worked += time.monotonic() - turn.began
+            worked += turn.worked
         view = BudgetView(
             budget=state.budget, cost=round(cost, 6), tokens=tokens, turns=state.turns_started, time=worked
         )
@@ -563,6 +570,7 @@ class TurnControl:
         if budgets.reached(self.budget_view()) is not None:
             self.writer.emit(BudgetSet(budget=lifted, by=self.state_answerer()))
         turn.going_on = True
+        turn.began = time.monotonic()  # the wait for the answer is not work
         self._time_budget(turn)
         return await self.agent.run_turn(turn)
 
@@ -612,6 +620,7 @@ class TurnControl:
                 usage=usage,
                 stop_reason=result.stop_reason,
                 cost=round(turn.cost, 6),
+                worked=round(turn.worked, 3),
             )
         )
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
