@@ -56,6 +56,10 @@ def test_a_model_session_stops_at_its_budget_asks_and_goes_on_when_raised(
     assert not any(e["type"] == "tool_started" for e in _events(state_dir, sid)), "nor the call it asked for"
     ended = _ended(state_dir, sid)[-1]
     assert ended["stop_reason"] == "budget" and ended["cost"] == pytest.approx(0.06)
+    said = [
+        e for e in _events(state_dir, sid) if e["type"] == "note" and "reached its budget" in str(e["text"])
+    ]
+    assert said[0]["source"] == "tui", said  # tui's line, not the model's
     wait_until(told.exists, "[notify] to be told")
     assert "stopped at the session's budget" in told.read_text()
 

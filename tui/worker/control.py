@@ -528,7 +528,10 @@ class TurnControl:
             return
         log.info("turn %s stopped at the session's budget: %s", turn.turn_id, why)
         turn.over_budget = True
-        turn.note(f"the session reached its budget ({why}); the turn stops here")
+        # tui's own line (as what the sandbox lets an agent reach is), not the agent's
+        self.writer.emit_turn(
+            Note(text=f"the session reached its budget ({why}); the turn stops here", source="tui")
+        )
         self._cancel_question()
         self.agent.interrupt()
         asyncio.get_running_loop().call_later(INTERRUPT_GRACE, self._cut_off, turn)
@@ -565,7 +568,9 @@ class TurnControl:
         except (QuestionDismissed, QuestionCancelled):
             return TurnOutcome("completed")
         if answer.selected != [raise_to]:
-            turn.note(f"the budget stays {budgets.describe(view.budget)}")
+            self.writer.emit_turn(
+                Note(text=f"the budget stays {budgets.describe(view.budget)}", source="tui")
+            )
             return TurnOutcome("completed")
         if budgets.reached(self.budget_view()) is not None:
             self.writer.emit(BudgetSet(budget=lifted, by=self.state_answerer()))

@@ -421,6 +421,7 @@ class ModelAgent(Agent):
                                     running.flush()
                     # What the turn spent, after each model request: past the session's budget,
                     # no further request is made (the turn ends with stop reason ``budget``).
+                    running.flush()  # the reply so far before any line the check says
                     usage = run.usage
                     tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
                     if running.turn.spend(price_of(profile, usage), tokens=tokens):
