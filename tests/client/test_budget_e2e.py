@@ -106,6 +106,13 @@ def test_a_python_sessions_turns_are_capped_and_tui_budget_changes_them(state_di
     assert "budget is now $1.50, 3 turns, 2 h" in raised.stderr
     assert "turns\t2\t3" in raised.stdout and "cost\t$0.00\t$1.50" in raised.stdout
     assert tui("send", sid, "print(x + 2)", "--wait").stdout.strip() == "3"
+    # A wall time limit stops the turn running when it passes: 2 s more than the turns worked.
+    worked = next(row for row in tui("budget", sid).stdout.splitlines() if row.startswith("time"))
+    limit = int(worked.split("\t")[1].split()[0]) + 2
+    assert tui("budget", sid, "--time", f"{limit}s", "--turns", "0").returncode == 0
+    slow = tui("send", sid, "import time\ntime.sleep(600)", "--wait")
+    assert slow.returncode == 7 and "stopped at the session's budget" in slow.stderr, slow.stderr
+    assert _ended(state_dir, sid)[-1]["stop_reason"] == "budget"
     bad = tui("budget", sid, "--time", "soon")
     assert bad.returncode == 2 and bad.stderr.startswith("tui: --time:"), bad.stderr
 
