@@ -43,3 +43,16 @@ def test_which_limit_is_reached_and_how_far_raise_lifts_it() -> None:
     assert reached(at_turns) is None and reached(at_turns, starting=True) == "3 turns of 3"
     assert describe(raised(view)) == "$0.11, 6 turns, 60 s" and describe(Budget()) == "no limits"
     assert reached(view.model_copy(update={"cost": 0.0, "time": 61.0})) == "wall time 61 s of 60 s"
+
+
+def test_a_child_followed_again_adds_only_what_it_spent_since_it_last_ended() -> None:
+    # child_ended carries the child's totals: a child sent a second turn reports them again, whole
+    state = SessionState()
+    for event in [
+        ChildStarted(seq=1, child_id="c1"),
+        ChildEnded(seq=2, child_id="c1", outcome="completed", cost=0.04, tokens_in=10, tokens_out=5),
+        ChildEnded(seq=3, child_id="c1", outcome="completed", cost=0.05, tokens_in=14, tokens_out=7),
+    ]:
+        state.apply(event)
+    assert round(state.spent, 6) == 0.05
+    assert (state.tokens_in, state.tokens_out) == (14, 7)

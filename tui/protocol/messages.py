@@ -425,6 +425,9 @@ class ChildView(_Wire):
     error: str | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    """The child's totals when it last ended (each `child_ended` says them again, whole)."""
+    cost: float = 0.0
+    """What the child had spent when it last ended, in USD."""
 
 
 class ChildAdoptRequest(_Body):

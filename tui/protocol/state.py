@@ -622,15 +622,19 @@ class SessionState(BaseModel):
                         "question": None,
                         "tokens_in": event.tokens_in,
                         "tokens_out": event.tokens_out,
+                        "cost": event.cost,
                     }
                     self.child_sessions = {
                         **self.child_sessions,
                         event.child_id: child.model_copy(update=ending),
                     }
-                # A child's tokens count as this session's (its status and stats show the sum).
-                self.tokens_in += event.tokens_in
-                self.tokens_out += event.tokens_out
-                self.spent += event.cost
+                # A child's tokens and cost count as this session's (its status, stats and budget
+                # show the sum). `child_ended` carries the child's totals, and a child followed
+                # again ends again: only what it spent since it last ended is added.
+                last = child if child is not None else ChildView(child_id=event.child_id)
+                self.tokens_in += max(0, event.tokens_in - last.tokens_in)
+                self.tokens_out += max(0, event.tokens_out - last.tokens_out)
+                self.spent += max(0.0, event.cost - last.cost)
             case BudgetSet():
                 self.budget = event.budget
             case _:
