@@ -103,7 +103,8 @@ class Finder(ModalScreen[tuple[FoundHit, str] | None]):
             said.update(f"no session holds {text!r}")
             return
         more = " (the newest; there are more)" if found.next is not None else ""
-        said.update(f"{len(self.hits)} hits{more}: Enter opens one where it was, Esc goes back")
+        count = "1 hit" if len(self.hits) == 1 else f"{len(self.hits)} hits"
+        said.update(f"{count}{more}: Enter opens one where it was, Esc goes back")
         hits.highlighted = 0
         hits.focus()
 
