@@ -295,6 +295,19 @@ class TurnFiles:
         return RewindDone(seq=0, to_turn=last.to_turn, files=sorted(paths)[:LISTED], saved=saved)
 
 
+# What tui keeps at the top of its state dir (never a session's files, if a session runs there).
+STATE_TOP = (
+    "sessions/",
+    "web/",
+    "relay/",
+    "index.sqlite*",
+    "children.lock",
+    "seen.json",
+    "remotes.toml",
+    "tokens",
+)
+
+
 def keep_files(
     settings: CheckpointSettings,
     folder: Path,
@@ -308,12 +321,14 @@ def keep_files(
     if not settings.enabled:
         return None
     ignores = list(settings.ignore)
-    # tui's own files are never checkpointed: the state dir, or its sessions when it is the folder.
-    for own in (state_root, state_root / "sessions"):
-        with contextlib.suppress(ValueError):
-            inside = own.resolve().relative_to(folder.resolve())
-            if str(inside) != ".":
-                ignores.append(f"/{inside.as_posix()}/")
+    # tui's own files are never checkpointed: the state dir inside the folder, or what tui keeps
+    # at its top when the state dir is the folder (every worker writes the search index there).
+    with contextlib.suppress(ValueError):
+        inside = state_root.resolve().relative_to(folder.resolve())
+        if str(inside) != ".":
+            ignores.append(f"/{inside.as_posix()}/")
+        else:
+            ignores.extend(f"/{name}" for name in STATE_TOP)
     store = FileCheckpoints(
         git_dir, folder, max_files=settings.max_files, max_file_size=settings.max_file_size, ignores=ignores
     )
