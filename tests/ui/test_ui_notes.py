@@ -28,7 +28,7 @@ from tui.ui.widgets.turn import TurnView
 Until = Callable[..., Awaitable[None]]
 
 REFUSED = "note from tester: refused the agent's read of"
-FIRST = "note from tester: This agent runs as you"
+FIRST = "note from tui: This agent runs as you"
 
 
 @pytest.fixture
