@@ -44,11 +44,14 @@ def test_send_wait_says_the_disk_is_full_at_once(full_disk: Path) -> None:
             f.write(b"x" * 1024)
             f.flush()
     refused = ""
-    for _ in range(20):  # notes fill what is left of the journal's last page
-        said = tui("note", sid[:8], "n" * 1000)
-        if said.returncode:
-            refused = said.stderr
-            break
+    # Notes fill what is left of the journal's last page, smaller and smaller, so that less is
+    # left than a turn's first line takes (a refused line is cut back off, leaving its room).
+    for size in (1000, 100, 1):
+        for _ in range(40):
+            said = tui("note", sid[:8], "n" * size)
+            if said.returncode:
+                refused = said.stderr
+                break
     assert "disk full: could not append to the journal" in refused, refused
     out = tui("send", sid[:8], "print(1)", "--wait", timeout=20)  # the hang it was: 30 s
     assert out.returncode == 1, out.stderr
