@@ -5,9 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.style import Style
+from rich.text import Text
 
-from tui.protocol import By, TurnRecord
+from tui.protocol import By, Diff, ToolRecord, TurnRecord
+from tui.protocol.page import tool_view
 from tui.ui.pieces import outcome_text, prompt_text, stamp_text, tool_title, verbatim_text
+from tui.ui.widgets.lines import RichBlock
+from tui.ui.widgets.turn import TurnView
 
 
 def style(name: str) -> Any:
@@ -72,3 +76,28 @@ def test_a_python_prompt_is_coloured_and_user_text_is_never_markup() -> None:
     text = prompt_text("print('[bold]x[/bold]')", By(name="root"), style, python=True)
     assert "[bold]x[/bold]" in text.plain
     assert any(s.style != Style() for s in text.spans)
+
+
+def _drawn(view: TurnView) -> str:
+    """The words of an ended turn's blocks drawn from Rich renderables (titles, diffs, outcome)."""
+    texts = [b._make(style) for b in view.blocks if isinstance(b, RichBlock)]
+    return "\n".join(t.plain for t in texts if isinstance(t, Text))
+
+
+def _failed_edit() -> TurnRecord:
+    diff = Diff(path="notes.txt", old="old line\n", new="new line\n")
+    tool = ToolRecord(
+        call_id="c1", name="edit", title="Edit notes.txt", status="error", error="failed", diffs=[diff]
+    )
+    return TurnRecord(turn_id="t1", prompt="edit it", tools=[tool], outcome="completed")
+
+
+def test_a_failed_call_says_it_failed_once_on_the_screen_and_the_page() -> None:
+    drawn = _drawn(TurnView(_failed_edit()))
+    assert "Edit notes.txt · error" in drawn
+    assert "failed" not in drawn, drawn  # not ``error  failed``
+    (view,) = [tool_view(t) for t in _failed_edit().tools]
+    assert view.status == "error" and view.error == ""
+    said = _failed_edit().model_copy(deep=True)
+    said.tools[0].error = "permission denied"
+    assert "error  permission denied" in _drawn(TurnView(said))

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tui.protocol.events import Diff, PlanEntry, Presence, QueueItem
 from tui.protocol.messages import PendingQuestion, ToolRecord, TurnRecord
-from tui.protocol.wording import RUNNING, attached_text, steps, who
+from tui.protocol.wording import RUNNING, attached_text, steps, tool_error, who
 
 __all__ = [
     "ASKING",
@@ -248,7 +248,7 @@ def tool_view(tool: ToolRecord) -> ToolView:
         args=args,
         output=tool.output,
         diffs=[diff_view(d) for d in tool.diffs],
-        error=tool.error or "",
+        error=tool_error(tool.error),
         value=value,
         open=tool.status in (RUNNING, "error") or short,
     )

@@ -209,6 +209,14 @@ def stop_said(stop_reason: StopReason | None) -> str | None:
     return _STOPS_SAID.get(stop_reason)
 
 
+def tool_error(error: str | None) -> str:
+    """What a tool call that ended in error says beyond its status word: its error, or nothing
+    when the error only repeats that it failed (an ACP agent's ``failed`` beside the ``error``
+    status would read ``error  failed``)."""
+    said = (error or "").strip()
+    return "" if said.lower() in ("failed", "error") else said
+
+
 def child_line(event: ChildStarted | ChildEnded) -> str:
     """Where a child starts or ends, as the parent's transcript shows it, with its id:
     ``child 1b5bdb75 started by root: print(1)``, ``child 1b5bdb75 completed``, ``child 1b5bdb75

@@ -38,6 +38,7 @@ from tui.protocol import (
     TurnRecord,
 )
 from tui.protocol.state import Step, steps
+from tui.protocol.wording import tool_error
 from tui.ui.pieces import outcome_text, prompt_text, tool_title
 from tui.ui.widgets.diff import diff_text
 from tui.ui.widgets.lines import (
@@ -371,7 +372,8 @@ class TurnView(Drawn):
                     tool.output, style_name="turn--output", indent=4, right=0
                 )
             blocks.append(output)
-        blocks.extend(_diff_block(diff) for diff in tool.diffs)
+        if expanded:  # a collapsed ``▸`` hides its diffs as it hides its output
+            blocks.extend(_diff_block(diff) for diff in tool.diffs)
         return blocks
 
 
