@@ -82,12 +82,15 @@ class TestCodingAgent:
         assert snap_compare(make_app(link), terminal_size=(100, 36), run_before=settle(script, link))
 
     def test_ended_turn_keeps_its_plan_and_diff(self, snap_compare: SnapCompare) -> None:
-        """The same turn once ended: the checklist all done, the tool line and its diff."""
+        """The same turn once ended and opened (a click, or Enter when selected): the checklist
+        all done, the tool line ``▾`` and its diff (a collapsed ``▸`` hides the diff)."""
         link = agent_link()
 
         async def script(link: WorkerLink, pilot: Pilot[Any]) -> None:
             edit_turn(link, steps_done=3)
             await link.reply("Done: `greet` is typed.\n")
+            await flushed(pilot)
+            pilot.app.session.transcript.turn_views()[0].expanded = True
             await flushed(pilot)
 
         assert snap_compare(make_app(link), terminal_size=(100, 36), run_before=settle(script, link))

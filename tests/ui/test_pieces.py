@@ -101,3 +101,11 @@ def test_a_failed_call_says_it_failed_once_on_the_screen_and_the_page() -> None:
     said = _failed_edit().model_copy(deep=True)
     said.tools[0].error = "permission denied"
     assert "error  permission denied" in _drawn(TurnView(said))
+
+
+def test_a_collapsed_call_hides_its_diff_and_an_open_one_shows_it() -> None:
+    view = TurnView(_failed_edit())
+    assert "▸ Edit notes.txt" in _drawn(view)
+    assert "new line" not in _drawn(view)
+    view.expanded = True
+    assert "▾ Edit notes.txt" in _drawn(view) and "+new line" in _drawn(view)

@@ -391,8 +391,9 @@ def _title_block(tool: ToolRecord, status: str | None, *, open: bool, live: bool
         line = Text(
             mark + tool_title(tool.name, tool.args, status, title=tool.title, kind=tool.kind), style=colour
         )
-        if tool.error:
-            line.append(f"  {tool.error}", style=colour if live else style("turn--failed"))
+        error = tool_error(tool.error)
+        if error:
+            line.append(f"  {error}", style=colour if live else style("turn--failed"))
         return line
 
     return RichBlock(title, indent=LIVE_TITLE if live else 2)
