@@ -320,7 +320,7 @@ def test_the_owners_list_marks_a_waiting_question_and_who_is_here_and_starts_a_s
 ) -> None:
     sid = web.session()
     wake(web, sid)
-    _turn(web, sid, "x = ask('Ready?')")
+    _turn(web, sid, "x = ask('Ready? <b>go</b>')")
     # a follower in another terminal
     follower = web.client().stream("GET", f"/api/sessions/{sid}/events", params={"client_id": "tui:box:1"})
     with follower as follow:
@@ -331,6 +331,8 @@ def test_the_owners_list_marks_a_waiting_question_and_who_is_here_and_starts_a_s
         page.wait_for_selector(f".row:has(a[href='#s={sid}']) .badge:has-text('question waiting')")
         page.wait_for_selector(f".row:has(a[href='#s={sid}']) .here:has-text('here:')")
         assert str(web.state) in row.inner_text()
+        title = row.wait_for_selector(".stitle")  # beside the short id, as text (never HTML)
+        assert title.text_content() == "x = ask('Ready? <b>go</b>')" and row.query_selector("b") is None
     page.fill("#newsession input[name=folder]", str(tmp_path))
     page.fill("#newsession input[name=agent]", "python")
     page.click("#newsession button[type=submit]")

@@ -190,6 +190,7 @@ function showList() {
             "a",
             { href: "#s=" + r.id, class: "open" },
             el("span", { class: "sid", text: shortId(r.id) }),
+            r.title ? el("span", { class: "stitle", text: r.title }) : null,
             el("span", { class: "badge", text: r.state === "asking" ? "question waiting" : r.state }),
             el("span", { class: "agent", text: r.agent + (r.model ? " · " + r.model : "") }),
           ),
