@@ -69,6 +69,7 @@ from tui.protocol import (
     QuestionResolved,
     QueueChanged,
     Rewound,
+    SettingChanged,
     Status,
     TextChunk,
     Thinking,
@@ -86,7 +87,14 @@ from tui.protocol import (
 )
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model, child_line, note_line
-from tui.protocol.wording import leaving_line, restart_loses, rewound_line, unknown_line, worker_lost
+from tui.protocol.wording import (
+    leaving_line,
+    restart_loses,
+    rewound_line,
+    setting_line,
+    unknown_line,
+    worker_lost,
+)
 
 __all__ = ["PAGE", "Attachment", "Surface"]
 
@@ -498,6 +506,8 @@ class Attachment:
             )
         elif isinstance(event, ModelChanged):
             out.append(ch.ModelChanged(event.model))
+        elif isinstance(event, SettingChanged):
+            out.append(ch.Line(setting_line(event.setting, event.value)))
         elif isinstance(event, Note):
             out.append(ch.Line(note_line(event)))
         elif isinstance(event, (ChildStarted, ChildEnded)):

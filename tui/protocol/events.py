@@ -48,6 +48,7 @@ __all__ = [
     "QueueChanged",
     "QueueItem",
     "Rewound",
+    "SettingChanged",
     "Status",
     "StopReason",
     "TextChunk",
@@ -357,6 +358,15 @@ class ModelChanged(EventBase):
     model: str
 
 
+class SettingChanged(EventBase):
+    """One of the agent's own settings (`setting` ``mode`` is its mode) set from ``/mode``: a new
+    worker sets it again in the agent's new process."""
+
+    type: Literal["setting_changed"] = "setting_changed"
+    setting: str
+    value: str
+
+
 class Note(EventBase):
     """A line about the session: the agent's own (`by` None), or a note left for the agent from
     outside the conversation (``tui note``; `by` names who left it), which the agent is given
@@ -570,6 +580,7 @@ KnownEvent = Annotated[
     | QueueChanged
     | Status
     | ModelChanged
+    | SettingChanged
     | Note
     | Notified
     | WorkerLeaving

@@ -52,6 +52,7 @@ from tui.protocol.events import (
     QueueChanged,
     QueueItem,
     Rewound,
+    SettingChanged,
     Status,
     StopReason,
     TextChunk,
@@ -327,6 +328,9 @@ class SessionState(BaseModel):
     """The agent's own slash commands."""
     mode: str | None = None
     """The agent's mode, when it has modes."""
+    chosen: dict[str, str] = {}
+    """The agent's settings set from ``/mode`` (``mode`` its mode), by setting: what a new worker
+    sets again in the agent's new process (`SettingChanged`)."""
     notes: list[str] = []
     """Notes said since the last turn ended while no turn ran: the next turn's ``before`` lines."""
     sources: dict[str, ContextEntry] = {}
@@ -543,6 +547,8 @@ class SessionState(BaseModel):
                     self._child_line(said, again=True)
             case ModelChanged():
                 self.model = event.model
+            case SettingChanged():
+                self.chosen = {**self.chosen, event.setting: event.value}
             case AgentInfo():
                 self.commands = list(event.commands)
                 self.mode = event.mode

@@ -42,6 +42,7 @@ __all__ = [
     "note_line",
     "restart_loses",
     "rewound_line",
+    "setting_line",
     "steps",
     "stop_said",
     "tool_record",
@@ -140,6 +141,11 @@ def answered_line(event: QuestionResolved) -> str:
 def model_line(model: str) -> str:
     """The line saying the session's model changed."""
     return f"model: {model}"
+
+
+def setting_line(setting: str, value: str) -> str:
+    """The line saying one of the agent's settings was set (``mode: code``), as `model_line`."""
+    return f"{setting}: {value}"
 
 
 def new_worker_line(version: str) -> str:

@@ -10,7 +10,7 @@ touches the journal or the bridge.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -387,6 +387,12 @@ class Agent(ABC):
             f"this session runs the {self.name} agent, which has no models to switch to; "
             "start a model session with `tui --model NAME` (`tui models` lists them)"
         )
+
+    def keep(self, model: str | None, chosen: Mapping[str, str]) -> None:
+        """What the session chose before this worker: its `model` (``/model``) and the settings
+        set from ``/mode`` (`chosen`, by setting), set again once the agent starts. Default:
+        nothing to set again (a model session is made with its model)."""
+        return
 
     def set_setting(self, setting: str, value: str) -> None:
         """Switch its mode (`setting` ``mode``) or another of its own `settings` to `value`, or

@@ -52,6 +52,7 @@ from tui.protocol import (
     RewindDone,
     RewindRequest,
     SearchResult,
+    SettingChanged,
     Stats,
     Transcript,
     TurnEnded,
@@ -130,6 +131,7 @@ class SessionWorker:
         """Say this worker started, and end what a dead predecessor left open."""
         self.writer.quiet = True
         self.resumed_at_turn = self.writer.state.turns_started
+        self.agent.keep(self.writer.state.model, self.writer.state.chosen)
         orphan, question = self.writer.state.current, self.writer.state.question
         self.writer.emit(
             WorkerStarted(
@@ -298,6 +300,7 @@ class SessionWorker:
         self.control.refuse_if_leaving()
         if setting is not None:
             self.agent.set_setting(setting, model)
+            self.writer.emit(SettingChanged(setting=setting, value=model))
             return
         self.agent.set_model(model)
         taken = self.agent.model or model

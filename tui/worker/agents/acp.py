@@ -23,7 +23,7 @@ import logging
 import mimetypes
 import os
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, cast
 
@@ -34,7 +34,7 @@ from tui import __version__
 from tui.codemode.confine import Protected
 from tui.config import AgentProfile
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, Diff, Option, PlanEntry
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
 from tui.worker.agent import (
     Agent,
     AgentContext,
@@ -121,6 +121,9 @@ class AcpAgent(Agent):
         self.rewound_file = folder / "rewound.txt"
         """What the next prompt tells the agent of a rewind (kept until it is told)."""
         self.session_id = session_id
+        self._kept_model: str | None = None
+        self._kept: dict[str, str] = {}
+        """The model and settings (`keep`) the session chose before this worker."""
         self._process: AgentProcess | None = None
         self._starting: asyncio.Task[AgentProcess] | None = None
         self._turn: TurnIO | None = None
@@ -180,6 +183,7 @@ class AcpAgent(Agent):
         log.info("agent %s started: pid %d, %s", self.name, process.pid, " ".join(self.profile.command))
         try:
             await self._handshake(running)
+            await self._choose_again(running)
         except BaseException:
             await running.stop()
             raise
@@ -480,6 +484,43 @@ class AcpAgent(Agent):
         )
         raise InvalidModel(f"the agent {self.name!r} has no {what} {value!r}: it offers {offered or 'none'}")
 
+    def keep(self, model: str | None, chosen: Mapping[str, str]) -> None:
+        self._kept_model = model
+        self._kept = dict(chosen)
+
+    async def _choose_again(self, running: AgentProcess) -> None:
+        """Set again in the agent's new process the model and settings chosen before (`keep`);
+        a choice the agent no longer takes is one note, and the agent keeps its own."""
+        wanted: list[tuple[str, str]] = list(self._kept.items())
+        model = next((s for s in self.settings if s.category == "model"), None)
+        if self._kept_model is not None and model is not None and model.id != MODELS_OF_SESSION:
+            wanted.append((model.id, self._kept_model))
+        for setting, value in wanted:
+            try:
+                if setting == "mode" and self.modes:
+                    choice = self._choose(self.modes, value, "mode")
+                    if choice.value != self.mode:
+                        await self._mode_in(running, choice.value)
+                    continue
+                option = self._setting(setting)
+                if option is None:
+                    raise InvalidModel(f"it has no setting {setting!r} now")
+                choice = self._choose(option.choices, value, option.name or option.id)
+                if choice.value != option.current:
+                    await self._option_in(running, option.id, choice.value)
+                if option.category == "model":
+                    self.model = choice.name or choice.value
+            except (InvalidModel, acp.RequestError) as exc:
+                self._note(f"the agent did not take back the {setting} {value!r} chosen before: {exc}")
+
+    def _setting(self, setting: str) -> AgentSetting | None:
+        """Its setting `setting` (``mode``: the setting of that category, for an agent that says
+        its mode as a config option)."""
+        return next(
+            (s for s in self.settings if s.id == setting or (setting == "mode" and s.category == "mode")),
+            None,
+        )
+
     def set_model(self, model: str) -> None:
         setting = next((s for s in self.settings if s.category == "model"), None)
         if setting is None:
@@ -501,10 +542,7 @@ class AcpAgent(Agent):
             choice = self._choose(self.modes, value, "mode")
             self._send(self._set_mode(choice.value), f"switch to mode {choice.value}")
             return
-        option = next(
-            (s for s in self.settings if s.id == setting or (setting == "mode" and s.category == "mode")),
-            None,
-        )
+        option = self._setting(setting)
         if option is None:
             known = ", ".join(["mode"] * bool(self.modes) + [s.id for s in self.settings]) or "none"
             raise InvalidModel(f"the agent {self.name!r} has no setting {setting!r} (it has: {known})")
@@ -523,14 +561,18 @@ class AcpAgent(Agent):
         asyncio.get_running_loop().create_task(send(), name=f"acp {self.name} {what}")
 
     async def _set_mode(self, mode: str) -> None:
-        running = await self._ready()
+        await self._mode_in(await self._ready(), mode)
+
+    async def _mode_in(self, running: AgentProcess, mode: str) -> None:
         assert running.conn is not None
         await self._call(running, running.conn.set_session_mode(session_id=running.session_id, mode_id=mode))
         self.mode = mode
         self.info_changed()
 
     async def _set_option(self, option: str, value: str) -> None:
-        running = await self._ready()
+        await self._option_in(await self._ready(), option, value)
+
+    async def _option_in(self, running: AgentProcess, option: str, value: str) -> None:
         assert running.conn is not None
         kind = next((s for s in self.settings if s.id == option), None)
         sent: str | bool = value
