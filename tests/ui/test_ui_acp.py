@@ -78,7 +78,7 @@ async def test_the_status_row_names_the_agent_its_model_mode_context_and_cost(
         assert tool.title == "Write out.txt" and tool.args["content"] == "written by the agent\n"
 
 
-async def test_slash_mode_and_slash_model_complete_and_switch_the_agents_own(
+async def test_slash_mode_and_slash_model_switch_the_agents_own_and_a_new_worker_keeps_them(
     tester: tuple[LocalAccess, str], state_dir: Path, until: Until
 ) -> None:
     access, sid = tester
@@ -102,6 +102,21 @@ async def test_slash_mode_and_slash_model_complete_and_switch_the_agents_own(
         app.session.submit("which")  # the agent says what it was switched to
         await until(pilot, lambda: app.session.transcript.turn_views() and not app.session.busy, 30)
         assert "mode code, model smart" in app.session.transcript.turn_views()[-1].record.reply
+        lines = [item.line for item in app.session.transcript.items if item.line]
+        assert "mode: code" in lines and "model: Smart One" in lines
+    assert await access.stop(sid)
+    wait_until(lambda: not agent_pids(sid), "the agent to end with its worker")
+    # a new worker starts a new agent process (which loads its session in mode ask, model fast)
+    again = TuiApp(await access.link(sid, client_id="tui:test:2"), state_dir=state_dir)
+    async with again.run_test(size=(160, 40)) as pilot:
+        await until(pilot, again.session.attached.is_set, 30)
+        row = again.session.status.session_row
+        await until(pilot, lambda: "mode Code" in row() and "model Smart One" in row(), 30)
+        again.session.submit("which")
+        await until(
+            pilot, lambda: len(again.session.transcript.turn_views()) == 2 and not again.session.busy, 30
+        )
+        assert "mode code, model smart" in again.session.transcript.turn_views()[-1].record.reply
 
 
 async def test_enter_sends_a_whole_model_or_command_even_while_longer_ones_complete(
