@@ -17,8 +17,8 @@ import pytest
 from fake_model_server import Call, FakeModelServer, Text
 from helpers import wait_until
 
-from client.helpers import changes_until, kill_worker, of, sessions, tui
-from tui.access.local import LocalAccess
+from client.helpers import changes_until, kill_worker, of, sessions, tui, worker_pid
+from tui.access.local import LocalAccess, process_parents, tree_memory
 from tui.link import changes as ch
 from tui.link.attachment import Attachment
 from tui.protocol.principal import owner_name
@@ -227,7 +227,14 @@ def test_stopping_archiving_deleting_a_parent_leaves_its_children(state_dir: Pat
     out = tui("send", "--new", "delegate('import time; time.sleep(600)', wait=False)", "--wait")
     assert out.returncode == 0, out.stderr
     parent = out.stderr.strip().splitlines()[0]
-    (child,) = [r["id"] for r in sessions() if r["parent_id"] == parent]
+    rows = {r["id"]: r for r in sessions()}
+    (child,) = [sid for sid, r in rows.items() if r["parent_id"] == parent]
+    # The child's worker, started by the parent's, is its descendant; its memory is in its own
+    # row, never in the parent's too.
+    pids = {sid: worker_pid(state_dir, sid) for sid in (parent, child)}
+    assert process_parents()[pids[child]] == pids[parent]
+    both = tree_memory(pids[parent])
+    assert both is not None and rows[parent]["memory"] < both - rows[child]["memory"] // 2, rows
 
     stopped = tui("stop", parent[:8])
     assert stopped.returncode == 0, stopped.stderr

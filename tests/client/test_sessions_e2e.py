@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from helpers import wait_until
 
 from client.helpers import kill_worker, new_session, sessions, tui, worker_pid
-from tui.store import SessionRecord, StatePaths, save_session
+from tui.store import SessionRecord, StatePaths, read_sidecar, save_session
 
 SLOW = "import time; print('started', flush=True); time.sleep(60)"
 ASK = "x = ask('Proceed?', options=['yes', 'no']); print('got', x)"
@@ -314,6 +315,24 @@ def test_stop_idle_stops_the_workers_idle_that_long_and_sessions_shows_what_they
     assert {row["id"]: row["live"] for row in sessions()} == {idle: False, busy: True}
     bad = tui("stop", "--idle", "soon")
     assert bad.returncode == 2 and "'soon' is not a duration; write e.g. 30m" in bad.stderr
+
+
+def test_sessions_shows_an_attached_session_idle_since_its_last_event(state_dir: Path) -> None:
+    """An attached client's open stream keeps the worker (its idle time stays 0), but IDLE says
+    how long since the session last did something, without the worker's limit."""
+    sid = new_session(state_dir)
+    car = read_sidecar(StatePaths(state_dir).session(sid).sidecar)
+    assert car is not None
+    with (
+        httpx.Client(transport=httpx.HTTPTransport(uds=car.socket), base_url="http://worker") as client,
+        client.stream("GET", "/events", params={"client_id": "tui:test:1"}, timeout=None) as stream,
+    ):
+        assert stream.status_code == 200
+        row = lambda: next(r for r in sessions() if r["id"] == sid)  # noqa: E731
+        wait_until(lambda: row()["quiet_seconds"] >= 2, "2 s with nothing done while attached")
+        assert row()["idle_seconds"] == 0  # the worker's own rule: someone is attached
+        line = next(line.split() for line in tui("sessions").stdout.splitlines() if line.startswith(sid[:8]))
+        assert re.fullmatch(r"[1-9]\d*[smh]", line[5]), line
 
 
 def test_a_listing_read_only_in_part_ends_quietly(state_dir: Path) -> None:

@@ -90,7 +90,7 @@ def test_sessions_lists_the_same_rows_remote_and_local(lab: Lab) -> None:
     there = lab.there("sessions", "--json")
     assert here.code == there.code == 0
     # What a live worker measures now (its memory, how long it has been idle) moves between asks.
-    moving = ("memory", "idle_seconds")
+    moving = ("memory", "idle_seconds", "quiet_seconds")
 
     def steady(rows: list[dict[str, object]]) -> list[dict[str, object]]:
         return [{k: v for k, v in row.items() if k not in moving} for row in rows]

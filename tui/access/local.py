@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -67,17 +67,19 @@ def process_parents() -> dict[int, int]:
     return parents
 
 
-def tree_memory(pid: int, parents: dict[int, int] | None = None) -> int | None:
+def tree_memory(pid: int, parents: dict[int, int] | None = None, others: Collection[int] = ()) -> int | None:
     """Resident memory (bytes) of process `pid` and its descendants (`parents`: `process_parents`,
-    read now when not given), from ``/proc``; None when ``/proc`` does not say (another system,
-    or the process is gone)."""
+    read now when not given), from ``/proc``, leaving out `others` and theirs (the workers of
+    other sessions: a child session's worker started by its parent's is the parent's descendant,
+    one started by a command is not, and each is counted in its own row either way); None when
+    ``/proc`` does not say (another system, or the process is gone)."""
     if parents is None:
         parents = process_parents()
     tree, todo = {pid}, [pid]
     while todo:
         parent = todo.pop()
         for child, its_parent in parents.items():
-            if its_parent == parent and child not in tree:
+            if its_parent == parent and child not in tree and child not in others:
                 tree.add(child)
                 todo.append(child)
     total, found = 0, False
@@ -114,16 +116,19 @@ class LocalAccess(SessionAccess):
             self._engine = engine_for(self.state)
         return self._engine
 
-    async def _state_of(self, record: SessionRecord, parents: dict[int, int] | None = None) -> SessionSummary:
+    async def _state_of(
+        self, record: SessionRecord, parents: dict[int, int] | None = None, workers: Collection[int] = ()
+    ) -> SessionSummary:
         paths = self.state.session(record.id)
         live = self.engine.holds(record.id)
         state: str = "archived" if record.status == "archived" else "stopped"
         memory: int | None = None
         idle: tuple[float | None, float | None] = (None, None)
+        quiet: float | None = None
         car = self.engine.locate(record.id) if live else None
         version = car.version if car is not None else None
         if car is not None:
-            memory = await asyncio.to_thread(tree_memory, car.pid, parents)
+            memory = await asyncio.to_thread(tree_memory, car.pid, parents, workers)
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
             from tui.link.client import BridgeClient
@@ -134,6 +139,7 @@ class LocalAccess(SessionAccess):
                 now = await client.call(BRIDGE["transcript"], query={"limit": 0})
                 info = await client.call(BRIDGE["info"])
                 idle = (info.idle_seconds, info.idle_timeout)
+                quiet = info.quiet_seconds
                 if record.status != "archived":
                     state = now.state
             except TuiError:
@@ -160,6 +166,7 @@ class LocalAccess(SessionAccess):
             parent_id=record.parent_id,
             memory=memory,
             idle_seconds=idle[0],
+            quiet_seconds=quiet if quiet is not None else idle[0],
             idle_timeout=idle[1],
             worker_version=version,
             outdated=is_older(version),
@@ -169,7 +176,13 @@ class LocalAccess(SessionAccess):
         records = await asyncio.to_thread(list_sessions, self.state, include_archived=include_archived)
         # /proc is read once for the whole listing, not once a live worker.
         parents = await asyncio.to_thread(process_parents)
-        return list(await asyncio.gather(*(self._state_of(r, parents) for r in records)))
+        workers = self._workers(records)
+        return list(await asyncio.gather(*(self._state_of(r, parents, workers) for r in records)))
+
+    def _workers(self, records: list[SessionRecord]) -> set[int]:
+        """The process ids of the live workers of `records`."""
+        cars = (self.engine.locate(r.id) for r in records)
+        return {car.pid for car in cars if car is not None}
 
     async def resolve(self, prefix: str) -> str:
         return resolve_id(self.state, prefix)
@@ -180,7 +193,13 @@ class LocalAccess(SessionAccess):
         return await asyncio.to_thread(find_in, self.state, query, self.progress)
 
     async def show(self, session_id: str) -> SessionSummary:
-        return await self._state_of(get_session(self.state, session_id))
+        record = get_session(self.state, session_id)
+        return await self._state_of(record, None, await asyncio.to_thread(self._other_workers, record.id))
+
+    def _other_workers(self, session_id: str) -> set[int]:
+        """The process ids of the live workers of every session but `session_id`."""
+        records = list_sessions(self.state, include_archived=True)
+        return self._workers([r for r in records if r.id != session_id])
 
     async def create(
         self,

@@ -90,11 +90,14 @@ def _memory(summary: SessionSummary) -> str:
 
 
 def _idle(summary: SessionSummary) -> str:
-    """How long a live worker has been idle, and after how long it lets go (``4m/30m``)."""
-    if summary.idle_seconds is None:
+    """How long since a live worker's session last did something, whoever is attached, and after
+    how long the worker lets go (``4m/30m``) when it counts toward that (nobody attached)."""
+    quiet = summary.quiet_seconds if summary.quiet_seconds is not None else summary.idle_seconds
+    if quiet is None:
         return "-"
-    limit = f"/{_span(summary.idle_timeout)}" if summary.idle_timeout else ""
-    return _span(summary.idle_seconds) + limit
+    limit = summary.idle_timeout
+    counting = limit is not None and limit > 0 and (summary.idle_seconds or 0) > 0
+    return _span(quiet) + (f"/{_span(limit)}" if counting and limit is not None else "")
 
 
 def _folder(path: str) -> str:

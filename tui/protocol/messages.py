@@ -120,6 +120,9 @@ class Info(_Wire):
     features: list[str] = list(FEATURES)
     idle_seconds: float | None = None
     """How long the worker has been idle: no turn, question or queue, nobody attached (0: busy)."""
+    quiet_seconds: float | None = None
+    """How long since the session last did something (a turn, a question or queue waiting, an
+    event), whoever is attached (0: busy); None from a worker older than this field."""
     idle_timeout: float | None = None
     """After how many idle seconds the worker lets go of the session; None: never."""
 

@@ -101,9 +101,13 @@ class SessionSummary(_Answer):
     parent_id: str | None = None
     """The session that started this one, for a child."""
     memory: int | None = None
-    """A live worker's resident memory in bytes, its own and its children's (sandbox, agent)."""
+    """A live worker's resident memory in bytes, its own and its processes' (sandbox, agent), never
+    another session's worker (a child session's is in the child's row)."""
     idle_seconds: float | None = None
     """How long a live worker has been idle (no turn, question or queue, nobody attached)."""
+    quiet_seconds: float | None = None
+    """How long since a live worker's session last did something (a turn, a question or queue
+    waiting, an event), whoever is attached: the IDLE of ``tui sessions``."""
     worker_version: str | None = None
     """The tui version a live worker runs."""
     outdated: bool = False

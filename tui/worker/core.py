@@ -124,6 +124,8 @@ class SessionWorker:
         self.resumed_at_turn = 0
         """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
         self.first_budget = record.budget or Budget()
+        self._busy_at = 0.0
+        """When `quiet_for` last found the session busy (monotonic)."""
         """The limits a new session starts with: those it was made with, else config.toml's
         ``[budget]`` (set by the process)."""
 
@@ -287,6 +289,7 @@ class SessionWorker:
             resumed_at_turn=self.resumed_at_turn,
             features=list(FEATURES),
             idle_seconds=round(self.idle_for(), 1),
+            quiet_seconds=round(self.quiet_for(), 1),
             idle_timeout=self.idle_timeout() or None,
         )
 
@@ -385,6 +388,23 @@ class SessionWorker:
             self.writer.last_activity = now
             return 0.0
         return now - self.writer.last_activity
+
+    def quiet_for(self) -> float:
+        """Seconds since the session last did something (a turn, a question or queue waiting, a
+        child followed, an event written); 0 when busy. Unlike `idle_for`, a client attached
+        with nothing to do does not count: it is what ``tui sessions`` shows as IDLE."""
+        now = time.monotonic()
+        children = self.control.children
+        busy = (
+            self.control.running
+            or self.writer.state.question is not None
+            or self.writer.state.queue
+            or (children is not None and children.following)
+        )
+        if busy or self.writer.behind:
+            self._busy_at = now
+            return 0.0
+        return now - max(self._busy_at, self.writer.last_event)
 
     # --- leaving -----------------------------------------------------------------------------
     async def leave(self, reason: str, wait: float = 2.0, *, restarting: bool = False) -> None:

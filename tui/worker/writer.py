@@ -72,6 +72,8 @@ class EventWriter:
         self.listeners: list[Listener] = []
         """Called, in order, with each event written and the state after it (after publish)."""
         self.last_activity = time.monotonic()
+        self.last_event = self.last_activity
+        """When the last event was written (monotonic); `last_activity` also moves while busy."""
         self.leaving = False
         """The worker is letting go of the session: no status, no retry, no new turn."""
         self.quiet = False
@@ -197,7 +199,7 @@ class EventWriter:
         except DiskFull as exc:
             self._disk_full(exc)
             raise
-        self.last_activity = time.monotonic()
+        self.last_activity = self.last_event = time.monotonic()
         typed: Event = stamped  # type: ignore[assignment]
         ended = self.state.apply(typed).ended_by(typed)
         self.hub.publish(line)
