@@ -8,11 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic  # noqa: F401 - imported here, at a shallow stack: see below
+import hypothesis  # noqa: F401 - the same: see below
 import pytest
 
 # Python 3.11's `ast` can fail with "AST constructor recursion depth mismatch" when pytest
 # rewrites a module first imported deep inside a running coroutine; anthropic imports anyio's
 # lazily loaded modules on its own import, which a model test's worker did at that depth.
+# Once that happened, every later rewrite fails the same way: hypothesis's plugin imports
+# hypothesis in the closing summary, which crashed a run of one module that uses no hypothesis
+# (tests/web/test_remote.py alone) after all its tests had passed.
 
 
 @pytest.fixture
