@@ -20,7 +20,7 @@ from tui.protocol import (
     TurnStarted,
     UnknownEvent,
 )
-from tui.protocol.page import PageChange, turn_view
+from tui.protocol.page import PageChange, status_view, turn_view
 from tui.protocol.state import SessionState, note_line
 from tui.protocol.wording import unknown_line
 
@@ -116,3 +116,10 @@ def test_the_running_turn_drawn_step_by_step_is_the_turn_as_its_record_says() ->
     # a page that joins now is drawn the same turn at once
     (snapshot_turn,) = view.snapshot().turns or []
     assert [s.model_dump() for s in snapshot_turn.steps] == steps
+
+
+def test_the_pages_status_row_names_tokens_only_once_some_were_spent() -> None:
+    python = status_view("idle", agent="python", model=None, tokens=(0, 0), attached=[])
+    assert python.parts == ["python"]
+    model = status_view("idle", agent="model", model="gpt", tokens=(1200, 300), attached=[])
+    assert model.parts == ["model · gpt", "tokens 1.2k in / 300 out"]

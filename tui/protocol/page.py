@@ -308,7 +308,8 @@ def status_view(
     """The status row in words."""
     what = agent or "model"
     parts = [what + (f" · {model}" if model else "")]
-    parts.append(f"tokens {_tokens(tokens[0])} in / {_tokens(tokens[1])} out")
+    if any(tokens):  # a python session spends none: no "tokens 0 in / 0 out", as in the terminal
+        parts.append(f"tokens {_tokens(tokens[0])} in / {_tokens(tokens[1])} out")
     if activity:
         parts.append(activity)
     live = {k: v for k, v in (children or {}).items() if v}
