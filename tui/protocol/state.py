@@ -26,6 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from tui.protocol import children
 from tui.protocol.events import (
     EVENT_TYPES,
     AgentChoice,
@@ -131,14 +132,6 @@ _TURN_DETAIL = frozenset(
 )
 KEEP_NOTIFIED = 64
 """The most keys of `notified` kept (the newest): enough for what a new worker could tell again."""
-_CHILD_WORDS = {
-    "running": "running",
-    "asking": "waiting",
-    "completed": "done",
-    "failed": "failed",
-    "interrupted": "failed",
-}
-"""A child's state as `status.children` counts it."""
 KEEP_NOTES = 20
 """The most notes kept between two turns (a note said again while kept is not kept twice)."""
 
@@ -602,45 +595,17 @@ class SessionState(BaseModel):
                 # The line where the child starts, with its id: in the running turn, else among
                 # the lines said since the last turn (a child made from outside, to an idle parent).
                 self._child_line(child_line(event))
-                self.child_sessions = {
-                    **self.child_sessions,
-                    event.child_id: ChildView(
-                        child_id=event.child_id, prompt=event.prompt, agent=event.agent, model=event.model
-                    ),
-                }
+                self.child_sessions = children.started(self.child_sessions, event)
             case ChildAsking():
-                child = self.child_sessions.get(event.child_id)
-                if child is not None and child.state in ("running", "asking"):
-                    state = "running" if event.question is None else "asking"
-                    self.child_sessions = {
-                        **self.child_sessions,
-                        event.child_id: child.model_copy(
-                            update={"question": event.question, "state": state, "answering": event.answering}
-                        ),
-                    }
+                self.child_sessions = children.asking(self.child_sessions, event)
             case ChildEnded():
                 self._child_line(child_line(event))
-                child = self.child_sessions.get(event.child_id)
-                if child is not None:
-                    ending: dict[str, object] = {
-                        "state": event.outcome,
-                        "error": event.error,
-                        "question": None,
-                        "tokens_in": event.tokens_in,
-                        "tokens_out": event.tokens_out,
-                        "cost": event.cost,
-                    }
-                    self.child_sessions = {
-                        **self.child_sessions,
-                        event.child_id: child.model_copy(update=ending),
-                    }
                 # A child's tokens and cost count as this session's (its status, stats and budget
-                # show the sum). `child_ended` carries the child's totals, and a child followed
-                # again ends again: only what it spent since it last ended is added.
-                last = child if child is not None else ChildView(child_id=event.child_id)
-                self.tokens_in += max(0, event.tokens_in - last.tokens_in)
-                self.tokens_out += max(0, event.tokens_out - last.tokens_out)
-                self.spent += max(0.0, event.cost - last.cost)
+                # show the sum): what it spent since it last ended is added.
+                self.child_sessions, tokens_in, tokens_out, cost = children.ended(self.child_sessions, event)
+                self.tokens_in += tokens_in
+                self.tokens_out += tokens_out
+                self.spent += cost
             case BudgetSet():
                 self.budget = event.budget
             case _:
@@ -664,23 +629,12 @@ class SessionState(BaseModel):
         return self.question or self.child_question()
 
     def child_question(self) -> PendingQuestion | None:
-        """The first child's question waiting for a person (not one this session's own agent is
-        answering), its text naming the child; answering its id here answers it in the child."""
-        for child in self.child_sessions.values():
-            if child.question is not None and not child.answering:
-                asked = child.question
-                text = f"child {child.child_id[:8]} asks: {asked.text}"
-                return PendingQuestion.model_validate({**asked.model_dump(), "text": text})
-        return None
+        """The first child's question waiting for a person (see `children.question`)."""
+        return children.question(self.child_sessions)
 
     def children_counts(self) -> dict[str, int]:
-        """How many children stand how, in the status row's words: ``running``, ``waiting`` (for
-        an answer), ``done``, ``failed`` (an interrupted child too); only those some child is in."""
-        counts: dict[str, int] = {}
-        for child in self.child_sessions.values():
-            said = _CHILD_WORDS[child.state]
-            counts[said] = counts.get(said, 0) + 1
-        return {word: counts[word] for word in ("running", "waiting", "done", "failed") if word in counts}
+        """How many children stand how, in the status row's words (see `children.counts`)."""
+        return children.counts(self.child_sessions)
 
     def ended_by(self, event: Event) -> TurnRecord | None:
         """The record of the turn `event` ended (or amended), when applying it did so."""
