@@ -25,7 +25,8 @@ from tui.protocol import (
 )
 from tui.protocol.events import Option
 from tui.store import Journal, SessionRecord, StatePaths, save_session
-from tui.store.index import INDEX_FILE, Indexer, Query, SearchIndex, find
+from tui.store.index import INDEX_FILE, Indexer, SearchIndex, find
+from tui.store.index_query import Query
 
 
 def _session(

@@ -19,7 +19,8 @@ from tui.errors import TuiError, UsageError
 from tui.protocol.ids import short_id
 from tui.protocol.web import Found, FoundHit, SearchQuery
 from tui.store import StatePaths
-from tui.store.index import WHERE, find_in
+from tui.store.index import find_in
+from tui.store.index_texts import WHERE
 from tui.store.remotes import Remote, list_remotes
 
 if TYPE_CHECKING:

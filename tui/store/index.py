@@ -31,27 +31,23 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from tui.errors import TuiError, UsageError
 from tui.protocol.web import Found, FoundHit, SearchQuery
+from tui.store.index_query import Hit, Query, snippet
+from tui.store.index_texts import WHERE, Segment, Text, as_str, cut, decode, micros, texts_of
 from tui.store.paths import StatePaths, is_session_id
 
 __all__ = [
     "INDEX_FILE",
-    "WHERE",
-    "Hit",
     "Indexer",
-    "Query",
     "SearchIndex",
-    "Text",
     "find",
     "find_in",
     "remove_index",
-    "texts_of",
 ]
 
 log = logging.getLogger("tui.store.index")
@@ -62,8 +58,6 @@ SCHEMA = 1
 """Bumped when what is indexed changes: an index of another schema is rebuilt."""
 BLOCK = 8 << 20
 """Bytes of journal read at once; a long journal is indexed in one transaction per block."""
-SNIPPET = 100
-"""Characters of a hit's snippet."""
 BUSY = 10.0
 """Seconds a writer waits for another's transaction."""
 GATHER = 0.25
@@ -71,214 +65,6 @@ GATHER = 0.25
 WORKER_MOST = 16 << 20
 """Bytes of journal a worker indexes itself at most: a longer backlog (a long session an older
 worker wrote) is left to the next search, in its own process, not to the worker's thread."""
-
-Where = Literal["prompt", "reply", "tool", "error", "note", "question", "answer", "child"]
-WHERE: tuple[Where, ...] = ("prompt", "reply", "tool", "error", "note", "question", "answer", "child")
-"""Where a text of a session can be (``--in``)."""
-
-_HEAD = re.compile(rb'^\{"seq":\d+,"at":"([^"]*)","type":"([a-z_]+)"')
-_TURN_START = b"turn_started"
-_TURN_END = b"turn_ended"
-_KEPT = frozenset(
-    {
-        b"turn_started",
-        b"text",
-        b"tool_started",
-        b"tool_updated",
-        b"tool_output",
-        b"tool_ended",
-        b"turn_ended",
-        b"note",
-        b"question_asked",
-        b"question_resolved",
-        b"child_started",
-        b"child_asking",
-        b"child_ended",
-    }
-)
-"""The events whose words are searched; the others (status, queue, …) are not decoded."""
-
-
-# --- a turn's texts --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Text:
-    """One text of a turn (or of an event between turns), as searched and shown."""
-
-    where: Where
-    name: str
-    """The tool's name (``where == "tool"``, or a tool's ``error``); else empty."""
-    text: str
-
-
-def _str(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
-def texts_of(events: list[dict[str, Any]]) -> list[Text]:
-    """The texts of one turn's events (or of one event between turns), in a fixed order: the
-    same events always give the same list, so a hit names a text by its place in it.
-
-    A tool call is one text: its arguments, its title, then its whole output joined. The reply is
-    ``turn_ended``'s (the text pieces joined when the turn has no ending).
-    """
-    out: list[Text] = []
-    tools: dict[str, list[str]] = {}
-    names: dict[str, str] = {}
-    pieces: list[str] = []
-    ended = False
-    later: list[Text] = []
-    for event in events:
-        typ = event.get("type")
-        if typ == "turn_started":
-            out.append(Text("prompt", "", _str(event.get("prompt"))))
-        elif typ == "text":
-            pieces.append(_str(event.get("text")))
-        elif typ == "tool_started":
-            call = _str(event.get("call_id"))
-            names[call] = _str(event.get("name"))
-            args = event.get("args") or {}
-            head = [_str(v) for v in args.values()] if isinstance(args, dict) else [_str(args)]
-            tools[call] = [*head, _str(event.get("title")), "\n"]
-        elif typ == "tool_updated":
-            call = _str(event.get("call_id"))
-            part = tools.setdefault(call, [])
-            args = event.get("args")
-            if isinstance(args, dict):
-                part += [_str(v) + "\n" for v in args.values()]
-            if event.get("title"):
-                part.append(_str(event.get("title")) + "\n")
-            if event.get("output"):
-                part.append(_str(event.get("output")))
-        elif typ == "tool_output":
-            tools.setdefault(_str(event.get("call_id")), []).append(_str(event.get("text")))
-        elif typ == "tool_ended":
-            if event.get("error"):
-                later.append(Text("error", names.get(_str(event.get("call_id")), ""), _str(event["error"])))
-        elif typ == "turn_ended":
-            ended = True
-            out.append(Text("reply", "", _str(event.get("reply"))))
-            if event.get("error"):
-                later.append(Text("error", "", _str(event["error"])))
-        elif typ == "note":
-            later.append(Text("note", _str(event.get("source")), _str(event.get("text"))))
-        elif typ == "question_asked":
-            options = [_str(o.get("label")) for o in event.get("options") or [] if isinstance(o, dict)]
-            later.append(Text("question", "", "\n".join([_str(event.get("text")), *options])))
-        elif typ == "question_resolved":
-            said = [*(_str(s) for s in event.get("selected") or []), _str(event.get("freeform"))]
-            later.append(Text("answer", "", "\n".join(s for s in said if s)))
-        elif typ == "child_started":
-            later.append(Text("child", "", _str(event.get("prompt"))))
-        elif typ == "child_asking":
-            question = event.get("question")
-            if isinstance(question, dict):
-                later.append(Text("child", "", _str(question.get("text"))))
-        elif typ == "child_ended":
-            later.append(Text("child", "", _str(event.get("error"))))
-    if not ended and pieces:
-        out.append(Text("reply", "", "".join(pieces)))
-    out += [Text("tool", names.get(call, ""), "".join(part)) for call, part in tools.items()]
-    out += later
-    return [t for t in out if t.text.strip()]
-
-
-# --- what to find ----------------------------------------------------------------------------
-_WORD = re.compile(r"[^\W_]+")
-
-
-@dataclass(frozen=True)
-class Query:
-    """What a person typed, as FTS5 and as a pattern for the snippet.
-
-    The text is found as written: its words in that order whatever separates them (``os.path``
-    finds ``os.path`` and ``os path``), case-insensitively; a ``*`` at its end makes its last word
-    a prefix (``timeo*`` finds ``timeout``).
-
-    Raises:
-        UsageError: the text holds no word to find.
-    """
-
-    text: str
-    words: tuple[str, ...] = field(init=False)
-    prefix: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        words = tuple(w.lower() for w in _WORD.findall(self.text))
-        if not words:
-            raise UsageError(
-                f"nothing to search for in {self.text!r}: give a word or a phrase, "
-                "e.g. `tui search 'timed out'`"
-            )
-        object.__setattr__(self, "words", words)
-        object.__setattr__(self, "prefix", self.text.rstrip().endswith("*"))
-
-    @property
-    def match(self) -> str:
-        """The FTS5 query: one phrase, its last word a prefix when asked."""
-        return '"' + " ".join(self.words) + '"' + ("*" if self.prefix else "")
-
-    @property
-    def pattern(self) -> re.Pattern[str]:
-        """Where the words are in a text (for the snippet and its mark)."""
-        body = r"[\W_]+".join(re.escape(w) for w in self.words)
-        tail = r"[^\W_]*" if self.prefix else r"(?![^\W_])"  # a prefix marks its whole word
-        return re.compile(r"(?<![^\W_])" + body + tail, re.IGNORECASE)
-
-
-def snippet(text: str, found: re.Match[str], width: int = SNIPPET) -> tuple[str, tuple[int, int]]:
-    """The line of `text` around `found`, cut to about `width` characters, and where the match
-    is in it (start, end)."""
-    at, stop = found.span()
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    line = text[start : len(text) if end < 0 else end]
-    at, stop = at - start, min(stop, start + len(line)) - start
-    begin = 0
-    if len(line) > width:
-        begin = max(0, min(at - width // 3, len(line) - width))
-    cut = line[begin : begin + width]
-    lead = len(cut) - len(cut.lstrip())
-    shown = cut.strip()
-    pre = "…" if begin else ""
-    post = "…" if begin + width < len(line) else ""
-    m0 = len(pre) + at - begin - lead
-    m1 = min(len(pre) + stop - begin - lead, len(pre) + len(shown))
-    return pre + shown + post, (max(0, m0), max(0, m1))
-
-
-# --- hits ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Hit:
-    """One text of one session where the words were found."""
-
-    session_id: str
-    turn: int
-    """The turn's 1-based number in its session (0: before its first turn)."""
-    at: datetime
-    """When the turn started (an event between turns: when it was written)."""
-    where: Where
-    name: str
-    """The tool's name for ``tool`` (and a tool's ``error``)."""
-    snippet: str
-    match: tuple[int, int]
-    """Where the words are in `snippet` (start, end)."""
-    title: str = ""
-    folder: str = ""
-    agent: str = ""
-    archived: bool = False
-
-    @property
-    def place(self) -> str:
-        """Where, as read: ``tool grep``, ``reply``."""
-        return f"{self.where} {self.name}" if self.name and self.where in ("tool", "error") else self.where
-
-    def marked(self, before: str = "«", after: str = "»") -> str:
-        """The snippet with the match between `before` and `after`."""
-        a, b = self.match
-        return self.snippet[:a] + before + self.snippet[a:b] + after + self.snippet[b:]
-
 
 # --- the index -------------------------------------------------------------------------------
 _DDL = """
@@ -298,34 +84,6 @@ CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(
 """
 # rowid: the turn's start in microseconds since the epoch, times 16 (bumped past any taken), so that FTS5
 # hands hits newest first (ORDER BY rowid DESC) and stops at the page's end.
-
-
-@dataclass
-class _Segment:
-    """A turn's lines (or one event's between turns), as cut from a block of journal."""
-
-    start: int
-    turn: int
-    at: str
-    first: int = 0
-    """Its first line among the block's decoded ones."""
-    last: int = 0
-    """Past its last line among them."""
-    stop: int = 0
-    """The byte past its last line."""
-    ended: bool = False
-    text: list[bytes] = field(default_factory=list)
-    """Its `text` lines, read only when it has no ending (whose reply holds them all)."""
-
-
-def _micros(at: str) -> int:
-    try:
-        stamp = datetime.fromisoformat(at)
-    except ValueError:
-        return 0
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return int(stamp.timestamp() * 1_000_000)
 
 
 class SearchIndex:
@@ -422,9 +180,9 @@ class SearchIndex:
                     continue
                 values = (
                     mtime,
-                    _str(data.get("title")),
-                    _str(data.get("working_directory")),
-                    _str(data.get("agent") or "python"),
+                    as_str(data.get("title")),
+                    as_str(data.get("working_directory")),
+                    as_str(data.get("agent") or "python"),
                     int(data.get("status") == "archived"),
                     data.get("parent_id") if isinstance(data.get("parent_id"), str) else None,
                     sid,
@@ -561,72 +319,11 @@ class SearchIndex:
             if len(data) >= want and b"\n" in more:
                 break
         data = data[: data.rfind(b"\n") + 1]
-        # One pass over the heads cuts the lines into segments (a turn, or one event between
-        # turns); the lines worth reading are then decoded at once, in one call.
-        kept: list[bytes] = []
-        segments: list[_Segment] = []
-        open_: _Segment | None = None
-        done, done_turns = upto, turns  # everything before `done` is indexed (or is no turn's)
-        at = 0
-        for line in data.split(b"\n")[:-1]:
-            start = upto + at
-            at += len(line) + 1
-            head = _HEAD.match(line)
-            if head is not None:
-                typ, stamp = head.group(2), head.group(1).decode()
-            else:
-                event = self._decode(line)
-                if event is None:
-                    continue
-                typ, stamp = str(event.get("type", "")).encode(), str(event.get("at", ""))
-            if typ == _TURN_START:
-                if open_ is not None:  # a turn that never ended: it ends where the next starts
-                    open_.stop = start
-                    segments.append(open_)
-                    done, done_turns = start, turns
-                turns += 1
-                open_ = _Segment(start, turns, stamp, first=len(kept))
-            if typ not in _KEPT:
-                if open_ is None:
-                    done, done_turns = upto + at, turns
-                continue
-            if open_ is not None:
-                if typ == b"text":
-                    open_.text.append(line)
-                    continue
-                kept.append(line)
-                open_.last = len(kept)
-                if typ == _TURN_END:
-                    open_.stop = upto + at
-                    open_.ended = True
-                    segments.append(open_)
-                    open_ = None
-                    done, done_turns = upto + at, turns
-                continue
-            kept.append(line)
-            segments.append(
-                _Segment(start, turns, stamp, first=len(kept) - 1, last=len(kept), stop=upto + at)
-            )
-            done, done_turns = upto + at, turns
-        events = self._decode_all(kept)
-        batch: list[tuple[int, int, Text, int]] = []
-        for segment in segments:
-            if segment.stop > done:
-                continue
-            part = events[segment.first : segment.last]
-            if segment.text and not segment.ended:
-                part += [e for e in self._decode_all(segment.text) if e is not None]
-            texts = texts_of([e for e in part if e is not None])
-            # Newest first means a turn's texts read from the last (rowid DESC): its first text
-            # gets the highest rowid, so that within a turn the prompt comes first.
-            base = (_micros(segment.at) or 1) * 16
-            for k in range(len(texts)):
-                batch.append((base + len(texts) - 1 - k, k, texts[k], id(segment)))
-        by_id = {id(s): s for s in segments}
-        self._insert(n, [(rowid, k, text, by_id[key]) for rowid, k, text, key in batch])
+        batch, done, done_turns = cut(data, upto, turns)
+        self._insert(n, batch)
         return len(batch), done, done_turns
 
-    def _insert(self, n: int, batch: list[tuple[int, int, Text, _Segment]]) -> None:
+    def _insert(self, n: int, batch: list[tuple[int, int, Text, Segment]]) -> None:
         # In rowid order: FTS5 writes out what it holds in memory each time a rowid is not above
         # the last one, so texts inserted out of order cost a segment each (100 times slower).
         batch.sort(key=lambda item: item[0])
@@ -652,25 +349,6 @@ class SearchIndex:
             "INSERT INTO words(rowid, text) VALUES(?, ?)",
             [(row[0], b[2].text) for row, b in zip(rows, batch, strict=True)],
         )
-
-    @staticmethod
-    def _decode(line: bytes) -> dict[str, Any] | None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return None
-        return event if isinstance(event, dict) else None
-
-    @staticmethod
-    def _decode_all(lines: list[bytes]) -> list[dict[str, Any] | None]:
-        """Each line's event, decoded at once (None for a line that is no event)."""
-        if not lines:
-            return []
-        try:
-            events = json.loads(b"[" + b",".join(lines) + b"]")
-        except ValueError:
-            return [SearchIndex._decode(line) for line in lines]
-        return [e if isinstance(e, dict) else None for e in events]
 
     # --- finding -----------------------------------------------------------------------------
     def search(
@@ -770,7 +448,7 @@ class SearchIndex:
                 data = f.read(stop - start)
         except OSError:
             return None
-        events = [e for e in map(self._decode, data.split(b"\n")) if e is not None]
+        events = [e for e in map(decode, data.split(b"\n")) if e is not None]
         texts = texts_of(events)
         if k >= len(texts) or texts[k].where != kind:
             return None
@@ -778,7 +456,7 @@ class SearchIndex:
         if found is None:
             return None
         shown, mark = snippet(texts[k].text, found)
-        at = _micros(str(events[0].get("at", ""))) if events else 0
+        at = micros(str(events[0].get("at", ""))) if events else 0
         return Hit(
             session_id=sid,
             turn=turn,
