@@ -1,6 +1,7 @@
 """The model of a model profile (`tui.config.ModelProfile`) for the model agent
 (`tui.worker.agents.model`): the pydantic-ai model of its provider, its context window, the URL its
-requests go to, and the one retry loop of its requests (rate limits, server errors)."""
+requests go to, the one retry loop of its requests (rate limits, server errors), and the one line
+a failed request ends the turn with (`failure`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from pydantic_ai.exceptions import ModelAPIError, ModelRateLimitError, ModelServerError, ModelUnavailableError
+from pydantic_ai.exceptions import (
+    ModelAPIError,
+    ModelAuthenticationError,
+    ModelConnectionError,
+    ModelContextWindowExceededError,
+    ModelHTTPError,
+    ModelRateLimitError,
+    ModelServerError,
+    ModelUnavailableError,
+)
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.models.wrapper import WrapperModel
@@ -27,6 +37,7 @@ __all__ = [
     "RETRY_AFTER_CAP",
     "build_model",
     "context_window",
+    "failure",
     "server_url",
 ]
 
@@ -148,3 +159,44 @@ def _why(exc: ModelAPIError) -> str:
     if isinstance(exc, ModelRateLimitError):
         return f"rate-limited, HTTP {status}" if status else "rate-limited"
     return f"HTTP {status}" if status else "the server failed"
+
+
+def failure(exc: Exception, name: str | None, profile: ModelProfile) -> str:
+    """One line saying what went wrong and what to do."""
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, ModelAuthenticationError) or status in (401, 403):
+        variable = profile.key_variable
+        fix = (
+            f"check the key in {variable}" if variable else f"set api_key_env in the [models.{name}] profile"
+        )
+        return f"{server_url(profile)} refused the key of model {name!r} (HTTP {status or 401}): {fix}"
+    if isinstance(exc, ModelConnectionError):
+        if exc.phase == "read" or exc.in_stream:
+            return f"the connection to {server_url(profile)} broke off during the reply: {_short(exc)}"
+        return f"cannot reach {server_url(profile)} (model {name!r}): {_short(exc)}"
+    if isinstance(exc, ModelContextWindowExceededError):
+        return f"the conversation is too long for model {name!r}; start a new session or set context_window"
+    if isinstance(exc, ModelAPIError) and exc.in_stream:
+        # an error the provider sent inside the reply: not tried again, its own words say why
+        return f"model {name!r} failed during the reply ({_why(exc)}): {_said(exc)}; try again"
+    if isinstance(exc, ModelRateLimitError | ModelUnavailableError | ModelServerError):
+        return f"model {name!r} failed {MAX_TRIES} times ({_why(exc)}); try again later"
+    if isinstance(exc, ModelHTTPError):
+        return f"model {name!r} answered HTTP {exc.status_code}: {_short(exc)}"
+    return f"model {name!r} failed: {_short(exc)}"
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
+
+
+def _said(exc: ModelAPIError) -> str:
+    """The provider's own message in an error's body (OpenAI's and Anthropic's shapes), else the error."""
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error")
+        message = (inner if isinstance(inner, dict) else body).get("message")
+        if isinstance(message, str) and message.strip():
+            return message.strip().splitlines()[0][:300]
+    return _short(exc)

@@ -30,14 +30,6 @@ from pydantic_ai import Tool as PydanticTool
 from pydantic_ai.exceptions import (
     AgentRunError,
     ContentFilterError,
-    ModelAPIError,
-    ModelAuthenticationError,
-    ModelConnectionError,
-    ModelContextWindowExceededError,
-    ModelHTTPError,
-    ModelRateLimitError,
-    ModelServerError,
-    ModelUnavailableError,
     OutputTokenLimitExceeded,
     UnexpectedModelBehavior,
     UsageLimitExceeded,
@@ -80,10 +72,9 @@ from tui.worker.agents._provider import (
     CONTEXT_WINDOWS,
     MAX_TRIES,
     _Retrying,
-    _why,
     build_model,
     context_window,
-    server_url,
+    failure,
 )
 from tui.worker.agents._sandbox import OBSERVE_SECONDS, Sandbox, ask_options, ask_person, tui_folders_of
 from tui.worker.agents.python import run_program
@@ -373,10 +364,10 @@ class ModelAgent(Agent):
             outcome = (
                 TurnOutcome("completed")
                 if said_nothing
-                else TurnOutcome("failed", self._failure(exc, profile))
+                else TurnOutcome("failed", failure(exc, self.model, profile))
             )
         except (AgentRunError, UserError) as exc:
-            outcome = TurnOutcome("failed", self._failure(exc, profile))
+            outcome = TurnOutcome("failed", failure(exc, self.model, profile))
         finally:
             self._task = None
             turn.activity("")
@@ -440,35 +431,6 @@ class ModelAgent(Agent):
         last = next((m for m in reversed(events.all_messages()) if isinstance(m, ModelResponse)), None)
         if last is not None and last.usage.input_tokens:
             turn.context(last.usage.input_tokens + last.usage.output_tokens, window)
-
-    def _failure(self, exc: Exception, profile: ModelProfile) -> str:
-        """One line saying what went wrong and what to do."""
-        name = self.model
-        status = getattr(exc, "status_code", None)
-        if isinstance(exc, ModelAuthenticationError) or status in (401, 403):
-            variable = profile.key_variable
-            fix = (
-                f"check the key in {variable}"
-                if variable
-                else f"set api_key_env in the [models.{name}] profile"
-            )
-            return f"{server_url(profile)} refused the key of model {name!r} (HTTP {status or 401}): {fix}"
-        if isinstance(exc, ModelConnectionError):
-            if exc.phase == "read" or exc.in_stream:
-                return f"the connection to {server_url(profile)} broke off during the reply: {_short(exc)}"
-            return f"cannot reach {server_url(profile)} (model {name!r}): {_short(exc)}"
-        if isinstance(exc, ModelContextWindowExceededError):
-            return (
-                f"the conversation is too long for model {name!r}; start a new session or set context_window"
-            )
-        if isinstance(exc, ModelAPIError) and exc.in_stream:
-            # an error the provider sent inside the reply: not tried again, its own words say why
-            return f"model {name!r} failed during the reply ({_why(exc)}): {_said(exc)}; try again"
-        if isinstance(exc, ModelRateLimitError | ModelUnavailableError | ModelServerError):
-            return f"model {name!r} failed {MAX_TRIES} times ({_why(exc)}); try again later"
-        if isinstance(exc, ModelHTTPError):
-            return f"model {name!r} answered HTTP {exc.status_code}: {_short(exc)}"
-        return f"model {name!r} failed: {_short(exc)}"
 
     # --- tools -------------------------------------------------------------------------------------
     def _tools(self, running: _Running) -> list[PydanticTool[None]]:
@@ -692,22 +654,6 @@ def _stopped_by(run: Any) -> StopReason | None:
     """Why the model's last response in `run` ended, when it cut the reply short; else None."""
     last = next((m for m in reversed(run.all_messages()) if isinstance(m, ModelResponse)), None)
     return _FINISHED.get(last.finish_reason) if last is not None else None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:300]
-
-
-def _said(exc: ModelAPIError) -> str:
-    """The provider's own message in an error's body (OpenAI's and Anthropic's shapes), else the error."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error")
-        message = (inner if isinstance(inner, dict) else body).get("message")
-        if isinstance(message, str) and message.strip():
-            return message.strip().splitlines()[0][:300]
-    return _short(exc)
 
 
 def _clip(text: str, limit: int = TOOL_RESULT_CHARACTERS) -> str:
