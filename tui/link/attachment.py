@@ -6,8 +6,9 @@ one `Follower`, applies each event with the one reducer (`tui.protocol.state.Ses
 hands out what changed as typed changes (`tui.link.changes`): it compares the state before and
 after each event once, so that a client only shows what it is told. It keeps the outbox, the
 prompts not taken by the worker yet (typed while the link is down, or while another turn starts),
-each with its request id, and sends them when the worker is live again; and it carries out the
-slash commands of `tui.link.slash`, answering each with an `Outcome` the client shows.
+each with its request id, and sends them when the worker is live again (`tui.link.outbox`); and
+it carries out the slash commands of `tui.link.slash`, answering each with an `Outcome` the
+client shows.
 
 A client (the app's session screen, the piped surface and ``tui send --wait`` through
 `SessionWatch`, a browser page's server side, `tui.web.changes`, which keeps one attachment a
@@ -35,25 +36,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from tui import __version__, is_older
-from tui.errors import (
-    Busy,
-    Conflict,
-    NotFound,
-    Refused,
-    TuiError,
-    Unreachable,
-    WorkerUnavailable,
-)
+from tui.errors import NotFound, Refused, TuiError, Unreachable, WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.base import AttachLink, Gone, LinkState, Live, Reconnecting
 from tui.link.commands import COMMANDS
 from tui.link.follow import Follower, Retries
+from tui.link.outbox import Outbox
 from tui.link.slash import Surface, find, needs, parse
 from tui.protocol import (
     AgentInfo,
@@ -157,9 +150,6 @@ class Attachment:
         self._shown: Callable[[Any], Any] = shown or (lambda item: item)
         self.session = SessionState(keep_turns=keep_turns)
         self.link_state: LinkState | None = None
-        self.outbox: list[ch.Outgoing] = []
-        self.requests: set[str] = set()
-        """The request ids of every prompt this attachment sent."""
         self.principal: Principal = link.principal
         self.info: Info | None = None
         self.disk_full = ""
@@ -173,7 +163,7 @@ class Attachment:
         self._arrived = asyncio.Event()
         self._retry_now = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
-        self._delivering: asyncio.Task[None] | None = None
+        self._outbox = Outbox(link, self._put, self._shown, lambda: self.principal)
         self._asked: str | None = None
         """The question last handed out as pending."""
         self._shown_turn: str | None = None
@@ -388,11 +378,11 @@ class Attachment:
 
     async def close(self) -> None:
         """Stop following (the outbox is dropped)."""
-        for task in (self._pump, self._delivering):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump
+        await self._outbox.close()
         if self.follower is not None:
             await self.follower.aclose()
 
@@ -467,14 +457,7 @@ class Attachment:
 
     def _drop_sent(self, event: TurnStarted) -> list[ch.Change]:
         """The prompt that started a turn leaves the outbox: the worker took it."""
-        kept = [o for o in self.outbox if o.request_id != event.request_id]
-        if len(kept) == len(self.outbox):
-            return []
-        for item in self.outbox:
-            if item.request_id == event.request_id:
-                item.settled, item.waiting, item.turn_id = True, "", event.turn_id
-        self.outbox = kept
-        return [self._outbox_change()]
+        return [self._outbox.change()] if self._outbox.taken(event) else []
 
     def _apply(self, event: Event) -> list[ch.Change]:
         """Apply `event`, and say what it changed."""
@@ -486,7 +469,7 @@ class Attachment:
         if isinstance(event, TurnStarted):
             out.extend(self._drop_sent(event))
             assert state.current is not None
-            own = event.request_id in self.requests
+            own = event.request_id in self._outbox.requests
             self._shown_turn = event.turn_id
             out.append(ch.TurnStarted(state.current.record(), event.request_id, own))
         elif isinstance(event, _OUTPUT):
@@ -551,7 +534,7 @@ class Attachment:
         caught_up.clear()
         state = self.session
         return [
-            self._outbox_change(),
+            self._outbox.change(),
             ch.CaughtUp(records),
             self._status(),
             ch.QueueChanged(tuple(state.queue), state.queue_held),
@@ -578,11 +561,7 @@ class Attachment:
         out: list[ch.Change] = [ch.LinkChanged(state, was)]
         if isinstance(state, Live):
             self.disk_full = state.disk_full
-            for item in self.outbox:
-                if item.waiting == "live":
-                    item.waiting = ""
-            if self.outbox:
-                self._kick()
+            self._outbox.live()
         elif isinstance(state, Gone):
             self._ended = True
             current = self.session.current
@@ -597,15 +576,17 @@ class Attachment:
 
     def _after(self, out: Iterable[ch.Change]) -> None:
         """Send again what waited for the worker or for the session to be idle."""
-        if not self.outbox or isinstance(self.link_state, Gone):
+        if isinstance(self.link_state, Gone):
             return
         events = any(not isinstance(c, (ch.LinkChanged, ch.OutboxChanged, ch.SendFailed)) for c in out)
-        head = self.outbox[0]
-        if (head.waiting == "live" and events) or (head.waiting == "idle" and self.session.state == "idle"):
-            head.waiting = ""
-            self._kick()
+        self._outbox.after(events, self.session.state == "idle")
 
     # --- the outbox --------------------------------------------------------------------------
+    @property
+    def outbox(self) -> list[ch.Outgoing]:
+        """The prompts not taken by the worker yet, oldest first."""
+        return self._outbox.items
+
     @property
     def busy(self) -> bool:
         """Whether a turn runs (a prompt handed in now is queued behind it); none does once the
@@ -634,65 +615,7 @@ class Attachment:
         """
         queued = queue or (when_busy == "queue" and self.busy)
         delivery: Literal["now", "queue"] = "queue" if queued else "now"
-        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, when_busy, tuple(images))
-        self.requests.add(item.request_id)
-        self.outbox.append(item)
-        self._put(self._outbox_change())
-        self._kick()
-        return item
-
-    def _outbox_change(self, waiting: bool = False) -> ch.OutboxChanged:
-        return ch.OutboxChanged(tuple(o for o in self.outbox if not o.settled), waiting)
-
-    def _kick(self) -> None:
-        if self._delivering is None or self._delivering.done():
-            self._delivering = asyncio.create_task(self._deliver(), name="send prompts")
-
-    def _settle(self, item: ch.Outgoing, error: TuiError | None = None) -> None:
-        item.settled, item.error, item.waiting = True, error, ""
-        if item in self.outbox:
-            self.outbox.remove(item)
-        if error is not None:
-            self._put(ch.SendFailed(item, error))
-        self._put(self._outbox_change())
-
-    async def _deliver(self) -> None:
-        """Send the outbox in order; stop at a prompt that waits (for the worker, or for idle)."""
-        try:
-            while self.outbox and not self.outbox[0].waiting:
-                item = self.outbox[0]
-                try:
-                    accepted = await self.link.send_turn(
-                        item.prompt,
-                        request_id=item.request_id,
-                        delivery=item.delivery,
-                        images=list(item.images) or None,
-                    )
-                except Busy as exc:
-                    if item.delivery != "now":
-                        self._settle(item, exc)
-                    elif item.when_busy == "queue":
-                        item.delivery = "queue"
-                    else:
-                        item.waiting = "idle"  # sent again once the session is idle
-                        self._put(self._outbox_change())
-                    continue
-                except (WorkerUnavailable, Unreachable):
-                    item.waiting = "live"  # sent again once the worker is live
-                    self._put(self._outbox_change(waiting=True))
-                    return
-                except (Conflict, TuiError) as exc:
-                    self._settle(item, exc)
-                    continue
-                item.turn_id = accepted.turn_id or item.turn_id
-                self._settle(item)
-                if self.principal.turns_left is not None:
-                    with contextlib.suppress(TuiError):
-                        self._put(ch.PrincipalChanged(self._shown(await self.link.whoami())))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # handed to the consumer, which raises it
-            self._put(exc)
+        return self._outbox.add(prompt, delivery, when_busy, request_id, images)
 
     # --- commands ----------------------------------------------------------------------------
     def refusal(self, action: Permission, what: str) -> str | None:
