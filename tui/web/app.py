@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -82,7 +82,7 @@ from tui.web.auth import describe
 from tui.web.bridge import FEATURES, STREAM_CAP, WATCH_EVERY, WebBridge
 from tui.web.changes import PAGE_TURNS, ChangesResponse
 from tui.web.fanout import FollowResponse
-from tui.web.forward import FORWARDED_HEADERS, OpenStream
+from tui.web.forward import FORWARDED_HEADERS, OpenStream, RawStream
 from tui.web.gate import Endpoint, Gate, bridge_of, guard, session_of
 from tui.web.page import page_routes, signin, signout
 from tui.web.participants import parse_ttl
@@ -416,6 +416,35 @@ def forward_text(spec: RouteSpec) -> Endpoint:
     return forwarded
 
 
+async def _presence(
+    bridge: WebBridge,
+    principal: Principal,
+    socket: str,
+    handle: OpenStream,
+    query: bytes,
+    headers: Mapping[str, str],
+) -> RawStream | Response:
+    """A follower's presence stream from its worker, or the worker's refusal to pass on (the
+    handle is let go of when there is no stream)."""
+    try:
+        presence = await bridge.forwarder.open_stream(
+            socket,
+            BRIDGE["events"].path,
+            query=query,
+            headers=headers,
+            extra={**_by(principal), "X-Tui-Fanout": "presence"},
+        )
+    except BaseException:
+        bridge.streams.discard(handle)
+        raise
+    if presence.status_code != 200:
+        bridge.streams.discard(handle)
+        body = await presence.aread()
+        await presence.aclose()
+        return Response(body, status_code=presence.status_code, media_type="application/json")
+    return presence
+
+
 async def events(request: Request, principal: Principal, sid: str) -> Response:
     """The session's event stream, passed through from its worker."""
     bridge = bridge_of(request)
@@ -430,22 +459,9 @@ async def events(request: Request, principal: Principal, sid: str) -> Response:
     bridge.streams.add(handle)
     # Who follows is counted by the worker through a presence stream of each follower (it
     # checks the cursor too); the events come on one stream per session, shared.
-    try:
-        presence = await bridge.forwarder.open_stream(
-            socket,
-            BRIDGE["events"].path,
-            query=request.url.query.encode(),
-            headers=request.headers,
-            extra={**_by(principal), "X-Tui-Fanout": "presence"},
-        )
-    except BaseException:
-        bridge.streams.discard(handle)
-        raise
-    if presence.status_code != 200:
-        bridge.streams.discard(handle)
-        body = await presence.aread()
-        await presence.aclose()
-        return Response(body, status_code=presence.status_code, media_type="application/json")
+    presence = await _presence(bridge, principal, socket, handle, request.url.query.encode(), request.headers)
+    if isinstance(presence, Response):
+        return presence
     try:
         at = int(presence.headers["x-tui-last-seq"])
         shared = await bridge.fanouts.join(socket, at)
@@ -480,22 +496,9 @@ async def changes(request: Request, principal: Principal, sid: str) -> Response:
     # The page is counted as attached by a presence stream of its own, as a follower of /events is.
     client_id = request.query_params.get("client_id")
     query = urlencode({"client_id": client_id}).encode() if client_id else b""
-    try:
-        presence = await bridge.forwarder.open_stream(
-            socket,
-            BRIDGE["events"].path,
-            query=query,
-            headers={},
-            extra={**_by(principal), "X-Tui-Fanout": "presence"},
-        )
-    except BaseException:
-        bridge.streams.discard(handle)
-        raise
-    if presence.status_code != 200:
-        bridge.streams.discard(handle)
-        body = await presence.aread()
-        await presence.aclose()
-        return Response(body, status_code=presence.status_code, media_type="application/json")
+    presence = await _presence(bridge, principal, socket, handle, query, {})
+    if isinstance(presence, Response):
+        return presence
     try:
         followed = await bridge.pages.join(sid)
         if followed.ended and not followed.made:

@@ -19,13 +19,10 @@ import logging
 import os
 import secrets
 import socket as sockets
-import time
 from collections.abc import AsyncIterator, Callable
 
 import anyio
 import anyio.abc
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from tui.errors import TuiError, WorkerUnavailable
 from tui.link.attachment import Attachment
@@ -39,6 +36,7 @@ from tui.redact import redact_frame, redact_json
 from tui.store import StatePaths
 from tui.web.fanout import FanOuts, Shared, _messages, _seq
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream
+from tui.web.streaming import Emit, FollowerStream
 
 __all__ = ["PAGE_TURNS", "ChangesResponse", "Followed", "Pages", "ServedLink"]
 
@@ -51,8 +49,6 @@ RING = 4096
 RING_BYTES = 8 * 1024 * 1024
 LINGER = 30.0
 """Seconds an attachment stays after its last page left, so that a page coming back resumes."""
-LEAVING = 5.0
-"""Seconds a page's stream whose presence stream ended waits for the attachment's last changes."""
 
 
 class ServedLink(LocalLink):
@@ -280,7 +276,7 @@ class Pages:
             await followed.close()
 
 
-class ChangesResponse(Response):
+class ChangesResponse(FollowerStream):
     """One page's stream of changes: a snapshot first when its cursor is not in the ring, then
     every change after it; its presence stream keeps it counted as attached; a keepalive when
     quiet; endable from outside (revoked token, server stopping)."""
@@ -295,93 +291,35 @@ class ChangesResponse(Response):
         keepalive: float = KEEPALIVE,
         on_end: Callable[[OpenStream], None] | None = None,
     ) -> None:
+        super().__init__(presence, handle, keepalive=keepalive, on_end=on_end)
         self.followed = followed
         self.cursor = cursor
-        self.presence = presence
-        self.handle = handle
-        self.keepalive = keepalive
-        self.on_end = on_end
-        self.status_code = 200
-        self.background = None
-        self.init_headers(
-            {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
-        )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lock = asyncio.Lock()
-        last = time.monotonic()
-        drained = asyncio.Event()
+    async def _pump(self, emit: Emit) -> None:
         followed = self.followed
+        first, sent = followed.start_from(self.cursor)
+        if first is not None:
+            await emit(first)
+        while True:
+            if sent < followed.base:  # the ring moved past this page: the state now
+                first, sent = followed.start_from("")
+                assert first is not None
+                await emit(first)
+            changed = followed.changed
+            chunk = followed.after(sent)
+            if chunk is not None:
+                sent = followed.made
+                await emit(chunk)
+            elif followed.ended:
+                break
+            else:
+                await changed.wait()
 
-        async def emit(chunk: bytes) -> None:
-            nonlocal last
-            async with lock:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            last = time.monotonic()
+    async def _listen(self, emit: Emit) -> None:
+        with contextlib.suppress(OSError):
+            async for _ in self.presence.aiter_raw():
+                pass
+        # The worker is leaving or gone: the page comes back with its cursor for what follows.
 
-        async def pump(tg: anyio.abc.TaskGroup) -> None:
-            try:
-                first, sent = followed.start_from(self.cursor)
-                if first is not None:
-                    await emit(first)
-                while True:
-                    if sent < followed.base:  # the ring moved past this page: the state now
-                        first, sent = followed.start_from("")
-                        assert first is not None
-                        await emit(first)
-                    changed = followed.changed
-                    chunk = followed.after(sent)
-                    if chunk is not None:
-                        sent = followed.made
-                        await emit(chunk)
-                    elif followed.ended:
-                        break
-                    else:
-                        await changed.wait()
-            finally:
-                drained.set()
-            tg.cancel_scope.cancel()
-
-        async def presence(tg: anyio.abc.TaskGroup) -> None:
-            with contextlib.suppress(OSError):
-                async for _ in self.presence.aiter_raw():
-                    pass
-            # The worker is leaving or gone: the page comes back with its cursor for what follows.
-            with anyio.move_on_after(LEAVING):
-                await drained.wait()
-            tg.cancel_scope.cancel()
-
-        async def ping(tg: anyio.abc.TaskGroup) -> None:
-            while True:
-                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
-                if time.monotonic() - last >= self.keepalive:
-                    await emit(b": ping\n\n")
-
-        async def ended(tg: anyio.abc.TaskGroup) -> None:
-            await self.handle.closed.wait()
-            tg.cancel_scope.cancel()
-
-        async def gone(tg: anyio.abc.TaskGroup) -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    self.handle.close("client went away")
-                    tg.cancel_scope.cancel()
-                    return
-
-        try:
-            await send(
-                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-            )
-            async with anyio.create_task_group() as tg:
-                for task in (pump, presence, ping, ended, gone):
-                    tg.start_soon(task, tg)
-        finally:
-            if self.on_end is not None:
-                self.on_end(self.handle)
-            followed.leave()
-            with anyio.CancelScope(shield=True):
-                await self.presence.aclose()
-        if self.handle.why != "client went away":
-            with contextlib.suppress(OSError, anyio.ClosedResourceError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+    async def _leave(self) -> None:
+        self.followed.leave()

@@ -14,18 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from bisect import bisect_right
-from collections.abc import Awaitable, Callable
-
-import anyio
-import anyio.abc
-from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from collections.abc import Callable
 
 from tui.errors import WorkerUnavailable
 from tui.redact import HOLD, StreamRedactor
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
+from tui.web.streaming import Emit, FollowerStream
 
 __all__ = ["FanOuts", "FollowResponse", "Shared"]
 
@@ -34,9 +29,6 @@ log = logging.getLogger("tui.web.fanout")
 RING = 4096
 """Events a shared stream keeps for followers that are behind."""
 RING_BYTES = 8 * 1024 * 1024
-LEAVING = 5.0
-"""Seconds a follower whose presence stream ended waits for the shared one to end too (the
-worker is leaving: its last events still come on the shared stream)."""
 
 
 def _messages(rest: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
@@ -209,7 +201,7 @@ class FanOuts:
             await shared.close()
 
 
-class FollowResponse(Response):
+class FollowResponse(FollowerStream):
     """One follower's event stream: the shared events from its cursor, its presence stream's
     notices, a keepalive when quiet; endable from outside (revoked token, server stopping)."""
 
@@ -224,20 +216,12 @@ class FollowResponse(Response):
         keepalive: float = KEEPALIVE,
         on_end: Callable[[OpenStream], None] | None = None,
     ) -> None:
+        super().__init__(presence, handle, keepalive=keepalive, on_end=on_end)
         self.fanouts = fanouts
         self.shared = shared
-        self.presence = presence
         self.cursor = cursor
-        self.handle = handle
-        self.keepalive = keepalive
-        self.on_end = on_end
-        self.status_code = 200
-        self.background = None
-        self.init_headers(
-            {"content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no"}
-        )
 
-    async def _replay(self, sent: int, emit: Callable[[bytes], Awaitable[None]]) -> int | None:
+    async def _replay(self, sent: int, emit: Emit) -> int | None:
         """Send the journal after `sent` from a stream of the follower's own until the ring holds
         what comes next; the seq reached, or None when the worker ended that stream."""
         shared = self.shared
@@ -272,85 +256,35 @@ class FollowResponse(Response):
         finally:
             await stream.aclose()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lock = asyncio.Lock()
-        last = time.monotonic()
-        drained = asyncio.Event()
-
-        async def emit(chunk: bytes) -> None:
-            nonlocal last
-            async with lock:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            last = time.monotonic()
-
-        async def pump(tg: anyio.abc.TaskGroup) -> None:
-            shared, sent = self.shared, self.cursor
-            try:
-                with contextlib.suppress(OSError, WorkerUnavailable):
-                    while True:
-                        if sent < shared.base:
-                            reached = await self._replay(sent, emit)
-                            if reached is None:
-                                break
-                            sent = reached
-                            continue
-                        changed = shared.changed
-                        got = shared.after(sent)
-                        if got is not None:
-                            chunk, sent = got
-                            await emit(chunk)
-                        elif shared.ended:
-                            break
-                        else:
-                            await changed.wait()
-            finally:
-                drained.set()
-            tg.cancel_scope.cancel()
-
-        async def notices(tg: anyio.abc.TaskGroup) -> None:
-            rest = b""
-            with contextlib.suppress(OSError):
-                async for chunk in self.presence.aiter_raw():
-                    messages, rest = _messages(rest, chunk)
-                    for message in messages:
-                        if message and message != b": ping":
-                            await emit(message + b"\n\n")
-            # The worker is leaving or gone: its last events come on the shared stream.
-            with anyio.move_on_after(LEAVING):
-                await drained.wait()
-            tg.cancel_scope.cancel()
-
-        async def ping(tg: anyio.abc.TaskGroup) -> None:
+    async def _pump(self, emit: Emit) -> None:
+        shared, sent = self.shared, self.cursor
+        with contextlib.suppress(OSError, WorkerUnavailable):
             while True:
-                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
-                if time.monotonic() - last >= self.keepalive:
-                    await emit(b": ping\n\n")
+                if sent < shared.base:
+                    reached = await self._replay(sent, emit)
+                    if reached is None:
+                        break
+                    sent = reached
+                    continue
+                changed = shared.changed
+                got = shared.after(sent)
+                if got is not None:
+                    chunk, sent = got
+                    await emit(chunk)
+                elif shared.ended:
+                    break
+                else:
+                    await changed.wait()
 
-        async def ended(tg: anyio.abc.TaskGroup) -> None:
-            await self.handle.closed.wait()
-            tg.cancel_scope.cancel()
+    async def _listen(self, emit: Emit) -> None:
+        rest = b""
+        with contextlib.suppress(OSError):
+            async for chunk in self.presence.aiter_raw():
+                messages, rest = _messages(rest, chunk)
+                for message in messages:
+                    if message and message != b": ping":
+                        await emit(message + b"\n\n")
+        # The worker is leaving or gone: its last events come on the shared stream.
 
-        async def gone(tg: anyio.abc.TaskGroup) -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    self.handle.close("client went away")
-                    tg.cancel_scope.cancel()
-                    return
-
-        try:
-            await send(
-                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-            )
-            async with anyio.create_task_group() as tg:
-                for task in (pump, notices, ping, ended, gone):
-                    tg.start_soon(task, tg)
-        finally:
-            if self.on_end is not None:
-                self.on_end(self.handle)
-            with anyio.CancelScope(shield=True):
-                await self.presence.aclose()
-                await self.fanouts.leave(self.shared)
-        if self.handle.why != "client went away":
-            with contextlib.suppress(OSError, anyio.ClosedResourceError):
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+    async def _leave(self) -> None:
+        await self.fanouts.leave(self.shared)
