@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import dataclasses
 import json
 import logging
 import mimetypes
@@ -34,7 +33,7 @@ from tui import __version__
 from tui.codemode.confine import Protected
 from tui.config import AgentProfile
 from tui.errors import InvalidModel
-from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Diff, Option, PlanEntry
+from tui.protocol import AgentChoice, AgentCommand, AgentSetting, Option, PlanEntry
 from tui.worker.agent import (
     Agent,
     AgentContext,
@@ -45,6 +44,7 @@ from tui.worker.agent import (
     notes_for_agent,
 )
 from tui.worker.agents import register
+from tui.worker.agents._calls import ToolCalls
 from tui.worker.agents._client import _Client, _sources
 from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
 from tui.worker.agents._reach import AgentFiles, confinement, protected_of, reach
@@ -72,22 +72,6 @@ AUTH_REQUIRED = -32000
 
 STATE_FILE = "acp.json"
 """In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
-
-_KIND_STATUS: dict[str, Literal["completed", "error"]] = {"completed": "completed", "failed": "error"}
-
-
-@dataclasses.dataclass
-class _Call:
-    """A running tool call as the agent last described it."""
-
-    ours: str
-    """Its call id in the journal."""
-    title: str | None
-    kind: str | None
-    args: dict[str, Any]
-    locations: list[str]
-    shown: list[str] = dataclasses.field(default_factory=list)
-    """Its content items (as JSON) already shown, in order."""
 
 
 @register("acp")
@@ -132,8 +116,8 @@ class AcpAgent(Agent):
         self._cost_before = 0.0
         """That total when the running turn started: the turn spent what the next totals add."""
         self._loading = False
-        self._calls: dict[str, _Call] = {}
-        """The running turn's tool calls by ACP's id: ours, and what was shown of each."""
+        self._calls = ToolCalls(workdir)
+        """The running turn's tool calls."""
         self._distrusted = False
         """Gemini CLI runs in a folder it does not trust: its privileged approval modes fail here."""
         self._asking = asyncio.Lock()
@@ -354,7 +338,7 @@ class AcpAgent(Agent):
     # --- turns -----------------------------------------------------------------------------------
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         self._turn = turn
-        self._calls = {}
+        self._calls.clear()
         self._cost_before = self._cost_seen
         try:
             return await self._prompt(turn)
@@ -383,15 +367,15 @@ class AcpAgent(Agent):
                     self.rewound_file.unlink()
         except AgentGone as exc:
             await self._drop()
-            self._end_calls("error", "the agent stopped")
+            self._calls.end_all(self._turn, "error", "the agent stopped")
             return TurnOutcome("failed", str(exc))
         except acp.RequestError as exc:
-            self._end_calls("error", str(exc))
+            self._calls.end_all(self._turn, "error", str(exc))
             if exc.code == AUTH_REQUIRED and self._process is not None:
                 return TurnOutcome("failed", self._login(self._process))
             return TurnOutcome("failed", f"the agent {self.name!r} answered with an error: {error_said(exc)}")
         cancelled = answer.stop_reason == "cancelled" or turn.interrupted
-        self._end_calls("terminated" if cancelled else "completed", None)
+        self._calls.end_all(self._turn, "terminated" if cancelled else "completed", None)
         usage = answer.usage
         tokens = {"input": usage.input_tokens, "output": usage.output_tokens} if usage is not None else {}
         if cancelled:
@@ -410,13 +394,6 @@ class AcpAgent(Agent):
             )
             for path in turn.images
         ]
-
-    def _end_calls(self, status: Literal["completed", "terminated", "error"], error: str | None) -> None:
-        turn = self._turn
-        for call in self._calls.values():
-            if turn is not None:
-                turn.tool_ended(call.ours, status, error=error)
-        self._calls = {}
 
     def interrupt(self) -> None:
         running = self._process
@@ -618,92 +595,7 @@ class AcpAgent(Agent):
         elif isinstance(update, schema.AgentPlanUpdate):
             turn.plan([PlanEntry(content=e.content, status=e.status) for e in update.entries])
         elif isinstance(update, schema.ToolCallStart | schema.ToolCallProgress):
-            self._tool(turn, update)
-
-    def _tool(self, turn: TurnIO, update: schema.ToolCallStart | schema.ToolCallProgress) -> None:
-        """A ``tool_call`` or ``tool_call_update``: each field it gives replaces the one before
-        (an agent first says "Preparing file…" with no input, then the real title and path)."""
-        args = (
-            None
-            if update.raw_input is None
-            else update.raw_input
-            if isinstance(update.raw_input, dict)
-            else {"input": update.raw_input}
-        )
-        locations = (
-            None
-            if update.locations is None
-            else [
-                self._shown_path(loc.path) + (f":{loc.line}" if loc.line else "") for loc in update.locations
-            ]
-        )
-        call = self._calls.get(update.tool_call_id)
-        if call is None:
-            ours = turn.tool_started(
-                update.kind or "tool",
-                args or {},
-                title=update.title,
-                kind=update.kind,
-                locations=locations or [],
-            )
-            call = self._calls[update.tool_call_id] = _Call(
-                ours, update.title, update.kind, args or {}, locations or []
-            )
-        else:
-            changed: dict[str, Any] = {}
-            for name, value in (
-                ("title", update.title),
-                ("kind", update.kind),
-                ("args", args),
-                ("locations", locations),
-            ):
-                if value is not None and value != getattr(call, name):
-                    setattr(call, name, value)
-                    changed[name] = value
-            if changed:
-                turn.tool_updated(call.ours, **changed)
-        if update.content is not None:
-            self._tool_content(turn, call, update.content)
-        if update.status in _KIND_STATUS:
-            del self._calls[update.tool_call_id]
-            status = _KIND_STATUS[update.status]
-            turn.tool_ended(
-                call.ours, status, value=update.raw_output, error="failed" if status == "error" else None
-            )
-
-    def _tool_content(self, turn: TurnIO, call: _Call, content: Sequence[Any]) -> None:
-        """The call's content as the agent now says it: what extends what was shown streams as
-        output; anything else replaces the call's output and diffs."""
-        keys = [c.model_dump_json() for c in content]
-        if keys[: len(call.shown)] == call.shown:
-            for item in content[len(call.shown) :]:
-                text, diff = self._content_of(item)
-                turn.tool_output(call.ours, text, diff)
-        else:
-            pieces = [self._content_of(item) for item in content]
-            turn.tool_updated(
-                call.ours,
-                output="".join(text for text, _ in pieces),
-                diffs=[diff for _, diff in pieces if diff is not None],
-            )
-        call.shown = keys
-
-    def _content_of(self, content: Any) -> tuple[str, Diff | None]:
-        """One item of a tool call's content: its text, or the diff of a file it edits."""
-        if isinstance(content, schema.FileEditToolCallContent):
-            path = self._shown_path(content.path)
-            return "", Diff(path=path, old=content.old_text, new=content.new_text)
-        if isinstance(content, schema.ContentToolCallContent):
-            text = text_of(content.content)
-            return (text if text.endswith("\n") else text + "\n"), None
-        return "", None
-
-    def _shown_path(self, path: str) -> str:
-        """`path` relative to the working directory when it is inside it (as people read it)."""
-        for root in (self.workdir, self.workdir.resolve()):
-            with contextlib.suppress(ValueError):
-                return str(Path(path).relative_to(root))
-        return path
+            self._calls.update(turn, update)
 
     async def permission(
         self, tool_call: schema.ToolCallUpdate, options: list[schema.PermissionOption]
@@ -718,14 +610,13 @@ class AcpAgent(Agent):
             by_label = dict(zip(labels, options, strict=True))
             # The request describes the call (some agents, Gemini CLI, never send its `tool_call`):
             # it starts it, or says it again, as an update would.
-            self._tool(
+            self._calls.update(
                 turn,
                 schema.ToolCallProgress(
                     session_update="tool_call_update", **tool_call.model_dump(exclude={"status"})
                 ),
             )
-            known = self._calls.get(tool_call.tool_call_id)
-            what = tool_call.title or (known.title if known is not None else None) or "this"
+            what = tool_call.title or self._calls.title_of(tool_call.tool_call_id) or "this"
             try:
                 answer = await turn.ask(
                     f"Allow {what}?",
