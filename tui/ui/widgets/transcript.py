@@ -19,8 +19,9 @@ first turn at once, fetching what it needs; Ctrl+End back to the live bottom. Wh
 how it is paged is `Paging`'s (`tui/ui/widgets/paging.py`), mixed into the view.
 
 A turn can be selected from the keyboard (`select`, `move_selection`); the session screen copies
-its pieces and opens its output. `go_to` brings any turn of the session into view (fetching the
-page around it), which is how a search jumps to a match.
+its pieces and opens its output. What the keys do is `Selecting`'s (`tui/ui/widgets/selecting.py`),
+mixed into the view. `go_to` brings any turn of the session into view (fetching the page around
+it), which is how a search jumps to a match.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from tui.ui.widgets.lines import mark_matches
 from tui.ui.widgets.live import LiveTurn
 from tui.ui.widgets.paging import KEEP, PAGE, WINDOW, EdgeLine, Fetch, Item, Paging
 from tui.ui.widgets.rows import live_row, selected_row, styled
+from tui.ui.widgets.selecting import Selecting
 from tui.ui.widgets.turn import Drawn, NoteLine, TurnView
 
 __all__ = ["KEEP", "PAGE", "WINDOW", "Fetch", "NoteLine", "TranscriptView"]
@@ -70,7 +72,7 @@ def _guess(drawn: Drawn) -> int:
     return 2
 
 
-class TranscriptView(Paging, ScrollView, can_focus=True):
+class TranscriptView(Paging, Selecting, ScrollView, can_focus=True):
     """Every turn of the session, newest at the bottom, drawn a line at a time."""
 
     BINDINGS = [
@@ -584,59 +586,12 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
         self._hello.say(text)
         self._rebuild()
 
-    # --- keys ----------------------------------------------------------------------------------
+    # --- the reader's place ------------------------------------------------------------------
     def release_anchor(self) -> None:
         """Stop following the bottom (the reader scrolled or selected)."""
         self._follow = False
         self._pin = self._pin_at(round(self.scroll_y))
         self._away_changed()
-
-    def scroll_lines(self, lines: int) -> None:
-        """Scroll by `lines` (negative: up); past the first kept turn, older ones load."""
-        if lines < 0:
-            self.release_anchor()
-            if self.scroll_y <= 0:
-                self.load_older()
-                return
-        elif self.scroll_y >= self.max_scroll_y and not self.at_live_end:
-            self.load_newer()
-            return
-        self.scroll_to(y=self.scroll_y + lines, animate=False, immediate=True)
-
-    def action_page_older(self) -> None:
-        self.scroll_lines(-max(1, self.scrollable_content_region.height - 2))
-
-    def action_page_newer(self) -> None:
-        self.scroll_lines(max(1, self.scrollable_content_region.height - 2))
-
-    def action_top(self) -> None:
-        """The session's first turn, in one press."""
-        self.release_anchor()
-        self.run_worker(self.to_first(), group="transcript-window", exit_on_error=False)
-
-    def action_bottom(self) -> None:
-        self.run_worker(self.to_live_end(), group="transcript-window", exit_on_error=False)
-
-    def action_select_move(self, step: int) -> None:
-        if self.selected is None:
-            self.scroll_lines(step)
-        else:
-            self.move_selection(step)
-
-    # --- selection -----------------------------------------------------------------------------
-    @property
-    def selected_view(self) -> TurnView | None:
-        """The selected turn, when kept."""
-        return next((v for v in self.turn_views() if v.record.turn_id == self.selected), None)
-
-    def _select_class(self, turn_id: str | None) -> None:
-        changed = False
-        for view in self.turn_views():
-            was = view.classes
-            view.classes = {"-selected"} if view.record.turn_id == turn_id else set()
-            changed = changed or was != view.classes
-        if changed:  # a selected turn is drawn one cell narrower, beside its bar
-            self._layout()
 
     def scroll_to_widget(self, widget: Widget | Drawn, **kwargs: Any) -> bool:
         """Bring `widget` into view: an entry drawn here (a turn) or, as for any container, a
@@ -669,38 +624,3 @@ class TranscriptView(Paging, ScrollView, can_focus=True):
             y = start + height - view
         self.scroll_to(y=y, animate=False, immediate=True)
         return True
-
-    def select(self, turn_id: str | None) -> None:
-        """Mark `turn_id` selected (None: no selection) and bring it into view."""
-        self.selected = turn_id
-        self._select_class(turn_id)
-        view = self.selected_view
-        if view is not None:
-            self._show_entry(view)
-
-    def move_selection(self, step: int) -> None:
-        """Select the turn `step` turns away (the last one in view when none is selected)."""
-        views = self.turn_views()
-        if not views:
-            return
-        current = self.selected_view
-        if current is None:
-            bottom = self.scroll_y + self.scrollable_content_region.height
-            shown = [v for v in views if v.is_attached and v.virtual_region.y < bottom] or views
-            self.select(shown[-1].record.turn_id)
-            return
-        index = views.index(current) + step
-        if index < 0:
-            self.load_older()
-            return
-        if index >= len(views):
-            self.load_newer()
-            return
-        self.select(views[index].record.turn_id)
-
-    def set_highlight(self, text: str) -> None:
-        """Highlight `text` in every turn shown (``""``: none)."""
-        self.highlight = text
-        for view in self.turn_views():
-            view.highlight = text
-        self.refresh()
