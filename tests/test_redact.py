@@ -9,7 +9,7 @@ import string
 
 import pytest
 
-from tui.redact import PieceRedactor, StreamRedactor, redact, redact_frame, redact_json
+from tui.redact import PieceRedactor, StreamRedactor, length_class, redact, redact_frame, redact_json
 from tui.worker.notify import Notice, redacted
 
 _rng = random.Random(43)
@@ -72,6 +72,23 @@ def test_no_secret_of_the_corpus_survives_text_json_or_a_frame(printed: str, sec
     assert not _leaks(redact_frame(frame).decode(), secret)
 
 
+def test_a_mark_says_the_kind_and_a_length_class_not_the_length() -> None:
+    assert [length_class(n) for n in (1, 8, 9, 16, 17, 32, 33, 1700)] == [
+        "up to 8 chars",
+        "up to 8 chars",
+        "9-16 chars",
+        "9-16 chars",
+        "17-32 chars",
+        "17-32 chars",
+        "33-64 chars",
+        "1025-2048 chars",
+    ]
+    # Two passwords of different lengths in one class show the same; a longer one shows longer.
+    assert redact("DB_PASSWORD=hunter2hunter2x\n") == redact("DB_PASSWORD=Zq8vN2xLp0Rt\n")
+    assert redact("DB_PASSWORD=Zq8vN2xLp0Rt\n") == "DB_PASSWORD=[redacted: secret, 9-16 chars]\n"
+    assert redact(CORPUS[17][0]) == "[redacted: private key, 257-512 chars]"  # BEGIN to END, 451
+
+
 def _frame(seq: int, text: str, typ: str = "tool_output") -> bytes:
     data = {
         "seq": seq,
@@ -111,7 +128,7 @@ def test_events_between_two_pieces_wait_behind_the_held_one_and_an_end_lets_it_g
     assert stream.feed(status) == []  # it waits behind the held piece, in order
     out = stream.feed(_frame(3, "ErTyUiOpAsDfGhJkLzXcVbNm123456\n"))
     assert [m.split(b"\n", 1)[0] for m in out] == [b"id: 1", b"id: 2", b"id: 3"] and out[1] == status
-    assert _texts([out[0], out[2]]) == "token: [redacted: GitHub token]\n"
+    assert _texts([out[0], out[2]]) == "token: [redacted: GitHub token, 33-64 chars]\n"
     assert stream.feed(_frame(4, "progress 10%")) == []
     ended = b'id: 5\nevent: tool_ended\ndata: {"seq":5,"type":"tool_ended","call_id":"c-1"}'
     out = stream.feed(ended)
@@ -129,15 +146,17 @@ def test_an_exports_jsonl_pieces_are_redacted_as_a_stream_and_text_pieces_whole(
     redactor = PieceRedactor("jsonl")
     out = [p for line in lines for p in redactor.feed(line)] + redactor.flush()
     assert len(out) == 2 and all(json.loads(p)["seq"] for p in out) and key not in "".join(out)
-    assert key[9:] not in "".join(out) and "[redacted: AWS key]" in "".join(out)
-    assert PieceRedactor("text").feed(f"· turn 1\n{key}\n") == ["· turn 1\n[redacted: AWS key]\n"]
+    assert key[9:] not in "".join(out) and "[redacted: AWS key, 17-32 chars]" in "".join(out)
+    assert PieceRedactor("text").feed(f"· turn 1\n{key}\n") == [
+        "· turn 1\n[redacted: AWS key, 17-32 chars]\n"
+    ]
 
 
 def test_a_notice_for_a_webhook_quotes_no_secret() -> None:
     key = "AKIA" + _pick(UP + DIG, 16)
     notice = Notice(key="k", event="turn_ended", session_id="0" * 16, title="t", body=f"AWS {key}\nsee it")
     clean = redacted(notice)
-    assert key not in json.dumps(clean.as_json()) and "[redacted: AWS key]" in clean.body
+    assert key not in json.dumps(clean.as_json()) and "[redacted: AWS key, 17-32 chars]" in clean.body
     assert redacted(Notice(key="k", event="e", session_id="0" * 16, title="t", body="fine")).body == "fine"
 
 
@@ -148,5 +167,5 @@ def test_tui_acp_redact_tells_the_editor_no_secret_and_without_it_every_byte() -
     key = "AKIA" + _pick(UP + DIG, 16)
     event = TextChunk(seq=5, turn_id="t-1", text=f"id={key}\n")
     told = "".join(u.model_dump_json() for u in Shaper(redact=True).updates(event))
-    assert key not in told and "[redacted: AWS key]" in told
+    assert key not in told and "[redacted: AWS key, 17-32 chars]" in told
     assert key in "".join(u.model_dump_json() for u in Shaper().updates(event))

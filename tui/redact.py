@@ -1,4 +1,5 @@
-"""Secrets taken out of what leaves the owner's own view: ``[redacted: AWS key]`` in their place.
+"""Secrets taken out of what leaves the owner's own view: ``[redacted: AWS key, 17-32 chars]`` in
+their place (its kind, and its length as a class, not the length itself).
 
 The rules are detect-secrets' plugins (its maintained detectors of cloud keys, tokens, private
 keys, passwords in URLs and secret-sounding assignments), run on the text itself: no network
@@ -25,6 +26,8 @@ __all__ = [
     "PieceRedactor",
     "StreamRedactor",
     "find",
+    "length_class",
+    "mark",
     "redact",
     "redact_frame",
     "redact_json",
@@ -152,8 +155,24 @@ def _merge(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, int,
     return out
 
 
+def length_class(n: int) -> str:
+    """How long a secret of `n` characters is, as a class a reader can weigh without learning its
+    length: ``up to 8 chars``, then ranges doubling (``9-16``, ``17-32``, ``33-64`` … chars)."""
+    if n <= 8:
+        return "up to 8 chars"
+    top = 16
+    while n > top:
+        top *= 2
+    return f"{top // 2 + 1}-{top} chars"
+
+
+def mark(label: str, n: int) -> str:
+    """What a secret of kind `label` and `n` characters shows as: ``[redacted: LABEL, CLASS]``."""
+    return f"[redacted: {label}, {length_class(n)}]"
+
+
 def redact(text: str) -> str:
-    """`text` with each secret replaced by ``[redacted: LABEL]``."""
+    """`text` with each secret replaced by ``[redacted: LABEL, LENGTH CLASS]`` (`mark`)."""
     spans = find(text)
     if not spans:
         return text
@@ -161,7 +180,7 @@ def redact(text: str) -> str:
     at = 0
     for start, end, label in spans:
         parts.append(text[at:start])
-        parts.append(f"[redacted: {label}]")
+        parts.append(mark(label, end - start))
         at = end
     parts.append(text[at:])
     return "".join(parts)
@@ -295,9 +314,9 @@ class StreamRedactor:
         if key in self._keys:
             end = _KEY_END.search(text)
             if end is None:
-                return "[redacted: private key]" if text else text
+                return mark("private key", len(text)) if text else text
             self._keys.discard(key)
-            rest, text = "[redacted: private key]", text[end.end() :]
+            rest, text = mark("private key", end.end()), text[end.end() :]
         if _in_key(text):
             self._keys.add(key)
         return rest + redact(text)
