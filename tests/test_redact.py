@@ -169,3 +169,7 @@ def test_tui_acp_redact_tells_the_editor_no_secret_and_without_it_every_byte() -
     told = "".join(u.model_dump_json() for u in Shaper(redact=True).updates(event))
     assert key not in told and "[redacted: AWS key, 17-32 chars]" in told
     assert key in "".join(u.model_dump_json() for u in Shaper().updates(event))
+    # A piece ending mid-line waits for the rest of its line; nothing comes: it goes as it is.
+    shaper = Shaper(redact=True)
+    assert shaper.updates(TextChunk(seq=6, turn_id="t-1", text="id=AKIA")) == [] and shaper.held
+    assert "id=AKIA" in "".join(u.model_dump_json() for u in shaper.flush()) and not shaper.held

@@ -26,6 +26,7 @@ __all__ = [
     "PieceRedactor",
     "StreamRedactor",
     "find",
+    "frame_data",
     "length_class",
     "mark",
     "redact",
@@ -403,10 +404,15 @@ class PieceRedactor:
         return [_data(out) for out in self._stream.flush()]
 
 
-def _data(message: bytes) -> str:
+def frame_data(message: bytes) -> bytes:
+    """The data of an SSE message that has one (as `StreamRedactor` gives them back)."""
     parts = _split(message)
     assert parts is not None
-    return parts[1].decode() + "\n"
+    return parts[1]
+
+
+def _data(message: bytes) -> str:
+    return frame_data(message).decode() + "\n"
 
 
 def redact_pieces(pieces: Iterable[str], fmt: str) -> Iterator[str]:

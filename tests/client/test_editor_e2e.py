@@ -422,3 +422,33 @@ async def test_a_hosted_agents_stop_reason_reaches_the_journal_and_the_editor(
     assert "the turn completed; the reply was cut at the model's token limit" in sent.stderr
     shown = tui("transcript", sid).stdout
     assert "the reply was cut at the model's token limit" in shown
+
+
+async def test_redact_catches_a_secret_printed_in_two_pieces(state_dir: Path, tmp_path: Path) -> None:
+    token = "ghp_" + "Zx81QwErTyUiOpAsDfGhJkLzXcVbNm123456"
+    go = tmp_path / "go"
+    # The program prints the token's first half, and the rest once the first is in the journal:
+    # two output pieces, the first ending mid-line (the prompt holds the token only in bits).
+    program = (
+        "import os, sys, time\n"
+        f"sys.stdout.write('token: ' + {token[:6]!r} + {token[6:12]!r}); sys.stdout.flush()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\n"
+        f"print({token[12:20]!r} + {token[20:]!r})\n"
+    )
+
+    def texts() -> list[str]:
+        journal = StatePaths(state_dir).session(sid).journal
+        events = [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
+        return [e["text"] for e in events if e["type"] == "text"]
+
+    async with editor("--redact") as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        sid = str((await ed.conn.new_session(cwd=str(tmp_path))).session_id)
+        turn = asyncio.create_task(ed.prompt(sid, program))
+        await asyncio.to_thread(wait_until, lambda: any(token[:12] in t for t in texts()), "the first piece")
+        go.touch()
+        assert (await turn).stop_reason == "end_turn"
+        said = ed.said(sid)
+        assert "token: [redacted: GitHub token, 33-64 chars]" in said, said
+        assert token[:12] not in said and token[12:] not in said, said
+    assert "".join(texts()) == f"token: {token}\n", texts()  # the owner's journal keeps the bytes

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import shlex
 import tempfile
+import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -62,6 +63,7 @@ from tui.protocol import (
     TurnStarted,
 )
 from tui.protocol.ids import short_id
+from tui.redact import HOLD
 
 __all__ = ["EditorFace", "EditorSession"]
 
@@ -113,10 +115,18 @@ class EditorSession:
 
     async def _run(self) -> None:
         try:
+            hold_until = 0.0
             while True:
-                item = await self.watch.step()
+                within = max(0.0, hold_until - time.monotonic()) if self.shaper.held else None
+                item = await self.watch.step(within)
                 if item is not None and not isinstance(item, (Live, Reconnecting, Gone)):
+                    held = self.shaper.held
                     await self._tell_event(item)
+                    if self.shaper.held and not held:
+                        hold_until = time.monotonic() + HOLD
+                elif self.shaper.held and time.monotonic() >= hold_until:
+                    # Nothing came to end the held piece's line: it goes as it is.
+                    await self._tell(self.shaper.flush())
                 if not self.live.is_set() and self.watch.session.last_seq >= self.until:
                     self.live.set()
                 self._settle()
@@ -146,7 +156,11 @@ class EditorSession:
             await self._resolved(event)
         updates = self.shaper.updates(event)
         if isinstance(event, (AgentInfo, ModelChanged)):
-            self.info, updates = updates_of_settings(event, self.info)
+            self.info, settings = updates_of_settings(event, self.info)
+            updates = [*updates, *settings]
+        await self._tell(updates)
+
+    async def _tell(self, updates: list[Update]) -> None:
         for update in updates:
             await self.face.tell(self.id, update)
 
@@ -186,6 +200,7 @@ class EditorSession:
     async def reopen(self) -> None:
         """Follow the session again after its worker went away for good (a new one is started)."""
         await self._let_go()
+        await self._tell(self.shaper.flush())
         self.link, self.watch, self.info, _ = await self.face.connect(self.id, replay=False)
         self.shaper = Shaper(
             own_requests=self.watch.own_requests, own_turns=self.watch.own_turns, redact=self.face.redact

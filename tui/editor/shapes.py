@@ -37,7 +37,7 @@ from tui.protocol import (
 from tui.protocol.events import By, Diff
 from tui.protocol.ids import client_label
 from tui.protocol.state import note_line
-from tui.redact import redact_json
+from tui.redact import StreamRedactor, frame_data
 
 __all__ = [
     "OUTPUT_KEPT",
@@ -89,15 +89,36 @@ class Shaper:
     own_turns: set[str] = field(default_factory=set)
     calls: dict[str, _Call] = field(default_factory=dict)
     redact: bool = False
-    """Each event's secrets are replaced first (`tui acp --redact`, `tui.redact`)."""
+    """Each event's secrets are replaced first (`tui acp --redact`, `tui.redact`), read as a
+    stream is: a piece of output that ends mid-line is held (`held`) until the next piece of the
+    same output, so a secret split across two pieces is still caught; `flush` lets it go."""
+    stream: StreamRedactor = field(default_factory=StreamRedactor, repr=False)
+
+    @property
+    def held(self) -> bool:
+        """Whether a piece of output is held back for the rest of its line (`redact` only)."""
+        return self.stream.held is not None
 
     def updates(self, event: Event) -> list[Update]:
-        """What the editor is told of `event` (nothing for most events outside a turn)."""
-        if self.redact:
-            raw = event.model_dump_json().encode()
-            clean = redact_json(raw)
-            if clean is not raw:
-                event = decode_event(clean)
+        """What the editor is told of `event` (nothing for most events outside a turn), with
+        what a held piece of output let go, in order (`redact`)."""
+        if not self.redact:
+            return self._updates(event)
+        frame = b"id: %d\nevent: %s\ndata: %s" % (
+            event.seq,
+            event.type.encode(),
+            event.model_dump_json().encode(),
+        )
+        return self._told(self.stream.feed(frame))
+
+    def flush(self) -> list[Update]:
+        """The updates of the piece of output held back, if any (`HOLD` seconds passed)."""
+        return self._told(self.stream.flush())
+
+    def _told(self, frames: list[bytes]) -> list[Update]:
+        return [u for frame in frames for u in self._updates(decode_event(frame_data(frame)))]
+
+    def _updates(self, event: Event) -> list[Update]:
         if isinstance(event, TurnStarted):
             self.calls.clear()
             if event.request_id is not None and event.request_id in self.own_requests:
