@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import acp
+import httpx
 import pytest
 from acp import schema
 from editor import editor
@@ -452,3 +453,30 @@ async def test_redact_catches_a_secret_printed_in_two_pieces(state_dir: Path, tm
         assert "token: [redacted: GitHub token, 33-64 chars]" in said, said
         assert token[:12] not in said and token[12:] not in said, said
     assert "".join(texts()) == f"token: {token}\n", texts()  # the owner's journal keeps the bytes
+
+
+async def test_loading_a_session_writes_nothing_to_its_journal_until_the_editor_acts(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    made = tui("send", "--new", "print(6 * 7)", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    paths = StatePaths(state_dir).session(sid)
+    before = paths.journal.read_bytes()
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        for _ in range(5):
+            await ed.conn.load_session(cwd=str(tmp_path), session_id=sid)
+            assert "42" in ed.said(sid)
+        assert paths.journal.read_bytes() == before, "a load wrote to the journal it read"
+        # The editor is attached for anyone who asks now, though no line says so yet.
+        transport = httpx.AsyncHTTPTransport(uds=str(paths.socket))
+        async with httpx.AsyncClient(transport=transport, base_url="http://w") as http:
+            shown = (await http.get("/transcript", params={"limit": 0})).json()
+        assert [p.get("via") for p in shown["attached"]] == [["editor"]]
+        # Once it acts, the journal names it as attached.
+        assert (await ed.prompt(sid, "print(7)")).stop_reason == "end_turn"
+    lines = [json.loads(line) for line in paths.journal.read_bytes()[len(before) :].splitlines()]
+    assert [["editor"]] in [
+        [p.get("via") for p in line["attached"]] for line in lines if line["type"] == "status"
+    ]

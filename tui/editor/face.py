@@ -488,6 +488,8 @@ class EditorFace:
             link = await self.access.link(sid, client_id=self.client_id)
         except TuiError as exc:
             raise _error(exc) from None
+        # Following a session is reading it: the journal names the editor once it acts.
+        link.reads = True
         try:
             now = await link.transcript(limit=0)
             info = await link.info()

@@ -226,6 +226,9 @@ class AttachLink(Caller):
     """The last ``retry:`` a stream sent, in seconds: the follower waits at least that long."""
     principal: Principal = Principal()
     """Who this client acts as (the owner unless the link says otherwise; see `whoami`)."""
+    reads: bool = False
+    """Whether this client only reads until it acts (`tui acp`): opening its event stream writes
+    nothing to the session's journal; the next `status` written for anything else names it."""
     verbs: SessionVerbs | None = None
     """The session's stop, delete, archive and restart: the access layer that made this link
     (None: a link made otherwise, which cannot do them)."""

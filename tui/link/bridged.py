@@ -48,7 +48,9 @@ class BridgedLink(AttachLink):
         """The client of the live worker's bridge (direct, or through a web bridge)."""
 
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
-        return self.bridge_client().events(cursor, client_id=self.client_id, announce_open=True)
+        return self.bridge_client().events(
+            cursor, client_id=self.client_id, announce_open=True, reads=self.reads
+        )
 
     async def handle(self, call: RouteCall) -> Any:
         return await self.bridge_client().handle(call)

@@ -149,11 +149,12 @@ class BridgeClient(Caller):
 
     # --- the event stream ------------------------------------------------------------------------
     async def events(
-        self, cursor: int, *, client_id: str | None = None, announce_open: bool = False
+        self, cursor: int, *, client_id: str | None = None, announce_open: bool = False, reads: bool = False
     ) -> AsyncIterator[Event | Live]:
         """``GET /events?cursor=N``: every event after `cursor`, then live ones, until the stream ends.
 
-        With `announce_open`, a `Live` comes first, as soon as the stream is open.
+        With `announce_open`, a `Live` comes first, as soon as the stream is open. With `reads`
+        (``presence=later``), opening the stream writes nothing to the session's journal.
 
         The stream ending (end of body) simply ends the iteration; a transport failure or a
         502/503/504 raises `WorkerUnavailable` (or `Unreachable`), a refusal its own error.
@@ -165,6 +166,8 @@ class BridgeClient(Caller):
         params: dict[str, Any] = {"cursor": cursor}
         if client_id:
             params["client_id"] = client_id
+        if reads:
+            params["presence"] = "later"
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
         try:

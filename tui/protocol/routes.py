@@ -133,6 +133,10 @@ BRIDGE = _routes(
         query=(
             Param("cursor", "integer", "the last seq already seen"),
             Param("client_id", description="who follows, for /stats"),
+            Param(
+                "presence",
+                description="later: a reader; its opening writes no status, the next one names it",
+            ),
         ),
         media="text/event-stream",
     ),
@@ -438,6 +442,10 @@ WEB = _routes(
         query=(
             Param("cursor", description="the id of the last change drawn (also Last-Event-ID)"),
             Param("client_id", description="who follows, for /stats"),
+            Param(
+                "presence",
+                description="later: a reader; its opening writes no status, the next one names it",
+            ),
         ),
         media="text/event-stream",
     ),

@@ -124,6 +124,9 @@ def build_app(worker: SessionWorker) -> ASGIApp:
                 last_seq=last,
             )
         client_id = request.query_params.get("client_id") or None
+        # ``presence=later``: a reader (`tui acp`'s session/load): counted as attached at once,
+        # named in the journal by the next status written for another reason.
+        quiet = request.query_params.get("presence") == "later"
         headers = {"cache-control": "no-cache", "x-accel-buffering": "no"}
         # `tui web` follows a session with one stream shared by all its followers (``shared``:
         # nobody's, not counted as attached) and one ``presence`` stream per follower, which
@@ -131,11 +134,11 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         fanout = request.headers.get("x-tui-fanout")
         if fanout == "presence":
             headers["x-tui-last-seq"] = str(last)
-            body = _presence(worker, client_id, _present(request))
+            body = _presence(worker, client_id, _present(request), quiet)
         elif fanout == "shared":
             body = _stream(worker, cursor, None, None)
         else:
-            body = _stream(worker, cursor, client_id, _present(request))
+            body = _stream(worker, cursor, client_id, _present(request), quiet)
         return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
     async def transcript(request: Request) -> Transcript:
@@ -310,11 +313,14 @@ async def _pieces(text: str) -> AsyncIterator[bytes]:
         yield text[start : start + OUTPUT_PIECE].encode()
 
 
-async def _presence(worker: SessionWorker, client_id: str | None, who: Presence) -> AsyncIterator[bytes]:
+async def _presence(
+    worker: SessionWorker, client_id: str | None, who: Presence, quiet: bool = False
+) -> AsyncIterator[bytes]:
     """A follower counted as attached while this stream is open; it carries notices (``: disk_full``)
     and keepalives, no events."""
-    sub = worker.writer.hub.subscribe(client_id, who, events=False)
-    worker.writer.presence_changed()
+    sub = worker.writer.hub.subscribe(client_id, who, events=False, quiet=quiet)
+    if not quiet:
+        worker.writer.presence_changed()
     if worker.writer.disk_full is not None:
         sub.notice(b": disk_full %s\n\n" % worker.writer.disk_full.detail.encode(errors="replace"))
     try:
@@ -328,20 +334,26 @@ async def _presence(worker: SessionWorker, client_id: str | None, who: Presence)
                 return
     finally:
         worker.writer.hub.unsubscribe(sub)
-        worker.writer.presence_changed()
+        worker.writer.presence_changed(sub)
 
 
 async def _stream(
-    worker: SessionWorker, cursor: int, client_id: str | None, who: Presence | None = None
+    worker: SessionWorker,
+    cursor: int,
+    client_id: str | None,
+    who: Presence | None = None,
+    quiet: bool = False,
 ) -> AsyncIterator[bytes]:
     """Replay the journal after `cursor`, then live events: no gap and no repeat at the seam.
 
     The subscription starts before the replay, so an event appended while the replay is sent
     waits in the queue; anything at or below the last seq sent is skipped. Opening and closing
-    the stream may emit a `status` naming who is attached now.
+    the stream may emit a `status` naming who is attached now; a `quiet` one's opening never does
+    (a reader: `Subscription.named`).
     """
-    sub = worker.writer.hub.subscribe(client_id, who)
-    worker.writer.presence_changed()
+    sub = worker.writer.hub.subscribe(client_id, who, quiet=quiet)
+    if not quiet:
+        worker.writer.presence_changed()
     sent = cursor
     if worker.writer.disk_full is not None:
         # A stream opened while the disk is full hears it as the ones open when it filled did.
@@ -380,4 +392,4 @@ async def _stream(
                     sent = fresh[-1].seq
     finally:
         worker.writer.hub.unsubscribe(sub)
-        worker.writer.presence_changed()
+        worker.writer.presence_changed(sub)

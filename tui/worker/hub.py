@@ -59,10 +59,15 @@ class Subscription:
         who: Presence | None = None,
         *,
         events: bool = True,
+        quiet: bool = False,
     ) -> None:
         self.client_id = client_id
         self.who = who
         """The person whose stream this is (None: not counted as attached)."""
+        self.named = not quiet
+        """Whether the journal's `status` may name this stream's person: a quiet stream's opening
+        writes nothing (a reader), it is named by the next status written for any other reason,
+        and its closing writes nothing while it never was."""
         self.events = events
         """Whether events are pushed to it (False: it only says who is attached, and hears notices)."""
         self.limit = limit
@@ -141,12 +146,12 @@ class Hub:
         every event it appends, so it is worked out again only when they change)."""
 
     def subscribe(
-        self, client_id: str | None, who: Presence | None = None, *, events: bool = True
+        self, client_id: str | None, who: Presence | None = None, *, events: bool = True, quiet: bool = False
     ) -> Subscription:
         """A new follower; it receives every event published from now on (with `events` False,
         none: it is counted as attached and hears notices, as the web bridge's followers of one
-        shared stream are)."""
-        sub = Subscription(client_id, self.limit, self.limit_bytes, who, events=events)
+        shared stream are; `quiet`: see `Subscription.named`)."""
+        sub = Subscription(client_id, self.limit, self.limit_bytes, who, events=events, quiet=quiet)
         if self.closed:
             # The worker is leaving: a late stream gets the journal (worker_leaving included), then ends.
             sub.close()
@@ -178,6 +183,11 @@ class Hub:
         self.closed = True
         for sub in self._subs:
             sub.close()
+
+    def named_all(self) -> None:
+        """A status naming everyone attached now was written (or the last one already did)."""
+        for sub in self._subs:
+            sub.named = True
 
     @property
     def attached(self) -> list[str]:

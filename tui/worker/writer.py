@@ -32,7 +32,7 @@ from tui.protocol.events import EventBase
 from tui.protocol.state import SessionState
 from tui.store import Journal, SessionPaths, TurnStore
 from tui.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from tui.worker.hub import Hub
+from tui.worker.hub import Hub, Subscription
 
 __all__ = ["CHECKPOINT_EVERY", "DISK_RETRY", "HELD_OUTPUT", "PRESENCE_EVERY", "EventWriter", "Listener"]
 
@@ -365,8 +365,11 @@ class EventWriter:
             self.cost,
             tuple(sorted(children.items())),
         )
-        if now != self._last_status and not self._held:
+        if now == self._last_status:
+            self.hub.named_all()
+        elif not self._held:
             self._last_status = now
+            self.hub.named_all()
             try:
                 self.emit(
                     Status(
@@ -391,16 +394,20 @@ class EventWriter:
         if not (self.quiet or self.hub.closed):
             self._maybe_status()
 
-    def presence_changed(self) -> None:
-        """An event stream opened or closed: a `status` says so when who is attached changed.
+    def presence_changed(self, sub: Subscription | None = None) -> None:
+        """An event stream opened or closed (`sub`): a `status` says so when who is attached changed.
 
         Not when the last stream closed: nobody is left to tell, and an idle session's journal
-        should not grow as clients come and go (`/transcript` says who is attached anyway).
+        should not grow as clients come and go (`/transcript` says who is attached anyway). Not
+        for a quiet stream no status named (`Subscription.named`: a reader, as `tui acp`'s
+        `session/load` is): reading a session writes nothing to it.
         """
         if not self.hub.present:
             # The journal's last status still names who left; the next stream to open must hear
             # a fresh one even when it names the same people (its /transcript said nobody).
             self._last_status = None
+        elif sub is not None and not sub.named:
+            return
         elif not (self.leaving or self.quiet or self.hub.closed or self._presence_later):
             wait = self._presence_at + PRESENCE_EVERY - time.monotonic()
             if wait > 0:
