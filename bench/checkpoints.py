@@ -4,11 +4,12 @@
 
 On one made-up folder of `--files` files (in folders of 100, a few hundred bytes each):
 
-- ``checkpoint``: a checkpoint after 10 files changed (`FileCheckpoints.snapshot`), beside
-  ``git add -A && git write-tree`` run by a plain repository of its own on the same folder after
-  the same 10 changes (the baseline: what any git-based checkpoint costs);
+- ``checkpoint``: a checkpoint after 10 files changed (`FileCheckpoints.snapshot`, inotify naming
+  the paths as in a worker), beside ``git add -A && git write-tree`` run by a plain repository of
+  its own on the same folder after the same 10 changes (the baseline: what any git-based
+  checkpoint costs); then the same by a store that reads the whole folder each time (no inotify);
 - ``no-change turn``: what a turn that changes no file adds: its two checkpoints (start and end)
-  and the comparison of the two;
+  and the comparison of the two, with inotify and without;
 - ``rewind 100``: 100 files changed, then put back (`restore`) and the checkpoint after it.
 
 Each figure is the median of `--rounds` rounds, in milliseconds.
@@ -80,14 +81,18 @@ def main() -> None:
         start = time.perf_counter()
         env = plain_git(root, folder)
         first_baseline = ms(start)
-        store = FileCheckpoints(root / "files.git", folder)
+        store = FileCheckpoints(root / "files.git", folder, watch=True)
+        plain = FileCheckpoints(root / "plain-files.git", folder)  # no inotify: git reads it all
         start = time.perf_counter()
         store.snapshot()
         first = ms(start)
+        plain.snapshot()
 
         baseline: list[float] = []
         ours: list[float] = []
         still: list[float] = []
+        read: list[float] = []
+        read_still: list[float] = []
         rewind: list[float] = []
         for r in range(args.rounds):
             ten = files[(r * 10) % len(files) :][:10]
@@ -101,9 +106,19 @@ def main() -> None:
             ours.append(ms(start))
 
             start = time.perf_counter()
+            whole = plain.snapshot()
+            read.append(ms(start))
+            assert whole.tree == before.tree, "inotify missed a change"
+
+            start = time.perf_counter()
             a, b = store.snapshot(), store.snapshot()
             store.changes(a.tree, b.tree)
             still.append(ms(start))
+
+            start = time.perf_counter()
+            a, b = plain.snapshot(), plain.snapshot()
+            plain.changes(a.tree, b.tree)
+            read_still.append(ms(start))
 
             hundred = files[-100:]
             touch(hundred, r)
@@ -116,10 +131,10 @@ def main() -> None:
 
         def say(name: str, values: list[float], beside: list[float] | None = None) -> None:
             median = statistics.median(values)
-            line = f"{name:<34} {median:8.1f} ms"
+            line = f"{name:<38} {median:8.2f} ms"
             if beside is not None:
                 base = statistics.median(beside)
-                line += f"   baseline {base:8.1f} ms   ratio {median / base:4.2f}x"
+                line += f"   baseline {base:6.1f} ms   ratio {median / base:4.2f}x"
             print(line)
 
         print(
@@ -127,7 +142,9 @@ def main() -> None:
             f"(a plain repository's git init and git add -A: {first_baseline:.0f} ms)"
         )
         say("checkpoint, 10 files changed", ours, baseline)
-        say("a turn that changes no file", still)
+        say("  the same, reading the whole folder", read, baseline)
+        say("a turn that changes no file", still, baseline)
+        say("  the same, reading the whole folder", read_still, baseline)
         say("rewind of 100 files", rewind)
 
 

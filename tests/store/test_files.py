@@ -26,8 +26,11 @@ def work(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_rewind_puts_every_kind_of_change_back_byte_for_byte(work: Path, tmp_path: Path) -> None:
-    store = FileCheckpoints(tmp_path / "files.git", work, max_file_size=1000)
+@pytest.mark.parametrize("watch", [False, True], ids=["reading", "inotify"])
+def test_a_rewind_puts_every_kind_of_change_back_byte_for_byte(
+    work: Path, tmp_path: Path, watch: bool
+) -> None:
+    store = FileCheckpoints(tmp_path / "files.git", work, max_file_size=1000, watch=watch)
     before_all = _folder(work)
     before = store.snapshot()
     (work / "a.txt").write_text("one\nthree\nfour\n")  # edited
@@ -132,3 +135,56 @@ def test_a_link_a_program_made_is_never_followed_out_of_the_folder(work: Path, t
     assert (outside / "er" / "new.txt").read_text() == "not the session's\n"
     assert (work / "deep" / "er" / "new.txt").read_text() == "made by a turn\n"
     assert not (work / "deep").is_symlink()
+
+
+def test_inotify_checkpoints_see_every_change_git_sees_and_run_no_git_when_nothing_changed(
+    work: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    watched = FileCheckpoints(tmp_path / "watched.git", work, max_file_size=1000, watch=True)
+    whole = FileCheckpoints(tmp_path / "whole.git", work, max_file_size=1000)  # reads it all, each time
+    assert watched.snapshot().tree == whole.snapshot().tree
+    ran: list[str] = []
+    real = FileCheckpoints._git
+
+    def counted(self: FileCheckpoints, *args: str, **kw: object) -> bytes:
+        if self is watched:
+            ran.append(" ".join(args))
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileCheckpoints, "_git", counted)
+
+    def same() -> None:
+        ran.clear()
+        assert watched.snapshot().tree == whole.snapshot().tree
+
+    same()
+    assert ran == []  # nothing changed: no git at all
+    (work / "ignored").mkdir()
+    same()  # a folder made: read whole, watches set again (the ignored one left out)
+    (work / "ignored" / "x").write_text("x\n")
+    same()
+    assert ran == []  # inside an ignored folder: not watched
+    (work / "a.txt").write_text("edited\n")
+    same()
+    assert ran[0].startswith("ls-files") and ran[0].endswith(" -- a.txt")  # only the path inotify named
+    steps = [
+        lambda: (work / "new").mkdir(),
+        lambda: (work / "new" / "deep").mkdir(),
+        lambda: (work / "new" / "deep" / "f.txt").write_text("f\n"),  # in a folder made since
+        lambda: os.rename(work / "new", work / "renamed"),
+        lambda: (work / "renamed" / "deep" / "f.txt").write_text("g\n"),  # renamed folder, still seen
+        lambda: os.chmod(work / "bin" / "run.sh", 0o755),
+        lambda: os.rename(work / "a.txt", work / "bin" / "a.txt"),
+        lambda: (work / ".gitignore").write_text("other/\n"),  # ignored/ is kept from now on
+        lambda: (work / "ignored" / "x").write_text("kept now\n"),
+        lambda: ((work / "tmp").write_text("t"), (work / "tmp").unlink()),
+        lambda: (work / "big.bin").write_bytes(b"\0" * 2000),
+        lambda: os.unlink(work / "link"),
+        lambda: subprocess.run(["rm", "-rf", str(work / "renamed")], check=True),
+    ]
+    for step in steps:
+        step()
+        same()
+    assert "big.bin (over 1000 bytes)" in watched.snapshot().skipped
+    same()
+    assert ran == []

@@ -11,8 +11,10 @@ exact bytes.
 
 A checkpoint honours the folder's ignore files (``.gitignore``) and `DEFAULT_IGNORES`, skips a
 file over the size bound and a nested repository, and says what it skipped. Git's index keeps
-each file's stat information, so a checkpoint of a folder where nothing changed reads the folder's
-metadata only (``git ls-files``) and writes nothing.
+each file's stat information, so a checkpoint reads the folder's metadata only (``git ls-files``)
+and hashes what changed; the worker's also asks inotify first (`tui.store.watch`), so a checkpoint
+of a folder where nothing changed runs no git at all, and one where a few files changed reads
+those alone.
 
 Everything here blocks (it runs ``git``): the worker calls it in a thread.
 """
@@ -32,6 +34,7 @@ from pathlib import Path
 from tui.errors import TuiError
 from tui.protocol import FilesChanged, Rewound, TurnStarted
 from tui.store.journal import Journal
+from tui.store.watch import FolderWatch
 
 __all__ = [
     "DEFAULT_IGNORES",
@@ -68,6 +71,9 @@ MAX_FILES = 20_000
 """A folder with more files than this (not ignored) gets no checkpoints (``[checkpoints] max_files``)."""
 MAX_FILE_SIZE = 10 * 1024 * 1024
 """A file larger than this is skipped (``[checkpoints] max_file_size``)."""
+_NAMED = 200
+"""Past this many paths named by inotify, a checkpoint reads the whole folder (one pass is cheaper
+than matching that many paths against every file)."""
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 """Git's tree of nothing (a folder with no file kept)."""
 
@@ -140,9 +146,13 @@ class FileCheckpoints:
     max_file_size: int = MAX_FILE_SIZE
     ignores: Sequence[str] = ()
     """More patterns to ignore (``[checkpoints] ignore``), after `DEFAULT_IGNORES`."""
+    watch: bool = False
+    """Ask inotify what changed before reading the folder (`tui.store.watch`; the worker's)."""
     last: str | None = field(default=None, init=False)
     """The tree of the last checkpoint this object took (None before the first)."""
     _made: bool = field(default=False, init=False, repr=False)
+    _watch: FolderWatch | None = field(default=None, init=False, repr=False)
+    _skipped: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     # --- running git ---------------------------------------------------------------------------
     def _env(self, index: Path | None = None, work_tree: Path | None = None) -> dict[str, str]:
@@ -247,34 +257,56 @@ class FileCheckpoints:
         return None
 
     # --- checkpoints ---------------------------------------------------------------------------
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, whole: bool = False) -> Snapshot:
         """A checkpoint of the folder as it is now.
 
-        Only the paths ``git ls-files`` finds changed since the last one are read (git's index
-        keeps every file's stat information), so a folder where nothing changed costs one pass
-        over its metadata.
+        With `watch` on, inotify says first what changed since the last checkpoint: nothing (no
+        git runs), the paths its events named (only those are read), or that the whole folder must
+        be read. Reading it is one ``git ls-files`` (git's index keeps every file's stat
+        information), then only the paths it found changed are hashed.
+
+        Args:
+            whole: read the whole folder whatever inotify says (a rewind's checks).
 
         Raises:
             FilesError: git failed (the folder is gone, the state dir's disk is full).
         """
         self.init()
+        named: set[str] | None = None
+        watch = self._watcher()
+        if watch is not None and self.last is not None and not whole:
+            named = watch.seen()
+            if named is not None and not named:
+                return Snapshot(self.last, tuple(self._skipped.values()))
+            if named is not None and len(named) > _NAMED:
+                named = None
+        if watch is not None and watch.stale:
+            self._watch_folders(watch)  # before the folder is read: a change from now on is seen
         # Modified, deleted and new files, in one pass over the folder's metadata (the index
         # keeps each file's stat information; `git status` would also compare it with a HEAD).
-        out = self._git("ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard")
+        listed_paths = sorted(named) if named is not None else []
+        out = self._git(
+            "ls-files", "-z", "--modified", "--deleted", "--others", "--exclude-standard",
+            *(["--", *listed_paths] if named is not None else []),
+        )  # fmt: skip
+        if named is None:
+            self._skipped = {}
+        else:
+            for path in named:
+                self._skipped.pop(path, None)
         paths: list[str] = []
-        skipped: list[str] = []
         bound = _size(self.max_file_size)
         for entry in dict.fromkeys(out.split(b"\0")):
             if not entry:
                 continue
             path = os.fsdecode(entry)
             if path.endswith("/"):  # a nested repository: git would keep only a link to it
-                skipped.append(f"{path} (a git repository of its own)")
+                self._skipped[path] = f"{path} (a git repository of its own)"
                 continue
             with contextlib.suppress(OSError):
                 st = os.lstat(self.folder / path)
                 if st.st_size > self.max_file_size and not os.path.islink(self.folder / path):
-                    skipped.append(f"{path} (over {bound})")
+                    self._skipped[path] = f"{path} (over {bound})"
                     continue
             paths.append(path)
         if paths:
@@ -283,7 +315,39 @@ class FileCheckpoints:
             self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin", stdin=listed)
         if paths or self.last is None:
             self.last = self._git("write-tree").decode().strip()
-        return Snapshot(self.last, tuple(skipped))
+        return Snapshot(self.last, tuple(sorted(self._skipped.values())))
+
+    def _watcher(self) -> FolderWatch | None:
+        if not self.watch:
+            return None
+        if self._watch is None:
+            self._watch = FolderWatch(self.folder)
+        return self._watch if self._watch.usable else None
+
+    def _watch_folders(self, watch: FolderWatch) -> None:
+        """Watch every folder a checkpoint reads: not an ignored one, nor a repository of its own."""
+        out = self._git("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+        ignored = {os.fsdecode(p).rstrip("/") for p in out.split(b"\0") if p.endswith(b"/")}
+        folders: list[str] = []
+        for top, dirs, names in os.walk(self.folder):
+            relative = os.path.relpath(top, self.folder)
+            relative = "" if relative == "." else relative
+            if relative and ".git" in names + dirs:
+                dirs[:] = []
+                continue
+            folders.append(relative)
+            dirs[:] = [
+                d
+                for d in dirs
+                if os.path.join(relative, d) not in ignored and not os.path.islink(os.path.join(top, d))
+            ]
+        watch.watch(folders)
+
+    def close(self) -> None:
+        """Stop watching the folder (its checkpoints then read it whole)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
 
     def changes(self, before: str, after: str, limit: int = 500) -> list[Change]:
         """What differs from checkpoint `before` to `after`, path by path (renames found), at
@@ -391,7 +455,7 @@ class FileCheckpoints:
 
     def tree_of_folder(self) -> str:
         """The tree of the folder as it is now, as a checkpoint would keep it."""
-        return self.snapshot().tree
+        return self.snapshot(whole=True).tree
 
 
 @dataclass

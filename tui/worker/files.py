@@ -206,7 +206,7 @@ class TurnFiles:
         store = self.store
 
         def plan() -> tuple[Snapshot, set[str], set[str]]:
-            now = store.snapshot()
+            now = store.snapshot(whole=True)
             ours: set[str] = set()
             theirs: set[str] = set()
             previous: str | None = None
@@ -231,7 +231,7 @@ class TurnFiles:
 
         def put_back() -> str:
             store.restore(target, paths)
-            return store.snapshot().tree
+            return store.snapshot(whole=True).tree
 
         after = await self._run(put_back)
         agent_said = told(to_turn, undone) if undone else ""
@@ -266,7 +266,7 @@ class TurnFiles:
         saved, after = last.saved, last.after
 
         def plan() -> tuple[set[str], set[str]]:
-            now = store.snapshot()
+            now = store.snapshot(whole=True)
             paths = store.changed_paths(after, saved)
             return paths, paths & store.changed_paths(after, now.tree)
 
@@ -281,7 +281,7 @@ class TurnFiles:
 
         def put_back() -> None:
             store.restore(saved, paths)
-            store.snapshot()
+            store.snapshot(whole=True)
 
         await self._run(put_back)
         self.emit(
@@ -330,7 +330,12 @@ def keep_files(
         else:
             ignores.extend(f"/{name}" for name in STATE_TOP)
     store = FileCheckpoints(
-        git_dir, folder, max_files=settings.max_files, max_file_size=settings.max_file_size, ignores=ignores
+        git_dir,
+        folder,
+        max_files=settings.max_files,
+        max_file_size=settings.max_file_size,
+        ignores=ignores,
+        watch=True,
     )
     files = TurnFiles(store, emit, journal)
     files.start()
