@@ -56,6 +56,7 @@ def test_a_model_session_stops_at_its_budget_asks_and_goes_on_when_raised(
     assert not any(e["type"] == "tool_started" for e in _events(state_dir, sid)), "nor the call it asked for"
     ended = _ended(state_dir, sid)[-1]
     assert ended["stop_reason"] == "budget" and ended["cost"] == pytest.approx(0.06)
+    assert ended["usage"] == {"input": 20_000, "output": 1_000}, ended  # its tokens count too
     said = [
         e for e in _events(state_dir, sid) if e["type"] == "note" and "reached its budget" in str(e["text"])
     ]
@@ -69,12 +70,19 @@ def test_a_model_session_stops_at_its_budget_asks_and_goes_on_when_raised(
     assert "reached its budget (cost $0.06 of $0.05)" in asked.stderr and "raise to $0.11" in asked.stderr
     shown = tui("budget", sid)
     assert shown.returncode == 0 and "cost\t$0.06\t$0.05" in shown.stdout, shown.stdout
+    # The question is the session's, of the turn that stopped: not a turn of its own.
+    assert "turns\t1\t-" in shown.stdout, shown.stdout
+    [asking] = [e for e in _events(state_dir, sid) if e["type"] == "question_asked"]
+    assert asking["turn_id"] == ended["turn_id"]
+    assert sum(e["type"] == "turn_started" for e in _events(state_dir, sid)) == 1
 
     assert tui("answer", sid, "--option", "1").returncode == 0
     wait_until(lambda: len(_ended(state_dir, sid)) == 2, "the raised turn to go on and end")
     went_on = _ended(state_dir, sid)[-1]
     assert went_on["outcome"] == "completed" and went_on["stop_reason"] is None, went_on
-    assert "budget was raised: go on" in json.dumps(server.requests[-1]["messages"])
+    assert "turns\t2\t-" in tui("budget", sid).stdout  # the stopped turn and the one going on
+    going_on = json.dumps(server.requests[-1]["messages"])
+    assert "budget was raised: go on" in going_on and "do some work" in going_on  # it knows where it was
     limits = [e for e in _events(state_dir, sid) if e["type"] == "budget_set"]
     assert limits[-1]["budget"]["cost"] == pytest.approx(0.11) and limits[-1]["by"]["kind"] == "owner"
 

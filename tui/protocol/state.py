@@ -9,7 +9,8 @@ model with a `schema_version`, so it can be checkpointed (`model_dump_json`) and
 Rules it follows (protocol.md):
 - events apply strictly in order; one whose ``seq`` was already applied changes nothing;
 - ``asking`` while a question is pending, ``working`` while a turn runs, else ``idle``;
-- the pending question always belongs to the running turn;
+- the pending question belongs to the running turn, or, while none runs, is the session's own
+  (the worker asks whether to raise a budget a turn stopped at: it names that turn);
 - a `worker_started` (or another `turn_started`) while a turn runs ends that turn ``failed``
   here at once, since its worker will never end it; the `turn_ended` a new worker writes for it
   afterwards amends that record;
@@ -378,6 +379,8 @@ class SessionState(BaseModel):
             question = transcript.question
             if question is not None and question.turn_id == current.turn_id:
                 state.question = question
+        elif transcript.question is not None:
+            state.question = transcript.question  # the session's own, while no turn runs
         return state
 
     @property
@@ -458,7 +461,7 @@ class SessionState(BaseModel):
                     if rid not in self.requests:
                         self.requests[rid] = TurnAccepted(turn_id=event.turn_id, seq=event.seq)
             case QuestionAsked():
-                if current is not None and current.turn_id == event.turn_id:
+                if current is None or current.turn_id == event.turn_id:
                     self.question = PendingQuestion.model_validate(event, from_attributes=True)
             case QuestionResolved():
                 if self.question is not None and self.question.question_id == event.question_id:

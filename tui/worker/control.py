@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from typing import Literal
 
@@ -50,7 +49,7 @@ from tui.worker import budget as budgets
 from tui.worker.agent import Agent, Answer, QuestionCancelled, QuestionDismissed, TurnOutcome
 from tui.worker.children import Children
 from tui.worker.files import TurnFiles
-from tui.worker.turn import Turn, new_id
+from tui.worker.turn import GO_ON, Turn, new_id
 from tui.worker.writer import EventWriter
 
 __all__ = ["INTERRUPT_GRACE", "TurnControl"]
@@ -91,6 +90,8 @@ class TurnControl:
         """The images sent with each queued prompt, by queue id, until it starts."""
         self._question_future: asyncio.Future[Answer] | None = None
         self._answered_by: By | None = None
+        self._asking: asyncio.Task[None] | None = None
+        """Asks, with no turn running, whether to raise the budget the last turn stopped at."""
         writer.on_disk_full = self._disk_full
         writer.on_space_back = self._space_back
 
@@ -228,9 +229,8 @@ class TurnControl:
         origin: Literal["user", "queue", "note"],
         by: By | None = None,
         images: Sequence[ImageRef] = (),
-        *,
-        asks_budget: bool = False,
     ) -> TurnStarted:
+        self.withdraw_question()  # the session's own question (a budget's) goes with a new turn
         notes = list(self.state.unread)  # the turn takes them: its TurnStarted clears them
         started = self.writer.emit(
             TurnStarted(
@@ -247,7 +247,6 @@ class TurnControl:
         if not self.record.title and prompt.strip():
             self._title_from(prompt)
         turn = Turn(self, started, images, notes, list(self.state.sources.values()))
-        turn.asks_budget = asks_budget
         self.turn = turn
         turn.task = asyncio.create_task(self._run(turn), name=f"turn {started.turn_id}")
         return started
@@ -309,8 +308,6 @@ class TurnControl:
         """Stop `turn` when the session reached a limit; True when it must stop (or did)."""
         if turn.over_budget:
             return True
-        if turn.asks_budget and not turn.going_on:
-            return False
         why = budgets.reached(self.budget_view())
         if why is None or self.turn is not turn:
             return False
@@ -336,13 +333,14 @@ class TurnControl:
             turn._timer.cancel()
             turn._timer = None
         limit = self.state.budget.time
-        if limit is None or (turn.asks_budget and not turn.going_on):
+        if limit is None:
             return
         left = limit - self.budget_view().time
         turn._timer = asyncio.get_running_loop().call_later(max(0.0, left) + 0.05, self.check_budget, turn)
 
-    async def _ask_budget(self, turn: Turn) -> TurnOutcome:
-        """Ask whether to raise the budget the last turn stopped at; go on with it if raised."""
+    async def _ask_budget(self, stopped: str) -> None:
+        """Ask, as the session's question (no turn runs; it names the turn `stopped`), whether to
+        raise the budget that turn stopped at; if raised, a turn goes on where it stopped."""
         view = self.budget_view()
         lifted = budgets.raised(view)
         raise_to = f"raise to {budgets.describe(lifted)}"
@@ -352,26 +350,32 @@ class TurnControl:
         ]
         why = view.reached or "a limit"
         try:
-            answer = await self.ask(
-                turn,
+            answer = await self._ask_of(
+                stopped,
                 f"This session reached its budget ({why}). Raise it and go on?",
                 options,
                 multiple=False,
                 freeform=False,
             )
         except (QuestionDismissed, QuestionCancelled):
-            return TurnOutcome("completed")
-        if answer.selected != [raise_to]:
-            self.writer.emit_turn(
-                Note(text=f"the budget stays {budgets.describe(view.budget)}", source="tui")
-            )
-            return TurnOutcome("completed")
-        if budgets.reached(self.budget_view()) is not None:
-            self.writer.emit(BudgetSet(budget=lifted, by=self.state_answerer()))
-        turn.going_on = True
-        turn.began = time.monotonic()  # the wait for the answer is not work
-        self._time_budget(turn)
-        return await self.agent.run_turn(turn)
+            return
+        with contextlib.suppress(DiskFull):
+            if answer.selected != [raise_to]:
+                self.writer.emit(Note(text=f"the budget stays {budgets.describe(view.budget)}", source="tui"))
+                return
+            if budgets.reached(self.budget_view()) is not None:
+                self.writer.emit(BudgetSet(budget=lifted, by=self.state_answerer()))
+            if self.turn is None and not self.writer.leaving:
+                self._start(GO_ON, None, None, None, "note", by=self.state_answerer())
+
+    def withdraw_question(self) -> None:
+        """Withdraw the session's own question (asked while no turn runs), if one is pending."""
+        asking, self._asking = self._asking, None
+        if asking is None or asking.done():
+            return
+        if asking is not asyncio.current_task():
+            self._cancel_question()
+            asking.cancel()
 
     def state_answerer(self) -> By | None:
         """Who answered the last question (the journal says it too)."""
@@ -385,10 +389,7 @@ class TurnControl:
         try:
             if files is not None:
                 before = await files.turn_started()
-            if turn.asks_budget:
-                result = await self._ask_budget(turn)
-            else:
-                result = await self.agent.run_turn(turn)
+            result = await self.agent.run_turn(turn)
         except asyncio.CancelledError:
             result = TurnOutcome("interrupted", "the turn did not stop when asked and was cut off")
         except Exception as exc:
@@ -425,10 +426,10 @@ class TurnControl:
         log.info("turn %s ended %s", turn.turn_id, result.outcome)
         self.turn = None
         if turn.over_budget and self.agent.name != "python" and not self.writer.leaving:
-            # Someone is asked, from any client, whether to raise the limit and go on.
-            with contextlib.suppress(DiskFull):
-                asking = self._start("", None, None, None, "note", by=self.by, asks_budget=True)
-                log.info("turn %s asks whether to raise the budget", asking.turn_id)
+            # Someone is asked, from any client, whether to raise the limit and go on: the
+            # session's question, not a turn of its own (it counts as none, shows as none).
+            log.info("turn %s stopped at the budget: asking whether to raise it", turn.turn_id)
+            self._asking = asyncio.create_task(self._ask_budget(turn.turn_id), name="asking for budget")
             return
         with contextlib.suppress(DiskFull):
             if turn.hold_queue and self.state.queue and not self.state.queue_held and not self.writer.leaving:
@@ -464,6 +465,11 @@ class TurnControl:
         self, turn: Turn, text: str, options: list[Option], *, multiple: bool, freeform: bool
     ) -> Answer:
         """Put a question to the people attached and wait for the first answer."""
+        return await self._ask_of(turn.turn_id, text, options, multiple=multiple, freeform=freeform)
+
+    async def _ask_of(
+        self, turn_id: str, text: str, options: list[Option], *, multiple: bool, freeform: bool
+    ) -> Answer:
         if self._question_future is not None:
             raise Busy("a question is already pending in this session; ask the next one after its answer")
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
@@ -471,7 +477,7 @@ class TurnControl:
         question_id = new_id("ask")
         self.writer.emit(
             QuestionAsked(
-                turn_id=turn.turn_id,
+                turn_id=turn_id,
                 question_id=question_id,
                 text=text,
                 options=options,

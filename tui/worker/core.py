@@ -429,6 +429,8 @@ class SessionWorker:
                     turn.task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await asyncio.wait_for(turn.task, 0.5)
+        with contextlib.suppress(DiskFull):
+            self.control.withdraw_question()  # the session's own question (a budget's)
         if self.control.children is not None:
             await self.control.children.close()  # they run on: sessions of their own
         try:

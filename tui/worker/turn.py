@@ -76,9 +76,6 @@ class Turn:
         self.began = time.monotonic()
         self.over_budget = False
         """The worker stopped it at the session's budget: it ends with stop reason ``budget``."""
-        self.asks_budget = False
-        """It asks whether to raise the budget a turn stopped at, and goes on if raised."""
-        self.going_on = False
         self._timer: asyncio.TimerHandle | None = None
         current = writer.state.current
         self.number = current.head.number if current is not None else 0
@@ -89,7 +86,7 @@ class Turn:
 
     @property
     def prompt(self) -> str:
-        return GO_ON if self.going_on else self.started.prompt
+        return self.started.prompt
 
     @property
     def images(self) -> Sequence[Path]:
@@ -183,9 +180,7 @@ class Turn:
 
     @property
     def worked(self) -> float:
-        """Seconds it worked: none while it only asks whether to raise the budget."""
-        if self.asks_budget and not self.going_on:
-            return 0.0
+        """Seconds it worked."""
         return time.monotonic() - self.began
 
     @property

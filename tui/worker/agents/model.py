@@ -130,6 +130,9 @@ class _Running:
     interval: float = OBSERVE_SECONDS
     wrote: str = ""
     calls_made: int = 0
+    over_budget: bool = False
+    """The worker stopped the turn at the session's budget after a request (which also cancels
+    the stream): what the turn said and spent is kept as an interrupted one's is."""
     _kind: str = ""
     """What `_held` is: ``text`` or ``thinking``."""
     _held: list[str] = field(default_factory=list)
@@ -349,7 +352,7 @@ class ModelAgent(Agent):
             outcome = TurnOutcome("completed", stop_reason=_stopped_by(handle[0]) if handle else None)
         except asyncio.CancelledError:
             task.cancel()  # when this turn's own task was cut off, the stream goes with it
-            if not _stopped(turn):
+            if not _stopped(turn) and not running.over_budget:
                 raise
             outcome = TurnOutcome("interrupted")
         except OutputTokenLimitExceeded:  # cut before it said anything (or inside a tool call)
@@ -416,6 +419,7 @@ class ModelAgent(Agent):
                     usage = run.usage
                     tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
                     if running.turn.spend(price_of(profile, usage), tokens=tokens):
+                        running.over_budget = True
                         break
             finally:
                 running.flush()
