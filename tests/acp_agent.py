@@ -44,7 +44,8 @@ With ``TEST_AGENT_LOGIN=1`` it answers ``session/new`` that it needs a login (``
 offering one login method. After ``session/new``'s answer it sends ``available_commands_update``
 (as real adapters do, after the response). With ``TEST_AGENT_NO_LOAD=1`` it does not offer
 ``session/load``. Sessions are kept in ``$TEST_AGENT_STATE`` (a folder), so a restarted agent can
-load them.
+load them, and another process fork them (``session/fork``: a new session with the prompts of the
+one forked); with ``TEST_AGENT_NO_FORK=1`` it does not offer ``session/fork``.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def configure(
     agent_state: Path,
     *,
     load: bool = True,
+    fork: bool = True,
     stubborn: bool = False,
     python: str = sys.executable,
 ) -> None:
@@ -104,6 +106,8 @@ def configure(
     env = {"TEST_AGENT_STATE": str(agent_state)}
     if not load:
         env["TEST_AGENT_NO_LOAD"] = "1"
+    if not fork:
+        env["TEST_AGENT_NO_FORK"] = "1"
     if stubborn:
         env["TEST_AGENT_STUBBORN"] = "1"
     lines = [
@@ -131,7 +135,10 @@ class CodingAgent:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(
-                load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1"
+                load_session=os.environ.get("TEST_AGENT_NO_LOAD") != "1",
+                session_capabilities=schema.SessionCapabilities(fork=schema.SessionForkCapabilities())
+                if os.environ.get("TEST_AGENT_NO_FORK") != "1"
+                else None,
             ),
             agent_info=schema.Implementation(
                 name=os.environ.get("TEST_AGENT_NAME", "test-agent"), version="1"
@@ -239,6 +246,19 @@ class CodingAgent:
             await self.say(session_id, acp.update_agent_message_text(f"(replayed reply to {prompt})"))
         self._later(session_id)
         return schema.LoadSessionResponse(modes=self._modes(), config_options=self._options())
+
+    async def fork_session(self, cwd: str, session_id: str, **kwargs: Any) -> schema.ForkSessionResponse:
+        if os.environ.get("TEST_AGENT_NO_FORK") == "1":
+            raise acp.RequestError.method_not_found("session/fork")
+        if not (STATE / f"{session_id}.json").exists():
+            raise acp.RequestError.invalid_params({"session_id": session_id, "reason": "no such session"})
+        forked = f"acp-{uuid.uuid4().hex[:8]}"
+        (STATE / f"{forked}.json").write_text(json.dumps(self._history(session_id)))
+        print(f"forked session {session_id} into {forked} in {cwd}", file=sys.stderr, flush=True)
+        self._later(forked)
+        return schema.ForkSessionResponse(
+            session_id=forked, modes=self._modes(), config_options=self._options()
+        )
 
     async def say(self, session_id: str, update: Any) -> None:
         await self.conn.session_update(session_id=session_id, update=update)
@@ -667,7 +687,7 @@ def main() -> None:
         # and still there after stdin ended
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    asyncio.run(acp.run_agent(CodingAgent()))
+    asyncio.run(acp.run_agent(CodingAgent(), use_unstable_protocol=True))
     if stubborn:
         time.sleep(600)
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from acp_agent import configure
 from fake_model_server import FakeModelServer
 from helpers import folder_files as _folder
 
@@ -167,3 +168,37 @@ def test_an_acp_session_is_told_of_the_rewind_of_its_shell_commands(
     assert {f["path"] for f in changed["files"]} == {"b.txt", "c.txt"}  # what the shell command did
     assert _folder(acp_tester) == before_2
     assert "rewound this session: turn 2" in told.stdout and "before turn 2" in told.stdout
+
+
+def test_an_acp_fork_forks_the_agents_own_conversation_where_it_offers_session_fork(
+    state_dir: Path, acp_tester: Path, tmp_path: Path
+) -> None:
+    (acp_tester / "a.txt").write_text("one")  # the person's (a prompt naming a command would run it)
+    out = tui("send", "--new", "--agent", "tester", "hello one", "--wait")
+    assert out.returncode == 0, out.stderr
+    sid = out.stderr.strip().splitlines()[0]
+    assert tui("send", sid, "shell: printf two > b.txt", "--wait").returncode == 0
+
+    def fork_and_recall(into: Path) -> tuple[str, str]:
+        forked = tui("fork", sid, "--at", "2", "--dir", str(into))
+        assert forked.returncode == 0, forked.stderr
+        new = forked.stdout.strip()
+        assert set(_folder(into)) == {"a.txt"}
+        said = tui("send", new, "recall", "--wait")
+        assert said.returncode == 0, said.stderr
+        notes = " ".join(str(e.get("text")) for e in _journal(state_dir, new) if e["type"] == "note")
+        return said.stdout, notes
+
+    # The agent offers session/fork: the fork remembers the parent's prompts, and is told that
+    # turn 2 is not part of it.
+    reply, notes = fork_and_recall(tmp_path / "fork")
+    assert "forked its own conversation (session/fork)" in notes
+    assert "I remember 3 prompts: ['hello one', 'shell: printf two > b.txt'" in reply
+    assert "turn 2 of it is not part of this session" in reply
+
+    # An agent that does not offer it starts a new conversation, told what came before.
+    configure(tmp_path / "config", tmp_path / "agent-state", fork=False)
+    reply, notes = fork_and_recall(tmp_path / "fork-2")
+    assert "does not offer session/fork" in notes
+    assert "I remember 1 prompts" in reply and "turn 1: hello one" in reply
+    assert "printf two" not in reply

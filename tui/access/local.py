@@ -209,7 +209,10 @@ class LocalAccess(SessionAccess):
         model: str | None = None,
         parent_id: str | None = None,
         budget: Budget | None = None,
+        before_start: Callable[[str], None] | None = None,
     ) -> str:
+        """`SessionAccess.create`; `before_start` is called with the new id before its worker
+        starts (``tui fork`` leaves there what the worker is to start from)."""
         from tui.config import load_config
         from tui.worker.agents import check_agent
 
@@ -227,6 +230,8 @@ class LocalAccess(SessionAccess):
             parent_id=parent_id,
             budget=budget,
         )
+        if before_start is not None:
+            before_start(record.id)
         await self.wake(record.id)
         return record.id
 

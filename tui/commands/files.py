@@ -9,6 +9,7 @@ there.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,6 +155,19 @@ def _summary(paths_root: Path, turns: dict[int, str], before: int, rewound: list
     return text[-12000:]
 
 
+def _acp_session(session_root: Path) -> str | None:
+    """The ACP session id of a session's agent (None: not an ACP session, or its agent never
+    started)."""
+    from tui.worker.agents.acp import STATE_FILE
+
+    try:
+        value = json.loads((session_root / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = value.get("session_id") if isinstance(value, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
 def run_fork(args: argparse.Namespace) -> int:
     """``tui fork ID --at N [--dir PATH]``: a new session whose conversation is turns 1..N-1, in a
     new folder holding the files as they were before turn N."""
@@ -194,8 +208,41 @@ def run_fork(args: argparse.Namespace) -> int:
                     event = journal.line_at(position).decode()
                     if isinstance(event, Rewound):
                         rewound.append((event.to_turn, event.last_turn))
+        said = (
+            f"This session was forked from session {short} before its turn {at}: the files of this "
+            f"folder ({target}) are as they were before that turn."
+        )
+        summary = _summary(paths.root, history.turns, at, rewound)
+        # An ACP agent forks its own conversation where it offers session/fork (else it is told
+        # the summary): its worker reads fork.json when the agent starts (worker/agents/acp.py).
+        acp_session = _acp_session(paths.root)
+        fork_asked = None
+        if acp_session is not None:
+            undone = [
+                n for n in sorted(history.turns) if n >= at and not any(a <= n <= b for a, b in rewound)
+            ]
+            fork_asked = {
+                "session_id": acp_session,
+                "to_turn": at,
+                "undone": undone,
+                "summary": (said + " What came before, turn by turn:\n" + summary)[:60000]
+                if summary
+                else said,
+            }
+
+        def leave(new_id: str) -> None:
+            if fork_asked is not None:
+                from tui.store._atomic import write_atomic
+                from tui.worker.agents.acp import FORK_FILE
+
+                write_atomic(access.state.session(new_id).root / FORK_FILE, json.dumps(fork_asked).encode())
+
         new_id = await access.create(
-            working_directory=str(target), agent=record.agent, model=record.model, parent_id=sid
+            working_directory=str(target),
+            agent=record.agent,
+            model=record.model,
+            parent_id=sid,
+            before_start=leave,
         )
         new = get_session(access.state, new_id)
         carried = ""
@@ -206,14 +253,13 @@ def run_fork(args: argparse.Namespace) -> int:
             if source.is_file():
                 MessageLog(source).keep_before(at, into=access.state.session(new.id).root / "messages.jsonl")
             carried = "the model's conversation of those turns is carried over"
-        said = (
-            f"This session was forked from session {short} before its turn {at}: the files of this "
-            f"folder ({target}) are as they were before that turn."
-        )
-        if not carried:
-            summary = _summary(paths.root, history.turns, at, rewound)
-            if summary:
-                said += " What came before, turn by turn:\n" + summary
+        elif fork_asked is not None:
+            carried = (
+                "the agent forks its own conversation where it can (session/fork), "
+                "else it is told what came before"
+            )
+        if not carried and summary:
+            said += " What came before, turn by turn:\n" + summary
         await access.note(new_id, NoteRequest(text=said[:60000], source="fork"))
         print(new_id)
         _say(

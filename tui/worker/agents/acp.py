@@ -4,9 +4,11 @@ subprocess and spoken to over the Agent Client Protocol, the worker being its cl
 A session names an ``[agents.NAME]`` entry of config.toml (its command and env). The worker
 starts the command itself (`spawn_agent`), initializes it, opens an ACP session in the working
 directory (``session/new``) or, after a restart, loads the one it had (``session/load``, its id
-kept in ``sessions/ID/acp.json``), and maps each ACP message to the `TurnIO` calls of
-agents.md's table: chunks to text and thinking, tool calls to tool events with diffs, the plan,
-permission requests to questions, file reads and writes served inside the working directory.
+kept in ``sessions/ID/acp.json``); a session ``tui fork`` made forks its parent's ACP session
+(``session/fork``, where the agent offers it; ``sessions/ID/fork.json`` says from what). It maps
+each ACP message to the `TurnIO` calls of agents.md's table: chunks to text and thinking, tool
+calls to tool events with diffs, the plan, permission requests to questions, file reads and writes
+served inside the working directory.
 
 An agent that exits or stops making sense fails the running turn with its last stderr lines;
 the next turn starts it again.
@@ -63,7 +65,7 @@ from tui.worker.agents._shapes import (
     unique_labels,
 )
 
-__all__ = ["AcpAgent"]
+__all__ = ["FORK_FILE", "STATE_FILE", "AcpAgent"]
 
 log = logging.getLogger("tui.worker.acp")
 
@@ -72,6 +74,10 @@ AUTH_REQUIRED = -32000
 
 STATE_FILE = "acp.json"
 """In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
+FORK_FILE = "fork.json"
+"""In a forked session's folder until its agent started: the parent's ACP session id
+(``session_id``), the turns of the parent undone (``undone``, ``to_turn``) and what the agent is
+told instead when it cannot fork (``summary``)."""
 
 
 @register("acp")
@@ -102,6 +108,7 @@ class AcpAgent(Agent):
         self.files = AgentFiles(workdir, protected or Protected(workdir=workdir.resolve()), self._note)
         """The files served to the agent, by the same rule as its process."""
         self.state_file = folder / STATE_FILE
+        self.fork_file = folder / FORK_FILE
         self.rewound_file = folder / "rewound.txt"
         """What the next prompt tells the agent of a rewind (kept until it is told)."""
         self.session_id = session_id
@@ -218,6 +225,9 @@ class AcpAgent(Agent):
                 "this agent cannot load its earlier session: this is a new agent session, "
                 "which does not remember the earlier turns"
             )
+        fork = self._fork_asked() if earlier is None else None
+        if fork is not None and await self._forked(running, conn, fork):
+            return
         try:
             new = await self._call(running, conn.new_session(cwd=str(self.workdir)))
         except acp.RequestError as exc:
@@ -227,6 +237,68 @@ class AcpAgent(Agent):
         running.session_id = new.session_id
         self._modes(new.modes, new.config_options, new)
         self._store_session(new.session_id)
+
+    def _fork_asked(self) -> dict[str, Any] | None:
+        try:
+            value = json.loads(self.fork_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    async def _forked(self, running: AgentProcess, conn: Any, fork: dict[str, Any]) -> bool:
+        """Fork the parent's ACP session (``session/fork``) when the agent offers it: True when it
+        did. Either way the next prompt tells the agent what it needs: the parent's turns undone
+        (after a fork), or what came before, turn by turn (a new session)."""
+        parent = fork.get("session_id")
+        to_turn = fork.get("to_turn")
+        undone = [n for n in fork.get("undone", []) if isinstance(n, int)]
+        offered = running.capabilities.session_capabilities
+        forked: str | None = None
+        if not isinstance(parent, str) or not parent:
+            why = "its parent's agent never started"
+        elif offered is None or offered.fork is None:
+            why = "this agent does not offer session/fork"
+        else:
+            try:
+                answer = await self._call(
+                    running, conn.fork_session(cwd=str(self.workdir), session_id=parent)
+                )
+            except acp.RequestError as exc:
+                why = f"the agent could not fork its session ({exc})"
+            else:
+                forked = answer.session_id
+                running.session_id = answer.session_id
+                self._modes(answer.modes, answer.config_options, answer)
+                self._store_session(answer.session_id)
+                why = ""
+        if forked is not None:
+            told = ""
+            if undone:
+                turns = f"turn {undone[0]}" if len(undone) == 1 else f"turns {undone[0]}-{undone[-1]}"
+                told = (
+                    f"(This session is a fork of our conversation made before turn {to_turn}: {turns} "
+                    f"of it {'is' if len(undone) == 1 else 'are'} not part of this session, and the files "
+                    f"of this working folder are as they were before turn {to_turn}. Forget what "
+                    f"{'that turn' if len(undone) == 1 else 'those turns'} did and said; look at the "
+                    "files again before relying on them.)"
+                )
+            self._note(
+                "the agent forked its own conversation (session/fork): it remembers the turns "
+                f"before turn {to_turn}"
+                + (
+                    ", and is told with the next prompt that the later ones are not part of this session"
+                    if told
+                    else ""
+                )
+            )
+        else:
+            told = str(fork.get("summary") or "")
+            self._note(f"{why}: it is told what came before, turn by turn, with the next prompt")
+        with contextlib.suppress(OSError):
+            if told:
+                self.rewound_file.write_text("\n".join(t for t in (self._rewound_told(), told) if t))
+            self.fork_file.unlink()
+        return forked is not None
 
     def _login(self, running: AgentProcess) -> str:
         """The one line saying the agent needs a login, and how to log in."""
