@@ -421,3 +421,37 @@ def test_signing_out_ends_the_pages_cookie(web: Web, page_of: Any) -> None:
     page.reload()
     page.wait_for_selector("#main .hint:has-text('sign-in link')")
     assert page.query_selector("#newsession") is None
+
+
+def test_turns_a_rewind_undid_show_as_rewound_on_the_open_page_at_once(
+    state_dir: Path, tmp_path: Path, page_of: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("checkpoints need git")
+    monkeypatch.setenv("TUI_CHECKPOINTS", "on")
+    folder = tmp_path / "work"
+    folder.mkdir()
+    web = start_web(state_dir)
+    try:
+        sid = web.session(folder=str(folder))
+        wake(web, sid)
+        page = page_of(DESKTOP)
+        page.goto(web.link)
+        page.wait_for_selector("#newsession")
+        page.goto(f"{web.url}/#s={sid}")
+        page.wait_for_selector("#transcript")
+        for n in (1, 2, 3):
+            _turn(web, sid, f"open('f{n}.txt', 'w').write('{n}')")
+            page.wait_for_selector(f".turn[data-number='{n}'] .outcome.completed")
+        assert page.query_selector_all(".outcome.rewound") == []
+        env = {**os.environ, "TUI_STATE_DIR": str(state_dir)}
+        rewind = [sys.executable, "-m", "tui", "rewind", sid, "--to", "2"]
+        out = subprocess.run(rewind, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        assert out.returncode == 0, out.stderr
+        # The page open all along marks turns 2 and 3 as the rewind's event arrives, no reload.
+        page.wait_for_selector(".turn[data-number='3'] .outcome.rewound")
+        page.wait_for_selector(".turn[data-number='2'] .outcome.rewound")
+        assert page.query_selector(".turn[data-number='1'] .outcome.rewound") is None
+        assert sorted(p.name for p in folder.iterdir()) == ["f1.txt"]
+    finally:
+        web.stop()

@@ -283,6 +283,11 @@ class PageView:
     def _model(self, change: ch.ModelChanged) -> list[PageChange]:
         return self.line(model_line(change.model), "", "ModelChanged", "model")
 
+    def _rewound(self, change: ch.Rewound) -> list[PageChange]:
+        # Every turn drawn of those numbers, older ones a page loaded since it joined too: the
+        # page marks them by number (the line saying what the rewind did came just before).
+        return [PageChange(type="Rewound", rewound=[change.first, change.last])]
+
     def _worker(self, change: ch.WorkerStarted) -> list[PageChange]:
         if self._turn is not None and self.session.current is None:
             self._untrack()  # the turn it ran ended with the worker (its TurnEnded came)
@@ -302,6 +307,7 @@ PAGE_CHANGES: dict[type, Callable[[PageView, Any], list[PageChange]]] = {
     ch.Line: PageView._said,
     ch.ModelChanged: PageView._model,
     ch.WorkerStarted: PageView._worker,
+    ch.Rewound: PageView._rewound,
 }
 """How each change type reaches the page. A new change type that says something is one entry
 here (most are a line: `PageView._line` with its words); the page's code does not change."""

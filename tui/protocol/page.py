@@ -17,6 +17,8 @@ The fields, and what the page does with each (docs/remote.md, "The page"):
 - ``question``: the question waiting now (null: none); ``queue``: what waits behind the turn.
 - ``status``: the status row; ``connection``: how the web bridge reaches the worker ("" when live).
 - ``notice``: what a hidden tab is told (a question waits, a turn ended).
+- ``rewound``: ``[first, last]``: a rewind undid the turns of those numbers; each one drawn says
+  ``rewound`` (those not drawn yet come with it set).
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ class PageChange(_View):
     status: StatusView | None = None
     connection: str | None = None
     notice: Notice | None = None
+    rewound: list[int] | None = None
 
     def wire(self) -> bytes:
         """As JSON: the fields it sets only (a `question` set to null is sent: none waits)."""

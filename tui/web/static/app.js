@@ -495,6 +495,17 @@ class SessionView {
     if (c.status) this.drawStatus(c.status);
     if (c.connection !== undefined) this.setConnection(c.connection);
     if (c.notice) notify(c.notice.title, c.notice.body);
+    if (c.rewound) this.markRewound(c.rewound[0], c.rewound[1]);
+  }
+
+  markRewound(first, last) {
+    for (const [turnId, turn] of this.turns) {
+      const number = parseInt(turn.view.number.slice(1), 10);
+      if (number >= first && number <= last && !turn.view.rewound) {
+        turn.view.rewound = true;
+        this.touch(turnId, "all");
+      }
+    }
   }
 
   reset(c) {
