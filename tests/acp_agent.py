@@ -26,7 +26,9 @@ It does what real coding agents do, chosen by words in the prompt:
   says what happened to each as ``attack results: {json}``.
 - ``reach ssh {json}``: looks for a tui's SSH connection sockets and tries to use them
   (`reach_ssh`), saying what happened as ``ssh results: {json}``;
-- ``usage``: reports the context it uses and what the session cost (``usage_update``).
+- ``usage``: reports the context it uses and what the session cost (``usage_update``): a total
+  for the ACP session, kept across ``session/load``: $0.42, and $0.01 more for each ``usage``
+  prompt after the first.
 - ``spend``: keeps working, reporting the session's cost $0.03 higher each step (``usage_update``),
   until it is cancelled (at most 20 steps).
 
@@ -321,13 +323,14 @@ class CodingAgent:
             found = reach_ssh(json.loads(text.removeprefix("reach ssh ")))
             await self.say(session_id, acp.update_agent_message_text(f"ssh results: {json.dumps(found)}\n"))
         if "usage" in text:
+            total = 0.42 + 0.01 * (sum("usage" in p for p in self._history(session_id)) - 1)
             await self.say(
                 session_id,
                 schema.UsageUpdate(
                     session_update="usage_update",
                     used=12_345,
                     size=200_000,
-                    cost=schema.Cost(amount=0.42, currency="USD"),
+                    cost=schema.Cost(amount=round(total, 2), currency="USD"),
                 ),
             )
         if "which" in text:

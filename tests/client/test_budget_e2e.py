@@ -99,6 +99,20 @@ def test_an_acp_agent_is_stopped_at_its_own_reported_cost(state_dir: Path, acp_t
     assert "reached its budget" in str(questions[-1]["text"])
 
 
+def test_an_acp_agents_total_after_a_restart_is_not_counted_again(state_dir: Path, acp_tester: Path) -> None:
+    # The test agent reports its ACP session's total: $0.42, then $0.43 (kept across a load).
+    sent = tui("send", "--new", "--agent", "tester", "usage", "--wait")
+    assert sent.returncode == 0, sent.stderr
+    sid = sent.stderr.split()[0]
+    assert tui("stop", sid).returncode == 0
+    again = tui("send", sid, "usage", "--wait")  # a new worker, whose agent loads the same session
+    assert again.returncode == 0, again.stderr
+    assert sum(e["type"] == "worker_started" for e in _events(state_dir, sid)) == 2
+    assert [e["cost"] for e in _ended(state_dir, sid)] == [0.42, 0.01]
+    shown = tui("budget", sid).stdout
+    assert "cost\t$0.43\t-" in shown, shown  # not $0.85: the whole total counted again
+
+
 def test_a_python_sessions_turns_are_capped_and_tui_budget_changes_them(state_dir: Path) -> None:
     made = tui("send", "--new", "--turns", "2", "x = 1", "--wait")
     assert made.returncode == 0, made.stderr

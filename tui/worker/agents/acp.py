@@ -118,10 +118,13 @@ class AcpAgent(Agent):
         self._process: AgentProcess | None = None
         self._starting: asyncio.Task[AgentProcess] | None = None
         self._turn: TurnIO | None = None
-        self._cost_seen = 0.0
-        """The session's cost in USD as the agent last reported it (its reports are totals)."""
-        self._cost_before = 0.0
-        """That total when the running turn started: the turn spent what the next totals add."""
+        seen = self._stored().get("cost_total")
+        self._cost_seen: float | None = float(seen) if isinstance(seen, (int, float)) else None
+        """The ACP session's cost in USD as the agent last reported it (its reports are totals),
+        kept for the next worker (``acp.json``), which loads the same ACP session; None: not known
+        (an agent session loaded whose total no worker kept: its first report is the baseline)."""
+        self._cost_turn = 0.0
+        """What the running turn spent so far: what the agent's totals added while it ran."""
         self._loading = False
         self._calls = ToolCalls(workdir)
         """The running turn's tool calls."""
@@ -236,7 +239,8 @@ class AcpAgent(Agent):
             raise
         running.session_id = new.session_id
         self._modes(new.modes, new.config_options, new)
-        self._store_session(new.session_id)
+        self._cost_seen = 0.0  # a new agent session's total starts again
+        self._store(session_id=new.session_id, cost_total=0.0)
 
     def _fork_asked(self) -> dict[str, Any] | None:
         try:
@@ -269,7 +273,9 @@ class AcpAgent(Agent):
                 forked = answer.session_id
                 running.session_id = answer.session_id
                 self._modes(answer.modes, answer.config_options, answer)
-                self._store_session(answer.session_id)
+                # The fork's total holds what its parent spent, counted there: its first is the baseline.
+                self._cost_seen = None
+                self._store(session_id=answer.session_id, cost_total=None)
                 why = ""
         if forked is not None:
             told = ""
@@ -347,9 +353,6 @@ class AcpAgent(Agent):
         value = self._stored().get("session_id")
         return value if isinstance(value, str) and value else None
 
-    def _store_session(self, session_id: str) -> None:
-        self._store(session_id=session_id)
-
     def _end_leftover(self) -> None:
         """End the process group an earlier worker of this session started and left behind (a
         worker killed outright cannot stop its agent; some agents do not stop when stdin ends)."""
@@ -407,15 +410,28 @@ class AcpAgent(Agent):
         except OSError:
             return ""
 
+    def _added(self, total: float) -> float:
+        """What the agent's session total `total` adds to the last one it reported."""
+        seen, self._cost_seen = self._cost_seen, total
+        if seen is None:
+            return 0.0  # the first total of a loaded session no worker kept: the baseline
+        if total < seen:
+            return total  # a total started again (a new agent session): all of it is new
+        return total - seen
+
     # --- turns -----------------------------------------------------------------------------------
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         self._turn = turn
         self._calls.clear()
-        self._cost_before = self._cost_seen
+        self._cost_turn = 0.0
+        kept = self._cost_seen
         try:
             return await self._prompt(turn)
         finally:
             self._turn = None
+            if self._cost_seen != kept:
+                with contextlib.suppress(OSError):
+                    self._store(cost_total=self._cost_seen)
 
     async def _prompt(self, turn: TurnIO) -> TurnOutcome:
         try:
@@ -650,6 +666,9 @@ class AcpAgent(Agent):
             self._modes(None, update.config_options)
             return
         turn = self._turn
+        loaded = self._loading and isinstance(update, schema.UsageUpdate) and update.cost is not None
+        if loaded and update.cost.currency.upper() == "USD":  # a loaded session's total: counted before
+            self._cost_seen = update.cost.amount
         if turn is None or self._loading:
             # a loaded session's history is in the journal already; late chunks have no turn
             return
@@ -657,8 +676,8 @@ class AcpAgent(Agent):
             turn.context(update.used, update.size, cost=cost_text(update.cost) if update.cost else None)
             if update.cost is not None and update.cost.currency.upper() == "USD":
                 # Past the session's budget the worker cancels the prompt (stop reason ``budget``).
-                self._cost_seen = update.cost.amount
-                turn.spend(max(0.0, update.cost.amount - self._cost_before))
+                self._cost_turn += self._added(update.cost.amount)
+                turn.spend(self._cost_turn)
             return
         if isinstance(update, schema.AgentMessageChunk):
             turn.text(text_of(update.content))
