@@ -10,6 +10,8 @@ On one made-up folder of `--files` files (in folders of 100, a few hundred bytes
   checkpoint costs); then the same by a store that reads the whole folder each time (no inotify);
 - ``no-change turn``: what a turn that changes no file adds: its two checkpoints (start and end)
   and the comparison of the two, with inotify and without;
+- ``the worker's turn``: the same, as a worker takes them (`TurnFiles.turn_started` and
+  `turn_ended` on the event loop: git in a thread, the `files_changed` event made);
 - ``rewind 100``: 100 files changed, then put back (`restore`) and the checkpoint after it.
 
 Each figure is the median of `--rounds` rounds, in milliseconds.
@@ -18,6 +20,7 @@ Each figure is the median of `--rounds` rounds, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import subprocess
@@ -29,6 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tui.store.files import FileCheckpoints
+from tui.store.journal import Journal
+from tui.worker.files import TurnFiles
 
 
 def make_folder(root: Path, files: int) -> list[Path]:
@@ -64,6 +69,15 @@ def plain_git(root: Path, folder: Path) -> dict[str, str]:
     return env
 
 
+async def turn(files: TurnFiles) -> float:
+    """A turn that changes no file, as the worker checkpoints it: its two checkpoints, in ms."""
+    start = time.perf_counter()
+    before = await files.turn_started()
+    assert before is not None
+    await files.turn_ended("turn", before)
+    return ms(start)
+
+
 def ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
@@ -93,6 +107,9 @@ def main() -> None:
         still: list[float] = []
         read: list[float] = []
         read_still: list[float] = []
+        worker_turn: list[float] = []
+        made: list[object] = []
+        turn_files = TurnFiles(store, made.append, Journal.open_for_reading(root / "journal.jsonl"))
         rewind: list[float] = []
         for r in range(args.rounds):
             ten = files[(r * 10) % len(files) :][:10]
@@ -114,6 +131,8 @@ def main() -> None:
             a, b = store.snapshot(), store.snapshot()
             store.changes(a.tree, b.tree)
             still.append(ms(start))
+
+            worker_turn.append(asyncio.run(turn(turn_files)))
 
             start = time.perf_counter()
             a, b = plain.snapshot(), plain.snapshot()
@@ -145,6 +164,7 @@ def main() -> None:
         say("  the same, reading the whole folder", read, baseline)
         say("a turn that changes no file", still, baseline)
         say("  the same, reading the whole folder", read_still, baseline)
+        say("  the same, as the worker takes it", worker_turn, baseline)
         say("rewind of 100 files", rewind)
 
 
