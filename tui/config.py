@@ -475,10 +475,14 @@ class ClusterSettings(_Settings):
     """The ``[cluster]`` table: where sessions' workers run (docs/scale.md)."""
 
     engine: Literal["local", "ray"] = "local"
-    """``local``: each worker a process of this machine. ``ray``: a Ray cluster's (Ray is the
-    optional dependency ``pip install 'tui[cluster]'``; the engine itself is not built yet)."""
+    """``local``: each worker a process of this machine. ``ray``: a Ray cluster's, each worker
+    run by a detached actor on a node its scheduler picks (Ray is the optional dependency
+    ``pip install 'tui[cluster]'``)."""
     address: str | None = None
     """The cluster to join (Ray's ``HOST:PORT``); None: the engine's own default."""
+    resources: dict[str, float] = {}
+    """Ray resources each session's actor asks for (``{ sessions = 0.01 }``): only nodes that
+    have them run sessions. None asked: any node, spread."""
 
 
 class Config(_Settings):

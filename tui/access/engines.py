@@ -3,7 +3,7 @@
 ``engine = "local"`` (the default): `LocalEngine`, each worker a process of this machine.
 ``engine = "ray"``: a Ray cluster's. Ray is an optional dependency (``pip install
 'tui[cluster]'``); where it is not installed, tui imports nothing of it and says in one line what
-to install. The Ray engine itself is not built yet (docs/scale.md says what is and what is not).
+to install. The Ray engine is `tui.link.ray.RayEngine` (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,11 @@ def engine_for(state: StatePaths, config: Config | None = None) -> WorkerEngine:
             f'[cluster] engine = "ray"{where} needs Ray, which is not installed: `{CLUSTER_EXTRA}` '
             f'installs it (or set engine = "local")'
         )
-    raise TuiError(
-        f'[cluster] engine = "ray"{where}: this tui cannot run workers on Ray yet (docs/scale.md); '
-        f'set engine = "local"'
-    )
+    if config.cluster.address is None:
+        raise TuiError(
+            f'[cluster] engine = "ray"{where} needs the cluster\'s address: add address = "HOST:PORT" '
+            f"(what `ray start --head` printed)"
+        )
+    from tui.link.ray import RayEngine
+
+    return RayEngine(state, config.cluster.address, config.cluster.resources)

@@ -131,10 +131,10 @@ class LocalAccess(SessionAccess):
             memory = await asyncio.to_thread(tree_memory, car.pid, parents, workers)
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
-            from tui.link.client import BridgeClient
+            from tui.link.launch import worker_client
             from tui.protocol.routes import BRIDGE
 
-            client = BridgeClient(socket_path=car.socket, timeout=2.0)
+            client = worker_client(car, self.state.session(record.id), timeout=2.0)
             try:
                 now = await client.call(BRIDGE["transcript"], query={"limit": 0})
                 info = await client.call(BRIDGE["info"])
@@ -248,11 +248,13 @@ class LocalAccess(SessionAccess):
         car = self.engine.locate(session_id)
         if car is None:
             return False
-        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+        from tui.link.launch import worker_client  # httpx only when a worker is asked
         from tui.protocol import InterruptRequest
         from tui.protocol.routes import BRIDGE
 
-        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        client = worker_client(
+            car, self.state.session(session_id), label=f"the worker of session {short_id(session_id)}"
+        )
         try:
             reply = await client.call(BRIDGE["interrupt"], InterruptRequest(client_id=client_id))
             return bool(reply.interrupted)
@@ -269,9 +271,11 @@ class LocalAccess(SessionAccess):
                 f"the worker of session {short_id(session_id)} stopped as it was asked; "
                 f"`{self.command('attach', short_id(session_id))}` starts it again"
             )
-        from tui.link.client import BridgeClient  # httpx only when a worker is asked
+        from tui.link.launch import worker_client  # httpx only when a worker is asked
 
-        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        client = worker_client(
+            car, self.state.session(session_id), label=f"the worker of session {short_id(session_id)}"
+        )
         try:
             yield client
         finally:

@@ -64,6 +64,8 @@ class BridgeClient(Caller):
         self.socket_path = str(socket_path) if socket_path is not None else None
         self.label = label
         self.remote = socket_path is None
+        self.endpoint = self.socket_path or base_url
+        """Where the requests go: the socket, or the base URL."""
         self.stream_idle = stream_idle
         self.retry_hint: float | None = None
         """The last ``retry:`` the stream sent, in seconds: a minimum wait before reconnecting."""

@@ -21,11 +21,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.errors import WorkerStarting, WorkerUnavailable, os_error
 from tui.protocol.ids import short_id
 from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
+
+if TYPE_CHECKING:
+    from tui.link.client import BridgeClient
 
 __all__ = [
     "is_live",
@@ -33,7 +37,9 @@ __all__ = [
     "start_worker",
     "start_worker_async",
     "stop_worker",
+    "wait_for_bridge",
     "wait_for_release",
+    "worker_client",
     "worker_command",
 ]
 
@@ -107,6 +113,30 @@ def worker_command(state_root: Path, session_id: str) -> list[str]:
     return [sys.executable, "-I", "-m", "tui.commands.worker", "--state-dir", str(state_root), session_id]
 
 
+def worker_client(
+    car: WorkerSidecar, paths: SessionPaths, *, label: str = "the worker", timeout: float = 10.0
+) -> BridgeClient:
+    """The client of the worker `car` describes: its Unix socket, or, for a worker on a
+    cluster's node (``address`` set), its TCP bridge with the session's secret (``bridge.secret``).
+
+    Raises:
+        WorkerUnavailable: the session's secret cannot be read.
+    """
+    from tui.link.client import BridgeClient  # httpx only when a worker is asked
+
+    if car.address is None:
+        return BridgeClient(socket_path=car.socket, label=label, timeout=timeout)
+    try:
+        token = paths.secret.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkerUnavailable(
+            f"{label} listens on {car.address}, but its secret {paths.secret} cannot be read ({exc})"
+        ) from exc
+    client = BridgeClient(base_url=f"http://{car.address}", token=token, label=label, timeout=timeout)
+    client.remote = False  # a worker of this state dir: a transport error means it is gone
+    return client
+
+
 def start_worker(
     state_dir: StatePaths | str | os.PathLike[str],
     session_id: str,
@@ -151,7 +181,7 @@ def start_worker(
                     )
                 time.sleep(pause())
         else:
-            return _wait_for_bridge(paths.sidecar, paths.lock, paths.log, None, deadline, session_id)
+            return wait_for_bridge(paths.sidecar, paths.lock, paths.log, None, deadline, session_id)
 
     try:
         paths.log.parent.mkdir(parents=True, exist_ok=True)
@@ -171,10 +201,10 @@ def start_worker(
         )
     # Reap it whenever it ends, so no zombie lingers while this process lives on.
     threading.Thread(target=proc.wait, name=f"reap worker {proc.pid}", daemon=True).start()
-    return _wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
+    return wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
 
 
-def _wait_for_bridge(
+def wait_for_bridge(
     sidecar: Path,
     lock: Path,
     log: Path,
@@ -182,6 +212,14 @@ def _wait_for_bridge(
     deadline: float,
     session_id: str,
 ) -> WorkerSidecar:
+    """Wait until the worker `proc` started (or, when None, the one holding `lock`) writes its
+    sidecar and answers ``GET /info`` on its socket, until `deadline` (monotonic); a worker that
+    exits 3 lost the lock to another, which is followed instead.
+
+    Raises:
+        WorkerStarting: it runs but was not ready in time.
+        WorkerUnavailable: it exited, or runs but does not answer.
+    """
     pause = _pauses()
     while True:
         car = read_sidecar(sidecar)
@@ -277,7 +315,11 @@ async def stop_worker(paths: SessionPaths, *, again: str, reason: str = "", rest
     if car is not None:
         from tui.link.client import BridgeClient  # httpx only when a worker is asked
 
-        client = BridgeClient(socket_path=car.socket, label=f"the worker of session {short_id(session_id)}")
+        label = f"the worker of session {short_id(session_id)}"
+        try:
+            client = worker_client(car, paths, label=label)
+        except WorkerUnavailable:
+            client = BridgeClient(socket_path=car.socket, label=label)
         try:
             await client.leave(reason=reason, restart=restart)
             asked = True

@@ -87,14 +87,22 @@ class LocalLink(BridgedLink):
             return self._client
         car = self.engine.locate(self.session_id)
         self._sidecar_seen = seen if car is not None else None
-        path = car.socket if car is not None else str(self.paths.socket)
-        if self._client is None or self._client.socket_path != path:
+        # httpx is imported only once a worker is asked something, not by every command.
+        from tui.link.client import BridgeClient
+        from tui.link.launch import worker_client
+
+        label = f"the worker of session {self.short}"
+        if car is not None and car.address is not None:
+            endpoint = f"http://{car.address}"
+        else:
+            endpoint = car.socket if car is not None else str(self.paths.socket)
+        if self._client is None or self._client.endpoint != endpoint:
             if self._client is not None:
                 self._old_clients.append(self._client)
-            # httpx is imported only once a worker is asked something, not by every command.
-            from tui.link.client import BridgeClient
-
-            self._client = BridgeClient(socket_path=path, label=f"the worker of session {self.short}")
+            if car is not None:
+                self._client = worker_client(car, self.paths, label=label)
+            else:
+                self._client = BridgeClient(socket_path=endpoint, label=label)
         return self._client
 
     def _last_event_is_leaving(self) -> WorkerLeaving | None:

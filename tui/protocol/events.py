@@ -132,6 +132,9 @@ class WorkerStarted(EventBase):
     """As `/info` says it (a journal written before this field had only python sessions)."""
     prompt_syntax: Literal["python", "text"] = "python"
     """As `/info` says it."""
+    lost: str | None = None
+    """Why the previous worker is gone, when the engine that started this one knows (its
+    machine was lost): the error of the turn it leaves open; None: killed or crashed."""
 
 
 class TurnStarted(EventBase):

@@ -528,7 +528,7 @@ class SessionState(BaseModel):
                     self.tokens_in, self.tokens_out = event.tokens_in, event.tokens_out
             case WorkerStarted():
                 if current is not None:
-                    self._end_here(RESTARTED, event.seq, event.at.isoformat())
+                    self._end_here(event.lost or RESTARTED, event.seq, event.at.isoformat())
                 # Where a new worker took over stays in the transcript (what it lost with it).
                 for said in worker_lines(event, self.turns_started or len(self.turns)):
                     self._child_line(said, again=True)

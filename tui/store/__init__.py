@@ -4,7 +4,7 @@ Everything here is plain files and no Textual; the worker writes, everyone else 
 """
 
 from tui.store.journal import Journal, JournalLine, JournalMark
-from tui.store.lock import OwnerLock, is_live
+from tui.store.lock import EpochFence, OwnerLock, is_live
 from tui.store.paths import MAX_SOCKET_PATH, SessionPaths, StatePaths, is_session_id, socket_path_for
 from tui.store.sessions import (
     SessionRecord,
@@ -23,6 +23,7 @@ from tui.store.turns import TurnStore
 
 __all__ = [
     "MAX_SOCKET_PATH",
+    "EpochFence",
     "Journal",
     "JournalLine",
     "JournalMark",

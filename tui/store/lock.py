@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from tui.errors import Locked
+from tui.store._atomic import write_atomic
 
-__all__ = ["OwnerLock", "is_live"]
+__all__ = ["EpochFence", "OwnerLock", "is_live"]
 
 
 class OwnerLock:
@@ -83,3 +84,46 @@ def is_live(path: Path) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+class EpochFence:
+    """``sessions/ID/epoch``: the epoch of the newest worker that took the session, written by
+    each worker as it starts, before its ``worker_started``; a worker whose epoch is older may
+    not append (`newer` says so). The owner lock already keeps a second worker out where the
+    storage honours ``flock``; the fence also holds where it does not, or where a machine cut
+    off from the others comes back with its worker still running.
+
+    Args:
+        path: the epoch file.
+        epoch: this worker's epoch.
+    """
+
+    def __init__(self, path: Path, epoch: int) -> None:
+        self.path = path
+        self.epoch = epoch
+        self._seen: tuple[int, int, int] | None = None
+
+    def claim(self) -> None:
+        """Write this worker's epoch (atomically: a reader sees the old number or the new)."""
+        write_atomic(self.path, f"{self.epoch}\n")
+        st = os.stat(self.path)
+        self._seen = (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def newer(self) -> int | None:
+        """The epoch of a newer worker of the session, None while there is none: one `stat`
+        while the file is unchanged, a read when it changed."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key == self._seen:
+            return None
+        try:
+            found = int(self.path.read_text(encoding="ascii").strip() or 0)
+        except (OSError, ValueError):
+            return None
+        if found > self.epoch:
+            return found
+        self._seen = key
+        return None

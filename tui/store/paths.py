@@ -73,6 +73,17 @@ class SessionPaths:
         return self.root / "worker.log"
 
     @property
+    def epoch(self) -> Path:
+        """The epoch of the newest worker that took the session (`tui.store.lock.EpochFence`)."""
+        return self.root / "epoch"
+
+    @property
+    def secret(self) -> Path:
+        """The bearer token (mode 0600) a worker's TCP bridge asks of every request, when the
+        session's worker runs on a cluster (`tui.link.ray`)."""
+        return self.root / "bridge.secret"
+
+    @property
     def socket(self) -> Path:
         """Where this session's worker binds its bridge (see `socket_path_for`)."""
         return socket_path_for(self.root, self.session_id)

@@ -21,6 +21,9 @@ class WorkerSidecar(BaseModel):
     epoch: int
     socket: str
     """The real path of the bridge socket (it may live outside the session's folder)."""
+    address: str | None = None
+    """``HOST:PORT`` where the bridge also listens on TCP, behind the session's secret
+    (``bridge.secret``), when the worker runs on a cluster's node; None: its Unix socket only."""
     started_at: datetime
     version: str
     features: list[str] = []

@@ -121,6 +121,9 @@ class SessionWorker:
         agent.on_info = self._agent_info_changed
         agent.on_note = self.control.agent_note
         self._leave_task: asyncio.Task[None] | None = None
+        self.predecessor_lost: str | None = None
+        """Why the previous worker is gone, when the engine that started this one said so
+        (``TUI_PREDECESSOR_LOST``: its machine was lost); it ends the turn left open."""
         self.resumed_at_turn = 0
         """How many turns the session had when this worker started (`Info.resumed_at_turn`)."""
         self.first_budget = record.budget or Budget()
@@ -144,6 +147,7 @@ class SessionWorker:
                 model=self.writer.state.model,
                 reply_format=self.agent.reply_format,
                 prompt_syntax=self.agent.prompt_syntax,
+                lost=self.predecessor_lost,
             )
         )
         for text in self.agent.notes:  # tui's own (what the sandbox lets the agent reach), not the agent's
@@ -160,7 +164,7 @@ class SessionWorker:
                     turn_id=orphan.turn_id,
                     outcome="failed",
                     reply=orphan.reply,
-                    error=RESTARTED,
+                    error=self.predecessor_lost or RESTARTED,
                 )
             )
         self.writer.quiet = False

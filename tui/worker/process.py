@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hmac
 import logging
 import os
 import shutil
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tui import worker_version
 from tui.config import Config, WorkerSettings, load_config
@@ -32,6 +34,7 @@ from tui.errors import Locked, TuiError
 from tui.protocol import FEATURES, Budget, TurnRecord
 from tui.serve import JsonH11
 from tui.store import (
+    EpochFence,
     Journal,
     OwnerLock,
     SessionPaths,
@@ -96,6 +99,58 @@ def bind_socket(path: Path) -> socket.socket:
     return sock
 
 
+BRIDGE_HOST = "TUI_BRIDGE_HOST"
+"""The environment variable naming the address a worker on a cluster's node listens on over TCP
+too (set by the engine that starts it, `tui.link.ray`), behind the session's secret."""
+PREDECESSOR_LOST = "TUI_PREDECESSOR_LOST"
+"""Set by the engine that starts the worker when the previous one's machine was lost: the error
+of the turn it left open."""
+
+
+def bind_tcp(host: str) -> socket.socket:
+    """Listen on TCP at `host`, on a port the system picks."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.bind((host, 0))
+    sock.listen(256)
+    sock.setblocking(False)
+    return sock
+
+
+UNAUTHORIZED = (
+    b'{"error":"unauthorized","detail":"the session\'s secret (bridge.secret) is wrong or missing"}'
+)
+
+
+def behind_secret(app: ASGIApp, secret: str) -> ASGIApp:
+    """`app`, answering a request that came over TCP only when it carries ``Authorization: Bearer
+    SECRET``: 401 otherwise, without reading it. A request on the Unix socket (mode 0600) is not
+    asked (uvicorn's ``server`` of a Unix socket has no port)."""
+    expected = f"Bearer {secret}".encode()
+
+    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+        server = scope.get("server")
+        if scope["type"] == "http" and server is not None and server[1] is not None:
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = UNAUTHORIZED
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", b"%d" % len(body)),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 class _Server(uvicorn.Server):
     """uvicorn, minus its signal handling (the worker leaves properly on SIGTERM) and its 10 Hz
     main loop (an idle worker wakes for nothing: `exit` ends the wait), plus a ready event.
@@ -126,6 +181,14 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         self.ready.set()
+
+
+def _end_fenced(newer: int) -> None:
+    """A newer worker took the session: end this process at once, writing nothing more (not
+    even ``worker_leaving``: the journal is the newer worker's now)."""
+    log.error("ending: worker epoch %d runs this session now", newer)
+    logging.shutdown()
+    os._exit(5)
 
 
 def idle_policy(agent: Agent, settings: WorkerSettings, explicit: float | None) -> Callable[[], float]:
@@ -273,9 +336,16 @@ async def _serve(
         paths, record, journal, agent, lock=lock, follower_limit=_follower_limit(), starter=starter
     )
     worker.idle_timeout = idle_policy(agent, context.config.workers, idle_timeout)
+    worker.predecessor_lost = os.environ.get(PREDECESSOR_LOST) or None
     if record.budget is None:
         worker.first_budget = Budget.model_validate(context.config.budget.model_dump())
     worker.writer.load(checkpoint)
+    # This worker's epoch, claimed before it writes anything: an older worker of the session
+    # still running somewhere (a machine cut off, storage without flock) writes no more.
+    fence = EpochFence(paths.epoch, worker.writer.state.epoch + 1)
+    fence.claim()
+    worker.writer.fence = fence
+    worker.writer.on_fenced = _end_fenced
     watch(worker, context.config.notify)
     indexer = keep_index(worker.writer.listeners, paths)
     worker.begin()
@@ -284,8 +354,26 @@ async def _serve(
         worker.control.children.resume()  # follow again the children a predecessor followed
     sock_path = paths.socket
     sock = bind_socket(sock_path)
+    sockets = [sock]
+    app = build_app(worker)
+    address: str | None = None
+    host = os.environ.get(BRIDGE_HOST)
+    if host:
+        # On a cluster's node: clients on other machines reach the bridge over TCP, with the
+        # secret the engine wrote beside the journal (a TCP port is not a 0600 socket).
+        try:
+            secret = paths.secret.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            log.error("the session's secret %s cannot be read (%s); not serving over TCP", paths.secret, exc)
+            worker.release()
+            return 1
+        tcp = bind_tcp(host)
+        sockets.append(tcp)
+        app = behind_secret(app, secret)
+        bound = tcp.getsockname()
+        address = f"[{bound[0]}]:{bound[1]}" if ":" in bound[0] else f"{bound[0]}:{bound[1]}"
     config = uvicorn.Config(
-        build_app(worker),
+        app,
         lifespan="off",
         log_config=None,
         access_log=False,
@@ -295,7 +383,7 @@ async def _serve(
         date_header=False,
     )
     server = _Server(config)
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    serving = asyncio.create_task(server.serve(sockets=sockets))
     ready = asyncio.create_task(server.ready.wait())
     await asyncio.wait({serving, ready}, return_when=asyncio.FIRST_COMPLETED)
     if serving.done():
@@ -307,17 +395,19 @@ async def _serve(
         pid=os.getpid(),
         epoch=worker.writer.state.epoch,
         socket=str(sock_path),
+        address=address,
         started_at=datetime.now(UTC),
         version=worker_version(),
         features=list(FEATURES),
     )
     write_sidecar(paths.sidecar, sidecar)
     log.info(
-        "worker %d epoch %d serving session %s on %s",
+        "worker %d epoch %d serving session %s on %s%s",
         os.getpid(),
         worker.writer.state.epoch,
         record.id,
         sock_path,
+        f" and {address}" if address else "",
     )
 
     def mark_leaving() -> None:

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from tui.errors import DiskFull
+from tui.errors import DiskFull, WorkerUnavailable
 from tui.protocol import (
     Event,
     Note,
@@ -30,7 +30,7 @@ from tui.protocol import (
 )
 from tui.protocol.events import EventBase
 from tui.protocol.state import SessionState
-from tui.store import Journal, SessionPaths, TurnStore
+from tui.store import EpochFence, Journal, SessionPaths, TurnStore
 from tui.store.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from tui.worker.hub import Hub, Subscription
 
@@ -78,6 +78,13 @@ class EventWriter:
         """The worker is letting go of the session: no status, no retry, no new turn."""
         self.quiet = False
         """No `status` follows each event (while the worker says it started)."""
+        self.fence: EpochFence | None = None
+        """The session's epoch file, asked before each append: once a newer worker took the
+        session, nothing more is written (the process sets it)."""
+        self.on_fenced: Callable[[int], None] | None = None
+        """Called once, with the newer worker's epoch, when the fence stops this one."""
+        self.fenced: int | None = None
+        """The newer worker's epoch, once one took the session."""
         self.on_disk_full: Callable[[], None] = lambda: None
         """Called when a write first fails (the running turn is stopped)."""
         self.on_space_back: Callable[[], None] = lambda: None
@@ -192,6 +199,8 @@ class EventWriter:
         Raises:
             DiskFull: the journal could not be written; nothing of `event` was kept or sent.
         """
+        if self.fence is not None:
+            self._check_fence()
         if self._held or self._unsaved:
             self.resume()
         try:
@@ -218,6 +227,25 @@ class EventWriter:
         if not isinstance(stamped, Status | WorkerLeaving) and not self.quiet:
             self._maybe_status()
         return typed
+
+    def _check_fence(self) -> None:
+        """Refuse to write once a newer worker of the session started (on another machine)."""
+        assert self.fence is not None
+        if self.fenced is None:
+            newer = self.fence.newer()
+            if newer is None:
+                return
+            self.fenced = newer
+            log.error(
+                "a newer worker (epoch %d) took this session; this one (epoch %d) stops writing",
+                newer,
+                self.fence.epoch,
+            )
+            if self.on_fenced is not None:
+                self.on_fenced(newer)
+        raise WorkerUnavailable(
+            f"a newer worker of this session took over (epoch {self.fenced}); this one writes no more"
+        )
 
     def _hand_on(self, event: Event) -> None:
         """The point after which `event` is written, applied and published: each listener is told.

@@ -1,0 +1,117 @@
+"""Sessions whose workers run in detached Ray actors on a real three-node Ray cluster on loopback
+(``[cluster] engine = "ray"`` in config.toml), as a user runs them: ``tui send --new … --wait``,
+``tui attach`` and ``tui send`` reaching the worker over its TCP bridge, a wrong secret refused,
+and a node killed mid-turn: the session comes back on another node from its journal."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from helpers import wait_until
+
+from client.helpers import journal_seqs, tui, worker_pid
+from tui.store import StatePaths, read_sidecar
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None,
+    reason="Ray is not installed here (pip install 'tui[cluster]'); the cluster's tests need it",
+)
+
+LOST = "the machine running this turn was lost"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """One cluster for the module: its head and two nodes that run sessions."""
+    from ray_cluster import RayCluster
+
+    with RayCluster() as running:
+        yield running
+
+
+@pytest.fixture
+def on_ray(cluster: Any, state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """config.toml naming the cluster; the new sessions' folder."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "config.toml").write_text(
+        f'[cluster]\nengine = "ray"\naddress = "{cluster.address}"\nresources = {{ sessions = 0.01 }}\n'
+    )
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(config))
+    monkeypatch.setenv("RAY_TMPDIR", cluster.temp)
+    work = tmp_path / "work"
+    work.mkdir()
+    return work
+
+
+def events(state_dir: Path, sid: str) -> list[dict[str, Any]]:
+    path = StatePaths(state_dir).session(sid).journal
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_session_s_worker_runs_in_a_ray_actor(cluster: Any, on_ray: Path, state_dir: Path) -> None:
+    out = tui("send", "--new", "--dir", str(on_ray), "print(6*7)", "--wait", timeout=240)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "42\n"
+    sid = out.stderr.strip().splitlines()[0]
+    paths = StatePaths(state_dir).session(sid)
+    # Its worker is the child of the session's actor, on a node that runs sessions.
+    assert cluster.where(sid) in cluster.nodes[1:]
+    parent = Path(f"/proc/{worker_pid(state_dir, sid)}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    assert "WorkerHost" in Path(f"/proc/{parent}/cmdline").read_text()
+    # Its bridge listens on the node's address, behind the session's secret (mode 0600).
+    car = read_sidecar(paths.sidecar)
+    assert car is not None and car.address is not None and car.address.startswith("127.0.0.1:")
+    assert paths.secret.stat().st_mode & 0o777 == 0o600
+    secret = paths.secret.read_text().strip()
+    refused = httpx.get(f"http://{car.address}/info", headers={"Authorization": "Bearer wrong"})
+    assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+    assert httpx.get(f"http://{car.address}/info").status_code == 401
+    info = httpx.get(f"http://{car.address}/info", headers={"Authorization": f"Bearer {secret}"})
+    assert info.status_code == 200
+    # The commands reach it, from this machine's state dir.
+    attached = tui("attach", sid, input="print(2+3)\n", timeout=120)
+    assert attached.returncode == 0, attached.stderr
+    assert attached.stdout.strip() == "5"
+    sent = tui("send", sid, "print(7*6)", "--wait", timeout=120)
+    assert sent.returncode == 0 and sent.stdout == "42\n", sent.stderr
+    # Stopped: its actor ends with it, so a stopped session costs only storage.
+    stopped = tui("stop", sid, timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    assert cluster.where(sid) is None
+
+
+def test_a_session_comes_back_on_another_node_when_its_node_dies(
+    cluster: Any, on_ray: Path, state_dir: Path
+) -> None:
+    out = tui("send", "--new", "--dir", str(on_ray), "x = 1", "--wait", timeout=240)
+    assert out.returncode == 0, out.stderr
+    sid = out.stderr.strip().splitlines()[0]
+    node = cluster.where(sid)
+    assert node in cluster.nodes[1:]
+    # A turn runs, streaming output, when its node dies.
+    started = tui("send", sid, 'import time\nprint("running", flush=True)\ntime.sleep(3600)', timeout=120)
+    assert started.returncode == 0, started.stderr
+    wait_until(lambda: any('"running' in json.dumps(e) for e in events(state_dir, sid)), "the turn's output")
+    cluster.kill(node)
+
+    def came_back() -> bool:
+        return any(e["type"] == "worker_started" and e.get("lost") for e in events(state_dir, sid))
+
+    wait_until(came_back, "a new worker on another node", timeout=120)
+    ended = [e for e in events(state_dir, sid) if e["type"] == "turn_ended"]
+    assert ended[-1]["outcome"] == "failed" and ended[-1]["error"].startswith(LOST)
+    # The next prompt runs on another node; the journal lost and repeated nothing.
+    sent = tui("send", sid, "print(6*7)", "--wait", timeout=240)
+    assert sent.returncode == 0 and sent.stdout == "42\n", sent.stderr
+    assert cluster.where(sid) not in (None, node)
+    seqs = journal_seqs(state_dir, sid)
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert os.path.exists(StatePaths(state_dir).session(sid).secret)
