@@ -18,6 +18,7 @@ from tui.errors import (
     InvalidAnswer,
     InvalidRequest,
     NotFound,
+    NotPermitted,
     QuestionNotPending,
     ServerStopping,
 )
@@ -92,6 +93,8 @@ class TurnControl:
         self._answered_by: By | None = None
         self._asking: asyncio.Task[None] | None = None
         """Asks, with no turn running, whether to raise the budget the last turn stopped at."""
+        self._budget_question: str | None = None
+        """That question's id: only the owner may answer it "raise" (as only the owner sets limits)."""
         writer.on_disk_full = self._disk_full
         writer.on_space_back = self._space_back
 
@@ -356,6 +359,7 @@ class TurnControl:
                 options,
                 multiple=False,
                 freeform=False,
+                budget=True,
             )
         except (QuestionDismissed, QuestionCancelled):
             return
@@ -468,13 +472,21 @@ class TurnControl:
         return await self._ask_of(turn.turn_id, text, options, multiple=multiple, freeform=freeform)
 
     async def _ask_of(
-        self, turn_id: str, text: str, options: list[Option], *, multiple: bool, freeform: bool
+        self,
+        turn_id: str,
+        text: str,
+        options: list[Option],
+        *,
+        multiple: bool,
+        freeform: bool,
+        budget: bool = False,
     ) -> Answer:
         if self._question_future is not None:
             raise Busy("a question is already pending in this session; ask the next one after its answer")
         future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._question_future = future
         question_id = new_id("ask")
+        self._budget_question = question_id if budget else None
         self.writer.emit(
             QuestionAsked(
                 turn_id=turn_id,
@@ -523,6 +535,12 @@ class TurnControl:
             raise InvalidAnswer("this question takes only its options, not free text")
         if not request.selected and freeform is None:
             raise InvalidAnswer("an answer needs an option or some text")
+        guest = (by or self.by).kind == "participant"
+        if guest and question.question_id == self._budget_question and request.selected != [labels[-1]]:
+            raise NotPermitted(
+                f"only the session's owner raises its budget; answer {labels[-1]!r} to keep it, "
+                "or ask the owner"
+            )
         self.writer.emit(
             QuestionResolved(
                 question_id=question.question_id,
