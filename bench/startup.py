@@ -6,11 +6,18 @@ Each figure is the median of several fresh processes: ``python -c pass`` (the fl
 
 First frames on a pty (120x40), beside a bare Textual app (Static + Footer) in the same run: the
 time from the process's start until the terminal shows a text of the frame (the footer's
-``Detach`` for the bare app and an empty session; the last turn's reply on a 10,000-turn
-session), for ``tui attach ID`` to a live worker.
+``Detach`` for the bare app and an empty session; the last turn's ``9999``, in its coloured
+prompt or its output, on a 10,000-turn session), for ``tui attach ID`` to a live worker. An
+empty session's first frame is the app's first screen, drawn before the session is reached;
+the 10,000-turn session's is the session screen with the last turns drawn.
 
-Run: ``.venv/bin/python bench/startup.py [RUNS] [--frames]`` (``--frames``: the first frames
-only), from any folder (``python -m tui`` puts the current folder first on the path). Each
+The first frames are taken in interleaved rounds (the bare app, then each `tui attach`, again
+and again), each with the CPU time the process had used when its frame showed.
+
+Run: ``.venv/bin/python bench/startup.py [RUNS] [--frames] [--before DIR]`` (``--frames``: the
+first frames only; ``--before DIR``: also `tui attach` of another tree, DIR holding its ``tui``
+folder, as from ``git archive``, put first on ``PYTHONPATH``), from any folder (the first
+frames run from ``/``, since ``python -m tui`` puts the current folder first on the path). Each
 figure is printed on its own line.
 """
 
@@ -79,11 +86,15 @@ Bare().run()
 """
 
 
-def first_frame(argv: list[str], marker: bytes, env: dict[str, str], timeout: float = 120.0) -> float:
-    """Seconds from starting `argv` on a 120x40 pty until its output holds `marker`."""
+def first_frame(
+    argv: list[str], marker: bytes, env: dict[str, str], timeout: float = 120.0
+) -> tuple[float, float]:
+    """Seconds from starting `argv` on a 120x40 pty until its output holds `marker`, and the CPU
+    time (user + system, from ``/proc/PID/stat``) the process had used by then."""
     t = time.perf_counter()
     pid, fd = pty.fork()
-    if pid == 0:  # the child
+    if pid == 0:  # the child, out of any tree (`python -m tui` puts the current folder first)
+        os.chdir("/")
         os.execvpe(argv[0], argv, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     seen = b""
@@ -95,7 +106,9 @@ def first_frame(argv: list[str], marker: bytes, env: dict[str, str], timeout: fl
                 except OSError:
                     break
                 if marker in seen:
-                    return time.perf_counter() - t
+                    wall = time.perf_counter() - t
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    return wall, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         raise RuntimeError(f"{argv} never showed {marker!r}; it showed {seen[-500:]!r}")
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -103,13 +116,12 @@ def first_frame(argv: list[str], marker: bytes, env: dict[str, str], timeout: fl
         os.close(fd)
 
 
-def _frames(argv: list[str], marker: bytes, env: dict[str, str], runs: int) -> list[float]:
-    first_frame(argv, marker, env)  # bytecode, page cache
-    return [first_frame(argv, marker, env) for _ in range(runs)]
-
-
-def bench_first_frames(state: StatePaths, workdir: Path, env: dict[str, str], runs: int) -> None:
-    """First frame of the bare app, of `tui attach` to an empty session and to a 10,000-turn one."""
+def bench_first_frames(
+    state: StatePaths, workdir: Path, env: dict[str, str], runs: int, before: str | None = None
+) -> None:
+    """First frame of the bare app, of `tui attach` to an empty session and to a 10,000-turn one,
+    in interleaved rounds (one of each a round, so the machine's load falls on all alike);
+    with `before` (a folder holding another tree's ``tui``), that tree's `tui attach` too."""
     spec = importlib.util.spec_from_file_location("coldstart", Path(__file__).with_name("coldstart.py"))
     assert spec is not None and spec.loader is not None
     coldstart = importlib.util.module_from_spec(spec)
@@ -120,17 +132,40 @@ def bench_first_frames(state: StatePaths, workdir: Path, env: dict[str, str], ru
     empty = create_session(state, working_directory=workdir).id
     long = coldstart._write_session(state, workdir, 10_000)
     cars = [start_worker(state, sid, timeout=120.0) for sid in (empty, long)]
+    attach = [sys.executable, "-m", "tui", "attach"]
+    reached = "tui attach, empty session, until the session screen shows (its status row's 'idle')"
+    cases: list[tuple[str, list[str], bytes, dict[str, str]]] = [
+        ("bare Textual app (Static + Footer)", [sys.executable, str(bare_file)], b"Detach", pty_env),
+        ("tui attach, empty session", [*attach, empty], b"Detach", pty_env),
+        (reached, [*attach, empty], b"idle", pty_env),
+        ("tui attach, 10,000-turn session", [*attach, long], b"9999", pty_env),
+    ]
+    if before is not None:
+        old_env = {**pty_env, "PYTHONPATH": before}
+        cases += [
+            ("tree before: tui attach, empty session", [*attach, empty], b"Detach", old_env),
+            (f"tree before: {reached}", [*attach, empty], b"idle", old_env),
+            ("tree before: tui attach, 10,000-turn session", [*attach, long], b"9999", old_env),
+        ]
     try:
-        bare = statistics.median(_frames([sys.executable, str(bare_file)], b"Detach", pty_env, runs))
-        print(f"first frame on a pty, bare Textual app (Static + Footer): median {bare * 1000:.0f} ms")
-        attach = [sys.executable, "-m", "tui", "attach"]
-        cases = ((empty, b"Detach", "empty session"), (long, b"print(9999)", "10,000-turn session"))
-        for sid, marker, what in cases:
-            times = _frames([*attach, sid], marker, pty_env, runs)
-            med = statistics.median(times)
+        for _, argv, marker, case_env in cases:
+            first_frame(argv, marker, case_env)  # bytecode, page cache
+        walls: dict[str, list[float]] = {name: [] for name, *_ in cases}
+        cpus: dict[str, list[float]] = {name: [] for name, *_ in cases}
+        for _ in range(runs):
+            for name, argv, marker, case_env in cases:
+                wall, cpu = first_frame(argv, marker, case_env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+        bare_name = cases[0][0]
+        bare_wall, bare_cpu = statistics.median(walls[bare_name]), statistics.median(cpus[bare_name])
+        for name, *_ in cases:
+            wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
             print(
-                f"first frame on a pty, tui attach, {what}: median {med * 1000:.0f} ms "
-                f"(min {min(times) * 1000:.0f}, max {max(times) * 1000:.0f}; {med / bare:.2f}x the bare app)"
+                f"first frame on a pty, {name}: median {wall * 1000:.0f} ms "
+                f"(min {min(walls[name]) * 1000:.0f}, max {max(walls[name]) * 1000:.0f}), "
+                f"CPU {cpu * 1000:.0f} ms; {wall / bare_wall:.2f}x the bare app's wall, "
+                f"{cpu / bare_cpu:.2f}x its CPU"
             )
     finally:
         for car in cars:
@@ -147,6 +182,7 @@ def main() -> None:
     numbers = [a for a in sys.argv[1:] if a.isdigit()]
     runs = int(numbers[0]) if numbers else 7
     only_frames = "--frames" in sys.argv
+    before = sys.argv[sys.argv.index("--before") + 1] if "--before" in sys.argv else None
     print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
     # An installed package has its bytecode; without it every process would compile tui's source.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -157,7 +193,7 @@ def main() -> None:
         if only_frames:
             workdir = Path(tmp) / "work"
             workdir.mkdir()
-            bench_first_frames(StatePaths(Path(env["TUI_STATE_DIR"])), workdir, env, runs)
+            bench_first_frames(StatePaths(Path(env["TUI_STATE_DIR"])), workdir, env, runs, before)
             return
         print(f"python -c pass: {_time_process([sys.executable, '-c', 'pass'], env, runs)}")
         print(f"tui --help: {_time_process([*tui, '--help'], env, runs)}")
@@ -185,7 +221,7 @@ def main() -> None:
             print(f"tui send --wait to a live worker: {_time_process(send, env, runs)}")
         finally:
             asyncio.run(_leave(car.socket))
-        bench_first_frames(state, workdir, env, runs)
+        bench_first_frames(state, workdir, env, runs, before)
     print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
 
 

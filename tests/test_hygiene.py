@@ -324,7 +324,10 @@ def test_the_app_s_first_frame_imports_no_piped_surface_and_no_turn_watch() -> N
 
 # What the first screen of an empty session does not show, so `tui attach` must not import it
 # before that screen is on the terminal: httpx's command line (click, rich's progress bars and
-# syntax, Pygments), the search index (SQLite), Markdown, the worker's agents and its server.
+# syntax, Pygments), the search index (SQLite), Markdown, the worker's agents and its server;
+# and since the first screen is drawn before the session is reached (`StartingScreen`), nothing
+# that reaching it or drawing it needs either: the wire models and pydantic, the link, httpx and
+# anyio, the store, the settings' models, the session screen and its widgets (TextArea).
 NOT_BEFORE_THE_FIRST_FRAME = (
     "click",
     "pygments",
@@ -333,7 +336,7 @@ NOT_BEFORE_THE_FIRST_FRAME = (
     "rich.markdown",
     "markdown_it",
     "sqlite3",
-    "tui.store.index",
+    "tui.store",
     "tui.commands.search",
     "tui.worker",
     "pydantic_ai",
@@ -342,13 +345,43 @@ NOT_BEFORE_THE_FIRST_FRAME = (
     "acp",
     "uvicorn",
     "starlette",
+    "pydantic",
+    "pydantic_core",
+    "httpx",
+    "httpcore",
+    "anyio",
+    "h11",
+    "tui.protocol",
+    "tui.link",
+    "tui.access",
+    "tui.config",
+    "tui.commands.sessions",
+    "tui.ui.screens.session",
+    "tui.ui.widgets",
+    "textual.widgets._text_area",
 )
 
+# Put first on the path of the `tui attach` below: every import, as it starts, written to stderr
+# with the thread that made it (the session is reached in a thread once the first screen shows).
+_IMPORTS_BY_THREAD = """
+import os, sys, threading
 
-def test_tui_attach_s_first_frame_imports_nothing_the_first_screen_does_not_need(state_dir: Path) -> None:
-    """`tui attach ID` on a terminal (a pty) to an empty session's live worker, with Python's
-    ``-X importtime`` and the app's output (Textual draws on stderr) in one file: every module
-    whose import ended before the first frame (the footer's ``Detach``) is listed before it."""
+class _Said:
+    def find_spec(self, name, path=None, target=None):
+        os.write(2, f"\\nimport by {threading.current_thread().name}: {name}\\n".encode())
+        return None
+
+sys.meta_path.insert(0, _Said())
+"""
+
+
+def test_tui_attach_s_first_frame_imports_nothing_the_first_screen_does_not_need(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """`tui attach ID` on a terminal (a pty) to an empty session's live worker, with every import
+    and the app's output (Textual draws on stderr) in one file: every module the app's own
+    thread imported before the first frame (the footer's ``Detach``) is listed before it. What
+    the thread that reaches the session imports meanwhile is not drawn by the first screen."""
     import contextlib
     import os
     import pty
@@ -362,11 +395,13 @@ def test_tui_attach_s_first_frame_imports_nothing_the_first_screen_does_not_need
     state = StatePaths(state_dir)
     sid = create_session(state, working_directory=state_dir).id
     start_worker(state, sid)
+    (tmp_path / "sitecustomize.py").write_text(_IMPORTS_BY_THREAD)
     log = state_dir / "attach.log"
-    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPROFILEIMPORTTIME": "1"}
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(tmp_path)}
     pid, fd = pty.fork()
     if pid == 0:  # the child: `tui attach` with the pty as its terminal and stderr to the log
         os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        os.chdir(tmp_path)
         os.execve(sys.executable, [sys.executable, "-m", "tui", "attach", sid], env)
 
     def drawn() -> bool:
@@ -383,7 +418,8 @@ def test_tui_attach_s_first_frame_imports_nothing_the_first_screen_does_not_need
         os.close(fd)
         stop_workers(state_dir, sid)
     text = log.read_bytes().split(b"Detach")[0].decode(errors="replace")
-    imported = {line.split("|")[2].strip() for line in text.splitlines() if line.startswith("import time:")}
+    main = "import by MainThread: "
+    imported = {line.removeprefix(main).strip() for line in text.splitlines() if line.startswith(main)}
     assert "textual.app" in imported, text[-2000:]
     early = sorted(
         m for m in imported if any(m == n or m.startswith(n + ".") for n in NOT_BEFORE_THE_FIRST_FRAME)

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tui.errors import InvalidModel, TuiError
+from tui.places import config_dir, config_path, state_dir
 
 __all__ = [
     "BUILTIN_AGENTS",
@@ -45,39 +45,12 @@ __all__ = [
     "tokens_dir",
 ]
 
-CONFIG_FILE = "config.toml"
-
 PROVIDERS: dict[str, str] = {
     "openai": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "google": "GEMINI_API_KEY",
 }
 """The providers a model session speaks to, each with the variable its key is read from by default."""
-
-
-def state_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """The state dir: `override`, else ``$TUI_STATE_DIR``, else the platform's user state dir.
-
-    The folder is made (mode 0700) when missing.
-    """
-    chosen = override or os.environ.get("TUI_STATE_DIR") or platformdirs.user_state_dir("tui")
-    path = Path(chosen).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
-
-
-def config_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """The config dir: `override`, else ``$TUI_CONFIG_DIR``, else the platform's user config dir.
-
-    Nothing is made: a missing folder is an empty configuration.
-    """
-    chosen = override or os.environ.get("TUI_CONFIG_DIR") or platformdirs.user_config_dir("tui")
-    return Path(chosen).expanduser().resolve()
-
-
-def config_path(override: str | os.PathLike[str] | None = None) -> Path:
-    """``config.toml`` in the config dir (see `config_dir`)."""
-    return config_dir(override) / CONFIG_FILE
 
 
 # --- token files ---------------------------------------------------------------------------------

@@ -10,15 +10,14 @@ import argparse
 import asyncio
 import os
 import sys
-import threading
 from typing import TYPE_CHECKING
 
 from tui.errors import UsageError
-from tui.link.base import AttachLink
-from tui.protocol.ids import short_id
+from tui.places import saved_theme
 
 if TYPE_CHECKING:
     from tui.access.base import SessionAccess
+    from tui.link.base import AttachLink
     from tui.protocol.web import Found, SearchQuery
 
 
@@ -100,74 +99,72 @@ def _attach(
     open_at: tuple[int, str] | None = None,
 ) -> tuple[int, tuple[str, int, str] | None]:
     """Run the app on one session; its exit code, and the hit of another session chosen in its
-    search across sessions, to attach next (None: none)."""
-    from tui.commands.limits import budget_of
-    from tui.commands.sessions import open_access
-    from tui.link.local import local_client_id
-    from tui.store import StatePaths
+    search across sessions, to attach next (None: none).
 
-    access = open_access(args)
+    The app draws its first screen before anything else is imported: the session is reached
+    (`reach`: the store, the link, httpx, the wire models) in a thread once that screen shows."""
+    from tui.ui import Reached, TuiApp
+
     folder = os.path.abspath(getattr(args, "dir", None) or os.getcwd())
 
-    async def connect() -> tuple[AttachLink, str]:
-        if prefix is None:
-            session_id = await access.create(
-                working_directory=folder,
-                agent=getattr(args, "agent", None),
-                model=getattr(args, "model", None),
-                budget=budget_of(args),
-            )
-            where = folder
-        else:
-            session_id = await access.resolve(prefix)
-            where = await _folder(access, session_id)
-        # The link wakes the session's worker (starting one when none runs).
-        link = await access.link(session_id, client_id=local_client_id())
-        import tui.link.client  # noqa: F401 - httpx, here rather than on the app's loop after mount
+    def reach() -> Reached:
+        from tui.commands.limits import budget_of
+        from tui.commands.sessions import open_access
+        from tui.config import load_config
+        from tui.errors import TuiError
+        from tui.link.local import local_client_id
+        from tui.store import StatePaths
 
-        return link, where
+        access = open_access(args)
 
-    # Connect (and start the worker) while the app's modules load: neither waits for the other.
-    connected: list[tuple[AttachLink, str]] = []
-    failed: list[BaseException] = []
+        async def connect() -> tuple[AttachLink, str]:
+            if prefix is None:
+                session_id = await access.create(
+                    working_directory=folder,
+                    agent=getattr(args, "agent", None),
+                    model=getattr(args, "model", None),
+                    budget=budget_of(args),
+                )
+                where = folder
+            else:
+                session_id = await access.resolve(prefix)
+                where = await _folder(access, session_id)
+            # The link wakes the session's worker (starting one when none runs).
+            link = await access.link(session_id, client_id=local_client_id())
+            import tui.link.client  # noqa: F401 - httpx, here rather than on the app's loop after mount
 
-    def run_connect() -> None:
+            return link, where
+
+        link, where = asyncio.run(connect())
         try:
-            connected.append(asyncio.run(connect()))
-        except BaseException as exc:  # handed to the main thread, which raises it
-            failed.append(exc)
-
-    connecting = threading.Thread(target=run_connect, name="connect", daemon=True)
-    connecting.start()
-    from tui.config import load_config, save_setting
-    from tui.errors import TuiError
-    from tui.ui import TuiApp
-
-    connecting.join()
-    if failed:
-        raise failed[0]
-    link, where = connected[0]
-
-    try:
-        config = load_config()
-        theme, alerts = config.theme, config.notify.terminal
-    except TuiError:
-        theme, alerts = None, "auto"  # a broken config.toml is said by the commands that read the rest of it
+            alerts = load_config().notify.terminal
+        except TuiError:
+            alerts = "auto"  # a broken config.toml is said by the commands that read the rest of it
+        return Reached(link, where, StatePaths.resolve(args.state_dir).root, alerts)
 
     app = TuiApp(
-        link,
+        reach=reach,
+        reaching=f"reaching session {prefix}" if prefix is not None else f"starting a session in {folder}",
         first_prompt=first_prompt,
-        state_dir=StatePaths.resolve(args.state_dir).root,
-        folder=where,
-        theme=theme,
-        keep_theme=lambda chosen: save_setting("theme", chosen),
-        alerts=alerts,
+        theme=saved_theme(),
+        keep_theme=_keep_theme,
         search=lambda query: _search_once(args, query),
         open_at=open_at,
     )
     app.run()
+    if app.failure is not None:
+        raise app.failure
     code = app.return_code or 0
-    short = short_id(link.session_id)
+    if not app.reached:
+        print(
+            "tui: left before the session was reached; `tui sessions` lists it if it was made.",
+            file=sys.stderr,
+        )
+        return code, None
+    from tui.protocol.ids import short_id
+
+    short = short_id(app.link.session_id)
+    link = app.link
     if code == 0 and app.next_open is not None:
         print(f"tui: detached from {short}; it keeps running.", file=sys.stderr)
         return code, app.next_open
@@ -183,6 +180,13 @@ def _attach(
     elif app.session.stopped == "deleted":
         print(f"tui: deleted session {short}.", file=sys.stderr)
     return code, None
+
+
+def _keep_theme(chosen: str) -> object:
+    """Keeps the theme chosen in the app for the next attach (``config.toml``)."""
+    from tui.config import save_setting
+
+    return save_setting("theme", chosen)
 
 
 async def _folder(access: SessionAccess, session_id: str) -> str:

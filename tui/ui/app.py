@@ -1,12 +1,22 @@
-"""`TuiApp`: the full-screen app attached to one session through an `AttachLink`."""
+"""`TuiApp`: the full-screen app attached to one session through an `AttachLink`.
+
+Given the link, it opens on the session screen. Given a way to reach the session instead
+(`Reach`, as `tui attach` does), it draws a first screen that needs nothing but Textual
+(`StartingScreen`), then reaches the session and imports the session screen (the wire models,
+the link, httpx) in a thread, and puts the session screen in its place: the first frame does not
+wait for them.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -14,15 +24,41 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from tui.errors import TuiError
-from tui.link.base import AttachLink, Reconnecting
-from tui.protocol.ids import short_id
-from tui.protocol.web import FoundHit
-from tui.ui.alerts import Alerts, Mode
-from tui.ui.screens.finder import Searcher
-from tui.ui.screens.session import GONE_EXIT_AFTER, SessionScreen
-from tui.ui.seen import SeenStore
+from tui.ui.screens.starting import StartingScreen
 
-__all__ = ["TuiApp"]
+if TYPE_CHECKING:
+    from tui.link.base import AttachLink
+    from tui.protocol.web import FoundHit
+    from tui.ui.alerts import Alerts, Mode
+    from tui.ui.screens.finder import Searcher
+    from tui.ui.screens.session import SessionScreen
+    from tui.ui.seen import SeenStore
+
+__all__ = ["Reach", "Reached", "TuiApp"]
+
+GONE_EXIT_AFTER = 3.0
+"""Seconds the reason stays on screen before the app exits when the worker is gone."""
+
+
+@dataclass
+class Reached:
+    """What a first screen waits for: the session's link and its folder, with the state dir
+    (where the app keeps what was seen) and the desktop alerts' mode from ``config.toml``."""
+
+    link: AttachLink
+    folder: str
+    state_dir: Path | None = None
+    alerts: Mode = "auto"
+
+
+_SESSION_ACTIONS = frozenset(
+    {"hide_keys", "close", "leave_reading", "dismiss", "interrupt", "escape", "help", "retry"}
+)
+"""The app's actions that need the session screen: none is offered on the first screen."""
+
+Reach = Callable[[], Reached]
+"""Reaches the session (it may start a worker, or make the session): run in a thread; a
+`TuiError` it raises is the app's `failure`."""
 
 KEEP_THEME_AFTER = 1.0
 """Seconds a theme must stay chosen before it is written to ``config.toml``."""
@@ -109,12 +145,16 @@ class TuiApp(App[int]):
 
     _keep_timer: Timer | None = None
     _theme_read = False
+    _reaching = False
+    """Whether the session is being reached (or was)."""
     """Whether the theme given was applied (a change after that is the user's)."""
 
     def __init__(
         self,
-        link: AttachLink,
+        link: AttachLink | None = None,
         *,
+        reach: Reach | None = None,
+        reaching: str = "reaching the session",
         first_prompt: str | None = None,
         state_dir: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -126,40 +166,117 @@ class TuiApp(App[int]):
         search: Searcher | None = None,
         open_at: tuple[int, str] | None = None,
     ) -> None:
+        """Attached through `link`, or, without one, through what `reach` returns, while a first
+        screen says `reaching`."""
         super().__init__()
-        self.alerts = Alerts(alerts, label=f"tui {short_id(link.session_id)}")
-        """The desktop notification of a question or a turn's end while the terminal is not in front."""
         self._saved_theme = theme
         """The theme of ``config.toml`` (shown from the start), then the one last kept."""
         self.keep_theme = keep_theme
         """Keeps a theme chosen for the next attach (writes ``config.toml``); it may raise `TuiError`."""
-        self.link = link
         self.first_prompt = first_prompt
-        self.seen = SeenStore(state_dir) if state_dir is not None else None
         self.clock = clock
         self.gone_exit_after = gone_exit_after
-
-        self.session = SessionScreen(
-            link,
-            first_prompt=first_prompt,
-            seen=self.seen,
-            clock=clock,
-            gone_exit_after=gone_exit_after,
-            folder=folder,
-        )
-        """The session screen."""
-        self.session.searcher = search
-        self.session.open_at = open_at
-        self.session.open_elsewhere = self._open_elsewhere
+        self._search = search
+        self._open_at = open_at
+        self._reach = reach
+        self._starting: StartingScreen | None = None if link is not None else StartingScreen(reaching)
+        """The first screen while the session is reached (None once it is, or given a link)."""
+        self._session: SessionScreen | None = None
+        self.failure: BaseException | None = None
+        """Why the session could not be reached (raised again by `tui attach` once the app left)."""
         self.next_open: tuple[str, int, str] | None = None
         """A hit of another session chosen in the search (its id, turn, text): the command line
         attaches it once this app has left (`tui.commands.attach`)."""
+        if link is not None:
+            self._make_session(Reached(link, folder, state_dir, alerts))
+        elif reach is None:
+            raise ValueError("TuiApp needs a link or a way to reach the session")
+
+    def _make_session(self, reached: Reached) -> SessionScreen:
+        """Make the session screen of the session reached."""
+        from tui.protocol.ids import short_id
+        from tui.ui.alerts import Alerts
+        from tui.ui.screens.session import SessionScreen
+        from tui.ui.seen import SeenStore
+
+        self.alerts: Alerts = Alerts(reached.alerts, label=f"tui {short_id(reached.link.session_id)}")
+        """The desktop notification of a question or a turn's end while the terminal is not in front."""
+        self.link: AttachLink = reached.link
+        self.seen: SeenStore | None = SeenStore(reached.state_dir) if reached.state_dir is not None else None
+        session = SessionScreen(
+            reached.link,
+            first_prompt=self.first_prompt,
+            seen=self.seen,
+            clock=self.clock,
+            gone_exit_after=self.gone_exit_after,
+            folder=reached.folder,
+        )
+        session.searcher = self._search
+        session.open_at = self._open_at
+        session.open_elsewhere = self._open_elsewhere
+        self._session = session
+        return session
+
+    @property
+    def session(self) -> SessionScreen:
+        """The session screen (once the session is reached)."""
+        if self._session is None:
+            raise LookupError("the session is not reached yet")
+        return self._session
+
+    @property
+    def reached(self) -> bool:
+        """Whether the session screen is made: False while the first screen waits, or when the
+        app left before the session was reached."""
+        return self._session is not None
 
     def on_mount(self) -> None:
         if self._saved_theme in self.available_themes:
             self.theme = self._saved_theme
         self._theme_read = True
-        self.push_screen(self.session)
+        if self._starting is None:
+            self.push_screen(self.session)
+            return
+        self.push_screen(self._starting)
+
+    def on_starting_screen_drawn(self, message: StartingScreen.Drawn) -> None:
+        """Reach the session once the first screen is drawn whole: the thread's imports would
+        otherwise share the interpreter with drawing it."""
+        if self._reaching:
+            return
+        self._reaching = True
+        self.call_after_refresh(
+            self.run_worker, self._reach_session, thread=True, name="reach", exit_on_error=False
+        )
+
+    def _reach_session(self) -> None:
+        """In a thread: reach the session and import the session screen, then show it."""
+        assert self._reach is not None
+        try:
+            reached = self._reach()
+            import tui.ui.screens.session  # noqa: F401 - its widgets and the wire models, here rather than on the loop
+        except BaseException as exc:  # handed to the app's loop, which leaves with it
+            self._from_thread(self._not_reached, exc)
+            return
+        self._from_thread(self._show_session, reached)
+
+    def _from_thread(self, callback: Callable[..., object], *args: object) -> None:
+        """Run `callback` on the app's loop, unless the app left meanwhile (Ctrl+D on the first screen)."""
+        with contextlib.suppress(RuntimeError):
+            self.call_from_thread(callback, *args)
+
+    def _not_reached(self, exc: BaseException) -> None:
+        self.failure = exc
+        self.exit(1, return_code=1)
+
+    async def _show_session(self, reached: Reached) -> None:
+        starting = self._starting
+        if starting is None or self._exit:  # left (Ctrl+D) while the session was reached
+            return
+        session = self._make_session(reached)
+        await self.switch_screen(session)
+        self._starting = None
+        session.hand_over(starting.entered, starting.draft)
 
     def watch_theme(self, theme: str) -> None:
         """A theme chosen (in the palette) is kept in ``config.toml`` for the next attach: once the
@@ -184,7 +301,8 @@ class TuiApp(App[int]):
         self.notify(f"Kept in {where}.", title=f"Theme {theme}", timeout=3, markup=False)
 
     async def on_unmount(self) -> None:
-        await self.link.close()
+        if self._session is not None:
+            await self.link.close()
 
     def copy_to_clipboard(self, text: str) -> None:
         """Copy `text` (OSC 52, through SSH). Inside tmux, whose default `set-clipboard external`
@@ -218,7 +336,9 @@ class TuiApp(App[int]):
             )
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        session = self.session
+        session = self._session
+        if session is None:  # the first screen: only leaving, until the session is reached
+            return action not in _SESSION_ACTIONS
         if action == "hide_keys":
             return bool(self.screen.query("HelpPanel"))
         if (
@@ -234,6 +354,8 @@ class TuiApp(App[int]):
         if action == "leave_reading":
             return reading
         if action == "retry":
+            from tui.link.base import Reconnecting
+
             return isinstance(session.link_state, Reconnecting)
         if action == "dismiss":
             return not completing and not reading and may and session.question is not None
@@ -266,9 +388,15 @@ class TuiApp(App[int]):
         self.session.run_command("/help")
 
     def action_ctrl_c(self) -> None:
+        if self._session is None:
+            self.exit(0)  # nothing runs yet: Ctrl+C leaves before the session is reached
+            return
         self.session.ctrl_c()
 
     def action_detach(self) -> None:
+        if self._session is None:
+            self.exit(0)  # left before the session was reached
+            return
         self.session.leave(0)
 
     def _open_elsewhere(self, hit: FoundHit, text: str) -> None:
@@ -276,7 +404,11 @@ class TuiApp(App[int]):
         self.session.leave(0)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        session = self.session
+        session = self._session
+        if session is None:
+            yield SystemCommand("Session: detach", "Leave; the worker keeps running", self.action_detach)
+            yield from (c for c in super().get_system_commands(screen) if c.title != "Quit")
+            return
         may = session.principal.may
         # What this client may not do is not offered (asked anyway, the session refuses in one line).
         if may("write"):

@@ -57,13 +57,10 @@ from tui.ui.widgets.search import SearchBar
 from tui.ui.widgets.status import StatusRows
 from tui.ui.widgets.transcript import PAGE, TranscriptView
 
-__all__ = ["GONE_EXIT_AFTER", "Outgoing", "SessionScreen", "help_text"]
+__all__ = ["Outgoing", "SessionScreen", "help_text"]
 
 Outgoing = ch.Outgoing
 """A prompt on its way to the worker (the attachment's outbox holds them)."""
-
-GONE_EXIT_AFTER = 3.0
-"""Seconds the reason stays on screen before the app exits when the worker is gone."""
 
 
 class SessionScreen(CommandScreen):
@@ -78,7 +75,7 @@ class SessionScreen(CommandScreen):
         first_prompt: str | None = None,
         seen: SeenStore | None = None,
         clock: Callable[[], float],
-        gone_exit_after: float | None = GONE_EXIT_AFTER,
+        gone_exit_after: float | None,
         folder: str = "",
     ) -> None:
         super().__init__()
@@ -492,6 +489,16 @@ class SessionScreen(CommandScreen):
         self.prompt.clear()
         self.prompt_box.close()
         self.submit(text)
+
+    def hand_over(self, entered: list[str], draft: str) -> None:
+        """What was typed on the first screen before this one (`StartingScreen`): each prompt sent
+        with Enter is sent as if entered here, in order, and the prompt starts with the rest."""
+        for text in entered:
+            self.prompt.remember(text)
+            self.submit(text)
+        if draft:
+            self.prompt.load_text(draft)
+            self.prompt.move_cursor(self.prompt.document.end)
 
     def submit(self, text: str) -> None:
         """Send a prompt (queued behind the running turn) or run a slash command."""

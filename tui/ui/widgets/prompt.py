@@ -16,12 +16,10 @@ from textual.widgets.option_list import Option
 
 from tui.protocol import AgentChoice, AgentCommand
 from tui.terminal import visible
+from tui.ui.screens.starting import PLACEHOLDER
 from tui.ui.slash import COMMANDS, complete, complete_path
 
 __all__ = ["PLACEHOLDER", "PromptArea", "PromptBox"]
-
-PLACEHOLDER = "Enter sends · Ctrl+J new line · / commands · F1 help"
-"""What the empty prompt says (while a turn runs, that Enter queues)."""
 
 
 class PromptArea(TextArea):
