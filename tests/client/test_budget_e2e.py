@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_model_server import Call, FakeModelServer, Text
-from helpers import wait_until
+from fake_model_server import Call, FakeModelServer, Hang, Text
+from helpers import TIMEOUT, wait_until
 
 from client.helpers import tui
 from tui.store import StatePaths
@@ -85,6 +87,32 @@ def test_a_model_session_stops_at_its_budget_asks_and_goes_on_when_raised(
     assert "budget was raised: go on" in going_on and "do some work" in going_on  # it knows where it was
     limits = [e for e in _events(state_dir, sid) if e["type"] == "budget_set"]
     assert limits[-1]["budget"]["cost"] == pytest.approx(0.11) and limits[-1]["by"]["kind"] == "owner"
+
+
+def test_a_model_sessions_wall_time_limit_stops_a_request_that_does_not_end(
+    state_dir: Path, server: FakeModelServer
+) -> None:
+    # The first request is answered and calls a tool; the second sends a word and then nothing.
+    server.script(Call("run_python", {"code": "print(6 * 7)"}), Hang(["Still "]))
+    sending = subprocess.Popen(
+        [sys.executable, "-m", "tui", "send", "--new", "--model", "local", "--time", "1h", "work", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: len(server.requests) == 2, "the request that does not end")
+    [sid] = [p.name for p in StatePaths(state_dir).sessions.iterdir()]
+    # Lowered while it hangs: the limit passes (it has passed, or it will in under a second).
+    assert tui("budget", sid, "--time", "1s").returncode == 0
+    _, err = sending.communicate(timeout=TIMEOUT)
+    assert sending.returncode == 7 and "stopped at the session's budget" in err, err
+    ended = _ended(state_dir, sid)[-1]
+    # What the turn spent before is kept: the first request's usage.
+    assert ended["stop_reason"] == "budget" and ended["usage"] == {"input": 20, "output": 8}, ended
+    said = [str(e["text"]) for e in _events(state_dir, sid) if e["type"] == "note"]
+    assert any("wall time" in t and "the turn stops here" in t for t in said), said
+    asked = [e for e in _events(state_dir, sid) if e["type"] == "question_asked"]
+    assert asked and asked[-1]["turn_id"] == ended["turn_id"] and "raise to" in json.dumps(asked[-1])
 
 
 def test_an_acp_agent_is_stopped_at_its_own_reported_cost(state_dir: Path, acp_tester: Path) -> None:

@@ -152,6 +152,13 @@ class TurnIO(Protocol):
         """Whether someone asked this turn to stop."""
         ...
 
+    @property
+    def over_budget(self) -> bool:
+        """Whether the worker stopped this turn at the session's budget (`spend`, or the wall time
+        limit passing): the agent is interrupted, and keeps what the turn said and spent as an
+        interrupted turn's."""
+        ...
+
     def text(self, text: str) -> None:
         """Stream a chunk of the reply (a `text` event)."""
 

@@ -130,9 +130,6 @@ class _Running:
     interval: float = OBSERVE_SECONDS
     wrote: str = ""
     calls_made: int = 0
-    over_budget: bool = False
-    """The worker stopped the turn at the session's budget after a request (which also cancels
-    the stream): what the turn said and spent is kept as an interrupted one's is."""
     _kind: str = ""
     """What `_held` is: ``text`` or ``thinking``."""
     _held: list[str] = field(default_factory=list)
@@ -352,7 +349,7 @@ class ModelAgent(Agent):
             outcome = TurnOutcome("completed", stop_reason=_stopped_by(handle[0]) if handle else None)
         except asyncio.CancelledError:
             task.cancel()  # when this turn's own task was cut off, the stream goes with it
-            if not _stopped(turn) and not running.over_budget:
+            if not _stopped(turn):
                 raise
             outcome = TurnOutcome("interrupted")
         except OutputTokenLimitExceeded:  # cut before it said anything (or inside a tool call)
@@ -419,7 +416,6 @@ class ModelAgent(Agent):
                     usage = run.usage
                     tokens = (usage.input_tokens or 0) + (usage.output_tokens or 0)
                     if running.turn.spend(price_of(profile, usage), tokens=tokens):
-                        running.over_budget = True
                         break
             finally:
                 running.flush()
@@ -645,8 +641,9 @@ class _Fence:
 
 
 def _stopped(turn: TurnIO) -> bool:
-    """Whether someone asked `turn` to stop (read afresh: it changes while the turn awaits)."""
-    return turn.interrupted
+    """Whether someone, or the session's budget, stopped `turn` (read afresh: it changes while the
+    turn awaits)."""
+    return turn.interrupted or turn.over_budget
 
 
 _FINISHED: dict[str | None, StopReason] = {"length": "max_tokens", "content_filter": "refusal"}
