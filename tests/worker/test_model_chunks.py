@@ -188,3 +188,43 @@ async def test_an_error_of_the_stream_comes_after_the_chunks_before_it() -> None
         assert str(exc) == "overloaded"
     else:
         raise AssertionError("the stream's error was lost")
+
+
+async def test_the_sdk_builds_one_object_per_merged_chunk_and_its_errors_stay_in_order() -> None:
+    """Through the real SDK on the loopback server: a burst of 2,000 text chunks after some
+    reasoning comes whole and in order, the SDK building a chunk object for each merged chunk
+    only (it built one for each of the 2,000 before), and an error the server sends mid-stream
+    is raised after the text before it."""
+    from fake_model_server import Broken, FakeModelServer, Text
+    from openai import APIError, AsyncOpenAI
+
+    with FakeModelServer() as server:
+        server.script(
+            Text(["tok "] * 2000, thinking=["so ", "then"], burst=True), Broken(["half ", "an answer"])
+        )
+        sdk = AsyncOpenAI(api_key="none", base_url=server.url, max_retries=0)
+        process = sdk._process_response_data
+        built: list[object] = []
+
+        def counting(*, data: object, cast_to: type[Any], response: Any) -> Any:
+            if cast_to is ChatCompletionChunk:
+                built.append(data)
+            return process(data=data, cast_to=cast_to, response=response)
+
+        sdk._process_response_data = counting  # type: ignore[method-assign]
+        messages: Any = [{"role": "user", "content": "hi"}]
+        source = await sdk.chat.completions.create(model="m", messages=messages, stream=True)
+        got = [described(c) async for c in coalesced(cast(Source, source))]
+        reasoning = "".join(str(t) for kind, t in got if kind == "reasoning_content")
+        text = "".join(str(t) for kind, t in got if kind == "content" and t)
+        assert reasoning == "so then" and text == "tok " * 2000 and got[-1] == ("finish", "stop")
+        assert len(built) == len(got) < 100
+
+        source = await sdk.chat.completions.create(model="m", messages=messages, stream=True)
+        stream = coalesced(cast(Source, source))
+        texts: list[object] = []
+        with pytest.raises(APIError, match="overloaded"):
+            async for c in stream:
+                texts.append(described(c)[1])
+        assert "".join(str(t) for t in texts if t) == "half an answer"
+        await sdk.close()

@@ -7,15 +7,17 @@ reads the SDK's stream as it arrives, and pydantic-ai gets, each time it asks, e
 arrived meanwhile with consecutive text-only (or reasoning-only) chunks merged into one. A chunk
 that arrives alone passes at once; anything else (a tool-call delta, a finish reason, usage,
 logprobs, a refusal, a thinking tag, fields we do not know) passes as it came and ends a merge,
-so nothing is reordered or lost.
+so nothing is reordered or lost. The merge is done on the chunks' JSON, before the SDK builds its
+objects: the SDK builds one `ChatCompletionChunk` per merged chunk, not one per chunk received.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Literal, cast, overload
+from typing import Any, Literal, cast, overload
 
 from openai import AsyncStream
 from openai.types import chat
@@ -31,11 +33,28 @@ SLICE = 0.001
 """Seconds of reading a burst of chunks before the loop gets a turn (the first text's way out)."""
 
 
-def _says_something(chunk: ChatCompletionChunk) -> bool:
-    """Whether `chunk` carries text, reasoning or a tool call (not only a role or nothing)."""
-    for choice in chunk.choices:
-        delta = choice.delta
-        if delta is not None and (delta.content or delta.tool_calls or delta.model_extra):  # pyright: ignore[reportUnnecessaryComparison]
+Data = dict[str, Any]
+"""A chunk's JSON as the server sent it."""
+
+
+def _delta(data: Data) -> Data | None:
+    """The delta of `data`'s one choice, or None when it has no choice or several."""
+    choices = data.get("choices")
+    if type(choices) is not list or len(choices) != 1:
+        return None
+    choice = choices[0]
+    if type(choice) is not dict:
+        return None
+    delta = choice.get("delta")
+    return delta if type(delta) is dict else None
+
+
+def _says_something(data: Data) -> bool:
+    """Whether the chunk carries text, reasoning or a tool call (not only a role or nothing)."""
+    choices = data.get("choices") if type(data) is dict else None
+    for choice in choices if type(choices) is list else ():
+        delta = choice.get("delta") if type(choice) is dict else None
+        if type(delta) is dict and any(value for key, value in delta.items() if key != "role"):
             return True
     return False
 
@@ -115,7 +134,8 @@ class CoalescedStream:
         self.whitespace_alone = whitespace_alone
         self.merged = 0
         """How many chunks were merged into others (for tests and figures)."""
-        self._chunks: deque[ChatCompletionChunk] = deque()
+        self._chunks: deque[Data] = deque()
+        self._next, self._build = _reading(source)
         self._reader: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
@@ -128,7 +148,7 @@ class CoalescedStream:
         # first chunk that says something is handed over before the rest is read, and later the
         # loop gets a turn every SLICE seconds (the first text's way to the journal and the
         # client; merging goes on over what each slice read).
-        step = self.source.__anext__
+        step = self._next
         loop = asyncio.get_running_loop()
         said = False
         turn_at = loop.time() + SLICE
@@ -163,6 +183,9 @@ class CoalescedStream:
         return self
 
     async def __anext__(self) -> ChatCompletionChunk:
+        return self._build(await self._take())
+
+    async def _take(self) -> Data:
         chunks = self._chunks
         if not chunks:
             if self._reader is None:
@@ -179,63 +202,57 @@ class CoalescedStream:
                     raise error
                 raise StopAsyncIteration
         head = chunks.popleft()
-        if chunks:
+        if chunks and type(head) is dict:
             kind = self._kind(head)
             if kind is not None:
                 self._merge(head, kind)
         return head
 
-    def _kind(self, chunk: ChatCompletionChunk) -> str | None:
-        """``content``, or the one reasoning field, that is all `chunk` carries; else None."""
-        choices = chunk.choices
-        if chunk.usage is not None or chunk.moderation is not None or not choices or len(choices) != 1:
+    def _kind(self, data: Data) -> str | None:
+        """``content``, or the one reasoning field, that is all the chunk carries; else None."""
+        if data.get("usage") is not None or data.get("moderation") is not None:
             return None
-        choice = choices[0]
-        if choice.finish_reason is not None or choice.logprobs is not None:
+        delta = _delta(data)
+        if delta is None:
             return None
-        delta = choice.delta
-        if (
-            delta is None  # pyright: ignore[reportUnnecessaryComparison]
-            or delta.tool_calls
-            or delta.function_call is not None
-            or delta.refusal
-            or delta.audio is not None
-        ):
+        choice = data["choices"][0]
+        if choice.get("finish_reason") is not None or choice.get("logprobs") is not None:
             return None
-        extra = delta.model_extra
-        content = delta.content
-        if not extra:
-            if type(content) is not str or content in self.alone:
+        said = [key for key, value in delta.items() if value is not None and key != "role"]
+        if len(said) == 2 and delta.get("content") == "":
+            said.remove("content")  # an empty text beside a reasoning field
+        if len(said) != 1 or type(delta[said[0]]) is not str:
+            return None  # nothing, several fields, or one that is not text (tool calls, audio)
+        kind = said[0]
+        if kind == "content":
+            content = cast(str, delta[kind])
+            if content in self.alone or (self.whitespace_alone and content.isspace()):
                 return None
-            if self.whitespace_alone and content.isspace():
-                return None
-            return "content"
-        if content or len(extra) != 1:
-            return None
-        ((name, value),) = extra.items()
-        return name if name in self.reasoning_fields and type(value) is str else None
+            return kind
+        return kind if kind in self.reasoning_fields else None
 
-    def _merge(self, head: ChatCompletionChunk, kind: str) -> None:
+    def _merge(self, head: Data, kind: str) -> None:
         """Append to `head`'s text that of the waiting chunks that carry only the same kind."""
         chunks = self._chunks
-        first = head.choices[0]
-        role = first.delta.role
+        first = head["choices"][0]
+        delta = first["delta"]
+        index, role = first.get("index"), delta.get("role")
         parts: list[str] = []
         while chunks:
             after = chunks[0]
-            if self._kind(after) != kind or after.id != head.id or after.model != head.model:
+            if self._kind(after) != kind or after.get("id") != head.get("id"):
                 break
-            choice = after.choices[0]
-            if choice.index != first.index or choice.delta.role not in (None, role):
+            choice = after["choices"][0]
+            if after.get("model") != head.get("model") or choice.get("index") != index:
+                break
+            after_delta = choice["delta"]
+            if after_delta.get("role") not in (None, role):
                 break
             chunks.popleft()
-            parts.append(cast(str, getattr(choice.delta, kind)))
-        if not parts:
-            return
-        self.merged += len(parts)
-        delta = first.delta
-        text = cast("str | None", getattr(delta, kind)) or ""
-        setattr(delta, kind, text + "".join(parts))
+            parts.append(after_delta[kind])
+        if parts:
+            self.merged += len(parts)
+            delta[kind] = (delta.get(kind) or "") + "".join(parts)
 
     # --- closing ----------------------------------------------------------------------------------
     async def close(self) -> None:
@@ -253,3 +270,37 @@ class CoalescedStream:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+def _reading(
+    source: AsyncStream[ChatCompletionChunk],
+) -> tuple[Callable[[], Awaitable[Data]], Callable[[Data], ChatCompletionChunk]]:
+    """How to read `source`'s chunks as JSON, and how to build a chunk from its JSON.
+
+    The SDK's stream builds each chunk's object from its JSON (`_process_response_data`, most of
+    what reading a chunk costs); told its type is `object`, it hands the JSON over as parsed, and
+    the merged chunks are built by the same call. Its own handling of the stream (``[DONE]``, an
+    error sent in the stream, a broken connection) stays as it is. A stream that is not the SDK's
+    as this version writes it gives its chunks as objects, read back as JSON.
+    """
+    client = getattr(source, "_client", None)
+    response = getattr(source, "response", None)
+    process = getattr(client, "_process_response_data", None)
+    if getattr(source, "_cast_to", None) is ChatCompletionChunk and callable(process):
+        cast(Any, source)._cast_to = object  # read when the stream's generator starts, at the first chunk
+
+        def build(data: Data) -> ChatCompletionChunk:
+            return cast(
+                ChatCompletionChunk, process(data=data, cast_to=ChatCompletionChunk, response=response)
+            )
+
+        return cast("Callable[[], Awaitable[Data]]", source.__anext__), build
+
+    async def step() -> Data:
+        chunk = await source.__anext__()
+        return chunk.model_dump(exclude_unset=True)
+
+    def construct(data: Data) -> ChatCompletionChunk:
+        return ChatCompletionChunk.construct(**data)
+
+    return step, construct
