@@ -8,7 +8,8 @@ have the resource ``sessions``, which the tests' ``[cluster] resources`` ask for
 a session's node never takes the cluster down.
 
 Lines on stdin: ``where ID`` prints the node id running session ID's actor (``none``); ``kill
-NODE`` kills every process of that node at once, as a lost machine; ``stop`` (or the end of stdin)
+NODE`` kills every process of that node at once, as a lost machine; ``add`` adds a node that
+runs sessions and prints its id; ``stop`` (or the end of stdin)
 stops the cluster. It prints ``READY {json}`` (address, node ids) once the nodes are up.
 """
 
@@ -28,6 +29,9 @@ SESSION_RESOURCE = "sessions"
 
 
 def serve(temp: str) -> None:
+    # The answers go to the parent on the stdout it gave; what Ray's processes print, elsewhere.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # loopback stays loopback
     import ray
     from ray.cluster_utils import Cluster
@@ -40,7 +44,16 @@ def serve(temp: str) -> None:
         "object_store_memory": 80 * 1024 * 1024,
         "include_dashboard": False,
     }
-    cluster = Cluster(initialize_head=True, head_node_args={**common, "num_cpus": 1})
+    # A node that stops answering is declared dead after 3 missed checks 0.5 s apart (Ray's
+    # default is 5 checks 3 s apart): the failover's wait is mostly this.
+    detect = {
+        "health_check_period_ms": 500,
+        "health_check_timeout_ms": 500,
+        "health_check_failure_threshold": 3,
+    }
+    cluster = Cluster(
+        initialize_head=True, head_node_args={**common, "num_cpus": 1, "_system_config": detect}
+    )
     nodes = {cluster.head_node.node_id: cluster.head_node}
     for _ in range(2):
         node = cluster.add_node(**common, num_cpus=1, resources={SESSION_RESOURCE: 1000})
@@ -50,19 +63,23 @@ def serve(temp: str) -> None:
     print(
         "READY",
         json.dumps({"address": cluster.address, "head": cluster.head_node.node_id, "nodes": list(nodes)}),
-        flush=True,
+        file=answers,
     )
     for line in sys.stdin:
         command, _, arg = line.strip().partition(" ")
         if command == "where":
             try:
                 actor = ray.get_actor(f"tui-{arg}", namespace="tui")
-                print(ray.get(actor.where.remote(), timeout=60), flush=True)
+                print(ray.get(actor.where.remote(), timeout=60), file=answers)
             except Exception:
-                print("none", flush=True)
+                print("none", file=answers)
         elif command == "kill":
             cluster.remove_node(nodes.pop(arg), allow_graceful=False)
-            print("killed", flush=True)
+            print("killed", file=answers)
+        elif command == "add":
+            node = cluster.add_node(**common, num_cpus=1, resources={SESSION_RESOURCE: 1000})
+            nodes[node.node_id] = node
+            print(node.node_id, file=answers)
         elif command == "stop":
             break
     ray.shutdown()
@@ -75,21 +92,25 @@ class RayCluster:
     def __init__(self) -> None:
         self.temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths
         self.env = {**os.environ, "RAY_TMPDIR": self.temp, "RAY_USAGE_STATS_ENABLED": "0"}
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, self.temp],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=self.env,
-            start_new_session=True,
-        )
+        self.log = Path(self.temp) / "cluster.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, self.temp],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env=self.env,
+                start_new_session=True,
+            )
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if line.startswith("READY "):
                 ready = json.loads(line.split(" ", 1)[1])
                 break
         else:
-            raise RuntimeError(f"the Ray cluster did not start (code {self.proc.wait()})")
+            code = self.proc.wait()
+            raise RuntimeError(f"the Ray cluster did not start (code {code}): {self.log.read_text()[-2000:]}")
         self.address: str = ready["address"]
         self.head: str = ready["head"]
         self.nodes: list[str] = ready["nodes"]
@@ -108,6 +129,12 @@ class RayCluster:
     def kill(self, node: str) -> None:
         """Kill every process of `node` at once."""
         assert self.ask(f"kill {node}") == "killed"
+
+    def add(self) -> str:
+        """Add a node that runs sessions; its id."""
+        node = self.ask("add")
+        self.nodes.append(node)
+        return node
 
     def stop(self) -> None:
         if self.proc.poll() is None:
