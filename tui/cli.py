@@ -180,7 +180,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--find", metavar="TEXT", help="with --turn: highlight TEXT in it (the search bar open)")
     _piped_options(p)
 
-    p = add("sessions", _command("sessions", "run_sessions"))
+    p = add("sessions", _command("listing", "run_sessions"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
     p.add_argument("--all", action="store_true", help="include archived sessions")
     p.add_argument("--everywhere", action="store_true", help="this machine's and every remote's")
@@ -491,7 +491,7 @@ def defer_httpx_command_line() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command and return its exit code (cli.md)."""
     args = parse(list(sys.argv[1:] if argv is None else argv))
-    if getattr(args, "everywhere", False) and args.run == _command("sessions", "run_sessions"):
+    if getattr(args, "everywhere", False) and args.run == _command("listing", "run_sessions"):
         args.run = _command("machines", "run_everywhere")
     module_name, func_name = args.run.split(":")
     from tui.terminal import guard_stdio

@@ -172,8 +172,13 @@ class LocalAccess(SessionAccess):
             outdated=is_older(version),
         )
 
-    async def list_sessions(self, *, include_archived: bool = False) -> list[SessionSummary]:
-        records = await asyncio.to_thread(list_sessions, self.state, include_archived=include_archived)
+    async def list_sessions(
+        self, *, include_archived: bool = False, only: Collection[str] | None = None
+    ) -> list[SessionSummary]:
+        """Every session (`only`: those of these ids), newest first."""
+        records = await asyncio.to_thread(
+            list_sessions, self.state, include_archived=include_archived, only=only
+        )
         # /proc is read once for the whole listing, not once a live worker.
         parents = await asyncio.to_thread(process_parents)
         workers = self._workers(records)

@@ -150,7 +150,7 @@ def ordered(machines: list[Machine]) -> list[Row]:
 def table_lines(rows: list[Row], machines: list[Machine], *, numbered: bool = False) -> list[str]:
     """The table of ``--everywhere`` (numbered from 1 for the picker), then a row for each
     machine that did not answer."""
-    from tui.commands.sessions import _age, _clip, _folder
+    from tui.commands.listing import _age, _clip, _folder
 
     table: list[tuple[str, ...]] = [("#", "WHERE", "ID", "TITLE", "STATE", "LIVE", "AGE", "FOLDER")]
     for n, (where, r) in enumerate(rows, 1):

@@ -210,7 +210,7 @@ def run_search(args: argparse.Namespace) -> int:
         )
         return 0 if rows else NO_HIT
     color = sys.stdout.isatty()
-    from tui.commands.sessions import _clip, _folder
+    from tui.commands.listing import _clip, _folder
 
     several = len(machines) > 1 or args.remote
     for where, h in rows:

@@ -13,10 +13,10 @@ import json
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from tui.access.base import SessionAccess, SessionSummary
+from tui.access.base import SessionAccess
+from tui.commands.listing import _memory, _span, open_access
 from tui.errors import QuestionNotPending, TuiError, UsageError
 from tui.link.base import AttachLink
 from tui.link.local import local_client_id
@@ -38,24 +38,10 @@ __all__ = [
     "run_dismiss",
     "run_interrupt",
     "run_send",
-    "run_sessions",
     "run_stop",
 ]
 
 T = TypeVar("T")
-
-
-def open_access(args: argparse.Namespace) -> SessionAccess:
-    """The sessions the command works on: this machine's, or `--remote NAME`'s."""
-    remote = getattr(args, "remote", None)
-    if remote:
-        from tui.access.remote import open_access as open_remote
-
-        return open_remote(remote, getattr(args, "state_dir", None))
-    from tui.access.local import LocalAccess
-    from tui.store import StatePaths
-
-    return LocalAccess(StatePaths.resolve(getattr(args, "state_dir", None)))
 
 
 def _run(body: Callable[[], Awaitable[T]]) -> T:
@@ -67,97 +53,6 @@ def _run(body: Callable[[], Awaitable[T]]) -> T:
 
 def _say(text: str, err: IO[str] | None = None) -> None:
     print(f"tui: {text}", file=err or sys.stderr, flush=True)
-
-
-# --- sessions ------------------------------------------------------------------------------------
-def _age(summary: SessionSummary) -> str:
-    then = summary.updated_at or summary.created_at
-    return _span((datetime.now(UTC) - then).total_seconds())
-
-
-def _span(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
-def _memory(summary: SessionSummary) -> str:
-    if summary.memory is None:
-        return "-"
-    return f"{summary.memory / 2**20:.0f}M"
-
-
-def _idle(summary: SessionSummary) -> str:
-    """How long since a live worker's session last did something, whoever is attached, and after
-    how long the worker lets go (``4m/30m``) when it counts toward that (nobody attached)."""
-    quiet = summary.quiet_seconds if summary.quiet_seconds is not None else summary.idle_seconds
-    if quiet is None:
-        return "-"
-    limit = summary.idle_timeout
-    counting = limit is not None and limit > 0 and (summary.idle_seconds or 0) > 0
-    return _span(quiet) + (f"/{_span(limit)}" if counting and limit is not None else "")
-
-
-def _folder(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home) :] if home != "/" and (path == home or path.startswith(home + "/")) else path
-
-
-def _clip(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def as_tree(rows: list[SessionSummary]) -> list[tuple[int, SessionSummary]]:
-    """`rows` with each child right under its parent (depth first, in the order given), each
-    with its depth; a child whose parent is not listed (archived, deleted) is at the top."""
-    listed = {r.id for r in rows}
-    under: dict[str | None, list[SessionSummary]] = {}
-    for r in rows:
-        under.setdefault(r.parent_id if r.parent_id in listed else None, []).append(r)
-    out: list[tuple[int, SessionSummary]] = []
-    todo = [(0, r) for r in reversed(under.get(None, []))]
-    while todo:
-        depth, r = todo.pop()
-        out.append((depth, r))
-        todo.extend((depth + 1, child) for child in reversed(under.pop(r.id, [])))
-    return out
-
-
-def run_sessions(args: argparse.Namespace) -> int:
-    """``tui sessions``: the sessions as a table, or ``--json``."""
-    access = open_access(args)
-    rows = _run(lambda: access.list_sessions(include_archived=args.all))
-    if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
-        return 0
-    if not rows:
-        hint = "" if args.all else f" (`{access.command('sessions', '--all')}` shows archived ones)"
-        _say(f"no sessions yet{hint}; `{access.command('send', '--new', 'PROMPT')}` starts one")
-        return 0
-    table = [("ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER")]
-    for depth, r in as_tree(rows):
-        live = "yes" if r.live else "no"
-        # A child is drawn under its parent, its title indented: ``└ title``.
-        title = "  " * (depth - 1) + "└ " * (depth > 0) + _clip(r.title or "(untitled)", 40)
-        if r.outdated:
-            live = f"yes, old tui {r.worker_version}"
-        table.append((short_id(r.id), title, r.state, live, _memory(r), _idle(r), _age(r), _folder(r.folder)))
-    last = len(table[0]) - 1
-    widths = [max(len(row[i]) for row in table) for i in range(last)]
-    for row in table:
-        print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:last])) + "  " + row[last])
-    old = sum(r.outdated for r in rows)
-    if old:
-        from tui import __version__
-
-        _say(
-            f"{old} worker{'s run' if old != 1 else ' runs'} an older tui than the one installed "
-            f"({__version__}); `{access.command('restart', '--outdated')}` moves the idle ones to it"
-        )
-    return 0
 
 
 def run_models(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import secrets
 import shutil
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -131,10 +132,12 @@ def get_session(state: StatePaths, session_id: str) -> SessionRecord:
         raise TuiError(f"the record of session {session_id} cannot be read ({path}): {exc}") from exc
 
 
-def list_sessions(state: StatePaths, *, include_archived: bool = False) -> list[SessionRecord]:
-    """Every readable session, newest first (unreadable records are skipped)."""
+def list_sessions(
+    state: StatePaths, *, include_archived: bool = False, only: Collection[str] | None = None
+) -> list[SessionRecord]:
+    """Every readable session (`only`: of these ids), newest first (unreadable records are skipped)."""
     records: list[SessionRecord] = []
-    for sid in _session_ids(state):
+    for sid in _session_ids(state) if only is None else only:
         try:
             record = get_session(state, sid)
         except TuiError:
