@@ -10,7 +10,9 @@ worker and every process under it (bubblewrap, the sandbox's interpreter):
 - PSS from ``/proc/PID/smaps_rollup`` (the worker alone, and with its sandbox).
 
 Each figure is per idle session, beside the bench's own process over the same spell as a
-baseline (an asyncio program waiting on nothing). Run as root for the sandbox's processes' smaps:
+baseline (an asyncio program waiting on nothing); PSS beside as many ``python -i`` processes
+waiting at their prompt, started in the same run (the interpreter a python session stands for).
+Run as root for the sandbox's processes' smaps:
 ``.venv/bin/python bench/idle.py [--sessions N] [--seconds S]``.
 """
 
@@ -20,6 +22,8 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -120,6 +124,30 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
+def python_i_pss(n: int) -> float:
+    """PSS in MiB of one of `n` ``python -i`` processes (this venv's interpreter) at their prompt."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-i", "-q"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(n)
+    ]
+    try:
+        for proc in procs:  # each answers once it reads its first line: it is at its prompt
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(b"print('up')\n")
+            proc.stdin.flush()
+            proc.stdout.readline()
+        return sum(pss_kib(proc.pid) for proc in procs) / n / 1024
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
 def threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
@@ -179,6 +207,9 @@ def main() -> None:
         base_wakes = (mine_after.switches - mine.switches) / spell
         worker_pss = sum(pss_kib(w) for w in workers) / n / 1024
         all_pss = sum(pss_kib(p) for p in pids) / n / 1024
+        bwrap_pss = sum(pss_kib(p) for p in pids if _kind(p, str(p), workers) == "bwrap") / n / 1024
+        sandbox_pss = all_pss - worker_pss - bwrap_pss
+        baseline_pss = python_i_pss(n)
         end_load = os.getloadavg()[0]
         print(f"load average {load:.2f} at the start, {end_load:.2f} at the end; {spell:.0f} s idle")
         print(
@@ -189,7 +220,12 @@ def main() -> None:
         print(f"wake-ups per idle session: {wakes:.1f}/s (baseline, this bench asleep: {base_wakes:.1f}/s)")
         for kind, rate in sorted(kinds.items(), key=lambda row: -row[1]):
             print(f"  of them: {kind}: {rate / n:.1f}/s")
-        print(f"PSS per idle session: {all_pss:.1f} MiB, of it the worker {worker_pss:.1f} MiB")
+        print(
+            f"PSS per idle session: {all_pss:.1f} MiB, of it the worker {worker_pss:.1f} MiB, "
+            f"the sandbox's interpreter {sandbox_pss:.1f} MiB, bwrap {bwrap_pss:.1f} MiB; "
+            f"baseline, {n} python -i at their prompt: {baseline_pss:.1f} MiB each "
+            f"({all_pss / baseline_pss:.1f}x)"
+        )
         for car in cars:
             asyncio.run(leave(car.socket))
 

@@ -338,6 +338,21 @@ class TestLifecycle:
             await session.close()
 
 
+class TestIdleMemory:
+    async def test_an_idle_interpreter_holds_no_event_loop_or_traceback_machinery(
+        self, session: PythonSession
+    ) -> None:
+        """asyncio (6 MiB of every session), inspect, traceback and typing are imported by the
+        first program that needs them (a top-level ``await``, an error), not by the runner."""
+        held = "sorted(m for m in ('asyncio', 'inspect', 'traceback', 'typing') if m in sys.modules)"
+        result = await session.execute(source=f"import sys\nprint(1)\n{held}")
+        assert (result.status, result.output, result.value) == ("completed", "1\n", [])
+        failed = await session.execute(source="1 / 0")
+        assert failed.status == "error" and "ZeroDivisionError" in failed.error.traceback  # type: ignore[union-attr]
+        awaited = await session.execute(source="import asyncio\nawait asyncio.sleep(0)\n6 * 7")
+        assert awaited.value == 42
+
+
 class TestAwait:
     async def test_top_level_await_runs_on_a_loop_that_persists(self, session: PythonSession) -> None:
         first = await session.execute(

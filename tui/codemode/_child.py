@@ -12,11 +12,9 @@ tool replies, interrupt); the pump thread ships output, both the Python-level wr
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
 import errno
 import fcntl
-import inspect
 import json
 import linecache
 import os
@@ -28,9 +26,13 @@ import struct
 import sys
 import threading
 import time
-import traceback
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported either: an idle interpreter holds none of these
+if TYPE_CHECKING:  # asyncio (6 MiB) and traceback are imported when first needed
+    import asyncio
+    import traceback
+    from typing import Any
 
 HEADER = struct.Struct(">BI")
 ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -42,6 +44,8 @@ FLUSH_SECONDS = 0.01
 PIPE_CHECK_SECONDS = 0.001
 HERE = os.path.abspath(__file__)
 TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+CO_COROUTINE = 0x0080
+"""``inspect.CO_COROUTINE``: the flag of code with a top-level ``await`` (inspect is not imported)."""
 
 
 class LimitExceeded(Exception):
@@ -549,9 +553,11 @@ class Runner:
 
     def evaluate(self, code: types.CodeType, namespace: dict[str, Any]) -> Any:
         """Run compiled code; code with a top-level ``await`` runs on the runner's event loop."""
-        if not code.co_flags & inspect.CO_COROUTINE:
+        if not code.co_flags & CO_COROUTINE:
             return eval(code, namespace)
         if self.loop is None:
+            import asyncio  # the first program with a top-level await
+
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
         task = self.loop.create_task(eval(code, namespace))
@@ -581,6 +587,8 @@ class Runner:
 
 def trimmed(exc: BaseException) -> traceback.TracebackException:
     """The exception's traceback without the frames of this runner."""
+    import traceback  # the first program that fails
+
     report = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
     seen: set[int] = set()
     stack: list[traceback.TracebackException] = [report]

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing stays out of the sandbox's interpreter (its memory, every session)
+if TYPE_CHECKING:
+    from typing import Any
 
 # confinement without bubblewrap: namespaces, capabilities, Landlock --------------------------
 
