@@ -3,11 +3,14 @@ journal an older tui began, and a worker that continues a journal, keep chaining
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from helpers import stop_workers
 
 from tui.protocol import TextChunk
 from tui.store import Journal, StatePaths, create_session
@@ -99,3 +102,34 @@ def test_tui_verify_names_an_edited_line_and_tui_audit_json_has_the_chain_head(s
     journal.write_bytes(journal.read_bytes().replace(b"line 1", b"line 9"))
     bad = tui("verify", sid)
     assert bad.returncode == 1 and bad.stderr.strip() == f"session {sid[:8]}: line 2 (seq 2) was changed"
+
+
+def test_shares_made_and_revoked_are_in_the_chain_listed_by_audit_and_covered_by_verify(
+    state_dir: Path,
+) -> None:
+    sid = create_session(StatePaths(state_dir), working_directory=str(state_dir)).id
+    journal = StatePaths(state_dir).session(sid).journal
+    env = {**os.environ, "TUI_STATE_DIR": str(state_dir)}
+
+    def tui(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tui", *args], env=env, capture_output=True, text=True, timeout=60
+        )
+
+    try:
+        assert tui("share", sid, "--name", "gus", "--kind", "viewer").returncode == 0
+        assert tui("share", "revoke", sid, "--participant", "gus").returncode == 0
+    finally:
+        stop_workers(state_dir)
+    report = json.loads(tui("audit", sid, "--json").stdout)
+    said = [(e["what"], e["by"], e["name"]) for e in report["entries"] if e["what"].startswith("share")]
+    assert said == [("share_made", f"owner:{getpass.getuser()}", "gus"), ("share_revoked", said[0][1], "gus")]
+    [share] = report["shares"]
+    assert share["in_chain"] and share["state"] == "revoked" and share["revoked_at"], share
+    # The share's line is covered by the chain: a name changed there is named.
+    lines = journal.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b'"share_changed"' in line)
+    lines[at] = lines[at].replace(b'"gus"', b'"eve"')
+    journal.write_bytes(b"".join(lines))
+    bad = tui("verify", sid)
+    assert bad.returncode == 1 and f"line {at + 1} " in bad.stderr and "was changed" in bad.stderr, bad.stderr

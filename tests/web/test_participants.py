@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
+from tui.store import StatePaths
 from tui.web.participants import Participant, ParticipantStore
 from tui.web.paths import WebPaths
 
@@ -156,6 +158,13 @@ def test_share_and_revoke_through_the_routes_take_effect_at_once(web: Web) -> No
     revoked = owner.delete(f"/api/sessions/{sid}/participants", params={"participant": "bo"})
     assert [p["name"] for p in revoked.json()["revoked"]] == ["bo"]
     assert guest.get(f"/api/sessions/{sid}").json()["error"] == "token_revoked"
+    # Both are said in the session's journal, where its chain covers them (`tui audit`).
+    journal = StatePaths(web.state).session(sid).journal.read_text().splitlines()
+    said = [json.loads(line) for line in journal if '"share_changed"' in line]
+    assert [(e["change"], e["name"], e["kind"], e["by"]["kind"]) for e in said] == [
+        ("made", "bo", "viewer", "owner"),
+        ("revoked", "bo", "viewer", "owner"),
+    ]
 
 
 def test_the_token_is_stored_only_as_a_digest(web: Web) -> None:

@@ -27,8 +27,10 @@ from tui.protocol.messages import (
     ContextPushRequest,
     Noted,
     NoteRequest,
+    Recorded,
     RewindDone,
     RewindRequest,
+    ShareRecord,
 )
 from tui.protocol.routes import BRIDGE
 from tui.protocol.web import Found, SearchQuery
@@ -300,6 +302,13 @@ class LocalAccess(SessionAccess):
         async with self._worker(parent_id) as client:
             adopted: ChildAdopted = await client.call(BRIDGE["child_adopt"], request)
             return adopted
+
+    async def record_share(self, session_id: str, record: ShareRecord) -> Recorded:
+        """Write a share made or revoked into the session's journal (its worker started if none
+        runs), so the journal's chain covers it."""
+        async with self._worker(session_id) as client:
+            done: Recorded = await client.call(BRIDGE["share_record"], record)
+            return done
 
     async def budget(self, session_id: str, request: BudgetRequest | None = None) -> BudgetView:
         async with self._worker(session_id) as client:

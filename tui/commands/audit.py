@@ -21,7 +21,7 @@ from tui.protocol import (
     TurnEnded,
     TurnStarted,
 )
-from tui.protocol.events import FilesChanged, Rewound
+from tui.protocol.events import FilesChanged, Rewound, ShareChanged
 from tui.protocol.ids import short_id
 from tui.store import Journal, StatePaths, resolve_id
 from tui.store.chain import Verdict, verify
@@ -87,6 +87,8 @@ def audit_of(state: StatePaths, sid: str) -> dict[str, Any]:
     questions: dict[str, str] = {}
     usage: dict[str, int] = {}
     cost = ""
+    shares: dict[str, dict[str, Any]] = {}
+    """Each share the journal says was made or revoked, by its id."""
 
     def add(seq: int, at: str, what: str, by: str, **more: Any) -> None:
         entries.append({"seq": seq, "at": at, "what": what, "by": by, **more})
@@ -143,25 +145,31 @@ def audit_of(state: StatePaths, sid: str) -> dict[str, Any]:
                 add(event.seq, at, "turn_ended", "agent", turn_id=event.turn_id, outcome=event.outcome)
             elif isinstance(event, Status) and event.cost:
                 cost = event.cost
+            elif isinstance(event, ShareChanged):
+                add(event.seq, at, f"share_{event.change}", _by(event.by), name=event.name, kind=event.kind)
+                share = shares.setdefault(
+                    event.participant,
+                    {"name": event.name, "kind": event.kind, "made_at": None, "revoked_at": None},
+                )
+                share[f"{event.change}_at"] = at
+                share["in_chain"] = True
     from tui.web.participants import ParticipantStore
     from tui.web.paths import WebPaths
 
-    shares = [
-        {
-            "name": p.name,
-            "kind": p.kind,
-            "made_at": p.created_at.isoformat(),
-            "revoked_at": p.revoked_at.isoformat() if p.revoked_at else None,
-            "state": p.state(),
-        }
-        for p in ParticipantStore(WebPaths.of(state.root)).of_session(sid)
-    ]
+    for p in ParticipantStore(WebPaths.of(state.root)).of_session(sid):
+        # A share the journal does not say (made before tui recorded shares there, or when the
+        # session's worker could not be reached) is listed from web/participants.json, marked so.
+        share = shares.setdefault(p.id, {"name": p.name, "kind": p.kind, "in_chain": False})
+        share.setdefault("made_at", None)
+        share["made_at"] = share["made_at"] or p.created_at.isoformat()
+        share["revoked_at"] = share.get("revoked_at") or (p.revoked_at.isoformat() if p.revoked_at else None)
+        share["state"] = p.state()
     return {
         "session_id": sid,
         "chain": _chain(verdict),
         "entries": entries,
         "costs": {"usage": usage, "cost": cost or None},
-        "shares": shares,
+        "shares": [{"state": "revoked" if s["revoked_at"] else "unknown", **s} for s in shares.values()],
     }
 
 
@@ -191,5 +199,7 @@ def run_audit(args: argparse.Namespace) -> int:
     costs = report["costs"]
     out.write(f"costs: {costs['cost'] or 'unknown'}; tokens {json.dumps(costs['usage'])}\n")
     for s in report["shares"]:
-        out.write(f"share: {s['name']} ({s['kind']}) made {s['made_at'][:19]}, {s['state']}\n")
+        made = (s["made_at"] or "")[:19]
+        kept = "" if s["in_chain"] else " (not in the journal's chain: web/participants.json only)"
+        out.write(f"share: {s['name']} ({s['kind']}) made {made}, {s['state']}{kept}\n")
     return 0

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
 from pydantic import BaseModel
@@ -20,6 +21,9 @@ from tui.protocol.routes import WEB, RouteSpec
 from tui.protocol.web import Participants, ParticipantView, Resolved, Revoked, Shared, ShareRequest
 from tui.store import StatePaths, resolve_id
 from tui.store.remotes import Remote, add_remote, list_remotes, read_token_file, remove_remote
+
+if TYPE_CHECKING:
+    from tui.web.participants import Participant
 
 
 def _state(args: argparse.Namespace) -> StatePaths:
@@ -276,7 +280,23 @@ class _LocalShares(_Shares):
         return [p.view() for p in self.store.of_session(sid)]
 
     def revoke(self, sid: str, who: str | None) -> list[View]:
-        return [p.view() for p in self.store.revoke(sid, who)]
+        done = self.store.revoke(sid, who)
+        self._record(sid, done, "revoked")
+        return [p.view() for p in done]
+
+    def _record(self, sid: str, people: list[Participant], change: Literal["made", "revoked"]) -> None:
+        """Say the change in the session's journal, so its chain covers it (`tui audit`)."""
+        from tui.access.local import LocalAccess
+        from tui.web.participants import record_shares
+
+        if not people:
+            return
+        why = asyncio.run(record_shares(LocalAccess(self.state), sid, people, change))
+        if why is not None:
+            print(
+                f"tui: the share was {change}, but the session's journal does not say so: {why}",
+                file=sys.stderr,
+            )
 
     def add(
         self, sid: str, *, name: str, kind: str, ttl: str | None, turns: int | None
@@ -288,6 +308,7 @@ class _LocalShares(_Shares):
         person, token = self.store.add(
             sid, name=name, kind=kind, ttl=parse_ttl(ttl) if ttl else None, turns=turns
         )
+        self._record(sid, [person], "made")
         server = read_server(self.state)
         if server is None:
             return person.view(), token, None, None

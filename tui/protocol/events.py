@@ -49,6 +49,7 @@ __all__ = [
     "QueueItem",
     "Rewound",
     "SettingChanged",
+    "ShareChanged",
     "Status",
     "StopReason",
     "TextChunk",
@@ -501,6 +502,24 @@ class BudgetSet(EventBase):
     """Who changed it; None: the defaults of ``config.toml`` or the options it was made with."""
 
 
+class ShareChanged(EventBase):
+    """A share of the session made or revoked (``tui share``, the web bridge's share routes). The
+    shares themselves live in the web bridge's ``web/participants.json``; this says each change in
+    the journal, so the chain covers it (`tui audit`, `tui verify`)."""
+
+    type: Literal["share_changed"] = "share_changed"
+    change: Literal["made", "revoked"]
+    participant: str
+    """The share's id (as ``web/participants.json`` has it)."""
+    name: str
+    kind: Literal["viewer", "collaborator"]
+    expires_at: datetime | None = None
+    turns: int | None = None
+    """A collaborator's turn limit; None: none."""
+    by: By = Field(default_factory=By)
+    """Who made or revoked it: the owner."""
+
+
 class FileChange(BaseModel):
     """One path a turn changed in the session's folder."""
 
@@ -594,7 +613,8 @@ KnownEvent = Annotated[
     | ContextValue
     | FilesChanged
     | Rewound
-    | BudgetSet,
+    | BudgetSet
+    | ShareChanged,
     Field(discriminator="type"),
 ]
 Event = KnownEvent | UnknownEvent

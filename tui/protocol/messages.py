@@ -51,10 +51,12 @@ __all__ = [
     "Noted",
     "PendingQuestion",
     "QueueResumed",
+    "Recorded",
     "RewindDone",
     "RewindRequest",
     "SearchHit",
     "SearchResult",
+    "ShareRecord",
     "Stats",
     "ToolRecord",
     "Transcript",
@@ -250,6 +252,23 @@ class BudgetRequest(_Wire):
     turns: int | None = Field(default=None, ge=0)
     time: float | None = Field(default=None, ge=0)
     """Seconds of its turns' wall time."""
+
+
+class ShareRecord(_Body):
+    """A share made or revoked, to write in the journal (``POST /shares``: the owner's own tools,
+    after changing ``web/participants.json``; not forwarded by the web bridge)."""
+
+    change: Literal["made", "revoked"]
+    participant: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=64)
+    kind: Literal["viewer", "collaborator"]
+    expires_at: datetime | None = None
+    turns: int | None = Field(default=None, ge=0)
+
+
+class Recorded(_Wire):
+    seq: int
+    """The event that says it."""
 
 
 class BudgetView(_Wire):

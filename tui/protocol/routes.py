@@ -329,6 +329,15 @@ BRIDGE = _routes(
         request=m.ChildAdoptRequest,
         answer=m.ChildAdopted,
     ),
+    RouteSpec(
+        "share_record",
+        "POST",
+        "/shares",
+        "write a share made or revoked into the journal",
+        None,
+        request=m.ShareRecord,
+        answer=m.Recorded,
+    ),
     RouteSpec("leave", "POST", "/leave", "stop the worker", None, request=m.LeaveRequest, answer=m.Left),
 )
 """The worker's bridge (protocol.md), served at ``/`` of its socket and forwarded by the web

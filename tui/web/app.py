@@ -85,7 +85,7 @@ from tui.web.fanout import FollowResponse
 from tui.web.forward import FORWARDED_HEADERS, OpenStream, RawStream
 from tui.web.gate import Endpoint, Gate, bridge_of, guard, session_of
 from tui.web.page import page_routes, signin, signout
-from tui.web.participants import parse_ttl
+from tui.web.participants import parse_ttl, record_shares
 from tui.web.signin import link
 
 __all__ = ["FEATURES", "STREAM_CAP", "WebBridge", "create_app"]
@@ -304,6 +304,7 @@ async def share(request: Request, principal: Principal, sid: str) -> Shared:
     body = await parse_body(request, ShareRequest)
     ttl = parse_ttl(str(body.ttl)) if body.ttl is not None else None
     person, token = bridge.participants.add(sid, name=body.name, kind=body.kind, ttl=ttl, turns=body.turns)
+    _unrecorded(sid, await record_shares(bridge.sessions.access, sid, [person], "made"))
     return Shared(
         participant=person.view(),
         token=token,
@@ -319,7 +320,13 @@ async def revoke(request: Request, principal: Principal, sid: str) -> Revoked:
     who = request.query_params.get("participant") or None
     done = bridge.participants.revoke(sid, who)
     bridge.close_streams_of_gone_tokens()
+    _unrecorded(sid, await record_shares(bridge.sessions.access, sid, done, "revoked"))
     return Revoked(revoked=[p.view() for p in done])
+
+
+def _unrecorded(sid: str, why: str | None) -> None:
+    if why is not None:
+        log.warning("session %s: a share changed that its journal does not say: %s", short_id(sid), why)
 
 
 # --- forwarded to the worker ---------------------------------------------------------------

@@ -17,18 +17,22 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tui.errors import InvalidRequest, NotFound, TokenExpired, TokenRevoked, TooManyTurns, TuiError
 from tui.protocol.ids import short_id
+from tui.protocol.messages import ShareRecord
 from tui.protocol.web import ParticipantView, Share
 from tui.store._atomic import write_atomic
 from tui.web.paths import WebPaths
 from tui.web.tokens import digest, new_token
 
-__all__ = ["Kind", "Participant", "ParticipantStore", "parse_ttl"]
+if TYPE_CHECKING:
+    from tui.access.local import LocalAccess
+
+__all__ = ["Kind", "Participant", "ParticipantStore", "parse_ttl", "record_shares"]
 
 Kind = Literal["viewer", "collaborator"]
 T = TypeVar("T")
@@ -88,6 +92,28 @@ class Participant(Share):
         return ParticipantView(
             **self.model_dump(exclude={"digest"}), state=self.state(), turns_left=self.turns_left
         )
+
+
+async def record_shares(
+    access: LocalAccess, session_id: str, people: list[Participant], change: Literal["made", "revoked"]
+) -> str | None:
+    """Write each share made or revoked into the session's journal (`ShareChanged`, through its
+    worker, started if none runs), so the chain covers it; the reason when that failed (the share
+    itself is changed already: the caller says the journal does not hold it)."""
+    try:
+        for p in people:
+            record = ShareRecord(
+                change=change,
+                participant=p.id,
+                name=p.name,
+                kind=p.kind,
+                expires_at=p.expires_at,
+                turns=p.turns,
+            )
+            await access.record_share(session_id, record)
+    except TuiError as exc:
+        return str(exc)
+    return None
 
 
 class _File(BaseModel):

@@ -46,9 +46,12 @@ from tui.protocol import (
     NoteRequest,
     Presence,
     QueueResumed,
+    Recorded,
     RewindDone,
     RewindRequest,
     SearchResult,
+    ShareChanged,
+    ShareRecord,
     Stats,
     Transcript,
     TurnAccepted,
@@ -254,6 +257,12 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         body = await parse_body(request, ChildAdoptRequest)
         return await worker.adopt_child(body, _by(request))
 
+    async def share_record(request: Request) -> Recorded:
+        body = await parse_body(request, ShareRecord)
+        worker.control.refuse_if_leaving()
+        said = worker.writer.emit(ShareChanged(**body.model_dump(), by=worker.control.by))
+        return Recorded(seq=said.seq)
+
     async def leave(request: Request) -> Left:
         body = await parse_body(request, LeaveRequest)
         await worker.leave(body.reason or "stopped on request", body.wait, restarting=body.restart)
@@ -286,6 +295,7 @@ def build_app(worker: SessionWorker) -> ASGIApp:
             "images": images,
             "model": model,
             "child_adopt": child_adopt,
+            "share_record": share_record,
             "leave": leave,
         },
     )
