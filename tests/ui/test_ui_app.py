@@ -113,7 +113,7 @@ class TestTurns:
             await pilot.press(*"print(1)", "enter")
             await until(pilot, lambda: routes(link, "turn"))
             assert routes(link, "turn")[0]["prompt"] == "print(1)"
-            assert routes(link, "turn")[0]["delivery"] == "now"
+            assert routes(link, "turn")[0]["delivery"] == "auto"
             await until(pilot, lambda: app.session.transcript.live is not None)
             link.emit(TextChunk(turn_id=link.current.turn_id, text="hello **world**\n"))  # type: ignore[union-attr]
             await link.end_turn()
@@ -471,7 +471,7 @@ class TestQueue:
             await until(pilot, lambda: app.session.busy)
             await pilot.press(*"next()", "enter")
             await until(pilot, lambda: app.session.queue)
-            assert routes(link, "turn")[0]["delivery"] == "queue"
+            assert routes(link, "turn")[0]["delivery"] == "auto"  # the worker queued it
             assert "next()" in text_of(app, "#queue-row")
             assert app.session.status.status.queued == 1
             await pilot.press(*"/unqueue", "enter")

@@ -411,6 +411,46 @@ def test_queue_interrupt_and_resume_from_the_page(web: Web, page_of: Any) -> Non
     assert page.query_selector("#queue").is_hidden()
 
 
+def test_a_participants_prompt_typed_while_the_session_works_is_queued_by_the_worker_then_runs(
+    web: Web, page_of: Any
+) -> None:
+    """The page hands its prompt over with no now-or-queue choice of its own (``delivery: auto``):
+    the worker queues it behind the owner's running turn; it runs next, as the participant's."""
+    app_js = (Path(__file__).parents[2] / "tui/web/static/app.js").read_text()
+    assert "working ?" not in app_js and "this.working" not in app_js  # the page decides nothing
+    sid = web.session()
+    wake(web, sid)
+    link = _share(web, sid, "--name", "ana", "--kind", "collaborator")
+    page = page_of(PHONE)
+    sent: list[dict[str, Any]] = []
+    page.on(
+        "request",
+        lambda r: sent.append(r.post_data_json) if r.method == "POST" and r.url.endswith("/turn") else None,
+    )
+    page.goto(link)
+    box = page.wait_for_selector("#prompt")
+    _turn(web, sid, "x = ask('go on?')")  # the owner's turn: it works until answered
+    page.wait_for_selector("#question:has-text('go on?')")
+    box.fill("print('from ana')")
+    box.press("Enter")
+    page.wait_for_selector("#queue .queued:has-text(\"print('from ana')\")")
+    assert [b["delivery"] for b in sent] == ["auto"]
+    owner = web.client()
+    question = owner.get(f"/api/sessions/{sid}/transcript").json()["question"]
+    answered = owner.post(
+        f"/api/sessions/{sid}/answer", json={"question_id": question["question_id"], "freeform": "y"}
+    )
+    assert answered.status_code == 200, answered.text
+    page.wait_for_selector("#transcript :text-is('from ana')")
+    ran = page.wait_for_selector(".turn:has(pre.prompt:text-is(\"print('from ana')\"))")
+    by = ran.query_selector(".by")
+    assert by is not None and "ana (participant)" in by.inner_text()
+    assert page.query_selector("#queue").is_hidden()
+    turns = owner.get(f"/api/sessions/{sid}/transcript").json()["turns"]
+    mine = next(t for t in turns if t["prompt"] == "print('from ana')")
+    assert mine["by"] == {"kind": "participant", "name": "ana"}
+
+
 def test_signing_out_ends_the_pages_cookie(web: Web, page_of: Any) -> None:
     page = page_of(PHONE)
     page.goto(web.link)

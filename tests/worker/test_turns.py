@@ -103,6 +103,30 @@ async def test_now_while_a_turn_runs_is_busy_and_queue_runs_in_order(worker: Wor
     assert gone.json()["error"] == "not_found"
 
 
+async def test_two_auto_sends_at_once_to_an_idle_session_start_one_and_queue_the_other(
+    worker: Worker,
+) -> None:
+    """``delivery: auto`` is the worker's to decide, in one step: neither is refused busy, and
+    not both start."""
+    first, second = worker.client(), worker.client()  # two clients, two connections
+    follower = worker.follow()
+    answers = await asyncio.gather(
+        first.post("/turn", json={"prompt": "x = ask('go on?')", "delivery": "auto", "client_id": "a"}),
+        second.post("/turn", json={"prompt": "x = ask('go on?')", "delivery": "auto", "client_id": "b"}),
+    )
+    assert [a.status_code for a in answers] == [202, 202]
+    bodies = [a.json() for a in answers]
+    started = [b for b in bodies if b["turn_id"]]
+    queued = [b for b in bodies if b["queue_id"]]
+    assert len(started) == len(queued) == 1 and not (started[0]["queue_id"] or queued[0]["turn_id"])
+    asked = await follower.until(lambda e: e.type == "question_asked")
+    await first.post("/answer", json={"question_id": asked.data["question_id"], "freeform": "y"})
+    later = await follower.until(lambda e: e.type == "turn_started" and e.data["origin"] == "queue")
+    assert later.data["queue_id"] == queued[0]["queue_id"]
+    starts = follower.of("turn_started")
+    assert [s.data["turn_id"] for s in starts] == [started[0]["turn_id"], later.data["turn_id"]]
+
+
 async def test_interrupt_ends_the_running_turn_interrupted(worker: Worker) -> None:
     client = worker.client()
     follower = worker.follow()

@@ -212,7 +212,7 @@ class EditorSession:
     # --- turns -----------------------------------------------------------------------------------
     async def prompt(self, text: str, pictures: Sequence[Picture] = ()) -> schema.PromptResponse:
         """One turn, handed to the session's attachment (it starts now, or is queued behind
-        another client's turn: the attachment's to say); answered when it ends.
+        another client's turn: the worker's to say); answered when it ends.
 
         A session whose worker was stopped (``tui stop``, an idle timeout) before the prompt was
         taken is started again, and the prompt sent there (its request id keeps it to one turn).

@@ -22,7 +22,7 @@ never follows or applies events itself::
             HANDLERS.get(type(change), ignore)(change)  # a type it does not show: skipped
     # the iteration ends after a batch holding `LinkChanged(Gone(...))`
 
-    attachment.submit("print(1)")  # now, queued behind a running turn, or once the link is back
+    attachment.submit("print(1)")  # the worker starts it or queues it; sent once the link is back
     outcome = await attachment.command("/stats")  # `StatsShown(line)`, `Failed(...)`, ...
     await attachment.close()
 
@@ -52,6 +52,7 @@ from tui.protocol import (
     AgentInfo,
     ChildEnded,
     ChildStarted,
+    Delivery,
     Event,
     ImageRef,
     Info,
@@ -602,20 +603,20 @@ class Attachment:
         request_id: str | None = None,
         images: Sequence[ImageRef] = (),
     ) -> ch.Outgoing:
-        """Hand the attachment a prompt: it alone decides how and when it is sent.
+        """Hand the attachment a prompt: it sends it, and the worker decides now or queued.
 
-        No turn runs: it starts one. A turn runs (as the session's state says, or as the worker
-        answers, ``409 busy``): it is queued behind it (`when_busy` ``queue``: the app, an editor,
-        the page), or sent again once the session is idle (``wait``: a script). `queue` queues it
+        `when_busy` ``queue`` (the app, an editor): delivery ``auto``, the worker starts it when
+        no turn runs and queues it behind the running one otherwise, in one step (two clients
+        sending at once: one starts, one is queued). ``wait`` (a script): it is sent to start
+        now and, answered ``409 busy``, sent again once the session is idle. `queue` queues it
         whatever runs (``/queue``, ``tui send --queue``). The link down: it waits in the outbox
         and is sent once the worker is live again, with the same request id (so at most once).
 
         Its `settled` says when the worker took it (`turn_id`) or refused it (`error`, also
         handed out as `SendFailed`); each change of the outbox is an `OutboxChanged`.
         """
-        queued = queue or (when_busy == "queue" and self.busy)
-        delivery: Literal["now", "queue"] = "queue" if queued else "now"
-        return self._outbox.add(prompt, delivery, when_busy, request_id, images)
+        delivery: Delivery = "queue" if queue else "auto" if when_busy == "queue" else "now"
+        return self._outbox.add(prompt, delivery, request_id, images)
 
     # --- commands ----------------------------------------------------------------------------
     def refusal(self, action: Permission, what: str) -> str | None:

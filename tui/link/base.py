@@ -45,7 +45,7 @@ from tui.protocol import (
     TurnAccepted,
     TurnRequest,
 )
-from tui.protocol.messages import ContextList, Noted, NoteRequest
+from tui.protocol.messages import ContextList, Delivery, Noted, NoteRequest
 from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, RouteSpec
 
@@ -326,10 +326,11 @@ class AttachLink(Caller):
         prompt: str,
         *,
         request_id: str,
-        delivery: Literal["now", "queue"] = "now",
+        delivery: Delivery = "now",
         images: list[ImageRef] | None = None,
     ) -> TurnAccepted:
-        """Start a turn, or queue it behind the running one. Idempotent by `request_id`."""
+        """Start a turn, or queue it behind the running one (`delivery` ``auto``: the worker
+        decides). Idempotent by `request_id`."""
         if len(prompt) > MAX_PROMPT:
             raise TooLarge(
                 f"the prompt is {len(prompt):,} characters and a turn takes at most {MAX_PROMPT:,}: "

@@ -45,6 +45,7 @@ from tui.protocol import (
     Transcript,
     TurnRecord,
 )
+from tui.protocol.messages import Delivery
 from tui.protocol.principal import Principal
 from tui.protocol.state import State
 
@@ -135,11 +136,10 @@ class Outgoing:
 
     prompt: str
     request_id: str
-    delivery: Literal["now", "queue"]
-    """How it is sent: to start now, or queued behind the running turn (the attachment decides)."""
-    when_busy: Literal["queue", "wait"] = "queue"
-    """What it does when another turn runs: queue behind it (the app, an editor, the page), or
-    wait until the session is idle and be sent again (a script)."""
+    delivery: Delivery
+    """How it is sent: ``auto`` (the worker starts it now or queues it behind the running turn:
+    the app, an editor), ``queue`` (queued whatever runs), or ``now`` (a script: when another
+    turn runs it waits until the session is idle and is sent again)."""
     images: tuple[ImageRef, ...] = ()
     """The images sent with it (uploaded to the session first)."""
     waiting: Literal["", "live", "idle"] = ""

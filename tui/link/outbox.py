@@ -1,8 +1,9 @@
 """`Outbox`: an attachment's prompts not taken by the worker yet, and the one path that sends them.
 
-Each prompt is an `Outgoing` with its request id; they are sent in order, one at a time. A prompt
-the worker answers ``409 busy`` is queued behind the running turn or waits for the session to be
-idle (its `when_busy`); one the link could not deliver waits for the worker to be live again and is
+Each prompt is an `Outgoing` with its request id; they are sent in order, one at a time. Whether
+it starts now or is queued behind a running turn is the worker's to decide (delivery ``auto``); a
+script's prompt (delivery ``now``) the worker answers ``409 busy`` waits for the session to be idle
+and is sent again. One the link could not deliver waits for the worker to be live again and is
 sent with the same request id (so at most once); one the worker refused is settled with its error
 (handed out as `SendFailed`). What it hands out goes through the attachment's inbox (`put`).
 """
@@ -13,12 +14,12 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from tui.errors import Busy, Conflict, TuiError, Unreachable, WorkerUnavailable
 from tui.link import changes as ch
 from tui.link.base import AttachLink
-from tui.protocol import ImageRef, TurnStarted
+from tui.protocol import Delivery, ImageRef, TurnStarted
 from tui.protocol.principal import Principal
 
 __all__ = ["Outbox"]
@@ -53,13 +54,12 @@ class Outbox:
     def add(
         self,
         prompt: str,
-        delivery: Literal["now", "queue"],
-        when_busy: Literal["queue", "wait"],
+        delivery: Delivery,
         request_id: str | None,
         images: Sequence[ImageRef],
     ) -> ch.Outgoing:
         """Put a prompt at the end and start sending."""
-        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, when_busy, tuple(images))
+        item = ch.Outgoing(prompt, request_id or uuid.uuid4().hex, delivery, tuple(images))
         self.requests.add(item.request_id)
         self.items.append(item)
         self._put(self.change())
@@ -129,14 +129,9 @@ class Outbox:
                         delivery=item.delivery,
                         images=list(item.images) or None,
                     )
-                except Busy as exc:
-                    if item.delivery != "now":
-                        self._settle(item, exc)
-                    elif item.when_busy == "queue":
-                        item.delivery = "queue"
-                    else:
-                        item.waiting = "idle"  # sent again once the session is idle
-                        self._put(self.change())
+                except Busy:  # only ``now`` is refused so (a script's prompt)
+                    item.waiting = "idle"  # sent again once the session is idle
+                    self._put(self.change())
                     continue
                 except (WorkerUnavailable, Unreachable):
                     item.waiting = "live"  # sent again once the worker is live

@@ -37,6 +37,7 @@ __all__ = [
     "ContextPushRequest",
     "ContextPushed",
     "ContextRemoved",
+    "Delivery",
     "DismissRequest",
     "Dismissed",
     "ImageRef",
@@ -134,6 +135,11 @@ class ImageRef(_Wire):
     name: str
 
 
+Delivery = Literal["now", "queue", "auto"]
+"""How a turn is sent: ``now`` starts it, refused ``409 busy`` while a turn runs; ``queue`` joins
+the queue whatever runs; ``auto`` is the worker's to decide: it starts now when no turn runs, else
+it is queued (the answer's `turn_id` or `queue_id` says which)."""
+
 MAX_PROMPT = 1_000_000
 """The most characters a turn's prompt may have."""
 
@@ -143,7 +149,7 @@ class TurnRequest(_Body):
     client_id: str | None = None
     request_id: str | None = Field(default=None, max_length=200)
     images: list[ImageRef] = []
-    delivery: Literal["now", "queue"] = "now"
+    delivery: Delivery = "now"
 
 
 class TurnAccepted(_Wire):

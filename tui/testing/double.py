@@ -52,6 +52,7 @@ from tui.protocol.events import (
     TurnStarted,
 )
 from tui.protocol.ids import short_id
+from tui.protocol.messages import Delivery
 from tui.protocol.principal import Principal
 from tui.protocol.state import SessionState
 from tui.store import Journal, JournalLine, SessionRecord, StatePaths, save_session
@@ -450,7 +451,7 @@ class WorkerLink(AttachLink):
         by: str | None = None,
         client_id: str | None = None,
         request_id: str | None = None,
-        delivery: Literal["now", "queue"] = "now",
+        delivery: Delivery = "now",
     ) -> str:
         """Send a turn as someone else would (the worker's ``POST /turn``); returns the turn's id
         (its queue id when it was queued)."""

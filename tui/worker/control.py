@@ -125,6 +125,11 @@ class TurnControl:
     def submit(self, request: TurnRequest, by: By | None = None) -> TurnAccepted:
         """Start a turn now, or queue it. Idempotent by `request.request_id`.
 
+        `delivery` ``auto`` is decided here alone: it starts now when no turn runs (and no rewind
+        is putting files back), else it is queued; the answer's `turn_id` or `queue_id` says which.
+        The choice and the start are one step of the event loop, so of two prompts sent at once to
+        an idle session one starts and the other is queued behind it.
+
         `by` names a participant when the web bridge forwards their turn (the owner otherwise).
 
         Raises:
@@ -140,8 +145,9 @@ class TurnControl:
                 raise InvalidRequest(
                     f"images[{i}].file: no image {image.file!r} in this session; upload it with POST /images"
                 )
-        if request.delivery == "now":
-            if self.running or self.paused:
+        free = not (self.running or self.paused)
+        if request.delivery == "now" or (request.delivery == "auto" and free):
+            if not free:
                 raise Busy(
                     "a turn is running; queue this prompt (delivery queue) or wait for the turn to end"
                 )

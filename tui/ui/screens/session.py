@@ -513,7 +513,7 @@ class SessionScreen(CommandScreen):
         if self.transcript.selected is not None:
             self.leave_reading()
         self.follow_bottom()  # whatever was selected, found or opened: its turn shows
-        self.attachment.submit(text)  # now, or queued behind the running turn: the attachment's to say
+        self.attachment.submit(text)  # now, or queued behind the running turn: the worker's to say
 
     def _failed(self, what: str, exc: TuiError) -> None:
         """Every failed request is shown here, in one way."""

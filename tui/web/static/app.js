@@ -288,7 +288,6 @@ class SessionView {
     this.turns = new Map(); // turn_id -> {view, node}, in the order drawn
     this.hasMore = false;
     this.replyFormat = "verbatim";
-    this.working = false;
     this.stopped = false;
     this.abort = null;
     this.dirty = new Map(); // turn_id -> Set of step indexes to draw again ("all": the whole turn)
@@ -658,7 +657,6 @@ class SessionView {
   }
 
   drawStatus(s) {
-    this.working = s.working;
     $("#status").replaceChildren(
       el("span", { class: "state state-" + s.state, text: s.state }),
       ...s.parts.map((p) => el("span", { text: p })),
@@ -670,7 +668,9 @@ class SessionView {
 
   composer() {
     const text = el("textarea", { id: "prompt", rows: 2, placeholder: "prompt: Enter sends, Shift+Enter a new line", autocomplete: "off" });
-    const submit = async (delivery) => {
+    // Send: the worker starts the prompt now or queues it behind the running turn ("auto"), in
+    // one step, so the page never decides from what it shows; Queue: queued whatever runs.
+    const submit = async (queue) => {
       const prompt = text.value;
       if (!prompt.trim()) return;
       try {
@@ -680,7 +680,7 @@ class SessionView {
             prompt,
             client_id: CLIENT_ID,
             request_id: CLIENT_ID + ":" + Date.now() + ":" + Math.random().toString(36).slice(2, 6),
-            delivery: delivery || (this.working ? "queue" : "now"),
+            delivery: queue ? "queue" : "auto",
           });
         text.value = "";
         say("");
@@ -709,7 +709,7 @@ class SessionView {
         "div",
         { class: "buttons" },
         el("button", { type: "submit", id: "send", class: "primary", text: "Send" }),
-        el("button", { type: "button", id: "queue-btn", text: "Queue", onclick: () => submit("queue") }),
+        el("button", { type: "button", id: "queue-btn", text: "Queue", onclick: () => submit(true) }),
         el("button", { type: "button", id: "interrupt", text: "Interrupt", onclick: interrupt }),
       ),
     );
