@@ -39,7 +39,7 @@ async def test_keys_typed_on_the_first_screen_are_sent_once_the_session_is_reach
         link = asyncio.run(LocalAccess(StatePaths(state_dir)).link(sid, client_id="tui:test:1"))
         return Reached(link, str(tmp_path), state_dir)
 
-    app = TuiApp(reach=reach, reaching=f"reaching session {sid[:8]}")
+    app = TuiApp(reach=reach, reaching=f"reaching session {sid[:8]}", first_prompt="print('first')")
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             starting = app.screen
@@ -53,9 +53,10 @@ async def test_keys_typed_on_the_first_screen_are_sent_once_the_session_is_reach
             assert not app.reached
             go.set()
             await until(pilot, lambda: app.reached and app.screen is app.session, 30)
-            await until(pilot, lambda: app.session.transcript.turn_views(), 30)
+            await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2, 30)
             await until(pilot, lambda: not app.session.busy, 30)
-            turn = app.session.transcript.turn_views()[-1].record
+            first, turn = (view.record for view in app.session.transcript.turn_views())
+            assert first.prompt == "print('first')"  # the command line's prompt, then what was typed
             assert turn.prompt == "print(6*7)" and "42" in turn.reply
             assert app.session.prompt.text == "x = 1"  # typed after Enter: still in the prompt
             await pilot.press("ctrl+d")

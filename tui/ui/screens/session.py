@@ -493,6 +493,9 @@ class SessionScreen(CommandScreen):
     def hand_over(self, entered: list[str], draft: str) -> None:
         """What was typed on the first screen before this one (`StartingScreen`): each prompt sent
         with Enter is sent as if entered here, in order, and the prompt starts with the rest."""
+        if entered and self.first_prompt:  # the command line's prompt goes first
+            prompt, self.first_prompt = self.first_prompt, None
+            self.submit(prompt)
         for text in entered:
             self.prompt.remember(text)
             self.submit(text)
