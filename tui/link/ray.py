@@ -104,7 +104,7 @@ class WorkerHost:
         self.paths: SessionPaths = self.state.session(session_id)
         self.session_id = session_id
         self.env = env
-        self.host = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        self.host = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call, unused-ignore]
         self.node = context.get_node_id()
         self._lost = bool(context.was_current_actor_reconstructed)
         self._proc: subprocess.Popen[bytes] | None = None
