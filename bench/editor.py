@@ -1,8 +1,12 @@
 """`tui acp` figures: a turn through an editor's ACP connection beside `tui send --wait`, and
-`session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s).
+`session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s); and a
+fresh `tui acp` (start, ``initialize``, ``session/new``, one turn) beside ``tui send --new
+PROMPT --wait`` (start, a new session, one turn), in interleaved rounds, medians and the median
+of the rounds' ratios.
 
-Run with ``.venv/bin/python bench/editor.py``. It makes its own state dir, and stops its workers
-and removes it at the end. The figures go into the "Editors (tui acp)" section of docs/performance.md.
+Run with ``.venv/bin/python bench/editor.py`` (``--fresh [ROUNDS]``: the fresh `tui acp` rounds
+alone, 7 by default). It makes its own state dir, and stops its workers and removes it at the
+end. The figures go into the "Editors (tui acp)" section of docs/performance.md.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,7 +89,59 @@ async def editor_figures(sid: str, env: dict[str, str], cwd: str) -> list[tuple[
     return rows
 
 
+async def fresh_acp(env: dict[str, str], cwd: str) -> dict[str, float]:
+    """Seconds from starting `tui acp` to each answer: initialize, session/new, the turn."""
+    started = time.perf_counter()
+    marks: dict[str, float] = {}
+    async with acp.spawn_agent_process(
+        lambda _agent: Quiet(),  # type: ignore[arg-type,return-value]
+        sys.executable,
+        "-m",
+        "tui",
+        "acp",
+        env=env,
+        cwd=cwd,
+        transport_kwargs={"stderr": subprocess.DEVNULL},
+    ) as (conn, _):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        marks["initialize"] = time.perf_counter() - started
+        made = await conn.new_session(cwd=cwd)
+        marks["session/new"] = time.perf_counter() - started
+        await conn.prompt(session_id=made.session_id, prompt=[acp.text_block("print(1)")])
+        marks["turn"] = time.perf_counter() - started
+    return marks
+
+
+def fresh(rounds: int) -> None:
+    """A fresh `tui acp` beside `tui send --new --wait`, interleaved (each round makes two sessions)."""
+    state = tempfile.mkdtemp(prefix="tui-bench-", dir="/tmp")
+    env = {**os.environ, "TUI_STATE_DIR": state}
+    try:
+        tui("send", "--new", "print('warm')", "--wait", env=env)  # the disk cache, as an editor finds it
+        sends: list[float] = []
+        editors: list[dict[str, float]] = []
+        for _ in range(rounds):
+            took, out = tui("send", "--new", "print(1)", "--wait", env=env)
+            assert out.returncode == 0, out.stderr
+            sends.append(took)
+            editors.append(asyncio.run(fresh_acp(env, state)))
+        print(f"load average {os.getloadavg()[0]:.2f}; {rounds} interleaved rounds, medians")
+        print(f"tui send --new PROMPT --wait: {statistics.median(sends) * 1000:,.0f} ms")
+        marks = ", ".join(
+            f"{what} {statistics.median(e[what] for e in editors) * 1000:,.0f} ms" for what in editors[0]
+        )
+        ratio = statistics.median(e["turn"] / s for e, s in zip(editors, sends, strict=True))
+        print(f"a fresh tui acp, from its start: {marks}; ratio {ratio:.2f}x")
+    finally:
+        tui("stop", "--all", env=env)
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def main() -> None:
+    if "--fresh" in sys.argv:
+        after = sys.argv[sys.argv.index("--fresh") + 1 :]
+        fresh(int(after[0]) if after else 7)
+        return
     state = tempfile.mkdtemp(prefix="tui-bench-", dir="/tmp")
     env = {**os.environ, "TUI_STATE_DIR": state}
     _, made = tui("send", "--new", "print('warm')", "--wait", env=env)

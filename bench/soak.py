@@ -323,6 +323,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         "text arrivals": len(flat),
         "append→arrival p50 s": at(0.5),
         "append→arrival p95 s": at(0.95),
+        "append→arrival p99 s": at(0.99),
         "append→arrival max s": at(1.0),
         "load average (1 min) at start": round(load, 2),
         "status events while opening": statuses,

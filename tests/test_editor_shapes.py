@@ -87,3 +87,41 @@ def test_usage_is_said_only_when_the_turn_counted_tokens() -> None:
 )
 def test_a_turns_stop_reason_is_acps(outcome: str, stopped: StopReason | None, said: str) -> None:
     assert stop_reason(outcome, stopped) == said
+
+
+_SAMPLE = """
+import json, sys
+if sys.argv[1] == "deferred":
+    from tui.editor import load_acp
+    load_acp()
+from acp import schema
+out = {"deferred": not schema.PromptRequest.__pydantic_complete__}
+note = schema.SessionNotification.model_validate({"sessionId": "s", "update": {
+    "sessionUpdate": "tool_call", "toolCallId": "c", "title": "run", "kind": "execute",
+    "status": "in_progress", "content": [{"type": "content", "content": {"type": "text", "text": "x"}}]}})
+out["dump"] = note.model_dump(mode="json", by_alias=True, exclude_none=True)
+try:
+    schema.PromptRequest.model_validate({"sessionId": 3})
+except Exception as exc:
+    out["error"] = [(e["loc"], e["type"]) for e in exc.errors()]
+print(json.dumps(out))
+"""
+
+
+def test_acp_loaded_for_tui_acp_validates_and_dumps_as_the_package_does() -> None:
+    """`load_acp` (what `tui acp` imports before answering an editor) builds acp's models as they
+    are used, and they read and write ACP exactly as when the package is imported plainly."""
+    import json
+    import subprocess
+    import sys
+
+    def run(how: str) -> dict[str, object]:
+        done = subprocess.run(
+            [sys.executable, "-c", _SAMPLE, how], capture_output=True, text=True, check=True
+        )
+        got: dict[str, object] = json.loads(done.stdout)
+        return got
+
+    deferred, plain = run("deferred"), run("plain")
+    assert deferred.pop("deferred") is True and plain.pop("deferred") is False
+    assert deferred == plain and plain["error"]

@@ -23,6 +23,9 @@ def run_acp(args: argparse.Namespace) -> int:
             "command (docs/agents.md), or `tui` for the app"
         )
     from tui.commands.sessions import open_access
+    from tui.editor import load_acp
+
+    load_acp()  # before tui.editor.face imports it: its models built as they are used
     from tui.editor.face import serve
     from tui.link.local import local_client_id
 

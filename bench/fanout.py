@@ -1,0 +1,60 @@
+"""1,000 followers of one turn through `tui web` beside as many straight on the worker's socket:
+each text event's delay from its append (its ``at``) to its arrival at each follower, p50, p95,
+p99 and max, in interleaved rounds (worker, web, worker, web …), medians of the rounds and the
+median of the rounds' p99 ratios. The followers and the turn are `bench/soak.py`'s fan-out case
+(lean HTTP/1.0 clients in this process, a turn printing 40 lines 0.1 s apart).
+
+Run with ``.venv/bin/python bench/fanout.py [--followers N] [--rounds N]`` (raise ``ulimit -n``
+past twice the followers). The figures go into docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import statistics
+import tempfile
+from pathlib import Path
+
+from soak import fan_out
+
+KEYS = ("p50", "p95", "p99", "max")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--followers", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.followers + 256)), hard))
+    figures: dict[str, list[dict[str, float]]] = {"worker": [], "web": []}
+    for _ in range(args.rounds):
+        for via in ("worker", "web"):
+            with tempfile.TemporaryDirectory(prefix="tui-fanout-", dir="/tmp") as d:
+                os.environ["TUI_STATE_DIR"] = d
+                got = await fan_out(Path(d), args.followers, via)
+            row = {k: float(got[f"append→arrival {k} s"]) for k in KEYS}
+            row["cpu"] = float(got.get("tui web CPU s for the turn", 0.0))
+            row["load"] = float(got["load average (1 min) at start"])
+            figures[via].append(row)
+            print(
+                f"{via:6} load {row['load']:.1f}: "
+                + ", ".join(f"{k} {row[k] * 1000:,.0f} ms" for k in KEYS)
+                + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via == "web" else ""),
+                flush=True,
+            )
+    for via, label in (("worker", "straight on the worker's socket"), ("web", "through tui web")):
+        rows = figures[via]
+        medians = ", ".join(f"{k} {statistics.median(r[k] for r in rows) * 1000:,.0f} ms" for k in KEYS)
+        print(f"{args.followers:,} followers {label}: {medians}")
+    ratios = [
+        b["p99"] / a["p99"] for a, b in zip(figures["worker"], figures["web"], strict=True) if a["p99"] > 0
+    ]
+    print(f"p99 through tui web / on the worker's socket: {statistics.median(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
