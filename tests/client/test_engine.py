@@ -25,6 +25,7 @@ class Counting:
     """`LocalEngine`, counting what it is asked."""
 
     name = "counting"
+    patience = 10.0
 
     def __init__(self, state: StatePaths) -> None:
         self.inner = LocalEngine(state)
@@ -114,3 +115,31 @@ def test_ray_without_ray_says_what_to_install_and_makes_nothing(
     assert len(lines) == 1, out.stderr
     assert "pip install 'tui[cluster]'" in lines[0] and 'engine = "local"' in lines[0]
     assert sessions(all_=True) == []
+
+
+def test_ray_s_driver_starts_inside_the_app_and_clients_wait_for_a_node_s_loss(state_dir: Path) -> None:
+    """Ray's driver hands stderr's file descriptor to faulthandler as it starts: inside the app,
+    whose streams have none (Textual's answer -1), it is given /dev/null meanwhile, and the app's
+    own streams are back after. A client of a session on Ray waits as long as a failover takes."""
+    import io
+
+    from tui.link.local import LocalLink
+    from tui.link.ray import RayEngine, _real_std_streams
+
+    class Screen(io.StringIO):
+        def fileno(self) -> int:
+            return -1
+
+    screen = Screen()
+    saved = sys.stderr
+    sys.stderr = screen
+    try:
+        with _real_std_streams():
+            assert sys.stderr is not screen and sys.stderr.fileno() >= 0
+        assert sys.stderr is screen
+    finally:
+        sys.stderr = saved
+    state = StatePaths(state_dir)
+    engine = RayEngine(state, "127.0.0.1:1")
+    assert LocalLink(state, "0" * 16, engine=engine).no_worker_timeout == engine.patience > 10
+    assert LocalLink(state, "0" * 16).no_worker_timeout == 10

@@ -24,6 +24,9 @@ class WorkerEngine(Protocol):
 
     name: str
     """What the engine is called in words and in ``config.toml`` (``local``)."""
+    patience: float
+    """Seconds a client waits for a session's worker to come back (restarted by itself or by
+    the engine) before it gives up: a cluster's engine brings one back on another node."""
 
     def holds(self, session_id: str) -> bool:
         """Whether a worker holds the session now: starting, serving or leaving."""
@@ -80,6 +83,7 @@ class LocalEngine:
     """
 
     name = "local"
+    patience = 10.0
 
     def __init__(self, state: StatePaths) -> None:
         self.state = state

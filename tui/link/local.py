@@ -60,6 +60,7 @@ class LocalLink(BridgedLink):
     ) -> None:
         self.state = state
         self.engine: WorkerEngine = engine if engine is not None else LocalEngine(state)
+        self.no_worker_timeout = self.engine.patience
         self.session_id = session_id
         self.client_id = client_id or local_client_id()
         self.paths = state.session(session_id)
@@ -161,7 +162,7 @@ class LocalLink(BridgedLink):
                 f"see {self.paths.log}, then `{self.command('attach', self.short)}`",
             )
 
-        self._starting = asyncio.create_task(self.engine.start(self.session_id, timeout=10.0))
+        self._starting = asyncio.create_task(self.engine.start(self.session_id, timeout=self.engine.patience))
         return Located("starting", "the worker stopped unexpectedly; starting a new one")
 
     async def close(self) -> None:

@@ -21,9 +21,10 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,31 @@ def _write_secret(path: Path) -> None:
         raise WorkerUnavailable(f"the session's secret {path} cannot be written ({exc.strerror})") from exc
     with os.fdopen(fd, "w", encoding="ascii") as f:
         f.write(secrets.token_urlsafe(32) + "\n")
+
+
+def _has_fd(stream: object) -> bool:
+    try:
+        return int(stream.fileno()) >= 0  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _real_std_streams() -> Iterator[None]:
+    """Standard streams with file descriptors while Ray's driver starts (it hands stderr's to
+    `faulthandler`): the app's own (Textual's, with none) are replaced by ``/dev/null`` meanwhile,
+    so nothing Ray says reaches the screen."""
+    saved = sys.stdout, sys.stderr
+    if _has_fd(sys.stdout) and _has_fd(sys.stderr):
+        yield
+        return
+    sink = open(os.devnull, "w")  # noqa: SIM115 - kept open: faulthandler writes to it
+    sys.stdout = sys.stdout if _has_fd(sys.stdout) else sink
+    sys.stderr = sys.stderr if _has_fd(sys.stderr) else sink
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _forwarded() -> dict[str, str]:
@@ -189,6 +215,9 @@ class RayEngine:
     """
 
     name = "ray"
+    patience = 60.0
+    """Ray notices a lost node, makes its actors again elsewhere (a new Ray worker process),
+    whose workers read their journals: seconds on a loaded cluster, not the 10 of one machine."""
 
     def __init__(self, state: StatePaths, address: str, resources: dict[str, float] | None = None) -> None:
         self.state = state
@@ -209,13 +238,14 @@ class RayEngine:
             # what a user of `tui send` reads on stderr.
             logging.getLogger("ray").setLevel(logging.ERROR)
             try:
-                ray.init(
-                    address=self.address,
-                    namespace=NAMESPACE,
-                    log_to_driver=False,
-                    logging_level=logging.ERROR,
-                    configure_logging=False,
-                )
+                with _real_std_streams():
+                    ray.init(
+                        address=self.address,
+                        namespace=NAMESPACE,
+                        log_to_driver=False,
+                        logging_level=logging.ERROR,
+                        configure_logging=False,
+                    )
             except Exception as exc:
                 raise Unreachable(
                     f"the Ray cluster at {self.address} ([cluster] address in config.toml) could not "
