@@ -88,6 +88,22 @@ def test_a_session_s_worker_runs_in_a_ray_actor(cluster: Any, on_ray: Path, stat
     assert cluster.where(sid) is None
 
 
+def test_an_idle_worker_ends_with_its_actor(
+    cluster: Any, on_ray: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The front door's TUI_* settings reach the worker on its node (here its idle timeout).
+    monkeypatch.setenv("TUI_IDLE_TIMEOUT", "1")
+    out = tui("send", "--new", "--dir", str(on_ray), "print(6*7)", "--wait", timeout=240)
+    assert out.returncode == 0 and out.stdout == "42\n", out.stderr
+    sid = out.stderr.strip().splitlines()[0]
+    paths = StatePaths(state_dir).session(sid)
+    wait_until(lambda: '"worker_leaving"' in paths.journal.read_text(), "the idle worker to leave")
+    wait_until(lambda: cluster.where(sid) is None, "its actor to end")
+    # An attach starts it again, on a node of the cluster.
+    attached = tui("attach", sid, input="print(6*7)\n", timeout=240)
+    assert attached.returncode == 0 and attached.stdout.strip() == "42", attached.stderr
+
+
 def test_a_session_comes_back_on_another_node_when_its_node_dies(
     cluster: Any, on_ray: Path, state_dir: Path
 ) -> None:
