@@ -33,6 +33,8 @@ async def test_the_first_answer_wins_and_the_program_gets_the_label(worker: Work
     assert ended.data["reply"] == f"to {winner}\n"
     tools = follower.of("tool_started")
     assert [t.data["name"] for t in tools] == ["ask"]
+    # The call's line names what the program wrote, not the defaults it left alone ("… +2 more").
+    assert tools[0].data["args"] == {"question": "Deploy where?", "options": ["staging", "prod"]}
     tool_end = follower.of("tool_ended")[0]
     assert tool_end.data["status"] == "completed" and tool_end.data["value"] == winner
 
@@ -73,6 +75,10 @@ async def test_multiple_and_freeform_answers_reach_the_program(worker: Worker) -
     assert ended.data["reply"] == "['x', 'z'] because\n"
     record = (await client.get("/transcript")).json()["turns"][-1]
     assert len(record["answered"]) == 2 and "because" in record["answered"][1]
+    assert [t["args"] for t in record["tools"]] == [
+        {"question": "Pick", "options": ["x", "y", "z"], "multiple": True},
+        {"question": "Why?"},
+    ]
 
 
 async def test_a_dismissed_question_raises_in_the_program(worker: Worker) -> None:

@@ -346,7 +346,14 @@ class Sandbox:
             offered = ask_options(options)
             if not offered and not freeform:
                 raise ToolError("a question without options must allow a freeform answer")
-            args = {"question": question, "options": options, "multiple": multiple, "freeform": freeform}
+            # The call's line names what the program chose, not the defaults it left alone.
+            args: dict[str, Any] = {"question": question}
+            if options is not None:
+                args["options"] = options
+            if multiple:
+                args["multiple"] = True
+            if not freeform:
+                args["freeform"] = False
             # What the program printed before asking is collected at the next observation (at most
             # one interval away): let it go out first, so the question follows its lead-in.
             with contextlib.suppress(TimeoutError):
