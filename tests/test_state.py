@@ -44,7 +44,9 @@ from tui.protocol import (
     WorkerLeaving,
     WorkerStarted,
 )
+from tui.protocol.events import ShareChanged
 from tui.protocol.state import RESTARTED, SessionState, apply
+from tui.protocol.wording import unshared_transcript
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -396,3 +398,33 @@ def test_a_note_left_during_a_turn_is_the_next_turns_and_an_agents_own_note_is_n
     assert "note from root via ci: during" in [line.text for line in state.turns["t-1"].lines]
     state.apply(TurnStarted(seq=6, turn_id="t-2", prompt="b"))
     assert state.unread == []
+
+
+def test_a_share_is_a_line_of_the_owners_transcript_that_a_participants_leaves_out() -> None:
+    state = SessionState()
+    owner = By(name="root")
+    until = datetime(2026, 1, 1, 18, 0).astimezone()  # 18:00 where the test runs, the same day
+    made = ShareChanged(
+        seq=1, at=until - timedelta(hours=2), change="made", participant="p1", name="ana",
+        kind="collaborator", turns=3, expires_at=until, by=owner,
+    )  # fmt: skip
+    state.apply(made)
+    assert state.notes == ["shared with ana as collaborator (3 turns, until 18:00) by root"]
+    state.apply(TurnStarted(seq=2, turn_id="t-1", prompt="a"))
+    viewer = ShareChanged(seq=3, change="made", participant="p2", name="vic", kind="viewer", by=owner)
+    state.apply(viewer)
+    state.apply(
+        ShareChanged(seq=4, change="revoked", participant="p1", name="ana", kind="collaborator", by=owner)
+    )
+    state.apply(TurnEnded(seq=5, turn_id="t-1", outcome="completed"))
+    lines = [line.text for line in state.turns["t-1"].lines]
+    assert lines == [
+        "shared with ana as collaborator (3 turns, until 18:00) by root",  # said before the turn
+        "shared with vic as viewer by root",
+        "share of ana revoked by root",
+    ]
+    state.apply(Note(seq=6, text="hello", by=owner))
+    transcript = Transcript(turns=list(state.turns.values()), notes=[*state.notes])
+    seen = unshared_transcript(transcript)
+    assert seen.turns[0].lines == [] and seen.notes == ["note from root: hello"]
+    assert transcript.turns[0].lines  # the owner's is unchanged

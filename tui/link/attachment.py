@@ -64,6 +64,7 @@ from tui.protocol import (
     QueueChanged,
     Rewound,
     SettingChanged,
+    ShareChanged,
     Status,
     TextChunk,
     Thinking,
@@ -86,6 +87,7 @@ from tui.protocol.wording import (
     restart_loses,
     rewound_line,
     setting_line,
+    share_line,
     unknown_line,
     worker_lost,
 )
@@ -498,6 +500,8 @@ class Attachment:
             out.append(ch.Line(child_line(event)))  # in the running turn as it starts, else between turns
         elif isinstance(event, Rewound):
             out += [ch.Line(rewound_line(event)), ch.Rewound(event.to_turn, event.last_turn)]
+        elif isinstance(event, ShareChanged):
+            out.append(ch.Line(share_line(event)))  # a participant's link is never sent one
         elif isinstance(event, WorkerStarted):
             out.append(ch.WorkerStarted(event.version, event.agent, state.model))
             if (lost := worker_lost(event, state.turns_started or len(state.turns))) is not None:

@@ -55,6 +55,7 @@ from tui.protocol.events import (
     QueueItem,
     Rewound,
     SettingChanged,
+    ShareChanged,
     Status,
     StopReason,
     TextChunk,
@@ -88,6 +89,7 @@ from tui.protocol.wording import (
     files_line,
     note_line,
     rewound_line,
+    share_line,
     steps,
     stop_said,
     tool_record,
@@ -611,6 +613,8 @@ class SessionState(BaseModel):
                 self.spent += cost
             case BudgetSet():
                 self.budget = event.budget
+            case ShareChanged():
+                self._child_line(share_line(event))
             case _:
                 pass
         return self

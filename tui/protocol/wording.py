@@ -18,6 +18,7 @@ from tui.protocol.events import (
     Presence,
     QuestionResolved,
     Rewound,
+    ShareChanged,
     StopReason,
     ToolStarted,
     ToolUpdated,
@@ -25,7 +26,7 @@ from tui.protocol.events import (
     WorkerStarted,
 )
 from tui.protocol.ids import BY_PARENT, client_label
-from tui.protocol.messages import ToolRecord, TurnRecord
+from tui.protocol.messages import ToolRecord, Transcript, TurnRecord
 
 __all__ = [
     "RUNNING",
@@ -36,6 +37,7 @@ __all__ = [
     "attached_text",
     "child_line",
     "files_line",
+    "is_share_line",
     "leaving_line",
     "model_line",
     "new_worker_line",
@@ -43,10 +45,13 @@ __all__ = [
     "restart_loses",
     "rewound_line",
     "setting_line",
+    "share_line",
     "steps",
     "stop_said",
     "tool_record",
     "unknown_line",
+    "unshared",
+    "unshared_transcript",
     "update_tool",
     "who",
     "worker_lines",
@@ -265,6 +270,48 @@ def rewound_line(event: Rewound) -> str:
     said = f"; {event.agent_said}" if event.agent_said else ""
     return (
         f"rewound to before turn {event.to_turn} by {who(event.by)}: {undone} undone, {files}{forced}{said}"
+    )
+
+
+SHARE_WORDS = ("shared with ", "share of ")
+"""How every line `share_line` makes begins (and no other line of a transcript does)."""
+
+
+def share_line(event: ShareChanged) -> str:
+    """A share made or revoked, as the owner's transcript shows it: ``shared with ana as
+    collaborator (3 turns, until 18:00) by root``, ``share of ana revoked by root``. A
+    participant is never shown one (`is_share_line`: the web bridge leaves them out)."""
+    if event.change == "revoked":
+        return f"{SHARE_WORDS[1]}{event.name} revoked by {who(event.by)}"
+    limits = [f"{event.turns} turn{'s' if event.turns != 1 else ''}"] if event.turns is not None else []
+    if event.expires_at is not None:
+        until = event.expires_at.astimezone()
+        same_day = until.date() == event.at.astimezone().date()
+        limits.append(f"until {until.strftime('%H:%M' if same_day else '%Y-%m-%d %H:%M')}")
+    said = f" ({', '.join(limits)})" if limits else ""
+    return f"{SHARE_WORDS[0]}{event.name} as {event.kind}{said} by {who(event.by)}"
+
+
+def is_share_line(text: str) -> bool:
+    """Whether a transcript's line is one `share_line` made (what a participant is not shown)."""
+    return text.startswith(SHARE_WORDS)
+
+
+def unshared(record: TurnRecord) -> TurnRecord:
+    """`record` without the share lines said during it or before it (what a participant sees)."""
+    if not any(is_share_line(line.text) for line in record.lines):
+        return record
+    return record.model_copy(update={"lines": [ln for ln in record.lines if not is_share_line(ln.text)]})
+
+
+def unshared_transcript(transcript: Transcript) -> Transcript:
+    """`transcript` as a participant is given it: no line saying a share made or revoked."""
+    return transcript.model_copy(
+        update={
+            "turns": [unshared(r) for r in transcript.turns],
+            "current": None if transcript.current is None else unshared(transcript.current),
+            "notes": [n for n in transcript.notes if not is_share_line(n)],
+        }
     )
 
 

@@ -18,13 +18,14 @@ from tui.protocol import (
     ChildStarted,
     Note,
     Rewound,
+    ShareChanged,
     ToolRecord,
     TurnRecord,
     WorkerLeaving,
     WorkerStarted,
 )
 from tui.protocol.state import SessionState, child_line, note_line, rewound_line, steps, who
-from tui.protocol.wording import worker_lines
+from tui.protocol.wording import share_line, worker_lines
 from tui.store.chain import verify
 from tui.store.journal import Journal
 from tui.store.sessions import SessionRecord
@@ -112,18 +113,23 @@ def _markdown(record: TurnRecord, number: int, program: bool) -> str:
     return "\n".join(parts) + "\n"
 
 
-def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None) -> Iterator[str]:
+def export(
+    journal_path: Path, fmt: Format, session: SessionRecord | None = None, *, shares: bool = True
+) -> Iterator[str]:
     """The session's transcript in `fmt`, piece by piece (each piece a whole line or turn).
 
     Args:
         journal_path: the session's ``journal.jsonl``.
         fmt: ``text`` (as the terminal shows it), ``markdown``, or ``jsonl`` (the events).
         session: the session's record: Markdown starts with its id, folder and agent.
+        shares: whether the shares made and revoked are in it (False: a participant's export,
+            which says nothing of the other participants).
     """
     with Journal.open_for_reading(journal_path) as journal:
         if fmt == "jsonl":  # the events as stored: the chain can be recomputed from them
             for line in journal.iter_after(0):
-                yield line.raw.decode("utf-8", "replace") + "\n"
+                if shares or line.type != "share_changed":
+                    yield line.raw.decode("utf-8", "replace") + "\n"
             return
         if fmt == "markdown" and session is not None:
             yield _header(session)
@@ -143,6 +149,8 @@ def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None
                 event = line.decode()
             except ValueError:
                 continue  # a line this version cannot read: the jsonl export still has it
+            if isinstance(event, ShareChanged) and not shares:
+                continue
             state.apply(event)
             if isinstance(event, WorkerStarted):
                 program = event.prompt_syntax == "python"
@@ -164,6 +172,8 @@ def export(journal_path: Path, fmt: Format, session: SessionRecord | None = None
                 said = [child_line(event)]
             elif isinstance(event, Rewound):
                 said = [rewound_line(event)]
+            elif isinstance(event, ShareChanged):
+                said = [share_line(event)]
             for line_said in said:
                 yield f"· {line_said}\n\n" if fmt == "text" else f"*{line_said}*\n\n"
         if state.current is not None:

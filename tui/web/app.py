@@ -61,6 +61,7 @@ from tui.protocol.web import (
     WebInfo,
     WorkerView,
 )
+from tui.protocol.wording import unshared_transcript
 from tui.redact import redact, redact_json, redact_pieces
 from tui.serve import (
     Handler,
@@ -272,7 +273,9 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
     # An export through the web bridge leaves the machine: always redacted (`tui.redact`).
     journal = bridge.state.session(sid).journal
     head = chain_head(journal)
-    pieces = redact_pieces(export_journal(journal, fmt, get_session(bridge.state, sid)), fmt)
+    # A participant's export says nothing of the session's shares (another participant's included).
+    made = export_journal(journal, fmt, get_session(bridge.state, sid), shares=principal.is_owner)
+    pieces = redact_pieces(made, fmt)
     media = f"{WEB['export'].media}; charset=utf-8"
     return StreamingResponse(pieces, media_type=media, headers={"X-Tui-Chain-Head": head})
 
@@ -507,7 +510,7 @@ async def changes(request: Request, principal: Principal, sid: str) -> Response:
     if isinstance(presence, Response):
         return presence
     try:
-        followed = await bridge.pages.join(sid)
+        followed = await bridge.pages.join(sid, everything=principal.is_owner)
         if followed.ended and not followed.made:
             followed.leave()
             raise WorkerUnavailable("the session's worker could not be followed; POST …/wake starts it")
@@ -533,6 +536,8 @@ async def turns(request: Request, principal: Principal, sid: str) -> TurnPage:
     if answer.status_code != 200:
         raise error_from_wire(json.loads(bytes(answer.body) or b"null"), answer.status_code)
     transcript = Transcript.model_validate_json(bytes(answer.body))
+    if not principal.is_owner:
+        transcript = unshared_transcript(transcript)
     return TurnPage(turns=[turn_view(r) for r in transcript.turns], has_more=transcript.has_more)
 
 

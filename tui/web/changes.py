@@ -30,11 +30,14 @@ from tui.link.base import Live
 from tui.link.local import LocalLink
 from tui.link.page import PageView
 from tui.protocol import Event, decode_event
+from tui.protocol.events import ShareChanged
 from tui.protocol.ids import make_client_id
+from tui.protocol.messages import Transcript
 from tui.protocol.page import PageChange
+from tui.protocol.wording import unshared_transcript
 from tui.redact import redact_frame, redact_json
 from tui.store import StatePaths
-from tui.web.fanout import FanOuts, Shared, _messages, _seq
+from tui.web.fanout import FanOuts, Shared, _messages, _seq, private
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream
 from tui.web.streaming import Emit, FollowerStream
 
@@ -54,12 +57,29 @@ LINGER = 30.0
 class ServedLink(LocalLink):
     """A session of this machine as the web bridge follows it: its events read from the fan-out's
     shared stream of the session (one stream from the worker for every follower), its requests
-    and its worker found and restarted as `LocalLink` does."""
+    and its worker found and restarted as `LocalLink` does. Unless it is for the owner's pages
+    (`everything`), it is never given a share made or revoked (`tui.web.fanout.private`): not as
+    an event, not as a transcript's line."""
 
-    def __init__(self, state: StatePaths, session_id: str, fanouts: FanOuts) -> None:
+    def __init__(
+        self, state: StatePaths, session_id: str, fanouts: FanOuts, *, everything: bool = True
+    ) -> None:
         host = sockets.gethostname()
         super().__init__(state, session_id, client_id=make_client_id("web", host, os.getpid()))
         self.fanouts = fanouts
+        self.everything = everything
+
+    async def transcript(
+        self,
+        limit: int = 50,
+        *,
+        before: str | None = None,
+        after: str | None = None,
+        around: str | None = None,
+        first: bool = False,
+    ) -> Transcript:
+        said = await super().transcript(limit, before=before, after=after, around=around, first=first)
+        return said if self.everything else unshared_transcript(said)
 
     def open_stream(self, cursor: int) -> AsyncIterator[Event | Live]:
         return self._events(cursor)
@@ -75,7 +95,8 @@ class ServedLink(LocalLink):
                 if sent < shared.base:  # older than the ring: the journal, from a stream of its own
                     reached = None
                     async for event in _replay(shared, sent):
-                        yield event
+                        if self.everything or not isinstance(event, ShareChanged):
+                            yield event
                         reached = sent = event.seq
                     if reached is None or sent < shared.base:
                         return
@@ -88,7 +109,8 @@ class ServedLink(LocalLink):
                         seq = _seq(message) if message else None
                         if seq is None or seq <= sent:
                             continue
-                        yield _decode(message)
+                        if self.everything or not private(message):
+                            yield _decode(message)
                         sent = seq
                 elif shared.ended:
                     return
@@ -135,14 +157,23 @@ def frame(cursor: str, change: PageChange) -> bytes:
 
 
 class Followed:
-    """One session followed by pages: its attachment, its `PageView`, the ring of changes made."""
+    """One session followed by pages: its attachment, its `PageView`, the ring of changes made.
+    The owner's pages and the participants' follow a session through two of them (`everything`:
+    the owner's, which says the shares made and revoked)."""
 
     def __init__(
-        self, state: StatePaths, session_id: str, fanouts: FanOuts, gone: Callable[[Followed], None]
+        self,
+        state: StatePaths,
+        session_id: str,
+        fanouts: FanOuts,
+        gone: Callable[[Followed], None],
+        *,
+        everything: bool = True,
     ) -> None:
         self.session_id = session_id
+        self.everything = everything
         self.epoch = secrets.token_hex(4)
-        self.link = ServedLink(state, session_id, fanouts)
+        self.link = ServedLink(state, session_id, fanouts, everything=everything)
         self.attachment = Attachment(self.link, page=PAGE_TURNS, keep_turns=PAGE_TURNS)
         self.view = PageView(self.attachment)
         self.made = 0
@@ -249,19 +280,21 @@ class Pages:
     def __init__(self, state: StatePaths, fanouts: FanOuts) -> None:
         self.state = state
         self.fanouts = fanouts
-        self._followed: dict[str, Followed] = {}
+        self._followed: dict[tuple[str, bool], Followed] = {}
 
     def _gone(self, followed: Followed) -> None:
-        if self._followed.get(followed.session_id) is followed:
-            del self._followed[followed.session_id]
+        key = (followed.session_id, followed.everything)
+        if self._followed.get(key) is followed:
+            del self._followed[key]
 
-    async def join(self, session_id: str) -> Followed:
+    async def join(self, session_id: str, *, everything: bool = True) -> Followed:
         """The session's attachment (made when there is none, and read up to its first state),
-        counting one more page."""
-        followed = self._followed.get(session_id)
+        counting one more page; `everything` for the owner's pages, else the participants' one."""
+        key = (session_id, everything)
+        followed = self._followed.get(key)
         if followed is None or followed.ended:
-            followed = Followed(self.state, session_id, self.fanouts, self._gone)
-            self._followed[session_id] = followed
+            followed = Followed(self.state, session_id, self.fanouts, self._gone, everything=everything)
+            self._followed[key] = followed
         followed.join()
         try:
             await followed.attached.wait()

@@ -22,7 +22,7 @@ from tui.redact import HOLD, StreamRedactor
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
 from tui.web.streaming import Emit, FollowerStream
 
-__all__ = ["FanOuts", "FollowResponse", "Shared"]
+__all__ = ["FanOuts", "FollowResponse", "Shared", "private"]
 
 log = logging.getLogger("tui.web.fanout")
 
@@ -35,6 +35,15 @@ def _messages(rest: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
     """The whole SSE messages in what arrived (each without its blank line), and the rest."""
     parts = (rest + chunk if rest else chunk).split(b"\n\n")
     return parts, parts.pop()
+
+
+_PRIVATE = b"\nevent: share_changed\n"
+
+
+def private(message: bytes) -> bool:
+    """Whether an event's message is the owner's alone: a share made or revoked, which no
+    participant is sent (nor told of through the page, a transcript or an export)."""
+    return _PRIVATE in message[:64]
 
 
 def _seq(message: bytes) -> int | None:
@@ -60,6 +69,8 @@ class Shared:
         self.ended = False
         self.followers = 0
         self.changed = asyncio.Event()
+        self.private: set[int] = set()
+        """The seqs in the ring of the events a participant is not sent (`private`)."""
         self.redactor = StreamRedactor()
         """Every event is kept in the ring with its secrets taken out (`tui.redact`): what a
         follower of `tui web` is sent never holds them."""
@@ -118,7 +129,10 @@ class Shared:
             return
         for message in messages:
             frame = message + b"\n\n"
-            self.seqs.append(_seq(message) or 0)
+            seq = _seq(message) or 0
+            if private(message):
+                self.private.add(seq)
+            self.seqs.append(seq)
             self.frames.append(frame)
             self.size += len(frame)
         if len(self.frames) > RING or self.size > RING_BYTES:
@@ -135,17 +149,23 @@ class Shared:
         del self.seqs[:drop]
         del self.frames[:drop]
         self.size = sum(len(f) for f in self.frames)
+        self.private = {seq for seq in self.private if seq > self.base}
 
     def _wake(self) -> None:
         changed, self.changed = self.changed, asyncio.Event()
         changed.set()
 
-    def after(self, sent: int) -> tuple[bytes, int] | None:
+    def after(self, sent: int, *, everything: bool = True) -> tuple[bytes, int] | None:
         """What the ring holds after `sent` as one chunk, and the seq it ends at; None when nothing
-        newer is here yet. `sent` must not be older than `base`."""
+        newer is here yet. `sent` must not be older than `base`. Without `everything` (a
+        participant's stream) the `private` events are left out of the chunk (which may then be
+        empty)."""
         at = bisect_right(self.seqs, sent)
         if at == len(self.frames):
             return None
+        if not everything and self.private and max(self.private) > sent:
+            kept = zip(self.frames[at:], self.seqs[at:], strict=True)
+            return b"".join(frame for frame, seq in kept if seq not in self.private), self.seqs[-1]
         chunk = self.frames[at] if at == len(self.frames) - 1 else b"".join(self.frames[at:])
         return chunk, self.seqs[-1]
 
@@ -220,6 +240,8 @@ class FollowResponse(FollowerStream):
         self.fanouts = fanouts
         self.shared = shared
         self.cursor = cursor
+        self.everything = handle.participant_id is None
+        """The owner's stream: every event; a participant's leaves out the `private` ones."""
 
     async def _replay(self, sent: int, emit: Emit) -> int | None:
         """Send the journal after `sent` from a stream of the follower's own until the ring holds
@@ -239,7 +261,8 @@ class FollowResponse(FollowerStream):
                 for message in messages:
                     seq = _seq(message)
                     if seq is not None and seq > sent:
-                        out.extend(redactor.feed(message))
+                        if self.everything or not private(message):
+                            out.extend(redactor.feed(message))
                         sent = seq
                 if sent >= shared.base:
                     held = redactor.held
@@ -267,10 +290,11 @@ class FollowResponse(FollowerStream):
                     sent = reached
                     continue
                 changed = shared.changed
-                got = shared.after(sent)
+                got = shared.after(sent, everything=self.everything)
                 if got is not None:
                     chunk, sent = got
-                    await emit(chunk)
+                    if chunk:
+                        await emit(chunk)
                 elif shared.ended:
                     break
                 else:

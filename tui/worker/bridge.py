@@ -59,6 +59,7 @@ from tui.protocol import (
     Unqueued,
 )
 from tui.protocol.routes import BRIDGE
+from tui.protocol.wording import unshared_transcript
 from tui.serve import MAX_BODY, flag, handlers, int_param, parse_body, read_body, routes, seq_header
 from tui.store import JournalLine
 from tui.worker.core import SessionWorker, owner
@@ -156,13 +157,16 @@ def build_app(worker: SessionWorker) -> ASGIApp:
                 f"{given[1]}: give one of before, after, around and first, not {' and '.join(given)}",
                 field=given[1],
             )
-        return worker.transcript(
+        transcript = worker.transcript(
             limit,
             q.get("before") or None,
             after=q.get("after") or None,
             around=q.get("around") or None,
             first=first,
         )
+        by = _by(request)
+        # A participant is not told of the session's shares (`share_changed`): not its lines either.
+        return unshared_transcript(transcript) if by is not None and by.kind == "participant" else transcript
 
     async def search(request: Request) -> SearchResult:
         text = request.query_params.get("q", "")
