@@ -1,5 +1,5 @@
 """Piped surface figures: a 1,000-turn script through `tui attach ID < script`, beside the same
-programs run directly in one warm Code Mode session.
+programs run directly in one warm Code Mode session and piped into ``python -i`` (the ratio).
 
 Run with ``.venv/bin/python bench/piped.py``. It makes its own state dir, starts one worker, and
 stops it at the end. The figures go into the "Piped surface" section of docs/performance.md.
@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,20 @@ async def direct(programs: list[str], workdir: str) -> float:
         return time.perf_counter() - started
 
 
+def python_i(programs: list[str], rounds: int = 3) -> float:
+    """Seconds a statement of `programs` takes piped into ``python -i`` (the whole script's run
+    less a one-statement run, over the statements after the first; median of `rounds`)."""
+
+    def run(script: str) -> float:
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-i", "-q"], input=script, capture_output=True, text=True, check=True)
+        return time.perf_counter() - began
+
+    whole = "\n".join(programs) + "\n"
+    pairs = [(run(programs[0] + "\n"), run(whole)) for _ in range(rounds)]
+    return statistics.median((many - one) / (len(programs) - 1) for one, many in pairs)
+
+
 def main() -> None:
     state = tempfile.mkdtemp(prefix="tui-bench-", dir="/tmp")
     env = {**os.environ, "TUI_STATE_DIR": state}
@@ -104,6 +119,9 @@ def main() -> None:
         rows.append((f"{TURNS} programs straight into one warm PythonSession", f"{took:.2f} s"))
         rows.append(("  per program", f"{took / TURNS * 1000:.2f} ms"))
         piped_per = float(rows[3][1].split()[0])
+        baseline = python_i(programs) * 1000
+        rows.append(("`python -i < script`, per statement (after the first)", f"{baseline:.3f} ms"))
+        rows.append(("piped turn (text) / `python -i` statement", f"{piped_per / baseline:.0f}x"))
         rows.insert(0, ("load average", Path("/proc/loadavg").read_text().strip()))
         rows.append(
             (

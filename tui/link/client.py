@@ -4,11 +4,14 @@ It talks to a worker over its Unix socket, or to the web bridge with a base URL 
 ``https://host/api/sessions/ID`` and a bearer token, so both links share it. Every refusal is
 mapped to the `tui.errors` tree in one place (`_raise_for`), and every transport failure becomes
 `WorkerUnavailable` (a local worker) or `Unreachable` (another machine), raised from the httpx
-error that caused it.
+error that caused it. A local worker's requests that answer JSON go through `UnixHttp`
+(`tui/link/raw.py`: one write and one read on a connection kept open, not httpx's machinery);
+its event stream and streamed text through httpx.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -27,6 +30,7 @@ from tui.errors import (
     error_from_wire,
 )
 from tui.link.base import Caller, Live, RouteCall
+from tui.link.raw import UnixHttp
 from tui.link.uds import UnixTransport
 from tui.protocol import Event, LeaveRequest, Left, decode_event
 from tui.protocol.routes import BRIDGE
@@ -70,8 +74,12 @@ class BridgeClient(Caller):
         self.retry_hint: float | None = None
         """The last ``retry:`` the stream sent, in seconds: a minimum wait before reconnecting."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._raw: UnixHttp | None = None
+        """Where a local worker's JSON requests go (not a test's transport, not with a token)."""
         if transport is None and self.socket_path is not None:
             transport = UnixTransport(self.socket_path)
+            if not token:
+                self._raw = UnixHttp(self.socket_path)
         self._http = httpx.AsyncClient(
             base_url=base_url,
             headers=headers,
@@ -81,6 +89,8 @@ class BridgeClient(Caller):
 
     async def close(self) -> None:
         """Close the connections."""
+        if self._raw is not None:
+            await self._raw.close()
         await self._http.aclose()
 
     async def __aenter__(self) -> BridgeClient:
@@ -96,32 +106,47 @@ class BridgeClient(Caller):
             return Unreachable(f"{self.label} could not be reached ({what}: {exc}); check the network")
         return WorkerGone(f"{self.label} is not answering ({what}); it may have stopped")
 
-    def _raise_for(self, response: httpx.Response, body: bytes) -> None:
+    def _raise_for(self, status: int, body: bytes) -> None:
         """Raise the `TuiError` a refusal stands for."""
-        if response.status_code < 400:
+        if status < 400:
             return
         try:
             decoded: Any = json.loads(body) if body else None
         except ValueError:
             decoded = None
-        raise error_from_wire(decoded, response.status_code, who=self.label)
+        raise error_from_wire(decoded, status, who=self.label)
 
     async def handle(self, call: RouteCall, seconds: float | None = None) -> Any:
         """One request of a route of the table: its answer decoded into the route's answer type,
         within `seconds` (the client's timeout unless given)."""
         route = call.route
-        kwargs: dict[str, Any] = {}
-        if seconds is not None:
-            kwargs["timeout"] = seconds
+        if self._raw is not None:
+            try:
+                async with asyncio.timeout(seconds if seconds is not None else self._http.timeout.read):
+                    status, body = await self._raw.request(
+                        route.method, call.url, call.query, call.json(), call.content
+                    )
+            except (OSError, asyncio.IncompleteReadError, ValueError) as exc:  # TimeoutError is an OSError
+                raise self._transport_error(exc) from exc
+        else:
+            kwargs: dict[str, Any] = {}
+            if seconds is not None:
+                kwargs["timeout"] = seconds
+            try:
+                response = await self._http.request(
+                    route.method,
+                    call.url,
+                    json=call.json(),
+                    content=call.content,
+                    params=call.query,
+                    **kwargs,
+                )
+            except httpx.TransportError as exc:
+                raise self._transport_error(exc) from exc
+            status, body = response.status_code, response.content
+        self._raise_for(status, body)
         try:
-            response = await self._http.request(
-                route.method, call.url, json=call.json(), content=call.content, params=call.query, **kwargs
-            )
-        except httpx.TransportError as exc:
-            raise self._transport_error(exc) from exc
-        self._raise_for(response, response.content)
-        try:
-            return route.read_answer(response.json() if response.content else None)
+            return route.read_answer(json.loads(body) if body else None)
         except ValueError as exc:  # not JSON, or not the route's answer (pydantic's errors are ValueErrors)
             raise TuiError(
                 f"{self.label} answered {route.path} with something this version cannot read; "
@@ -136,7 +161,7 @@ class BridgeClient(Caller):
                 call.route.method, call.url, params=call.query, timeout=timeout
             ) as response:
                 if response.status_code != call.route.status:
-                    self._raise_for(response, await response.aread())
+                    self._raise_for(response.status_code, await response.aread())
                 async for text in response.aiter_text():
                     yield text
         except httpx.TransportError as exc:
@@ -177,7 +202,7 @@ class BridgeClient(Caller):
                 "GET", BRIDGE["events"].path, params=params, headers=headers, timeout=timeout
             ) as response:
                 if response.status_code != 200:
-                    self._raise_for(response, await response.aread())
+                    self._raise_for(response.status_code, await response.aread())
                     raise TuiError(f"{self.label} answered /events with HTTP {response.status_code}")
                 if announce_open:
                     yield Live()
