@@ -19,9 +19,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-__all__ = ["UnixHttp", "query_string"]
+__all__ = ["KEEP", "UnixHttp", "query_string"]
 
 _HEAD_LIMIT = 1 << 16
+KEEP = 8
+"""Connections kept open at most (more run only while that many requests are under way at once)."""
 
 
 def query_string(query: Mapping[str, Any]) -> str:
@@ -137,7 +139,7 @@ class UnixHttp:
         except BaseException:
             writer.close()  # cut off mid-request: the connection's state is unknown
             raise
-        if headers.get("connection", "").lower() == "close":
+        if headers.get("connection", "").lower() == "close" or len(self._idle) >= KEEP:
             writer.close()
         else:
             self._idle.append(conn)
