@@ -18,6 +18,7 @@ from helpers import wait_until
 
 from client.helpers import journal_seqs, tui, worker_pid
 from tui.store import StatePaths, read_sidecar
+from tui.store.remotes import Remote, add_remote
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None,
@@ -131,3 +132,33 @@ def test_a_session_comes_back_on_another_node_when_its_node_dies(
     seqs = journal_seqs(state_dir, sid)
     assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
     assert os.path.exists(StatePaths(state_dir).session(sid).secret)
+
+
+def test_tui_web_on_the_cluster_serves_its_sessions(
+    cluster: Any, on_ray: Path, state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tui web` of the cluster's state dir is its front door: a client of another state dir
+    creates a session through it (its worker in an actor on a node) and follows its turns,
+    reaching the worker over TCP with the session's secret."""
+    from web.conftest import start_web
+
+    web = start_web(state_dir)
+    try:
+        client = tmp_path / "client"
+        client.mkdir()
+        (client / "cluster.token").write_text(web.token + "\n")
+        add_remote(StatePaths(client), Remote("cluster", web.url, str(client / "cluster.token")))
+        monkeypatch.setenv("TUI_STATE_DIR", str(client))
+        out = tui(
+            "--remote", "cluster", "send", "--new", "--dir", str(on_ray), "print(6*7)", "--wait", timeout=240
+        )
+        assert out.returncode == 0 and out.stdout == "42\n", out.stderr
+        sid = out.stderr.strip().splitlines()[0]
+        assert cluster.where(sid) in cluster.nodes[1:]
+        # As from another machine than the worker's: its Unix socket is out of reach, its TCP
+        # port with the session's secret is what the front door uses.
+        StatePaths(state_dir).session(sid).socket.unlink()
+        attached = tui("--remote", "cluster", "attach", sid, input="print(2+3)\n", timeout=120)
+        assert attached.returncode == 0 and attached.stdout.strip() == "5", attached.stderr
+    finally:
+        web.stop()

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from tui.link.client import BridgeClient
 
 __all__ = [
+    "bridge_endpoint",
     "is_live",
     "live_sidecar",
     "start_worker",
@@ -135,6 +136,25 @@ def worker_client(
     client = BridgeClient(base_url=f"http://{car.address}", token=token, label=label, timeout=timeout)
     client.remote = False  # a worker of this state dir: a transport error means it is gone
     return client
+
+
+def bridge_endpoint(car: WorkerSidecar, paths: SessionPaths) -> str:
+    """Where a forwarder reaches the worker `car` describes: its Unix socket's path, or, for a
+    worker on a cluster's node, ``tcp://SECRET@HOST:PORT`` (the session's secret with it).
+
+    Raises:
+        WorkerUnavailable: the session's secret cannot be read.
+    """
+    if car.address is None:
+        return car.socket
+    try:
+        token = paths.secret.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkerUnavailable(
+            f"the worker of session {short_id(paths.session_id)} listens on {car.address}, but its "
+            f"secret {paths.secret} cannot be read ({exc})"
+        ) from exc
+    return f"tcp://{token}@{car.address}"
 
 
 def start_worker(

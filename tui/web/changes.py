@@ -24,9 +24,11 @@ from collections.abc import AsyncIterator, Callable
 import anyio
 import anyio.abc
 
+from tui.access.engines import engine_for
 from tui.errors import TuiError, WorkerUnavailable
 from tui.link.attachment import Attachment
 from tui.link.base import Live
+from tui.link.launch import bridge_endpoint
 from tui.link.local import LocalLink
 from tui.link.page import PageView
 from tui.protocol import Event, decode_event
@@ -65,7 +67,9 @@ class ServedLink(LocalLink):
         self, state: StatePaths, session_id: str, fanouts: FanOuts, *, everything: bool = True
     ) -> None:
         host = sockets.gethostname()
-        super().__init__(state, session_id, client_id=make_client_id("web", host, os.getpid()))
+        super().__init__(
+            state, session_id, client_id=make_client_id("web", host, os.getpid()), engine=engine_for(state)
+        )
         self.fanouts = fanouts
         self.everything = everything
 
@@ -86,6 +90,9 @@ class ServedLink(LocalLink):
 
     async def _events(self, cursor: int) -> AsyncIterator[Event | Live]:
         path = self.bridge_client().socket_path
+        car = self.engine.locate(self.session_id)
+        if car is not None and car.address is not None:
+            path = bridge_endpoint(car, self.paths)  # a worker on a cluster's node: over TCP
         assert path is not None
         shared = await self.fanouts.join(path, cursor)
         try:

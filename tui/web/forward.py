@@ -1,4 +1,6 @@
-"""Forwarding a session's routes to its worker's bridge over the worker's Unix socket.
+"""Forwarding a session's routes to its worker's bridge over the worker's Unix socket (or, for a
+worker on a cluster's node, over TCP with the session's secret: an endpoint ``tcp://SECRET@HOST:PORT``,
+`tui.link.launch.bridge_endpoint`).
 
 Plain requests are answered with the worker's status and body as they are. The event stream is
 passed through chunk by chunk as it arrives (never buffered); the web bridge may end it early
@@ -76,9 +78,18 @@ class Forwarder:
                 if stream
                 else httpx.Limits(max_connections=REQUEST_CONNECTIONS, max_keepalive_connections=8)
             )
+            tcp = _tcp(socket)
+            transport: httpx.AsyncBaseTransport
+            if tcp is None:
+                transport, base, auth = UnixTransport(socket, limits=limits), "http://worker", {}
+            else:
+                secret, host, port = tcp
+                transport = httpx.AsyncHTTPTransport(limits=limits)
+                base, auth = f"http://{host}:{port}", {"Authorization": f"Bearer {secret}"}
             client = httpx.AsyncClient(
-                transport=UnixTransport(socket, limits=limits),
-                base_url="http://worker",
+                transport=transport,
+                base_url=base,
+                headers=auth,
                 timeout=httpx.Timeout(60.0, connect=5.0, pool=POOL_WAIT),
             )
             clients[socket] = client
@@ -197,8 +208,14 @@ class RawStream:
     async def open(cls, socket: str, path: str, query: bytes, headers: Mapping[str, str]) -> RawStream:
         target = path + ("?" + query.decode("ascii") if query else "")
         lines = [f"GET {target} HTTP/1.0", "Host: worker", *(f"{k}: {v}" for k, v in headers.items())]
+        tcp = _tcp(socket)
+        if tcp is not None:
+            lines.append(f"Authorization: Bearer {tcp[0]}")
         async with asyncio.timeout(cls.CONNECT):
-            reader, writer = await asyncio.open_unix_connection(socket, limit=1 << 20)
+            if tcp is None:
+                reader, writer = await asyncio.open_unix_connection(socket, limit=1 << 20)
+            else:
+                reader, writer = await asyncio.open_connection(tcp[1], tcp[2], limit=1 << 20)
             try:
                 writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -223,6 +240,15 @@ class RawStream:
         self._writer.close()
         with contextlib.suppress(OSError):
             await self._writer.wait_closed()
+
+
+def _tcp(endpoint: str) -> tuple[str, str, int] | None:
+    """The secret, host and port of a ``tcp://SECRET@HOST:PORT`` endpoint; None for a socket path."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    secret, _, where = endpoint.removeprefix("tcp://").rpartition("@")
+    host, _, port = where.rpartition(":")
+    return secret, host.strip("[]"), int(port)
 
 
 def _unavailable(exc: Exception) -> WorkerUnavailable:

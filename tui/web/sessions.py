@@ -12,6 +12,7 @@ import os
 
 from tui.access.local import LocalAccess
 from tui.errors import InvalidRequest, NotFound, TuiError, WorkerStarting, WorkerUnavailable
+from tui.link.launch import bridge_endpoint
 from tui.protocol.events import Budget
 from tui.protocol.ids import short_id
 from tui.protocol.web import SessionSummary, WorkerView
@@ -93,7 +94,7 @@ class LocalSessions:
                 f"session {short_id(session_id)} has no live worker; wake it (POST …/wake) "
                 f"or `tui attach {short_id(session_id)}`"
             )
-        return car.socket
+        return bridge_endpoint(car, self.state.session(session_id))
 
     # --- changing --------------------------------------------------------------------------
     async def create(
