@@ -80,6 +80,7 @@ from tui.protocol import (
     WorkerLeaving,
     WorkerStarted,
 )
+from tui.protocol.output import KEEP_OUTPUT
 from tui.protocol.principal import Permission, Principal
 from tui.protocol.state import SessionState, agent_mode, agent_model, child_line, note_line
 from tui.protocol.wording import (
@@ -127,6 +128,8 @@ class Attachment:
             out then); None: `start` reads the last `page` turns, retrying until a worker answers.
         page: how many ended turns that first transcript holds.
         keep_turns: how many ended turns `session` keeps (None: all, as a script's waits need).
+        keep_output: how much of each running call's output `session` keeps, its first and last
+            characters (`tui.protocol.output`; None: all of it).
         shown: what every item read from the link goes through first (the app passes
             `tui.terminal.visible_data`: what a session holds is shown, never acts on a terminal).
 
@@ -145,13 +148,15 @@ class Attachment:
         *,
         page: int = PAGE,
         keep_turns: int | None = 1,
+        keep_output: tuple[int, int] | None = KEEP_OUTPUT,
         shown: Callable[[Any], Any] | None = None,
     ) -> None:
         self.link = link
         self.page = page
         self.keep_turns = keep_turns
+        self.keep_output = keep_output
         self._shown: Callable[[Any], Any] = shown or (lambda item: item)
-        self.session = SessionState(keep_turns=keep_turns)
+        self.session = SessionState(keep_turns=keep_turns, keep_output=keep_output)
         self.link_state: LinkState | None = None
         self.principal: Principal = link.principal
         self.info: Info | None = None
@@ -276,6 +281,7 @@ class Attachment:
             activity=s.activity,
             queued=len(s.queue),
             children=dict(s.children),
+            turn=s.current if not gone else None,
             where=self.link.where,
             link=link,
             version=s.version or live_version or (info.version if info is not None else ""),
@@ -391,7 +397,9 @@ class Attachment:
 
     # --- applying ----------------------------------------------------------------------------
     def _attach(self, transcript: Transcript, info: Info | None = None) -> None:
-        self.session = SessionState.from_transcript(transcript, keep_turns=self.keep_turns)
+        self.session = SessionState.from_transcript(
+            transcript, keep_turns=self.keep_turns, keep_output=self.keep_output
+        )
         if info is not None:
             self.info = info
             self.session.mode, self.session.modes = info.mode, list(info.modes)

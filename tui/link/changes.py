@@ -12,7 +12,8 @@ Changes of the session (`Change`): `Attached` (the first state, before any event
 a note, the worker leaving), `OutboxChanged`, `SendFailed`, `PrincipalChanged`.
 
 A `Snapshot` (`Attachment.snapshot()`, taken once per batch) is what a client draws its standing
-facts from: the session's status as the batch left it, the link, who this client is.
+facts from: the session's status as the batch left it, the running turn's calls and their output,
+the link, who this client is.
 
 What a slash command did (`Outcome`, from `Attachment.command`): `Done`, `Failed`, `NotPermitted`,
 `Usage`, `Unknown`, `Leave`, `Stopped`, `QueueShown`, `Unqueued`, `Resumed`, `StatsShown`,
@@ -47,7 +48,7 @@ from tui.protocol import (
 )
 from tui.protocol.messages import Delivery
 from tui.protocol.principal import Principal
-from tui.protocol.state import State
+from tui.protocol.state import RunningTurn, State
 
 __all__ = [
     "AgentChanged",
@@ -117,6 +118,9 @@ class Snapshot:
     """What the running turn waits for (``retrying in 4 s``)."""
     queued: int = 0
     children: dict[str, int] = field(default_factory=dict)
+    turn: RunningTurn | None = field(default=None, compare=False)
+    """The running turn as the reducer keeps it (its calls, their output bounded): read by the
+    running turn's view, never changed (None once the worker is gone)."""
     where: str = "local"
     link: LinkState = field(default_factory=Live)
     version: str = ""

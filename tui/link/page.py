@@ -215,7 +215,7 @@ class PageView:
         tool = current.tools.get(event.call_id)  # a call started, said again, its output or its end
         if tool is None:
             return []
-        whole = tool.model_copy(update={"output": "".join(current.output.get(tool.call_id, []))})
+        whole = tool.model_copy(update={"output": current.output_of(tool.call_id)})
         step = StepView(kind="tool", tool=tool_view(whole))
         if event.call_id in self._tools:
             return [PageChange(type="Output", turn_id=self._turn, at=self._tools[event.call_id], step=step)]

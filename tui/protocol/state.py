@@ -79,6 +79,7 @@ from tui.protocol.messages import (
     TurnLine,
     TurnRecord,
 )
+from tui.protocol.output import KeptOutput
 from tui.protocol.wording import (
     RUNNING,
     Step,
@@ -159,8 +160,8 @@ class RunningTurn(BaseModel):
     plan: list[PlanEntry] = []
     tools: dict[str, ToolRecord] = {}
     """The calls by id, in the order they started (their output kept apart, in `output`)."""
-    output: dict[str, list[str]] = {}
-    """Each call's output chunks."""
+    output: dict[str, KeptOutput] = {}
+    """Each call's output: whole, or folded to its head and tail (`SessionState.keep_output`)."""
     answered: list[str] = []
     lines: list[TurnLine] = []
     """Its answered questions and notes (and those said before it), in order."""
@@ -170,10 +171,6 @@ class RunningTurn(BaseModel):
     @field_serializer("chunks", "thinking")
     def _compact(self, chunks: list[str]) -> list[str]:
         return [_joined(chunks)] if chunks else []
-
-    @field_serializer("output")
-    def _compact_output(self, output: dict[str, list[str]]) -> dict[str, list[str]]:
-        return {call_id: [_joined(chunks)] for call_id, chunks in output.items()}
 
     @classmethod
     def begin(cls, event: TurnStarted, number: int = 0, before: list[str] | None = None) -> RunningTurn:
@@ -194,8 +191,9 @@ class RunningTurn(BaseModel):
         )
 
     @classmethod
-    def resume(cls, record: TurnRecord) -> RunningTurn:
-        """The turn a transcript says is running (`record`: its record so far)."""
+    def resume(cls, record: TurnRecord, keep: tuple[int, int] | None = None) -> RunningTurn:
+        """The turn a transcript says is running (`record`: its record so far; `keep`: how much
+        of each call's output is kept)."""
         head = record.model_copy(
             update={"reply": "", "tools": [], "answered": [], "thinking": "", "plan": [], "lines": []}
         )
@@ -205,7 +203,7 @@ class RunningTurn(BaseModel):
             thinking=[record.thinking] if record.thinking else [],
             plan=list(record.plan),
             tools={t.call_id: t.model_copy(update={"output": ""}) for t in record.tools},
-            output={t.call_id: [t.output] for t in record.tools if t.output},
+            output={t.call_id: KeptOutput.of(t.output, keep) for t in record.tools if t.output},
             answered=list(record.answered),
             lines=list(record.lines),
             replied=len(record.reply),
@@ -223,6 +221,11 @@ class RunningTurn(BaseModel):
     def reply(self) -> str:
         """The reply so far."""
         return _joined(self.chunks)
+
+    def output_of(self, call_id: str) -> str:
+        """A call's output as kept (folded: its head, a line saying what was left out, its tail)."""
+        kept = self.output.get(call_id)
+        return kept.text() if kept is not None else ""
 
     def record(
         self,
@@ -249,7 +252,7 @@ class RunningTurn(BaseModel):
         tools = [
             t.model_copy(
                 update={
-                    "output": _joined(self.output.get(t.call_id, [])),
+                    "output": self.output_of(t.call_id),
                     "diffs": list(t.diffs),
                     "status": closed if t.status == RUNNING else t.status,
                 }
@@ -285,6 +288,10 @@ class SessionState(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     keep_turns: int | None = 1
     """How many ended turns to keep in `turns` (None: all of them)."""
+    keep_output: tuple[int, int] | None = None
+    """Characters of each running call's output kept, its first and its last, the rest counted
+    (`tui.protocol.output`; a client's, `KEEP_OUTPUT`); None: all of it (the worker's, whose
+    ended turns' records hold it whole)."""
     last_seq: int = 0
     """The last event applied (the cursor)."""
     epoch: int = 0
@@ -351,10 +358,17 @@ class SessionState(BaseModel):
     """Seconds its ended turns ran, together."""
 
     @classmethod
-    def from_transcript(cls, transcript: Transcript, *, keep_turns: int | None = 1) -> SessionState:
+    def from_transcript(
+        cls,
+        transcript: Transcript,
+        *,
+        keep_turns: int | None = 1,
+        keep_output: tuple[int, int] | None = None,
+    ) -> SessionState:
         """The state a transcript describes, current to its cursor."""
         state = cls(
             keep_turns=keep_turns,
+            keep_output=keep_output,
             last_seq=transcript.cursor,
             model=transcript.model,
             queue=list(transcript.queue),
@@ -375,7 +389,7 @@ class SessionState(BaseModel):
             ]
         )
         if current is not None and current.outcome is None:
-            state.current = RunningTurn.resume(current)
+            state.current = RunningTurn.resume(current, keep_output)
             if current.request_id:
                 state.started[current.request_id] = current.turn_id
             question = transcript.question
@@ -421,7 +435,10 @@ class SessionState(BaseModel):
             case ToolOutput():
                 if current is not None and current.turn_id == event.turn_id:
                     if event.text:
-                        current.output.setdefault(event.call_id, []).append(event.text)
+                        output = current.output.get(event.call_id)
+                        if output is None:
+                            output = current.output[event.call_id] = KeptOutput()
+                        output.add(event.text, self.keep_output)
                     tool = current.tools.get(event.call_id)
                     if event.diff is not None and tool is not None:
                         tool.diffs.append(event.diff)
@@ -436,9 +453,9 @@ class SessionState(BaseModel):
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)
                     if tool is not None:
-                        output = update_tool(tool, event)
-                        if output is not None:
-                            current.output[event.call_id] = output
+                        again = update_tool(tool, event)
+                        if again is not None:  # said again whole: a new output replaces it
+                            current.output[event.call_id] = KeptOutput.of("".join(again), self.keep_output)
             case ToolEnded():
                 if current is not None and current.turn_id == event.turn_id:
                     tool = current.tools.get(event.call_id)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tui.protocol import children, events, messages, state
+from tui.protocol import children, events, messages, output, state
 from tui.protocol.state import SessionState
 from tui.store._atomic import write_atomic
 from tui.store.journal import JournalMark
@@ -48,7 +48,7 @@ class Checkpoint:
 def reducer_digest() -> str:
     """A digest of the reducer's code: the modules that make `SessionState` from events."""
     digest = hashlib.sha256()
-    for module in (state, children, events, messages):
+    for module in (state, children, output, events, messages):
         try:
             digest.update(Path(module.__file__ or "").read_bytes())
         except OSError:

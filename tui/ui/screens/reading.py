@@ -235,8 +235,17 @@ class ReadingScreen(Screen[None]):
         self.refresh_bindings()
 
     def _selected_record(self) -> TurnRecord | None:
+        """The selected turn's record: the running one as the reducer keeps it (its reply and
+        its calls' output so far), an ended one as drawn."""
         view = self.transcript.selected_view
-        return view.record if view is not None else None
+        if view is None:
+            return None
+        running = self.running_record()
+        return running if running is not None and running.turn_id == view.record.turn_id else view.record
+
+    def running_record(self) -> TurnRecord | None:
+        """The running turn's record as the session's state keeps it (None: none runs)."""
+        return None
 
     def action_copy(self, what: str) -> None:
         record = self._selected_record()

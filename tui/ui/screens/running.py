@@ -1,6 +1,7 @@
 """What the running turn's view (`TranscriptView.live`) does with each event of the turn: a
-call's update, output and end (found by its call id), and what the turn said (text, thinking, a
-call started, a plan). The session screen's `_output` hands each event of the running turn here.
+call's update, output and end (found by its call id: its block reads the call again from the
+reducer's running turn), and what the turn said (text, thinking, a call started, a plan). The
+session screen's `_output` hands each event of the running turn here.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ __all__ = ["CALL", "SAID"]
 
 
 CALL: dict[type, Callable[[Any, Any], None]] = {
-    ToolUpdated: lambda view, event: view.tool_updated(event),
-    ToolOutput: lambda view, event: view.tool_output(event),
-    ToolEnded: lambda view, event: view.tool_ended(event),
+    ToolUpdated: lambda view, event: view.call_changed(event),
+    ToolOutput: lambda view, event: view.call_changed(event),
+    ToolEnded: lambda view, event: view.call_changed(event),
 }
 """What the running turn's view (`TranscriptView.live`) does with an event of one of its calls."""
 

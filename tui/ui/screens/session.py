@@ -104,6 +104,8 @@ class SessionScreen(CommandScreen):
         """The state changed: the keys on offer (footer) are worked out again after the batch."""
         self._leaving = False
         """Set once this screen asked the app to exit: what arrives later is not drawn."""
+        self._snapshot = self.attachment.snapshot()
+        """The batch being drawn's `Attachment.snapshot` (the running turn's view reads it)."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -150,6 +152,9 @@ class SessionScreen(CommandScreen):
     @property
     def turn(self) -> TurnRecord | None:
         """The running turn's record so far."""
+        return self.running_record()
+
+    def running_record(self) -> TurnRecord | None:
         current = self.session_state.current
         return current.record() if current is not None and self.busy else None
 
@@ -215,6 +220,7 @@ class SessionScreen(CommandScreen):
         self.call_after_refresh(self._painted_once.set)
         events = False
         changes = self.attachment.take()
+        snapshot = self._snapshot = self.attachment.snapshot()  # what this batch is drawn from
         alert(self.app, changes)  # a desktop notification, when the terminal is not in front
         for change in changes:
             if not self.drawing():
@@ -223,7 +229,9 @@ class SessionScreen(CommandScreen):
             if draw is not None:
                 await draw(self, change)
             events = events or not isinstance(change, _NOT_EVENTS)
-        self._status.show(self.attachment.snapshot(), started=self._started)
+        self._status.show(snapshot, started=self._started)
+        if (live := self.transcript.live) is not None:
+            live.show(snapshot)
         self._started = None
         if events:
             self._status.touch()
@@ -254,6 +262,7 @@ class SessionScreen(CommandScreen):
                 if before.kind == "before":
                     await self.transcript.add_line(before.text)
             live = await self.transcript.start_live(record.model_copy(update={"reply": ""}))
+            live.show(self._snapshot)
             live.add_text(record.reply)
         self._show_queue(tuple(state.queue), state.queue_held)
         self._show_busy()  # attached in the middle of a turn: Enter queues, Esc interrupts
@@ -315,7 +324,8 @@ class SessionScreen(CommandScreen):
     async def _turn_started(self, change: ch.TurnStarted) -> None:
         self.away_seen()  # new turns: what happened while away is no longer the news
         self._remember()
-        await self.transcript.start_live(change.record)
+        live = await self.transcript.start_live(change.record)
+        live.show(self._snapshot)
         self._show_busy()
 
     async def _output(self, change: ch.Output) -> None:

@@ -401,6 +401,20 @@ class OutputBlock(Block):
                 del self._traceback[gone]
         self.changed()
 
+    def fold_in(self, lines: int) -> None:
+        """`lines` more lines came that are not given (they were left out of what is kept): the
+        lines kept past the head, and those, are hidden; later lines go after them."""
+        if not lines:
+            return
+        if self.partial:
+            self.append("\n")
+        self.head_max = len(self.head)
+        self.hidden += len(self.tail) + lines
+        self.tail.clear()
+        self._traceback = {k: v for k, v in self._traceback.items() if k < len(self.head)}
+        self._inside = False
+        self.changed()
+
     def _set_partial(self, line: str, more: int) -> None:
         if len(line) > LINE_LIMIT:
             more += len(line) - LINE_LIMIT

@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING, Literal
 from rich.text import Text
 from textual.strip import Strip
 
+from tui.link.changes import Snapshot
 from tui.protocol import (
+    Diff,
     PlanEntry,
     ToolEnded,
     ToolOutput,
+    ToolRecord,
     ToolStarted,
     ToolUpdated,
     TurnRecord,
 )
-from tui.protocol.state import tool_record, update_tool
+from tui.protocol.output import KeptOutput
+from tui.protocol.state import RUNNING, RunningTurn, tool_record
 from tui.ui.pieces import prompt_block, tool_title
 from tui.ui.widgets.lines import (
     Block,
@@ -53,23 +57,49 @@ __all__ = ["GAP", "Gap", "LiveTurn", "Piece", "ReplySegment", "ThinkingBlock", "
 
 class ToolBlock:
     """A tool or program call of the running turn: its title (its outcome once ended), then, when
-    open, its output (folded like a reply's) and its diffs."""
+    open, its output (folded like a reply's) and its diffs.
 
-    def __init__(self, event: ToolStarted) -> None:
-        self.record = tool_record(event)
-        self.status: str | None = None
+    It keeps no fact of the call: it reads the call, its output and its diffs from the running
+    turn the reducer keeps (`LiveTurn.turn`, from the attachment's `Snapshot`), and keeps only its
+    lines (its output wrapped so far, fed what arrived since it last drew) and whether it is open.
+    """
+
+    def __init__(self, call_id: str, turn: Callable[[], RunningTurn | None]) -> None:
+        self.call_id = call_id
+        self._turn = turn
         self._collapsed = True
         self.on_change: Callable[[], None] | None = None
         """Called when it opens or closes (the turn draws it again)."""
-        self.classes: set[str] = set()
-        self._output = OutputBlock(style_name="transcript--output", indent=4, right=0)
-        self._pending: list[str] = []
+        self._output = _output_block()
+        self._source: KeptOutput | None = None
+        """The output drawn (the reducer's: a new one when the agent said it again whole)."""
+        self._taken = 0
+        """How many characters of it are drawn."""
         self._title: RichBlock | None = None
         self._title_key: tuple[object, ...] = ()
         self._diffs: list[RichBlock] = []
+        self._diff_source: list[Diff] | None = None
+
+    def _call(self) -> ToolRecord | None:
+        turn = self._turn()
+        return turn.tools.get(self.call_id) if turn is not None else None
+
+    @property
+    def record(self) -> ToolRecord | None:
+        """The call as the reducer keeps it, with its output as kept (None once its turn is gone)."""
+        turn, tool = self._turn(), self._call()
+        if turn is None or tool is None:
+            return None
+        return tool.model_copy(update={"output": turn.output_of(self.call_id)})
+
+    @property
+    def status(self) -> str | None:
+        """How it ended (None while it runs)."""
+        tool = self._call()
+        return None if tool is None or tool.status == RUNNING else tool.status
 
     def has_class(self, name: str) -> bool:
-        return name in self.classes
+        return name == "-failed" and self.status == "error"
 
     @property
     def collapsed(self) -> bool:
@@ -86,62 +116,65 @@ class ToolBlock:
     @property
     def title(self) -> str:
         """Its title as shown: the call, its outcome and its error."""
-        title = tool_title(
-            self.record.name, self.record.args, self.status, title=self.record.title, kind=self.record.kind
-        )
-        return f"{title}  {self.record.error}" if self.record.error else title
-
-    def add_output(self, event: ToolOutput) -> None:
-        """Keep output that arrived; it is drawn at the next flush. An edit shows as its diff, open."""
-        self.record.output += event.text
-        if event.text:
-            self._pending.append(event.text)
-        if event.diff is not None:
-            self.record.diffs.append(event.diff)
-            self._diffs.append(_diff_block(event.diff, styled=True, indent=LIVE_DIFF))
-            self.collapsed = False
-
-    def update(self, event: ToolUpdated) -> None:
-        """The agent described the call again: its title and arguments as it last said them; new
-        output and diffs, when given, replace what was shown."""
-        output = update_tool(self.record, event)
-        if output is not None:
-            self._pending = []
-            self.record.output = "".join(output)
-            self._output = OutputBlock(self.record.output, style_name="transcript--output", indent=4, right=0)
-        if event.diffs is not None:
-            self._diffs = [_diff_block(diff, styled=True, indent=LIVE_DIFF) for diff in event.diffs]
-            if event.diffs:
-                self.collapsed = False
+        tool = self._call()
+        if tool is None:
+            return ""
+        title = tool_title(tool.name, tool.args, self.status, title=tool.title, kind=tool.kind)
+        return f"{title}  {tool.error}" if tool.error else title
 
     def flush(self) -> bool:
-        """Take in the output that arrived since the last flush; whether there was some."""
-        if not self._pending:
+        """Take in the output and the diffs that arrived since it last drew; whether some did.
+        An edit shows as its diff, open."""
+        turn, tool = self._turn(), self._call()
+        if turn is None or tool is None:
             return False
-        text, self._pending = "".join(self._pending), []
-        self._output.append(text)
-        return True
-
-    def end(self, event: ToolEnded) -> None:
-        """The call's outcome."""
-        self.flush()
-        self.record.status, self.record.value, self.record.error = event.status, event.value, event.error
-        self.status = event.status
-        if event.status == "error":
-            self.classes.add("-failed")
+        changed = False
+        kept = turn.output.get(self.call_id)
+        if kept is not None and kept is not self._source:  # its first output, or said again whole
+            self._source, self._taken, self._output = kept, 0, _output_block()
+            changed = True
+        if kept is not None and kept.received != self._taken:
+            new = kept.since(self._taken)
+            if new is None:  # some of what came since was left out: drawn again from what is kept
+                self._output = _output_block()
+                self._output.append(kept.head)
+                self._output.fold_in(kept.left_out_lines)
+                self._output.append(kept.tail_text())
+            else:
+                self._output.append(new)
+            self._taken = kept.received
+            changed = True
+        diffs = tool.diffs
+        if diffs is not self._diff_source or len(diffs) != len(self._diffs):
+            if diffs is not self._diff_source:
+                self._diff_source, self._diffs = diffs, []
+            more = diffs[len(self._diffs) :]
+            self._diffs.extend(_diff_block(diff, styled=True, indent=LIVE_DIFF) for diff in more)
+            if more:
+                self.collapsed = False
+            changed = True
+        return changed
 
     def blocks(self, expanded: bool) -> list[Block]:
         """Its blocks as drawn now."""
+        tool = self._call()
+        if tool is None:  # its turn ended in the batch being drawn: the ended turn draws it
+            return []
         open = expanded or not self.collapsed
-        key = (open, self.status, self.record.title, self.record.error, repr(self.record.args))
+        status = self.status
+        key = (open, status, tool.title, tool.error, repr(tool.args))
         if self._title is None or key != self._title_key:
-            self._title, self._title_key = _title_block(self.record, self.status, open=open, live=True), key
+            self._title, self._title_key = _title_block(tool, status, open=open, live=True), key
         blocks: list[Block] = [self._title]
         if open and self._output.line_count:
             blocks.append(self._output)
         if open:
             blocks.extend(self._diffs)
         return blocks
+
+
+def _output_block() -> OutputBlock:
+    return OutputBlock(style_name="transcript--output", indent=4, right=0)
 
 
 class Gap(Block):
@@ -273,7 +306,8 @@ Piece = (
 
 
 class LiveTurn(Drawn):
-    """The running turn: its prompt, then text and tool calls in the order they happen.
+    """The running turn: its prompt, then text and tool calls in the order they happen; its
+    calls drawn from the reducer's running turn (`show`), the reply as it streams.
 
     What arrives is kept and taken in at the next flush (every `FLUSH_EVERY` seconds, started by
     the transcript), which makes only the changed blocks' lines again and tells the transcript.
@@ -298,11 +332,20 @@ class LiveTurn(Drawn):
         self._prompt = RichBlock(
             lambda style: prompt_block(record.prompt, record.by, style, record.client_id, python=verbatim)
         )
+        self.turn: RunningTurn | None = None
+        """The turn as the reducer keeps it (`show`): its calls and their output are read there."""
         self.timer: Timer | None = None
         """The transcript's timer flushing it."""
         self._flushing = asyncio.Lock()
         """One flush at a time: the timer's and those before a tool, a line or the end."""
         self._dirty = False
+
+    def show(self, snapshot: Snapshot) -> None:
+        """The session as a batch left it (`Attachment.snapshot`, once per batch): the running
+        turn, when it is this one, is where its calls are read."""
+        turn = snapshot.turn
+        if turn is not None and turn.turn_id == self.record.turn_id:
+            self.turn = turn
 
     @property
     def tools(self) -> list[ToolBlock]:
@@ -393,35 +436,23 @@ class LiveTurn(Drawn):
         await self.flush()
         self._segment = None
         self._thinking = None
-        block = ToolBlock(event)
+        block = ToolBlock(event.call_id, lambda: self.turn)
         block.on_change = self.changed
         self._tools[event.call_id] = block
-        self.record.tools.append(block.record)
-        self.parts.append(Part("tool", tool=block.record))
+        tool = self.turn.tools.get(event.call_id) if self.turn is not None else None
+        self.parts.append(Part("tool", tool=tool or tool_record(event)))
         self._pieces.append(("tool", self.parts[-1], block))
+        block.flush()
         self.changed()
 
-    def tool_output(self, event: ToolOutput) -> None:
-        """A call's output: shown at the next flush (a diff at once)."""
+    def call_changed(self, event: ToolUpdated | ToolOutput | ToolEnded) -> None:
+        """A call was said again, its output grew or it ended: the reducer keeps what it says,
+        which its block reads (output at the next flush, the rest, and a diff, at once)."""
         block = self._tools.get(event.call_id)
-        if block is not None:
-            block.add_output(event)
-            if event.diff is not None:
-                self.changed()
-
-    def tool_updated(self, event: ToolUpdated) -> None:
-        """A call the agent described again."""
-        block = self._tools.get(event.call_id)
-        if block is not None:
-            block.update(event)
-            self.changed()
-
-    def tool_ended(self, event: ToolEnded) -> None:
-        """A call ended."""
-        block = self._tools.get(event.call_id)
-        if block is not None:
-            block.end(event)
-            self.changed()
+        if block is None or (isinstance(event, ToolOutput) and event.diff is None):
+            return
+        block.flush()
+        self.changed()
 
     async def plan(self, entries: Sequence[PlanEntry]) -> None:
         """The agent's plan: shown once, then updated in place."""
