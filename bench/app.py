@@ -6,7 +6,9 @@
 Cases: the first frame of a minimal Textual app (the reference, same run), of the app on an empty
 session and on a 10,000-turn one; one reply streamed as 20,000 small chunks (tok/s, and the event
 loop's lag meanwhile); 200,000 chunks end to end beside ``python3`` writing the same chunks to a
-bare pty; one reply of 100/200/400 paragraphs (Markdown); a program printing 100,000
+bare pty; one call's output streamed as the same 20,000 chunks beside them (``tool20k``), and as
+200,000 lines of a build log, 6 MB, folded by the reducer (``toollines200k``, with RSS); one reply
+of 100/200/400 paragraphs (Markdown); a program printing 100,000
 lines through a real worker beside ``tui send --wait`` of the same turn (key echo and RSS
 meanwhile); the first frame when the last turns hold 4 big replies, and a new turn after them; a
 search over 10,000 turns (the first match shown); a reattach with a 100,000-line turn among the last
@@ -139,6 +141,52 @@ def case_stream(count: int, agent: str = "python") -> dict[str, float]:
             with Lag() as lag:
                 seconds = await stream_into(app, pilot, link, tokens(count))
         return {"seconds": seconds, "tok_per_s": count / seconds, **lag.figures()}
+
+    return asyncio.run(run())
+
+
+async def stream_tool_into(app: Any, pilot: Any, link: Any, chunks: list[str]) -> float:
+    """One call's output streamed as `chunks` (its block open, so each flush draws it), until the
+    turn ended and the app drew it."""
+    from tui.protocol import ToolEnded, ToolOutput, ToolStarted
+
+    turn = link.start_turn("run()")
+    link.emit(ToolStarted(turn_id=turn, call_id="c1", name="run", args={"code": "make"}))
+    await until(pilot, lambda: app.session.transcript.live is not None and app.session.transcript.live.tools)
+    app.session.transcript.live.tools[0].collapsed = False
+    start = time.perf_counter()
+    for n, chunk in enumerate(chunks):
+        link.emit(ToolOutput(turn_id=turn, call_id="c1", text=chunk))
+        if n % 50 == 0:
+            await asyncio.sleep(0)
+    link.emit(ToolEnded(turn_id=turn, call_id="c1", status="completed"))
+    await link.end_turn()
+    await until(pilot, lambda: app.session.turn is None and app.session.cursor >= link.last_seq)
+    await pilot.pause()
+    return time.perf_counter() - start
+
+
+def case_tool_stream(count: int, line: bool = False) -> dict[str, float]:
+    """A call's output streamed into the running turn: the same chunks as `case_stream` (its
+    baseline, the reply), or (`line`) a program's lines of 30 characters, 6 MB for 200,000."""
+    from tui.testing.double import WorkerLink
+    from tui.ui import TuiApp
+
+    chunks = [f"line {n:>8} of the build log\n" for n in range(count)] if line else tokens(count)
+
+    async def run() -> dict[str, float]:
+        link = WorkerLink()
+        app = TuiApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, app.session.attached.is_set)
+            with Lag() as lag:
+                seconds = await stream_tool_into(app, pilot, link, chunks)
+            return {
+                "seconds": seconds,
+                "chunks_per_s": count / seconds,
+                "rss_mib": rss_mib(),
+                **lag.figures(),
+            }
 
     return asyncio.run(run())
 
@@ -415,6 +463,8 @@ CASES = {
     "turns10k_md": lambda: case_first_frame(10_000, "llm"),
     "stream20k": lambda: case_stream(20_000),
     "stream20k_md": lambda: case_stream(20_000, "llm"),
+    "tool20k": lambda: case_tool_stream(20_000),
+    "toollines200k": lambda: case_tool_stream(200_000, line=True),
     "para100": lambda: case_paragraphs(100),
     "para200": lambda: case_paragraphs(200),
     "para400": lambda: case_paragraphs(400),
@@ -459,6 +509,9 @@ def main() -> None:
         for name in ("empty", "turns10k", "turns10k_md"):
             if name in results:
                 print(f"{name}: first frame {results[name]['first_frame_s'] / ref:.2f}x the minimal app")
+    if "stream20k" in results and "tool20k" in results:
+        ratio = results["tool20k"]["seconds"] / results["stream20k"]["seconds"]
+        print(f"tool20k: {ratio:.2f}x the same chunks streamed as the reply (stream20k)")
     if "stream200k" in results and "pty200k" in results:
         ratio = results["stream200k"]["seconds"] / results["pty200k"]["seconds"]
         print(f"stream200k: {ratio:.2f}x python3 on a bare pty")

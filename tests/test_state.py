@@ -428,3 +428,49 @@ def test_a_share_is_a_line_of_the_owners_transcript_that_a_participants_leaves_o
     seen = unshared_transcript(transcript)
     assert seen.turns[0].lines == [] and seen.notes == ["note from root: hello"]
     assert transcript.turns[0].lines  # the owner's is unchanged
+
+
+def test_a_running_calls_output_is_kept_by_the_reducer_folded_past_its_bound_with_words_whole() -> None:
+    """A client's reducer holds a running call's output (what `t` copies), in bounded memory:
+    its first and last lines and a count of those left out; a word cut between two pieces is
+    kept whole, and the worker's reducer keeps every character."""
+    lines = [f"line {n:03} alpha beta gamma\n" for n in range(200)]  # 26 characters a line
+    whole = "".join(lines)
+    pieces = [whole[i : i + 7] for i in range(0, len(whole), 7)]  # words cut between pieces
+    client = SessionState(keep_output=(100, 300))
+    worker = SessionState()
+    for state in (client, worker):
+        apply(state, TurnStarted(seq=1, turn_id="t1", prompt="make()"))
+        apply(state, ToolStarted(seq=2, turn_id="t1", call_id="c1", name="run", args={"code": "make"}))
+    seq = 3
+    for n, piece in enumerate(pieces):
+        for state in (client, worker):
+            apply(state, ToolOutput(seq=seq, turn_id="t1", call_id="c1", text=piece))
+        seq += 1
+        kept = client.current.output["c1"] if client.current else None
+        assert kept is not None and kept.received == 7 * n + len(piece)
+        assert len(kept.head) + kept.tail_chars <= 100 + 2 * 300  # bounded, whatever arrived
+        if n == 5:  # under the bound: all of it, before the turn ends
+            record = client.record("t1")
+            assert record is not None and record.tools[0].output == whole[: 7 * 6]
+    kept = client.current.output["c1"] if client.current else None
+    assert kept is not None and kept.folded
+    record = client.record("t1")
+    assert record is not None and record.tools[0].status == "running"
+    head, marker, tail = record.tools[0].output.partition("[… ")
+    marker, _, tail = (marker + tail).partition("\n")
+    assert head == "".join(lines[:3])  # the whole lines within the first 100 characters
+    # the last lines, from a line's start: at least 300 characters (folded again past 600)
+    assert whole.endswith(tail) and 300 <= len(tail) <= 600 and tail.startswith("line ")
+    left = 200 - 3 - tail.count("\n")
+    assert marker == f"[… {left} lines ({left * 26:,} characters) left out …]"
+    assert all(line in lines for line in (head + tail).splitlines(keepends=True))  # no word cut
+    assert kept.since(kept.received - 30) == whole[-30:]
+    assert kept.since(0) is None  # left out: a reader draws what is kept again
+    # a checkpoint keeps it as it is
+    again = SessionState.model_validate_json(client.model_dump_json())
+    assert again.record("t1") == record
+    apply(client, TurnEnded(seq=seq, turn_id="t1", outcome="completed"))
+    apply(worker, TurnEnded(seq=seq, turn_id="t1", outcome="completed"))
+    assert client.turns["t1"].tools[0].output == record.tools[0].output
+    assert worker.turns["t1"].tools[0].output == whole  # the worker's record holds all of it

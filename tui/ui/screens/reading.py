@@ -237,7 +237,7 @@ class ReadingScreen(Screen[None]):
     def _selected_record(self) -> TurnRecord | None:
         """The selected turn's record: the running one as the reducer keeps it (its reply and
         its calls' output so far), an ended one as drawn."""
-        view = self.transcript.selected_view
+        view = self.transcript.selected_turn
         if view is None:
             return None
         running = self.running_record()
@@ -270,7 +270,7 @@ class ReadingScreen(Screen[None]):
         )
 
     def action_toggle_tools(self) -> None:
-        view = self.transcript.selected_view
+        view = self.transcript.selected_turn
         if view is not None:
             view.action_toggle_tools()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tui.ui.widgets.live import LiveTurn
 from tui.ui.widgets.turn import TurnView
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class Selecting(_Host):
     if TYPE_CHECKING:  # what the view holds and does, used here
         selected: str | None
         highlight: str
+        live: LiveTurn | None
 
         @property
         def at_live_end(self) -> bool: ...
@@ -78,12 +80,24 @@ class Selecting(_Host):
     # --- selection ---------------------------------------------------------------------------------
     @property
     def selected_view(self) -> TurnView | None:
-        """The selected turn, when kept."""
+        """The selected turn, when kept and ended."""
         return next((v for v in self.turn_views() if v.record.turn_id == self.selected), None)
+
+    @property
+    def selected_turn(self) -> TurnView | LiveTurn | None:
+        """The selected turn, the running one too."""
+        return next((v for v in self._selectable() if v.record.turn_id == self.selected), None)
+
+    def _selectable(self) -> list[TurnView | LiveTurn]:
+        """The turns a selection moves over: the ended ones kept, then the running one when drawn."""
+        views: list[TurnView | LiveTurn] = [*self.turn_views()]
+        if self.live is not None and self.at_live_end:
+            views.append(self.live)
+        return views
 
     def _select_class(self, turn_id: str | None) -> None:
         changed = False
-        for view in self.turn_views():
+        for view in self._selectable():
             was = view.classes
             view.classes = {"-selected"} if view.record.turn_id == turn_id else set()
             changed = changed or was != view.classes
@@ -94,16 +108,16 @@ class Selecting(_Host):
         """Mark `turn_id` selected (None: no selection) and bring it into view."""
         self.selected = turn_id
         self._select_class(turn_id)
-        view = self.selected_view
+        view = self.selected_turn
         if view is not None:
             self._show_entry(view)
 
     def move_selection(self, step: int) -> None:
         """Select the turn `step` turns away (the last one in view when none is selected)."""
-        views = self.turn_views()
+        views = self._selectable()
         if not views:
             return
-        current = self.selected_view
+        current = self.selected_turn
         if current is None:
             bottom = self.scroll_y + self.scrollable_content_region.height
             shown = [v for v in views if v.is_attached and v.virtual_region.y < bottom] or views
