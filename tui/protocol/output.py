@@ -14,7 +14,7 @@ between two pieces is kept whole.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, field_serializer
+from dataclasses import dataclass, field
 
 __all__ = ["KEEP_OUTPUT", "KeptOutput", "left_out_line"]
 
@@ -29,14 +29,17 @@ def left_out_line(lines: int, chars: int) -> str:
     return f"[… {lines:,} line{plural} ({chars:,} characters) left out …]\n"
 
 
-class KeptOutput(BaseModel):
-    """One call's output: all of it, or its head, its tail and a count of what is between."""
+@dataclass(slots=True)
+class KeptOutput:
+    """One call's output: all of it, or its head, its tail and a count of what is between.
 
-    model_config = ConfigDict(defer_build=True)
+    A plain dataclass (pydantic validates and dumps it as a field of `RunningTurn`): adding a
+    piece costs no model's attribute hooks.
+    """
 
     head: str = ""
     """The first characters, once the output was folded (up to the end of a line)."""
-    tail: list[str] = []
+    tail: list[str] = field(default_factory=list)
     """The pieces after the head (or after what was left out), as they came."""
     tail_chars: int = 0
     left_out: int = 0
@@ -45,10 +48,6 @@ class KeptOutput(BaseModel):
     """Line ends among them: how many lines were left out."""
     received: int = 0
     """Every character that arrived, kept or not."""
-
-    @field_serializer("tail")
-    def _compact(self, tail: list[str]) -> list[str]:
-        return [self.tail_text()] if tail else []
 
     @classmethod
     def of(cls, text: str, keep: tuple[int, int] | None = None) -> KeptOutput:
@@ -77,6 +76,7 @@ class KeptOutput(BaseModel):
             self._fold(head, tail)
 
     def tail_text(self) -> str:
+        """What is kept after the head, as one string (kept joined from now on)."""
         if len(self.tail) > 1:
             self.tail[:] = ["".join(self.tail)]
         return self.tail[0] if self.tail else ""

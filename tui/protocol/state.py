@@ -172,6 +172,12 @@ class RunningTurn(BaseModel):
     def _compact(self, chunks: list[str]) -> list[str]:
         return [_joined(chunks)] if chunks else []
 
+    @field_serializer("output")
+    def _compact_output(self, output: dict[str, KeptOutput]) -> dict[str, KeptOutput]:
+        for kept in output.values():
+            kept.tail_text()  # its pieces joined: one string a call
+        return output
+
     @classmethod
     def begin(cls, event: TurnStarted, number: int = 0, before: list[str] | None = None) -> RunningTurn:
         """The turn `event` started, the `number`th of its session, after the notes `before`."""
