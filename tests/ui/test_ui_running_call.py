@@ -65,7 +65,7 @@ async def test_a_running_calls_output_shows_while_it_runs_and_t_copies_it(
     async with app.run_test(size=(100, 40)) as pilot:
         await until(pilot, app.session.attached.is_set, 30)
         app.session.submit("run " + PROGRAM)
-        await until(pilot, lambda: _asking(app), 60)  # the program waits on its question
+        await until(pilot, lambda: _asking(app), 90)  # the program waits on its question
         live = app.session.transcript.live
         assert live is not None and app.session.busy
         # the call runs: its output so far is in the session's state, before the turn ends
@@ -74,7 +74,9 @@ async def test_a_running_calls_output_shows_while_it_runs_and_t_copies_it(
 
         await pilot.press("alt+up")  # the running turn is selected (it is the last in view)
         assert app.session.transcript.selected == live.record.turn_id
-        await pilot.press("enter")  # its calls open
+        # its calls open: what Enter on the selected turn does (the key itself may go to the
+        # question, which takes the keys back once it was drawn)
+        app.session.action_toggle_tools()
         await until(pilot, lambda: "step 2 done" in _drawn(app), 30)
         drawn = _drawn(app)
         assert "run_python" in drawn and "building" in drawn
