@@ -7,7 +7,9 @@ worker and every process under it (bubblewrap, the sandbox's interpreter):
 - CPU: utime + stime from ``/proc/PID/stat``, before and after, as a share of one core;
 - wake-ups: voluntary + involuntary context switches of every thread
   (``/proc/PID/task/TID/status``), before and after, per second;
-- PSS from ``/proc/PID/smaps_rollup`` (the worker alone, and with its sandbox).
+- PSS from ``/proc/PID/smaps_rollup`` (the worker alone, and with its sandbox), with the share of
+  the state dir's forking process (`tui.commands.forker`, whose pages the workers it forked
+  share) counted in each session's figure.
 
 Each figure is per idle session, beside the bench's own process over the same spell as a
 baseline (an asyncio program waiting on nothing); PSS beside as many ``python -i`` processes
@@ -124,6 +126,27 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
+def _ppid(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return 0
+
+
+def forker_pids(state_root: Path) -> list[int]:
+    """The state dir's forking process (`tui.commands.forker`), when one runs."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"tui.commands.forker" in argv and str(state_root).encode() in argv:
+                found.append(int(entry))
+    return found
+
+
 def python_i_pss(n: int) -> float:
     """PSS in MiB of one of `n` ``python -i`` processes (this venv's interpreter) at their prompt."""
     procs = [
@@ -209,6 +232,10 @@ def main() -> None:
         all_pss = sum(pss_kib(p) for p in pids) / n / 1024
         bwrap_pss = sum(pss_kib(p) for p in pids if _kind(p, str(p), workers) == "bwrap") / n / 1024
         sandbox_pss = all_pss - worker_pss - bwrap_pss
+        forkers = [p for p in forker_pids(state.root) if p not in workers]  # a forked worker has its cmdline
+        forker_pss = sum(pss_kib(p) for p in forkers) / n / 1024  # its pages, shared by the workers it forked
+        all_pss += forker_pss
+        forked = sum(1 for w in workers if _ppid(w) in forkers)
         baseline_pss = python_i_pss(n)
         end_load = os.getloadavg()[0]
         print(f"load average {load:.2f} at the start, {end_load:.2f} at the end; {spell:.0f} s idle")
@@ -222,7 +249,8 @@ def main() -> None:
             print(f"  of them: {kind}: {rate / n:.1f}/s")
         print(
             f"PSS per idle session: {all_pss:.1f} MiB, of it the worker {worker_pss:.1f} MiB, "
-            f"the sandbox's interpreter {sandbox_pss:.1f} MiB, bwrap {bwrap_pss:.1f} MiB; "
+            f"the sandbox's interpreter {sandbox_pss:.1f} MiB, bwrap {bwrap_pss:.1f} MiB, "
+            f"the forking process's share {forker_pss:.1f} MiB ({forked} of {n} workers forked); "
             f"baseline, {n} python -i at their prompt: {baseline_pss:.1f} MiB each "
             f"({all_pss / baseline_pss:.1f}x)"
         )

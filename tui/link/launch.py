@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Protocol
 
 from tui.errors import WorkerStarting, WorkerUnavailable, os_error
+from tui.link.forking import FORK_FROM, forked, start_forker
 from tui.protocol.ids import short_id
 from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
@@ -157,6 +158,9 @@ def bridge_endpoint(car: WorkerSidecar, paths: SessionPaths) -> str:
     return f"tcp://{token}@{car.address}"
 
 
+_WORKER_COMMAND = worker_command
+
+
 def start_worker(
     state_dir: StatePaths | str | os.PathLike[str],
     session_id: str,
@@ -208,27 +212,75 @@ def start_worker(
         log = open(paths.log, "ab")  # noqa: SIM115 - closed below, once the worker has it
     except OSError as exc:
         raise os_error(exc, exc.filename or paths.log) from exc
+    env = {**os.environ, "TUI_STATE_DIR": str(state.root)}
     with log:
-        proc = subprocess.Popen(
-            worker_command(state.root, session_id),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            start_new_session=True,
-            close_fds=True,
-            cwd=paths.root,
-            env={**os.environ, "TUI_STATE_DIR": str(state.root)},
-        )
+        proc: _Started | None = None
+        if worker_command is _WORKER_COMMAND:  # not when a test or a bench changed the command
+            proc = forked(state.root, session_id, env, log.fileno())
+        if proc is None:
+            proc = _popen_worker(state, session_id, paths, env, log)
+            if worker_command is _WORKER_COMMAND:
+                running = _lock_is_live(state.root / "forker.lock")
+                start_forker(state.root, _live_workers(state, session_id), running)
     # Reap it whenever it ends, so no zombie lingers while this process lives on.
     threading.Thread(target=proc.wait, name=f"reap worker {proc.pid}", daemon=True).start()
-    return wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
+    if isinstance(proc, subprocess.Popen):
+        return wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
+    try:
+        return wait_for_bridge(paths.sidecar, paths.lock, paths.log, proc, deadline, session_id)
+    except WorkerUnavailable:
+        if proc.returncode in (None, 3):
+            raise
+        # A forked worker that could not start is started on its own, which says why if it fails too.
+        with open(paths.log, "ab") as again_log:
+            again = _popen_worker(state, session_id, paths, env, again_log)
+        threading.Thread(target=again.wait, name=f"reap worker {again.pid}", daemon=True).start()
+        return wait_for_bridge(paths.sidecar, paths.lock, paths.log, again, deadline, session_id)
+
+
+def _popen_worker(
+    state: StatePaths, session_id: str, paths: SessionPaths, env: dict[str, str], log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        worker_command(state.root, session_id),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+        close_fds=True,
+        cwd=paths.root,
+        env=env,
+    )
+
+
+def _live_workers(state: StatePaths, but: str) -> int:
+    """How many other sessions of the state dir have a live worker (up to `FORK_FROM`)."""
+    count = 0
+    for sidecar in state.sessions.glob("*/worker.json"):
+        session_id = sidecar.parent.name
+        if session_id != but and _lock_is_live(state.session(session_id).lock):
+            count += 1
+            if count >= FORK_FROM:
+                break
+    return count
+
+
+class _Started(Protocol):
+    """A worker this launcher started: on its own (`subprocess.Popen`) or forked (`Forked`)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self) -> int | None: ...
 
 
 def wait_for_bridge(
     sidecar: Path,
     lock: Path,
     log: Path,
-    proc: subprocess.Popen[bytes] | None,
+    proc: _Started | None,
     deadline: float,
     session_id: str,
 ) -> WorkerSidecar:
