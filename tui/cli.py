@@ -314,12 +314,12 @@ def build_subparsers() -> argparse.ArgumentParser:
         help="replace secrets (keys, tokens, passwords) with [redacted: …] (always so through tui web)",
     )
 
-    p = add("verify", _command("audit", "run_verify"), remote=False)
+    p = add("verify", _command("audit", "run_verify"))
     p.add_argument("id")
     p.add_argument("--head", metavar="SEQ:HASH", help="a chain head kept elsewhere (printed by `tui audit`)")
     p.add_argument("--json", action="store_true", help="the verdict as a JSON object")
 
-    p = add("audit", _command("audit", "run_audit"), remote=False)
+    p = add("audit", _command("audit", "run_audit"))
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="the record as a JSON object")
 

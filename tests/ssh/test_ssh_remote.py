@@ -47,6 +47,11 @@ def test_send_new_wait_prints_42_on_the_remote(machines: Machines) -> None:
     assert listed.code == 0 and sid[:8] in listed.out
     shown = machines.run("--remote", "lab", "transcript", sid[:8])
     assert shown.code == 0 and "42" in shown.out
+    # The journal is checked where it is, over the same connection.
+    audit = machines.run("--remote", "lab", "audit", sid[:8], "--json")
+    head = json.loads(audit.out)["chain"]["head"]
+    verified = machines.run("--remote", "lab", "verify", sid[:8], "--head", head)
+    assert verified.code == 0 and "kept elsewhere is in it" in verified.out, verified.err
     stopped = machines.run("--remote", "lab", "stop", sid[:8])
     assert stopped.code == 0 and "tui --remote lab attach" in stopped.err
 

@@ -153,6 +153,8 @@ def test_every_route_answers_what_the_document_says(state_dir: Path, monkeypatch
         session("post", "/wake", json={"wait": TIMEOUT})
         session("get", "/worker")
         assert "## Turn 1" in session("get", "/export", params={"format": "markdown"})
+        assert session("get", "/verify")["intact"] is True
+        assert session("get", "/audit")["entries"]
         session("get", "/info")
         session("get", "/stats")
         # A question holds the turn, so a second prompt queues behind it and can be taken back.

@@ -24,6 +24,7 @@ from tui.link.follow import Follower
 from tui.link.remote import WebClient
 from tui.protocol import TurnEnded
 from tui.store import StatePaths
+from tui.store.chain import GENESIS, chain_path, link
 from tui.store.remotes import Remote, add_remote
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
@@ -458,3 +459,44 @@ def test_send_new_parent_makes_a_child_remote_in_the_parents_folder(lab: Lab, tm
     assert started["child_id"] == child and started["prompt"] == "import os; print(os.getcwd())"
     (ended,) = events("child_ended")
     assert ended["child_id"] == child and ended["outcome"] == "completed"
+
+
+def _forge(journal: Path, old: bytes, new: bytes) -> None:
+    """Change a journal line and write its whole chain again, as someone who can write both files
+    would: `tui verify` finds the chain intact, only a head kept elsewhere shows the change."""
+    lines = journal.read_bytes().replace(old, new).splitlines()
+    journal.write_bytes(b"".join(line + b"\n" for line in lines))
+    chain = chain_path(journal)
+    links, head = [chain.read_bytes().splitlines()[0]], GENESIS
+    for line in lines:
+        head = link(head, line)
+        links.append(b"%d %s" % (json.loads(line)["seq"], head.encode()))
+    chain.write_bytes(b"".join(one + b"\n" for one in links))
+
+
+def test_verify_and_audit_of_a_remote_session_are_made_there_and_print_as_here(lab: Lab) -> None:
+    made = lab.here("send", "--new", "print(6 * 7)", "--wait", "--timeout", str(TIMEOUT))
+    assert made.code == 0, made.err
+    sid = made.err.split()[0]
+    assert lab.here("stop", sid[:8]).code == 0
+    for args in (("audit",), ("audit", "--json"), ("verify",), ("verify", "--json")):
+        here, there = lab.here(args[0], sid[:8], *args[1:]), lab.there(args[0], sid[:8], *args[1:])
+        assert (there.code, there.out, there.err) == (here.code, here.out, here.err), there.err
+        assert there.code == 0
+    head = json.loads(lab.there("audit", sid[:8], "--json").out)["chain"]["head"]
+    kept = lab.there("verify", sid[:8], "--head", head)
+    assert kept.code == 0 and "kept elsewhere is in it" in kept.out, kept.err
+    # The journal rewritten on the remote, its chain too: only the head this client kept tells.
+    _forge(StatePaths(lab.web.state).session(sid).journal, b"print(6 * 7)", b"print(6 * 9)")
+    assert lab.there("verify", sid[:8]).code == 0
+    here, there = lab.here("verify", sid[:8], "--head", head), lab.there("verify", sid[:8], "--head", head)
+    assert (there.code, there.err) == (here.code, here.err) == (1, there.err), there.err
+    assert f"the head {head} kept elsewhere is not in the journal's chain" in there.err
+    bad = lab.there("verify", sid[:8], "--head", "12:nothex")
+    assert bad.code == 2 and "--head '12:nothex': give the SEQ:HASH" in bad.err, bad.err
+    # A participant may not: the journal's record is the owner's.
+    lab.add_guest("viewer", lab.web.share(sid, "viewer", name="vee"))
+    for command in ("verify", "audit"):
+        refused = lab.there(command, sid[:8], remote="viewer")
+        assert refused.code == 6 and refused.err.count("\n") == 1, refused.err
+        assert "only the owner of this machine may" in refused.err, refused.err

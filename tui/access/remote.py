@@ -41,6 +41,7 @@ from tui.protocol.messages import (
 )
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB
 from tui.protocol.web import (
+    AuditReport,
     Created,
     CreateRequest,
     Found,
@@ -48,6 +49,7 @@ from tui.protocol.web import (
     SearchQuery,
     SessionSummary,
     Stopped,
+    Verified,
     WakeRequest,
     WorkerView,
 )
@@ -229,6 +231,19 @@ class RemoteAccess(SessionAccess):
     async def export(self, session_id: str, fmt: Format) -> AsyncIterator[str]:
         async for piece in self.web.stream_text(WEB["export"], query={"format": fmt}, id=session_id):
             yield piece
+
+    async def verify(self, session_id: str, head: str | None = None) -> Verified:
+        """The session's journal checked on that machine (`tui verify`): its chain recomputed
+        there, and whether `head` (``SEQ:HASH``, kept elsewhere) is still one of its links."""
+        said: Verified = await self.web.call(
+            WEB["verify"], query={"head": head} if head else None, seconds=120.0, id=session_id
+        )
+        return said
+
+    async def audit(self, session_id: str) -> AuditReport:
+        """Who did what in the session, read from its journal on that machine (`tui audit`)."""
+        report: AuditReport = await self.web.call(WEB["audit"], seconds=120.0, id=session_id)
+        return report
 
     async def link(self, session_id: str, *, client_id: str) -> RemoteLink:
         await self.wake(session_id, wait=WAIT_SLICE)

@@ -480,6 +480,23 @@ WEB = _routes(
         media="text/plain",
     ),
     RouteSpec(
+        "verify",
+        "GET",
+        f"{_S}/verify",
+        "its journal's chain checked where the journal is (`tui verify`)",
+        "owner",
+        answer=w.Verified,
+        query=(Param("head", description="SEQ:HASH, a chain head kept elsewhere: is it still a link?"),),
+    ),
+    RouteSpec(
+        "audit",
+        "GET",
+        f"{_S}/audit",
+        "who did what, from its journal, with the chain's head (`tui audit`)",
+        "owner",
+        answer=w.AuditReport,
+    ),
+    RouteSpec(
         "participants", "GET", f"{_S}/participants", "who it is shared with", "owner", answer=w.Participants
     ),
     RouteSpec(

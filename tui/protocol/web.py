@@ -6,7 +6,7 @@ The routes forwarded to a session's worker use the bridge's models (`tui.protoco
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
@@ -16,6 +16,8 @@ from tui.protocol.principal import Principal
 
 __all__ = [
     "Archived",
+    "AuditReport",
+    "ChainView",
     "CreateRequest",
     "Created",
     "Deleted",
@@ -36,6 +38,7 @@ __all__ = [
     "SignedOut",
     "StopRequest",
     "Stopped",
+    "Verified",
     "WakeRequest",
     "WebInfo",
     "WorkerView",
@@ -282,3 +285,46 @@ class SearchQuery(_Body):
     limit: int = Field(default=20, ge=1, le=500)
     before: int | None = None
     """The previous page's ``next``."""
+
+
+class ChainView(_Answer):
+    """A journal's chain as `tui verify` found it (`tui.store.chain.Verdict`)."""
+
+    chained: bool
+    """False: an older tui wrote the journal; nothing can be checked."""
+    intact: bool
+    head: str | None = None
+    """``SEQ:HASH``, the chain's last link, when intact."""
+    since_seq: int | None = None
+    """The seq the chain starts at (lines before it are one block)."""
+    problem: str | None = None
+    """The first line changed, removed, reordered or added, in words."""
+    line: int | None = None
+    """Its line number in the journal (1-based)."""
+
+
+class Verified(ChainView):
+    """``GET /api/sessions/{id}/verify``: the session's journal checked where it is (`tui verify`)."""
+
+    session_id: str
+    head_kept: str | None = None
+    """The ``SEQ:HASH`` asked about (``?head=``): one kept elsewhere."""
+    head_found: bool = True
+    """Whether the kept head is a link of the journal's chain now (True when none was asked)."""
+    says: str = ""
+    """The verdict in one line, as `tui verify` prints it."""
+
+
+class AuditReport(_Answer):
+    """``GET /api/sessions/{id}/audit``: who did what in the session (`tui audit`)."""
+
+    session_id: str
+    chain: ChainView
+    entries: list[dict[str, Any]] = []
+    """Each prompt, answer, tool call, file changed, rewind, note, child, turn's end and share,
+    in journal order: ``seq``, ``at``, ``what``, ``by`` and what else it says."""
+    costs: dict[str, Any] = {}
+    """``usage`` (tokens by kind, summed) and ``cost`` (the agent's last reported)."""
+    shares: list[dict[str, Any]] = []
+    """Each share of the session: name, kind, ``made_at``, ``revoked_at``, ``state`` and whether
+    the journal says it (``in_chain``)."""

@@ -43,6 +43,7 @@ from tui.protocol.principal import Principal
 from tui.protocol.routes import BRIDGE, SESSION_PREFIX, WEB, RouteSpec, forwarded
 from tui.protocol.web import (
     Archived,
+    AuditReport,
     Created,
     CreateRequest,
     Deleted,
@@ -57,6 +58,7 @@ from tui.protocol.web import (
     ShareRequest,
     Stopped,
     StopRequest,
+    Verified,
     WakeRequest,
     WebInfo,
     WorkerView,
@@ -75,6 +77,7 @@ from tui.serve import (
     routes,
     seq_header,
 )
+from tui.store.audit import audit_of, verified
 from tui.store.export import FORMATS, chain_head
 from tui.store.export import export as export_journal
 from tui.store.index import find_in
@@ -86,7 +89,7 @@ from tui.web.fanout import FollowResponse
 from tui.web.forward import FORWARDED_HEADERS, OpenStream, RawStream
 from tui.web.gate import Endpoint, Gate, bridge_of, guard, session_of
 from tui.web.page import page_routes, signin, signout
-from tui.web.participants import parse_ttl, record_shares
+from tui.web.participants import parse_ttl, record_shares, shares_now
 from tui.web.signin import link
 
 __all__ = ["FEATURES", "STREAM_CAP", "WebBridge", "create_app"]
@@ -278,6 +281,20 @@ async def export(request: Request, principal: Principal, sid: str) -> Response:
     pieces = redact_pieces(made, fmt)
     media = f"{WEB['export'].media}; charset=utf-8"
     return StreamingResponse(pieces, media_type=media, headers={"X-Tui-Chain-Head": head})
+
+
+async def verify(request: Request, principal: Principal, sid: str) -> Verified:
+    """The session's journal checked here, where it is (``?head=SEQ:HASH``: one kept elsewhere)."""
+    bridge = bridge_of(request)
+    head = request.query_params.get("head") or None
+    return await asyncio.to_thread(verified, bridge.state.session(sid).journal, sid, head)
+
+
+async def audit(request: Request, principal: Principal, sid: str) -> AuditReport:
+    """Who did what in the session, read from its journal here, with its chain's head."""
+    bridge = bridge_of(request)
+    shares = shares_now(bridge.participants, sid)
+    return await asyncio.to_thread(audit_of, bridge.state.session(sid).journal, sid, shares)
 
 
 # --- participants --------------------------------------------------------------------------
@@ -559,6 +576,8 @@ OWN: dict[str, Endpoint] = {
     "changes": changes,
     "turns": turns,
     "export": export,
+    "verify": verify,
+    "audit": audit,
     "participants": participants,
     "share": share,
     "revoke": revoke,

@@ -17,7 +17,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -32,7 +32,7 @@ from tui.web.tokens import digest, new_token
 if TYPE_CHECKING:
     from tui.access.local import LocalAccess
 
-__all__ = ["Kind", "Participant", "ParticipantStore", "parse_ttl", "record_shares"]
+__all__ = ["Kind", "Participant", "ParticipantStore", "parse_ttl", "record_shares", "shares_now"]
 
 Kind = Literal["viewer", "collaborator"]
 T = TypeVar("T")
@@ -92,6 +92,21 @@ class Participant(Share):
         return ParticipantView(
             **self.model_dump(exclude={"digest"}), state=self.state(), turns_left=self.turns_left
         )
+
+
+def shares_now(store: ParticipantStore, session_id: str) -> list[dict[str, Any]]:
+    """The session's shares as `store` has them now, as `tui.store.audit.audit_of` takes them."""
+    return [
+        {
+            "id": p.id,
+            "name": p.name,
+            "kind": p.kind,
+            "made_at": p.created_at.isoformat(),
+            "revoked_at": p.revoked_at.isoformat() if p.revoked_at else None,
+            "state": p.state(),
+        }
+        for p in store.of_session(session_id)
+    ]
 
 
 async def record_shares(
