@@ -77,6 +77,10 @@ def test_a_session_s_worker_runs_in_a_ray_actor(cluster: Any, on_ray: Path, stat
     assert httpx.get(f"http://{car.address}/info").status_code == 401
     info = httpx.get(f"http://{car.address}/info", headers={"Authorization": f"Bearer {secret}"})
     assert info.status_code == 200
+    # `tui sessions` says which node runs it.
+    listed = tui("sessions", "--json")
+    assert [r["node"] for r in json.loads(listed.stdout) if r["id"] == sid] == ["127.0.0.1"]
+    assert f"{sid[:8]}" in (table := tui("sessions").stdout) and "yes, on 127.0.0.1" in table
     # The commands reach it, from this machine's state dir.
     attached = tui("attach", sid, input="print(2+3)\n", timeout=120)
     assert attached.returncode == 0, attached.stderr

@@ -129,8 +129,12 @@ class LocalAccess(SessionAccess):
         quiet: float | None = None
         car = self.engine.locate(record.id) if live else None
         version = car.version if car is not None else None
-        if car is not None:
+        node = car.address.rpartition(":")[0].strip("[]") if car is not None and car.address else None
+        if car is not None and node is None:
+            # A worker on a cluster's node (`node`) is another machine's process: its pid says
+            # nothing here, so its memory is not measured.
             memory = await asyncio.to_thread(tree_memory, car.pid, parents, workers)
+        if car is not None:
             # httpx is imported only when a live worker is asked, so listing stopped
             # sessions does not pay for it.
             from tui.link.launch import worker_client
@@ -172,6 +176,7 @@ class LocalAccess(SessionAccess):
             idle_timeout=idle[1],
             worker_version=version,
             outdated=is_older(version),
+            node=node,
         )
 
     async def list_sessions(

@@ -53,6 +53,7 @@ class Row:
     worker_version: str | None = None
     outdated: bool = False
     idle_timeout: float | None = None
+    node: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """What ``SessionSummary.model_dump(mode="json")`` gives for the same session."""
@@ -74,6 +75,7 @@ class Row:
             "worker_version": None,
             "outdated": False,
             "idle_timeout": None,
+            "node": None,
         }
 
 
@@ -248,6 +250,8 @@ def show(rows: Sequence[Row | SessionSummary], args: argparse.Namespace, command
         title = "  " * (depth - 1) + "└ " * (depth > 0) + _clip(r.title or "(untitled)", 40)
         if r.outdated:
             live = f"yes, old tui {r.worker_version}"
+        if r.live and r.node:
+            live += f", on {r.node}"
         table.append(
             (r.id[:8], title, r.state, live, _memory(r), _idle(r), _age(r, now), _folder(r.folder, home))
         )

@@ -117,6 +117,9 @@ class SessionSummary(_Answer):
     """A live worker runs an older tui than the one installed there (``tui restart`` moves it)."""
     idle_timeout: float | None = None
     """After how many idle seconds the live worker lets go of the session; None: never."""
+    node: str | None = None
+    """The address of the cluster's node a live worker runs on (a session on Ray); None: this
+    machine's worker, or none live."""
 
 
 class WebInfo(_Answer):
