@@ -2,8 +2,8 @@
 the same journals: a state dir of made-up sessions is written under /tmp (and removed after),
 then
 
-- the cold build of the index (no index file) beside reading the journals (``cat``) and
-  ``grep -c`` through them;
+- the cold build of the index (no index file) beside reading the journals (``cat``), ``grep -c``
+  through them and ``json.loads`` of every line;
 - warm searches, first page (20 hits, what ``tui search`` prints, with its catch-up check of every
   session), p50/p95 over a mix of rare and common words, phrases and prefixes, beside
   ``grep -rl`` of the same words;
@@ -247,7 +247,8 @@ def main() -> None:
         size = _size(root / INDEX_FILE)
         mb = journals / 1e6
         print(
-            f"cold build: {build:.2f} s ({mb / build:,.0f} MB/s) | reading the journals (cat, warm cache): "
+            f"cold build: {build:.2f} s ({mb / build:,.0f} MB/s) | reading the "
+            "journals (cat, warm cache): "
             f"{read:.2f} s ({mb / read:,.0f} MB/s) | grep -rc through them: {grep_c:.2f} s | decoding each "
             f"line (json.loads): {decode:.2f} s ({mb / decode:,.0f} MB/s) | build/cat {build / read:.1f}x, "
             f"build/grep {build / grep_c:.1f}x, build/decode {build / decode:.2f}x"
@@ -307,6 +308,7 @@ def main() -> None:
             f"grep -rl {grep['kingfisher'] * 1000:,.0f} ms: {grep['kingfisher'] / cli:,.1f}x"
         )
 
+        shutil.rmtree(root / "write", ignore_errors=True)  # what a run on this --state left
         without, with_, own, cpu = write_path(root / "write", args.write_turns)
         print(
             f"worker write path, one turn (7 events emitted), median of 5 alternating runs: "

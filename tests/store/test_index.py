@@ -193,3 +193,111 @@ def test_the_workers_indexer_indexes_in_its_own_thread(state: StatePaths) -> Non
         hits, _ = index.search(Query("axolotl"))
     assert [h.where for h in hits] == ["prompt", "reply"]
     assert os.path.exists(state.root / INDEX_FILE)
+
+
+def _every_kind(state: StatePaths, sid: str, turns: int) -> None:
+    """A session holding every kind of event, a turn that never ended, a text between turns, a
+    line written by hand in another key order and a torn one."""
+    from tui.protocol import ChildAsking, ChildEnded, ChildStarted, Question, Status, Thinking, ToolUpdated
+
+    with _session(state, sid) as j:
+        for t in range(turns):
+            tid, call = f"t{t}", f"c{t}"
+            j.append(TurnStarted(turn_id=tid, prompt=f"print({t}) # pelican{t}"))
+            j.append(Thinking(turn_id=tid, text=f"pondering heron{t}"))
+            j.append(ToolStarted(turn_id=tid, call_id=call, name="shell", args={"cmd": f"ls dir{t}"}))
+            j.append(ToolUpdated(turn_id=tid, call_id=call, title=f"listing {t}", output="partial"))
+            j.append(ToolOutput(turn_id=tid, call_id=call, text="connection ref"))
+            j.append(ToolOutput(turn_id=tid, call_id=call, text=f"used by server{t}\n"))
+            j.append(ToolEnded(turn_id=tid, call_id=call, status="error", error=f"exit status {t}"))
+            j.append(Status(state="working"))
+            if t % 3 == 1:
+                j.append(TextChunk(turn_id=tid, text=f"half a reply gannet{t}"))
+                continue  # never ended: it ends where the next turn starts
+            j.append(
+                QuestionAsked(
+                    turn_id=tid, question_id=f"q{t}", text=f"Deploy {t}?", options=[Option(label="later")]
+                )
+            )
+            j.append(QuestionResolved(question_id=f"q{t}", how="answered", freeform=f"tomorrow {t}"))
+            j.append(TextChunk(turn_id=tid, text=f"reply puffin{t}"))
+            j.append(TurnEnded(turn_id=tid, outcome="completed", reply=f"reply puffin{t}", error=None))
+            j.append(Status(state="idle"))
+            j.append(Note(text=f"remember zebra{t}", source="ci"))
+            j.append(ChildStarted(child_id="c" * 16, prompt=f"child prompt kiwi{t}"))
+            j.append(
+                ChildAsking(
+                    child_id="c" * 16, question=Question(turn_id="x", question_id="y", text=f"child asks {t}")
+                )
+            )
+            j.append(ChildEnded(child_id="c" * 16, outcome="failed", error=f"child failed {t}"))
+            j.append(TextChunk(turn_id="stray", text=f"a stray text ibis{t}"))
+    with open(state.session(sid).journal, "ab") as f:
+        f.write(b'{"type":"note","seq":9998,"at":"2026-01-01T00:00:00Z","text":"by hand albatross"}\n')
+        f.write(  # left until it ends
+            b'{"seq":9999,"at":"2026-01-01T00:00:01Z","type":"turn_started","turn_id":"o","prompt":"osprey"}\n'
+        )
+    lines = state.session(sid).journal.read_bytes().split(b"\n")
+    torn = [*lines[:5], lines[5][:20], *lines[5:]]
+    state.session(sid).journal.write_bytes(b"\n".join(torn))
+
+
+def test_the_quick_cut_reads_what_the_line_by_line_one_reads() -> None:
+    """`cut` skips the lines not searched in one scan; `_cut_lines` reads every line: from any
+    line on, with a hand-written line, they give the same texts, rowids, places and ends."""
+    import tempfile
+
+    from tui.store.index_texts import _cut_lines, cut
+
+    with tempfile.TemporaryDirectory() as tmp:
+        state = StatePaths(Path(tmp))
+        _every_kind(state, A, 7)
+        data = state.session(A).journal.read_bytes()
+    clean = b"\n".join(line for line in data.split(b"\n") if not line.endswith(b'"at":"2026-'))
+    assert len(clean) < len(data)  # the torn line left out
+    starts = [0, *[i + 1 for i, c in enumerate(clean) if c == 0x0A][:-1]]
+
+    def flat(out: tuple[list[tuple[int, int, object, object]], int, int]) -> object:
+        batch, done, turns = out
+        rows = [(r, k, t, s.start, s.stop, s.turn) for r, k, t, s in batch]  # type: ignore[attr-defined]
+        return rows, done, turns
+
+    for at in starts:
+        for block in (clean[at:], clean[at : at + 900], data[at:]):
+            block = block[: block.rfind(b"\n") + 1]
+            assert flat(cut(block, at, 3)) == flat(_cut_lines(block, at, 3))
+    assert any(flat(cut(clean, 0, 0))[0])  # type: ignore[index]
+
+
+def test_a_prefix_asked_word_by_word_finds_what_fts5s_prefix_query_finds(
+    state: StatePaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tui.store.index
+
+    with _session(state, "e" * 16) as j:
+        for n, word in enumerate(["zebu", "zebra", "zebras", "connection refusal", "hello zebrafish"]):
+            _turn(j, f"z{n}", f"print('{word}')", word)
+    asked = ["zeb*", "zebr*", "connection ref*", "hello z*", "hel*", "nothing*", "h*"]
+    word_by_word = {q: _found(state, q) for q in asked}
+    monkeypatch.setattr(tui.store.index, "PREFIX_MOST", 0)  # FTS5's own prefix query
+    assert {q: _found(state, q) for q in asked} == word_by_word
+    assert [h.where for h in find(state, "zeb*").hits].count("note") == 1
+    assert len(word_by_word["zeb*"]) == 1 + 2 * 4  # the note, and zebu, zebra, zebras, zebrafish twice
+    assert word_by_word["connection ref*"][0] == ("e", 4, "prompt")
+
+
+def test_a_record_is_looked_at_again_when_saved_or_when_its_journal_changed(state: StatePaths) -> None:
+    import json
+
+    from tui.store import archive_session, get_session
+
+    assert _found(state, "hello", active=True) == [("a", 1, "prompt"), ("a", 1, "reply")]
+    archive_session(state, A)  # `tui archive`: the record saved, the sessions folder touched
+    assert _found(state, "hello", active=True) == []
+    record = json.loads(state.session(B).record.read_text())
+    record["title"] = "renamed by hand"
+    state.session(B).record.write_text(json.dumps(record))  # no save_session: not looked at yet
+    with Journal.open_for_append(state.session(B).journal) as j:
+        _turn(j, "u2", "print('narwhal')", "narwhal")
+    assert {h.title for h in find(state, "narwhal").hits} == {"renamed by hand"}
+    assert get_session(state, A).status == "archived"

@@ -38,7 +38,7 @@ from typing import Any
 from tui.errors import TuiError, UsageError
 from tui.protocol.web import Found, FoundHit, SearchQuery
 from tui.store.index_query import Hit, Query, snippet
-from tui.store.index_texts import WHERE, Segment, Text, as_str, cut, decode, micros, texts_of
+from tui.store.index_texts import WHERE, as_str, cut, decode, micros, texts_of
 from tui.store.paths import StatePaths, is_session_id
 
 __all__ = [
@@ -62,9 +62,15 @@ BUSY = 10.0
 """Seconds a writer waits for another's transaction."""
 GATHER = 0.25
 """Seconds a worker's indexer waits after a turn's end for more to index in the same go."""
+PREFIX_MOST = 32
+"""Words a prefix may start that a search asks for one by one (`SearchIndex._words`); more are
+left to FTS5's prefix query."""
 WORKER_MOST = 16 << 20
 """Bytes of journal a worker indexes itself at most: a longer backlog (a long session an older
 worker wrote) is left to the next search, in its own process, not to the worker's thread."""
+
+_Row = tuple[int, int, int, str, str, int, int, int, str]
+"""A text as inserted: (rowid, session's number, turn, kind, name, start, stop, k, text)."""
 
 # --- the index -------------------------------------------------------------------------------
 _DDL = """
@@ -127,48 +133,72 @@ class SearchIndex:
     # --- keeping it current ------------------------------------------------------------------
     def behind(self) -> list[tuple[str, int, int]]:
         """The sessions whose journal holds more than the index (or another file, or is new):
-        (id, bytes to read, journal size)."""
-        # Two stats a session is what every search costs before it asks: kept to plain calls.
+        (id, bytes to read, journal size).
+
+        One `stat` a session (its journal) is what every search costs before it asks, so it is
+        kept to plain calls relative to the sessions folder. A session's record is looked at
+        when the sessions folder changed (a session made or deleted, and `save_session` touches
+        it), when its journal changed, or when the session is new to the index.
+        """
         known = {
             sid: (inode, upto, record)
             for sid, inode, upto, record in self.db.execute("SELECT id, inode, upto, record FROM sessions")
         }
         out: list[tuple[str, int, int]] = []
         stale: list[tuple[str, str]] = []
-        try:
-            names = os.listdir(self.state.sessions)
-        except FileNotFoundError:
-            names = []
         top = str(self.state.sessions)
-        stat = os.stat
-        present: set[str] = set()
-        for name in names:
-            if len(name) != 16 or not is_session_id(name):
-                continue
-            present.add(name)
-            record = f"{top}/{name}/session.json"
-            try:
-                mtime = stat(record).st_mtime_ns
-                st = stat(f"{top}/{name}/journal.jsonl")
-            except OSError:
-                continue
-            inode, upto, seen = known.get(name, (0, 0, 0))
-            if seen != mtime:
-                stale.append((name, record))
-            if inode != st.st_ino or st.st_size < upto:
-                out.append((name, st.st_size, st.st_size))
-            elif st.st_size > upto:
-                out.append((name, st.st_size - upto, st.st_size))
-        if stale:
-            self._records(stale)
-        gone = [sid for sid in known if sid not in present]
+        try:
+            fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            fd = -1
+        mark = ""
+        try:
+            if fd >= 0:
+                mark = str(os.fstat(fd).st_mtime_ns)  # before the records are read
+                names = os.listdir(fd)
+            else:
+                names = []
+            every = mark != self._meta("records")
+            stat = os.stat
+            for name in names:
+                inode, upto, seen = known.get(name) or (0, -1, 0)
+                if upto < 0 and (len(name) != 16 or not is_session_id(name)):
+                    continue
+                try:
+                    st = stat(f"{name}/journal.jsonl", dir_fd=fd)
+                except OSError:
+                    continue
+                if every or inode != st.st_ino or st.st_size != upto:
+                    try:
+                        mtime = stat(f"{name}/session.json", dir_fd=fd).st_mtime_ns
+                    except OSError:
+                        continue
+                    if seen != mtime:
+                        stale.append((name, f"{top}/{name}/session.json"))
+                if inode != st.st_ino or st.st_size < upto:
+                    out.append((name, st.st_size, st.st_size))
+                elif st.st_size > upto:
+                    out.append((name, st.st_size - upto, st.st_size))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        if stale or every:
+            self._records(stale, mark if every else None)
+        gone = list(known.keys() - set(names))
         if gone:
             self._forget(gone)
         return out
 
-    def _records(self, stale: list[tuple[str, str]]) -> None:
-        """Keep what each session's record says (title, folder, agent, archived) beside its rows."""
+    def _meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _records(self, stale: list[tuple[str, str]], mark: str | None = None) -> None:
+        """Keep what each session's record says (title, folder, agent, archived) beside its rows
+        (and `mark`, the sessions folder's mtime they were all looked at for, when given)."""
         with self._writing():
+            if mark is not None:
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES('records', ?)", (mark,))
             for sid, path in stale:
                 try:
                     mtime = os.stat(path).st_mtime_ns
@@ -320,18 +350,23 @@ class SearchIndex:
                 break
         data = data[: data.rfind(b"\n") + 1]
         batch, done, done_turns = cut(data, upto, turns)
-        self._insert(n, batch)
+        self._insert(
+            [
+                (rowid, n, seg.turn, text.where, text.name, seg.start, seg.stop, k, text.text)
+                for rowid, k, text, seg in batch
+            ]
+        )
         return len(batch), done, done_turns
 
-    def _insert(self, n: int, batch: list[tuple[int, int, Text, Segment]]) -> None:
+    def _insert(self, rows: list[_Row]) -> None:
+        """Insert `rows` (each with its session's number after its rowid)."""
         # In rowid order: FTS5 writes out what it holds in memory each time a rowid is not above
         # the last one, so texts inserted out of order cost a segment each (100 times slower).
-        batch.sort(key=lambda item: item[0])
-        rows = [(rowid, n, seg.turn, t.where, t.name, seg.start, seg.stop, k) for rowid, k, t, seg in batch]
+        rows.sort(key=lambda row: row[0])
         sql = "INSERT INTO rows(rowid, session, turn, kind, name, start, stop, k) VALUES(?,?,?,?,?,?,?,?)"
         self.db.execute("SAVEPOINT batch")
         try:
-            self.db.executemany(sql, rows)
+            self.db.executemany(sql, (row[:8] for row in rows))
         except sqlite3.IntegrityError:
             # Two texts of the same microsecond: each taken rowid is bumped, one by one.
             self.db.execute("ROLLBACK TO batch")
@@ -339,16 +374,13 @@ class SearchIndex:
                 rowid = row[0]
                 while True:
                     try:
-                        self.db.execute(sql, (rowid, *row[1:]))
+                        self.db.execute(sql, (rowid, *row[1:8]))
                         break
                     except sqlite3.IntegrityError:
                         rowid += 1
                 rows[i] = (rowid, *row[1:])
         self.db.execute("RELEASE batch")
-        self.db.executemany(
-            "INSERT INTO words(rowid, text) VALUES(?, ?)",
-            [(row[0], b[2].text) for row, b in zip(rows, batch, strict=True)],
-        )
+        self.db.executemany("INSERT INTO words(rowid, text) VALUES(?, ?)", ((row[0], row[8]) for row in rows))
 
     # --- finding -----------------------------------------------------------------------------
     def search(
@@ -378,8 +410,16 @@ class SearchIndex:
         Returns:
             The hits, newest first, and the cursor of the next page (None: no more).
         """
+        match = query.match
+        if query.prefix:
+            words = self._words(query.words[-1])
+            if words is not None:
+                if not words:
+                    return [], None
+                head = " ".join(query.words[:-1])
+                match = " OR ".join('"' + f"{head} {w}".strip().replace('"', '""') + '"' for w in words)
         clauses = ["words MATCH ?"]
-        params: list[Any] = [query.match]
+        params: list[Any] = [match]
         if since is not None:
             clauses.append("words.rowid >= ?")
             params.append(int(since.timestamp() * 1_000_000) * 16)
@@ -429,6 +469,33 @@ class SearchIndex:
                     )
                 )
         return hits, None
+
+    def _words(self, prefix: str) -> list[str] | None:
+        """The indexed words that start with `prefix`, when they are few (None: more than
+        `PREFIX_MOST`, or a prefix FTS5 may fold otherwise than Python does).
+
+        A prefix query makes FTS5 merge the whole list of every word it starts before it hands
+        the newest hit; the same words asked for one by one (``"retry" OR "retrieve"``) are read
+        newest first, and the first page stops at its 20th. Each word is one look into FTS5's
+        list of words (`fts5vocab`), not a read of its hits.
+        """
+        if not prefix.isascii():
+            return None
+        self.db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.vocab USING fts5vocab(main, words, instance)"
+        )
+        words: list[str] = []
+        at, end = prefix, prefix + "\U0010ffff"
+        while True:
+            row = self.db.execute(
+                "SELECT term FROM temp.vocab WHERE term >= ? AND term < ? LIMIT 1", (at, end)
+            ).fetchone()
+            if row is None:
+                return words
+            if len(words) == PREFIX_MOST:
+                return None
+            words.append(row[0])
+            at = row[0] + "\x01"  # past it: no word holds a control character
 
     def _hit(
         self,

@@ -60,8 +60,11 @@ def new_session_id() -> str:
 
 
 def save_session(state: StatePaths, record: SessionRecord) -> None:
-    """Write a session's record atomically (its folder must exist)."""
+    """Write a session's record atomically (its folder must exist), and touch the sessions
+    folder: the search index (`tui.store.index`) looks at every record only when it changed."""
     write_atomic(state.session(record.id).record, record.model_dump_json(indent=2) + "\n")
+    with contextlib.suppress(OSError):
+        os.utime(state.sessions)
 
 
 def create_session(
