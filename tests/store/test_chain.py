@@ -12,6 +12,7 @@ from pathlib import Path
 
 from helpers import stop_workers
 
+from tui.commands.audit import _costs_line
 from tui.protocol import TextChunk
 from tui.store import Journal, StatePaths, create_session
 from tui.store.chain import chain_path, verify
@@ -97,6 +98,8 @@ def test_tui_verify_names_an_edited_line_and_tui_audit_json_has_the_chain_head(s
     report = json.loads(audit.stdout)
     assert set(report) == {"session_id", "chain", "entries", "costs", "shares"}
     assert report["chain"]["intact"] and report["chain"]["head"].startswith("4:")
+    said = tui("audit", sid)
+    assert said.stdout.splitlines()[-1] == "costs: none reported"  # not "unknown; tokens {}"
     ok = tui("verify", sid, "--head", report["chain"]["head"])
     assert ok.returncode == 0 and "intact: 4 lines" in ok.stdout and "kept elsewhere is in it" in ok.stdout
     journal.write_bytes(journal.read_bytes().replace(b"line 1", b"line 9"))
@@ -133,3 +136,10 @@ def test_shares_made_and_revoked_are_in_the_chain_listed_by_audit_and_covered_by
     journal.write_bytes(b"".join(lines))
     bad = tui("verify", sid)
     assert bad.returncode == 1 and f"line {at + 1} " in bad.stderr and "was changed" in bad.stderr, bad.stderr
+
+
+def test_the_costs_line_names_what_was_reported_in_words() -> None:
+    assert _costs_line("$0.12", {"input_tokens": 1200, "output_tokens": 300}) == (
+        "costs: $0.12; tokens: 1,200 input, 300 output\n"
+    )
+    assert _costs_line(None, {"input_tokens": 50}) == "costs: not reported; tokens: 50 input\n"

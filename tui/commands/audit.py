@@ -101,9 +101,18 @@ def run_audit(args: argparse.Namespace) -> int:
         words = " ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in detail.items())
         out.write(f"{e['seq']:>6} {e['at'][:19]} {e['by']:<18} {e['what']:<10} {words[:200]}\n")
     costs = report.costs
-    out.write(f"costs: {costs['cost'] or 'unknown'}; tokens {json.dumps(costs['usage'])}\n")
+    out.write(_costs_line(costs["cost"], costs["usage"]))
     for s in report.shares:
         made = (s["made_at"] or "")[:19]
         kept = "" if s["in_chain"] else " (not in the journal's chain: web/participants.json only)"
         out.write(f"share: {s['name']} ({s['kind']}) made {made}, {s['state']}{kept}\n")
     return 0
+
+
+def _costs_line(cost: str | None, usage: dict[str, int]) -> str:
+    """``costs: $0.12; tokens: 1,200 input, 300 output``, or that none was reported (a python
+    session spends none; an agent may not say)."""
+    tokens = ", ".join(f"{n:,} {kind.removesuffix('_tokens')}" for kind, n in usage.items() if n)
+    if not cost and not tokens:
+        return "costs: none reported\n"
+    return f"costs: {cost or 'not reported'}; tokens: {tokens or 'none reported'}\n"
