@@ -4,11 +4,12 @@ once: the client side (`forked`, `start_forker`); the forking process is `tui.co
 A worker started on its own holds about 31 MiB of PSS, almost all of it the modules it imports
 (asyncio, pydantic and the wire models' validators, uvicorn, Starlette, tui's). The forking
 process imports them once and forks a worker per session, so those pages are shared (a forked
-worker holds about 8 MiB of its own). It is started, detached and isolated like a worker
+worker holds about 15 MiB of its own). It is started, detached and isolated like a worker
 (``python -I -m tui.commands.forker``, in the state dir, which no program nor agent can see),
-once `FORK_FROM` workers run in the state dir; it leaves once it has had no worker for
-`LINGER` seconds, and refuses (and leaves) when the installed code is not the code it imported
-(`code_key`). A launcher that cannot use it starts the worker on its own, as before.
+once `FORK_FROM` workers run in the state dir; it leaves once it has had no worker of its own
+for `LINGER` seconds while fewer than `FORK_FROM` run there, and refuses (and leaves) when the
+installed code is not the code it imported (`code_key`). A launcher that cannot use it starts
+the worker on its own, as before.
 
 The request is one JSON line on ``forker.sock`` (the session, the launcher's environment, the
 code key) with the worker's log as a passed file descriptor; the answer is ``{"pid": N}``, then
@@ -35,7 +36,8 @@ __all__ = ["FORK_FROM", "LINGER", "Forked", "code_key", "forked", "forker_socket
 FORK_FROM = 3
 """Workers already running in the state dir before the next one is forked."""
 LINGER = 5.0
-"""Seconds the forking process stays with no worker before it leaves."""
+"""Seconds the forking process stays with no worker of its own (and fewer than `FORK_FROM` in
+the state dir) before it leaves."""
 ANSWER_WITHIN = 2.0
 """Seconds a launcher waits for the forking process's answer before it starts the worker itself."""
 

@@ -36,6 +36,7 @@ __all__ = [
     "bridge_endpoint",
     "is_live",
     "live_sidecar",
+    "live_worker_count",
     "start_worker",
     "start_worker_async",
     "stop_worker",
@@ -221,7 +222,7 @@ def start_worker(
             proc = _popen_worker(state, session_id, paths, env, log)
             if worker_command is _WORKER_COMMAND:
                 running = _lock_is_live(state.root / "forker.lock")
-                start_forker(state.root, _live_workers(state, session_id), running)
+                start_forker(state.root, live_worker_count(state, session_id), running)
     # Reap it whenever it ends, so no zombie lingers while this process lives on.
     threading.Thread(target=proc.wait, name=f"reap worker {proc.pid}", daemon=True).start()
     if isinstance(proc, subprocess.Popen):
@@ -253,8 +254,8 @@ def _popen_worker(
     )
 
 
-def _live_workers(state: StatePaths, but: str) -> int:
-    """How many other sessions of the state dir have a live worker (up to `FORK_FROM`)."""
+def live_worker_count(state: StatePaths, but: str | None = None) -> int:
+    """How many sessions of the state dir (but `but`) have a live worker, counted up to `FORK_FROM`."""
     count = 0
     for sidecar in state.sessions.glob("*/worker.json"):
         session_id = sidecar.parent.name
