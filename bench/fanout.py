@@ -28,8 +28,13 @@ async def main() -> None:
     parser.add_argument("--followers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    # `tui web` keeps a third of its open files as connections, a quarter of those from one
+    # address (`tui.web.limits`): every follower here comes from 127.0.0.1.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.followers + 256)), hard))
+    wanted = max(soft, 12 * args.followers + 256)
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(hard, wanted), hard)
+    )
     figures: dict[str, list[dict[str, float]]] = {"worker": [], "web": []}
     for _ in range(args.rounds):
         for via in ("worker", "web"):
@@ -37,6 +42,9 @@ async def main() -> None:
                 os.environ["TUI_STATE_DIR"] = d
                 got = await fan_out(Path(d), args.followers, via)
             row = {k: float(got[f"append→arrival {k} s"]) for k in KEYS}
+            refused = {k: v for k, v in got.items() if k.startswith("streams ") and k != "streams ended"}
+            if refused:
+                print(f"{via:6} not every follower heard the turn: {refused}", flush=True)
             row["cpu"] = float(got.get("tui web CPU s for the turn", 0.0))
             row["load"] = float(got["load average (1 min) at start"])
             figures[via].append(row)

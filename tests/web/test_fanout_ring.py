@@ -4,7 +4,9 @@ own cursor, and one the ring moved past is told it is behind (it then reads the 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +85,19 @@ async def test_followers_waiting_are_woken_by_each_event() -> None:
         with pytest.raises(asyncio.CancelledError):
             await reader
     assert shared.ended
+
+
+def test_tui_web_considers_a_full_collection_ten_times_less_often(tmp_path: Path) -> None:
+    """A full collection walks every open stream's objects and holds every follower back while
+    it runs: the server `tui web` and `tui relay` run considers one after 100 collections of the
+    middle generation, not Python's 10."""
+    from tui.store import StatePaths
+    from tui.web.bridge import WebBridge
+    from tui.web.server import server_for
+
+    before = gc.get_threshold()
+    try:
+        server_for(WebBridge(StatePaths(tmp_path), "digest", host="127.0.0.1", port=1, tls=False))
+        assert gc.get_threshold() == (before[0], before[1], 100)
+    finally:
+        gc.set_threshold(*before)

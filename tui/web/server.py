@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import ipaddress
 import json
 import logging
@@ -158,6 +159,14 @@ def read_server(state: StatePaths) -> dict[str, Any] | None:
     return server
 
 
+COLLECTOR = (700, 10, 100)
+"""The cyclic collector's thresholds in `tui web` and `tui relay`: Python's own, but a full
+collection considered after 100 collections of the middle generation instead of 10. A full one
+walks every object of every open stream (some 200,000 at 1,000 followers) and held them all
+back 20-120 ms; with Python's 10 it ran five times in one turn sent to 1,000 followers, with
+100 not once (docs/performance.md, "1,000 followers through `tui web`")."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn, telling the bridge to end its streams as soon as a stop is asked for."""
 
@@ -176,6 +185,7 @@ def server_for(bridge: WebBridge, *, tls_cert: str | None = None, tls_key: str |
     protocol with its connection bound, no access log, no proxy headers, a short graceful stop;
     over TLS when given a certificate and its key (PEM files)."""
     GuardedH11.max_connections = connection_limit()
+    gc.set_threshold(*COLLECTOR)
     config = uvicorn.Config(
         create_app(bridge),
         http=GuardedH11,
