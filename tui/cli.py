@@ -133,6 +133,17 @@ def _budget_options(parser: argparse.ArgumentParser, *, new: bool = False) -> No
     group.add_argument("--time", metavar="DURATION", help="the most wall time of its turns (30m, 2h)")
 
 
+def _ray_address(text: str) -> str:
+    """``--ray``'s value: a Ray cluster's ``HOST:PORT``."""
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Ray cluster's address; give HOST:PORT as `ray start --head` printed it "
+            "(e.g. 10.0.0.5:6379)"
+        )
+    return f"{host}:{port}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line of cli.md."""
     top = argparse.ArgumentParser(
@@ -353,6 +364,12 @@ def build_subparsers() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     p.add_argument(
         "--link", action="store_true", help="print a fresh sign-in link for the running tui web, and exit"
+    )
+    p.add_argument(
+        "--ray",
+        type=_ray_address,
+        metavar="HOST:PORT",
+        help='run the sessions\' workers on this Ray cluster (as [cluster] engine = "ray" and its address)',
     )
 
     p = add("remote", _command("web", "run_remote"), remote=False)

@@ -103,6 +103,36 @@ def test_the_engine_is_local_unless_config_says_otherwise(state_dir: Path) -> No
     assert "ray" not in sys.modules
 
 
+def test_tui_web_ray_names_the_cluster_as_config_toml_would(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tui import cli
+    from tui.access import engines
+
+    assert cli.parse(["web", "--ray", "10.0.0.5:6379"]).ray == "10.0.0.5:6379"
+    assert cli.parse(["web"]).ray is None
+    for wrong in ("10.0.0.5", "10.0.0.5:port", ":6379"):
+        with pytest.raises(SystemExit):
+            cli.parse(["web", "--ray", wrong])
+        said = capsys.readouterr().err.strip().splitlines()[-1]
+        assert "not a Ray cluster's address; give HOST:PORT" in said, said
+    # The [cluster] table's other settings still apply; an engine given in code is left as given.
+    (tmp_path / "config.toml").write_text("[cluster]\nresources = { sessions = 0.01 }\n")
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(engines, "_ray_address", None)
+    engines.run_on_ray("10.0.0.5:6379")
+    assert isinstance(engine_for(StatePaths(state_dir), Config()), LocalEngine)
+    if importlib.util.find_spec("ray") is None:
+        with pytest.raises(TuiError, match=r"pip install 'tui\[cluster\]'"):
+            engine_for(StatePaths(state_dir))
+        return
+    from tui.link.ray import RayEngine
+
+    engine = engine_for(StatePaths(state_dir))
+    assert isinstance(engine, RayEngine)
+    assert (engine.address, engine.resources) == ("10.0.0.5:6379", {"sessions": 0.01})
+
+
 @pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed here")
 def test_ray_without_ray_says_what_to_install_and_makes_nothing(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -141,12 +141,16 @@ def test_a_session_comes_back_on_another_node_when_its_node_dies(
 def test_tui_web_on_the_cluster_serves_its_sessions(
     cluster: Any, on_ray: Path, state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`tui web` of the cluster's state dir is its front door: a client of another state dir
-    creates a session through it (its worker in an actor on a node) and follows its turns,
-    reaching the worker over TCP with the session's secret."""
+    """`tui web --ray ADDRESS` on the cluster's state dir is its front door (config.toml names no
+    engine): a client of another state dir creates a session through it (its worker in an actor
+    on a node) and follows its turns, reaching the worker over TCP with the session's secret."""
     from web.conftest import start_web
 
-    web = start_web(state_dir)
+    door = tmp_path / "door"
+    door.mkdir()
+    (door / "config.toml").write_text("[cluster]\nresources = { sessions = 0.01 }\n")
+    monkeypatch.setenv("TUI_CONFIG_DIR", str(door))
+    web = start_web(state_dir, "--ray", cluster.address)
     try:
         client = tmp_path / "client"
         client.mkdir()

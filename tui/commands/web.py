@@ -41,6 +41,11 @@ def run_web(args: argparse.Namespace) -> int:
         return _print_owner_link(state)
     if args.token_file:
         remember_token_file(args.token_file, state.root)
+    if args.ray:
+        from tui.access.engines import engine_for, run_on_ray
+
+        run_on_ray(args.ray)
+        engine_for(state)  # Ray not installed: said now, in one line, not at the first session
     suggested = _home(default_token_file("web-owner"))
     return serve(
         state,
