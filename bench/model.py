@@ -4,9 +4,12 @@ and a session of its own: neither the worker nor the raw SDK shares an interpret
 on a loaded machine (Linux's autogroup scheduling shares the CPU between sessions, and the worker
 has a session of its own) it does not take its CPU from the raw SDK's share alone.
 
-- first token: time from the server sending its first chunk to a client following the worker's
-  events receiving the first `text` event (the SDK, pydantic-ai, the worker's journal and its
-  event stream in between), beside the same gap for the raw `AsyncOpenAI` client;
+- first token: a 5,000-chunk answer written in one go (the whole burst arrives at once), time
+  from the server sending it to a client following the worker's events receiving the first `text`
+  event (the SDK, pydantic-ai, the worker's journal and its event stream in between), beside the
+  same gap for the raw SDK reading the same answer, for each API a profile speaks: Chat
+  Completions (`AsyncOpenAI`), Responses (`AsyncOpenAI().responses`), Anthropic Messages
+  (`AsyncAnthropic`), in interleaved rounds, one worker per API;
 - throughput: a 5,000-token answer (one token a chunk), tokens/s from the server's first chunk
   to `turn_ended` at the client, beside the raw `AsyncOpenAI` client's tokens/s from the
   server's first chunk to the end of its stream, in interleaved pairs, and how many `text`
@@ -19,7 +22,8 @@ has a session of its own) it does not take its CPU from the raw SDK's share alon
   pydantic-ai's own `OpenAIChatModel`, each model's `request_stream` read in this process, beside
   the raw SDK, interleaved.
 
-Run with ``.venv/bin/python bench/model.py``; figures go into docs/performance.md.
+Run with ``.venv/bin/python bench/model.py`` (``--first-token``: the first-token figures alone);
+figures go into docs/performance.md.
 """
 
 from __future__ import annotations
@@ -58,6 +62,8 @@ def reply(messages):
     words = _last_user_text(messages).strip().split("\\n\\n")[-1]
     if words == "a long answer please":
         return Text(["tok "] * int(sys.argv[2]))
+    if words.startswith("burst "):
+        return Text(["tok "] * int(sys.argv[2]), burst=True)
     if words.startswith("hi "):
         return Text(["hello", " there"])
     if words == "go on":
@@ -89,6 +95,7 @@ class Server:
         assert self.process.stdout is not None
         self.port = int(self.process.stdout.readline())
         self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.root = f"http://127.0.0.1:{self.port}"
 
     async def first_byte_at(self) -> float:
         """`time.monotonic()` (the same clock in every process) when the last answer began."""
@@ -121,20 +128,81 @@ async def _cursor(client: httpx.AsyncClient) -> int:
     return int(answer.json()["cursor"])
 
 
-async def first_token(client: httpx.AsyncClient, server: Server, runs: int = 15) -> list[float]:
-    gaps = []
-    for i in range(runs):
-        cursor = await _cursor(client)
-        await client.post("/turn", json={"prompt": f"hi {i}"})
-        seen_first = None
-        async for kind, _ in _events(client, cursor):
-            if kind == "text" and seen_first is None:
-                seen_first = time.monotonic()
-            if kind == "turn_ended":
-                break
-        assert seen_first is not None
-        gaps.append(seen_first - await server.first_byte_at())
-    return gaps
+APIS = {
+    "Chat Completions": 'provider = "openai"\nbase_url = "{url}"',
+    "Responses": 'provider = "openai"\napi = "responses"\nbase_url = "{url}"',
+    "Anthropic": 'provider = "anthropic"\nbase_url = "{root}"\napi_key_env = "HOME"',
+}
+"""Each API a model profile speaks, as its profile's lines (a local server takes any key)."""
+
+
+async def first_token(client: httpx.AsyncClient, server: Server, i: int) -> float:
+    """Seconds from the server writing a 5,000-chunk burst to the client's first `text`."""
+    cursor = await _cursor(client)
+    await client.post("/turn", json={"prompt": f"burst {i}"})
+    seen_first = None
+    async for kind, _ in _events(client, cursor):
+        if kind == "text" and seen_first is None:
+            seen_first = time.monotonic()
+        if kind == "turn_ended":
+            break
+    assert seen_first is not None
+    return seen_first - await server.first_byte_at()
+
+
+async def raw_first_token(server: Server, api: str) -> float:
+    """The same gap for the raw SDK of `api`, reading the whole answer."""
+    first = None
+    prompt = [{"role": "user", "content": "burst raw"}]
+    if api == "Anthropic":
+        from anthropic import AsyncAnthropic
+
+        claude = AsyncAnthropic(api_key="none", base_url=server.root, max_retries=0)
+        events = await claude.messages.create(model="fake", max_tokens=8192, messages=prompt, stream=True)  # type: ignore[arg-type]
+        async for event in events:
+            if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                first = first or time.monotonic()
+        await claude.close()
+    else:
+        from openai import AsyncOpenAI
+
+        sdk = AsyncOpenAI(api_key="none", base_url=server.url, max_retries=0)
+        if api == "Responses":
+            answer = await sdk.responses.create(model="fake", input="burst raw", stream=True)
+            async for event in answer:
+                if event.type == "response.output_text.delta":
+                    first = first or time.monotonic()
+        else:
+            stream = await sdk.chat.completions.create(model="fake", messages=prompt, stream=True)  # type: ignore[arg-type]
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    first = first or time.monotonic()
+        await sdk.close()
+    assert first is not None
+    return first - await server.first_byte_at()
+
+
+async def first_tokens(socks: dict[str, str], server: Server) -> None:
+    """The first-token figure of each API, tui beside its raw SDK, in interleaved rounds."""
+    gaps: dict[str, list[float]] = {api: [] for api in socks}
+    raws: dict[str, list[float]] = {api: [] for api in socks}
+    clients = {
+        api: httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=sock), base_url="http://w", timeout=60)
+        for api, sock in socks.items()
+    }
+    for i in range(PAIRS):
+        for api, client in clients.items():
+            gaps[api].append(await first_token(client, server, i))
+            raws[api].append(await raw_first_token(server, api))
+    for api, client in clients.items():
+        await client.post("/leave", json={})
+        await client.aclose()
+        ours, raw = statistics.median(gaps[api]), statistics.median(raws[api])
+        print(
+            f"first token, {TOKENS:,} chunks at once, {api}: server's write to the client's first text "
+            f"tui {ms(gaps[api])}; raw SDK {ms(raws[api])}; added {1000 * (ours - raw):.1f} ms, "
+            f"ratio {ours / raw:.1f}x"
+        )
 
 
 async def throughput(client: httpx.AsyncClient, server: Server) -> tuple[float, int]:
@@ -267,13 +335,6 @@ async def run(sock: str, sid: str, server: Server) -> None:
             if kind == "turn_ended":
                 break
         print(f"load average {os.getloadavg()[0]:.2f}; {PAIRS} interleaved pairs each")
-        gaps = await first_token(c, server)
-        raw_gaps = [(await raw_sdk(server))[1] for _ in range(PAIRS)]
-        added = statistics.median(gaps) - statistics.median(raw_gaps)
-        print(
-            f"first token, server's first byte to the client's first text: tui {ms(gaps)}; "
-            f"raw SDK {ms(raw_gaps)}; added {1000 * added:.1f} ms"
-        )
         ours, raws, counts = [], [], []
         for _ in range(PAIRS):
             rate, events = await throughput(c, server)
@@ -308,23 +369,46 @@ async def run(sock: str, sid: str, server: Server) -> None:
     )
 
 
+async def warm(sock: str) -> None:
+    """One turn, so that the worker has imported its provider's SDK before it is measured."""
+    async with httpx.AsyncClient(
+        transport=httpx.AsyncHTTPTransport(uds=sock), base_url="http://w", timeout=60
+    ) as c:
+        await c.post("/turn", json={"prompt": "warm up"})
+        async for kind, _ in _events(c, 0):
+            if kind == "turn_ended":
+                break
+
+
 def main() -> None:
+    only_first = "--first-token" in sys.argv[1:]
     server = Server()
     with tempfile.TemporaryDirectory(prefix="tui-bench-", dir="/tmp") as d:
         config = Path(d) / "config"
         config.mkdir()
-        (config / "config.toml").write_text(
-            f'[models.local]\nprovider = "openai"\nmodel = "fake"\nbase_url = "{server.url}"\n'
-        )
+        profiles = [f'[models.local]\nprovider = "openai"\nmodel = "fake"\nbase_url = "{server.url}"\n']
+        for i, lines in enumerate(APIS.values()):
+            profiles.append(
+                f'[models.api{i}]\nmodel = "fake"\n{lines.format(url=server.url, root=server.root)}\n'
+            )
+        (config / "config.toml").write_text("\n".join(profiles))
         os.environ["TUI_CONFIG_DIR"] = str(config)
         os.environ["TUI_STATE_DIR"] = str(Path(d) / "state")
         state = StatePaths(Path(d) / "state")
         workdir = Path(d) / "work"
         workdir.mkdir()
-        sid = create_session(state, working_directory=workdir, agent="model", model="local").id
-        car = start_worker(state, sid)
         try:
-            asyncio.run(run(car.socket, sid, server))
+            socks = {}
+            for i, api in enumerate(APIS):
+                session = create_session(state, working_directory=workdir, agent="model", model=f"api{i}")
+                socks[api] = start_worker(state, session.id).socket
+                asyncio.run(warm(socks[api]))
+            print(f"load average {os.getloadavg()[0]:.2f}; {PAIRS} interleaved rounds")
+            asyncio.run(first_tokens(socks, server))
+            if not only_first:
+                sid = create_session(state, working_directory=workdir, agent="model", model="local").id
+                car = start_worker(state, sid)
+                asyncio.run(run(car.socket, sid, server))
         finally:
             server.stop()
 

@@ -2,10 +2,11 @@
 model session offline.
 
 It serves OpenAI Chat Completions (``POST /v1/chat/completions``, SSE chunks as OpenAI sends them:
-text deltas, tool-call deltas, a usage chunk, ``[DONE]``) and Anthropic Messages (``POST
-/v1/messages``: ``message_start`` … ``message_stop``), so the providers' own SDKs run against it
-through pydantic-ai. A test scripts the replies (`FakeModelServer.script`); unscripted requests get
-the default responder's reply:
+text deltas, tool-call deltas, a usage chunk, ``[DONE]``), OpenAI Responses (``POST /v1/responses``:
+``response.created``, ``response.output_text.delta`` … ``response.completed``) and Anthropic
+Messages (``POST /v1/messages``: ``message_start`` … ``message_stop``), so the providers' own SDKs
+run against it through pydantic-ai. A test scripts the replies (`FakeModelServer.script`);
+unscripted requests get the default responder's reply:
 
 - a prompt starting with ``run `` makes a ``run_python`` call with the rest as the code;
 - a prompt starting with ``ask `` makes an ``ask_user`` call with the rest as the question;
@@ -45,6 +46,9 @@ class Text:
     """Seconds between chunks."""
     burst: bool = False
     """Send the whole answer in one write (as a fast server's chunks arrive together)."""
+    until: threading.Event | None = None
+    """When given, the chunks go in one write and the reply's end waits until this is set (a burst
+    behind the first text, held open until the client has seen it)."""
     finish: str = "stop"
     """Why it ended, in OpenAI's words (``length``, ``content_filter``); Anthropic's stream says
     it in its own (``max_tokens``, ``refusal``)."""
@@ -166,6 +170,7 @@ class FakeModelServer:
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
                 Route("/v1/messages", self._anthropic, methods=["POST"]),
+                Route("/v1/responses", self._responses, methods=["POST"]),
             ]
         )
 
@@ -238,9 +243,18 @@ class FakeModelServer:
         model = body.get("model", "fake")
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         stream = self._openai_stream(reply, model, with_usage)
+        return StreamingResponse(self._burst(reply, stream), media_type="text/event-stream")
+
+    def _burst(self, reply: Reply, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """`stream` in one write when `reply` asks for a burst, its first chunk marked as sent then."""
         if isinstance(reply, Text | Call) and reply.burst:
-            stream = _in_one_write(stream)
-        return StreamingResponse(stream, media_type="text/event-stream")
+            return self._in_one_write(stream)
+        return stream
+
+    async def _in_one_write(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        whole = b"".join([piece async for piece in stream])
+        self.first_byte_at[-1] = time.monotonic()
+        yield whole
 
     async def _openai_stream(self, reply: Reply, model: str, with_usage: bool) -> AsyncIterator[bytes]:
         created = int(time.time())
@@ -269,10 +283,8 @@ class FakeModelServer:
         if isinstance(reply, Text):
             for text in reply.thinking:
                 yield chunk({"reasoning_content": text})
-            for text in reply.chunks:
-                if reply.delay:
-                    await asyncio.sleep(reply.delay)
-                yield chunk({"content": text})
+            async for piece in _texts(reply, lambda text: chunk({"content": text})):
+                yield piece
             yield chunk({}, reply.finish)
             usage = reply.usage
         elif isinstance(reply, Call):
@@ -332,9 +344,8 @@ class FakeModelServer:
         if isinstance(reply, Fail):
             error = {"type": "error", "error": {"type": reply.kind, "message": reply.message}}
             return JSONResponse(error, status_code=reply.status, headers=reply.headers)
-        return StreamingResponse(
-            self._anthropic_stream(reply, body.get("model", "fake")), media_type="text/event-stream"
-        )
+        stream = self._anthropic_stream(reply, body.get("model", "fake"))
+        return StreamingResponse(self._burst(reply, stream), media_type="text/event-stream")
 
     async def _anthropic_stream(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
         def event(name: str, data: dict[str, Any]) -> bytes:
@@ -387,12 +398,14 @@ class FakeModelServer:
             yield event(
                 "content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}}
             )
-            for text in texts:
-                if isinstance(reply, Text) and reply.delay:
-                    await asyncio.sleep(reply.delay)
-                yield event(
+
+            def delta(text: str, index: int = index) -> bytes:
+                return event(
                     "content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": text}}
                 )
+
+            async for piece in _texts(reply, delta, texts):
+                yield piece
             if isinstance(reply, Drop):
                 raise ConnectionResetError("the fake server cut the connection")
             if isinstance(reply, Hang):
@@ -419,13 +432,161 @@ class FakeModelServer:
         )
         yield event("message_stop", {})
 
+    # --- OpenAI Responses --------------------------------------------------------------------------
+    async def _responses(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        given = body.get("input")
+        messages = [{"role": "user", "content": given}] if isinstance(given, str) else given or []
+        reply = self._next([_as_message(item) for item in messages if isinstance(item, dict)])
+        if isinstance(reply, Fail):
+            error = {"error": {"message": reply.message, "type": reply.kind, "code": None}}
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
+        stream = self._responses_stream(reply, body.get("model", "fake"))
+        return StreamingResponse(self._burst(reply, stream), media_type="text/event-stream")
 
-async def _in_one_write(stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield b"".join([piece async for piece in stream])
+    async def _responses_stream(self, reply: Reply, model: str) -> AsyncIterator[bytes]:
+        sequence = 0
+
+        def event(name: str, data: dict[str, Any]) -> bytes:
+            nonlocal sequence
+            sequence += 1
+            payload = {"type": name, "sequence_number": sequence, **data}
+            return f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
+
+        def response(
+            status: str, output: list[dict[str, Any]], usage: tuple[int, int] | None
+        ) -> dict[str, Any]:
+            return {
+                "id": "resp_fake",
+                "object": "response",
+                "created_at": int(time.time()),
+                "model": model,
+                "status": status,
+                "output": output,
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+                "tools": [],
+                "error": None,
+                "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
+                "usage": None
+                if usage is None
+                else {
+                    "input_tokens": usage[0],
+                    "output_tokens": usage[1],
+                    "total_tokens": sum(usage),
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0},
+                },
+            }
+
+        self.first_byte_at.append(time.monotonic())
+        yield event("response.created", {"response": response("in_progress", [], None)})
+        output: list[dict[str, Any]] = []
+        texts: list[str] = []
+        if isinstance(reply, Text | Drop | Hang | Broken):
+            texts = reply.chunks
+        elif isinstance(reply, Call):
+            texts = reply.chunks or ([reply.text] if reply.text else [])
+        if texts:
+            item = {
+                "id": "msg_fake",
+                "type": "message",
+                "role": "assistant",
+                "status": "in_progress",
+                "content": [],
+            }
+            at = {"item_id": "msg_fake", "output_index": 0, "content_index": 0}
+            yield event("response.output_item.added", {"output_index": 0, "item": item})
+            part = {"type": "output_text", "text": "", "annotations": []}
+            yield event("response.content_part.added", {**at, "part": part})
+
+            def delta(text: str) -> bytes:
+                return event("response.output_text.delta", {**at, "delta": text, "logprobs": []})
+
+            async for piece in _texts(reply, delta, texts):
+                yield piece
+            if isinstance(reply, Drop):
+                raise ConnectionResetError("the fake server cut the connection")
+            if isinstance(reply, Hang):
+                await asyncio.sleep(3600)
+            if isinstance(reply, Broken):
+                yield event("error", {"code": "server_error", "message": reply.message, "param": None})
+                return
+            whole = "".join(texts)
+            yield event("response.output_text.done", {**at, "text": whole, "logprobs": []})
+            part = {"type": "output_text", "text": whole, "annotations": []}
+            yield event("response.content_part.done", {**at, "part": part})
+            item = {**item, "status": "completed", "content": [part]}
+            yield event("response.output_item.done", {"output_index": 0, "item": item})
+            output.append(item)
+        if isinstance(reply, Call):
+            index = len(output)
+            arguments = json.dumps(reply.args)
+            call = {
+                "id": "fc_fake",
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": reply.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+            yield event("response.output_item.added", {"output_index": index, "item": call})
+            half = max(1, len(arguments) // 2)
+            for i in range(0, len(arguments), half):
+                piece = {"item_id": "fc_fake", "output_index": index, "delta": arguments[i : i + half]}
+                yield event("response.function_call_arguments.delta", piece)
+            done = {"item_id": "fc_fake", "output_index": index, "arguments": arguments, "name": reply.name}
+            yield event("response.function_call_arguments.done", done)
+            call = {**call, "arguments": arguments, "status": "completed"}
+            yield event("response.output_item.done", {"output_index": index, "item": call})
+            output.append(call)
+        usage = reply.usage if isinstance(reply, Text | Call) else (1, 0)
+        status = "incomplete" if isinstance(reply, Text) and reply.finish == "length" else "completed"
+        name = "response.incomplete" if status == "incomplete" else "response.completed"
+        yield event(name, {"response": response(status, output, usage)})
+
+
+def _as_message(item: dict[str, Any]) -> dict[str, Any]:
+    """A Responses input item as a Chat message (for the responder): a tool's output as a tool
+    result, a message's ``input_text`` parts as text."""
+    if item.get("type") == "function_call_output":
+        return {"role": "tool", "content": str(item.get("output", ""))}
+    content = item.get("content")
+    if isinstance(content, list):
+        content = [
+            {"type": "text", "text": part.get("text", "")}
+            if isinstance(part, dict) and "text" in part
+            else part
+            for part in content
+        ]
+    return {"role": item.get("role", "user"), "content": content}
+
+
+async def _texts(
+    reply: Reply, piece: Callable[[str], bytes], texts: list[str] | None = None
+) -> AsyncIterator[bytes]:
+    """The SSE bytes of `reply`'s text chunks (`texts`, else its `chunks`), one `piece` each: with
+    its delay between them, or (`Text.until`) all in one write, the stream going on only once the
+    event is set."""
+    texts = reply.chunks if texts is None else texts
+    until = reply.until if isinstance(reply, Text) else None
+    if until is not None:
+        yield b"".join(piece(text) for text in texts)
+        await asyncio.to_thread(until.wait)
+        return
+    delay = reply.delay if isinstance(reply, Text) else 0.0
+    for text in texts:
+        if delay:
+            await asyncio.sleep(delay)
+        yield piece(text)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="a fake OpenAI / Anthropic model server on 127.0.0.1")
+    parser = argparse.ArgumentParser(
+        description="a fake OpenAI (Chat Completions, Responses) / Anthropic model server on 127.0.0.1"
+    )
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
     server = FakeModelServer()
