@@ -17,6 +17,7 @@ from client.helpers import tui
 from helpers import wait_until
 
 from tui.access.local import LocalAccess
+from tui.link.forking import process_runs
 from tui.store import is_live
 
 from .conftest import Worker
@@ -28,14 +29,6 @@ def _one_line(out: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, out.stderr[-3000:]
     assert "still starting" not in lines[0], lines[0]
     return lines[0]
-
-
-def _runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_a_worker_whose_socket_was_deleted_is_named_and_stop_ends_it(worker: Worker) -> None:
@@ -106,7 +99,9 @@ def test_a_read_only_state_dir_is_one_line(
 
 async def test_a_deleted_state_dir_is_named_and_its_worker_leaves(worker: Worker, state_dir: Path) -> None:
     shutil.rmtree(state_dir / "sessions")
-    await asyncio.to_thread(wait_until, lambda: not _runs(worker.sidecar.pid), "the orphaned worker to leave")
+    await asyncio.to_thread(
+        wait_until, lambda: not process_runs(worker.sidecar.pid), "the orphaned worker to leave"
+    )
     out = await asyncio.to_thread(tui, "send", worker.session_id[:8], "print(2)")
     assert out.returncode == 1, out.stderr
     assert "was it deleted?" in _one_line(out)

@@ -76,7 +76,7 @@ class Forked:
             while b"\n" not in self._buffer:
                 chunk = self._conn.recv(4096)
                 if not chunk:  # the forking process went away: the worker's end is not known
-                    if not _runs(self.pid):
+                    if not process_runs(self.pid):
                         self.returncode = -1
                     return
                 self._buffer += chunk
@@ -97,7 +97,8 @@ class Forked:
         return self.returncode
 
 
-def _runs(pid: int) -> bool:
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` exists (a zombie counts: it is reaped by whoever started it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from tui.errors import WorkerStarting, WorkerUnavailable, os_error
-from tui.link.forking import FORK_FROM, forked, start_forker
+from tui.link.forking import FORK_FROM, forked, process_runs, start_forker
 from tui.protocol.ids import short_id
 from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
@@ -83,17 +83,6 @@ def _answers_info(sock_path: str, timeout: float) -> bool:
     except OSError:
         return False
     return head.startswith(b"HTTP/1.1 200")
-
-
-def _runs(pid: int) -> bool:
-    """Whether process `pid` exists (a zombie counts: it is reaped by whoever started it)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _is_socket(path: str) -> bool:
@@ -313,7 +302,7 @@ def wait_for_bridge(
                 f"no worker is running for session {short_id(session_id)}; "
                 f"`tui attach {short_id(session_id)}` starts one"
             )
-        serving = ours and car is not None and _runs(car.pid)
+        serving = ours and car is not None and process_runs(car.pid)
         if serving and car is not None and not _is_socket(car.socket):
             # The worker writes its sidecar only once its bridge listens: it runs, and the
             # socket file was deleted under it. Waiting would not bring it back.
