@@ -1,5 +1,7 @@
 """`tui acp` figures: a turn through an editor's ACP connection beside `tui send --wait`, and
-`session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s); and a
+`session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s) beside
+`json.loads` of the same journal's lines, five interleaved rounds, medians and the median of the
+rounds' ratios; and a
 fresh `tui acp` (start, ``initialize``, ``session/new``, one turn) beside ``tui send --new
 PROMPT --wait`` (start, a new session, one turn), in interleaved rounds, medians and the median
 of the rounds' ratios.
@@ -12,6 +14,7 @@ end. The figures go into the "Editors (tui acp)" section of docs/performance.md.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import statistics
@@ -19,11 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import acp
 
 TURNS = 1000
+LOADS = 5
+"""`session/load` rounds, each beside a `json.loads` of the journal."""
 
 
 class Quiet:
@@ -75,15 +81,30 @@ async def editor_figures(sid: str, env: dict[str, str], cwd: str) -> list[tuple[
                 f"{took[10] * 1000:.1f} ms",
             )
         )
-        before = client.updates
-        t0 = time.perf_counter()
-        await conn.load_session(cwd=cwd, session_id=sid)
-        load = time.perf_counter() - t0
-        told = client.updates - before
+        journal = Path(cwd) / "sessions" / sid / "journal.jsonl"
+        loads, parses, told = [], [], 0
+        for _ in range(LOADS):  # interleaved with json.loads of the same journal's lines
+            t0 = time.perf_counter()
+            with journal.open("rb") as lines:
+                events = [json.loads(line) for line in lines]
+            parses.append(time.perf_counter() - t0)
+            before = client.updates
+            t0 = time.perf_counter()
+            await conn.load_session(cwd=cwd, session_id=sid)
+            loads.append(time.perf_counter() - t0)
+            told = client.updates - before
+        load, parse = statistics.median(loads), statistics.median(parses)
+        ratio = statistics.median(a / b for a, b in zip(loads, parses, strict=True))
+        rows.append(
+            (
+                f"`json.loads` of the session's {len(events):,} journal lines, median of {LOADS}",
+                f"{parse * 1000:.1f} ms",
+            )
+        )
         rows.append(
             (
                 f"session/load of a {TURNS:,}-turn session: the whole journal replayed, then the answer",
-                f"{load * 1000:.0f} ms ({told:,} updates, {told / load:,.0f}/s)",
+                f"{load * 1000:.0f} ms ({told:,} updates, {told / load:,.0f}/s); ratio {ratio:.1f}x",
             )
         )
     return rows

@@ -45,6 +45,8 @@ class Editor:
     stderr: Path
     conn: Any = None
     updates: list[tuple[str, Any]] = field(default_factory=list)
+    wire: list[dict[str, Any]] = field(default_factory=list)
+    """Each ``session/update`` message as it came on the wire."""
     asked: list[Asked] = field(default_factory=list)
     forms: list[Asked] = field(default_factory=list)
     """The forms (``elicitation/create``) the editor received: `answer` takes the text."""
@@ -93,7 +95,9 @@ class Editor:
     def observe(self, event: StreamEvent) -> None:
         message = event.message
         if event.direction is StreamDirection.INCOMING:
-            if message.get("method") == "$/cancel_request":
+            if message.get("method") == "session/update":
+                self.wire.append(message)
+            elif message.get("method") == "$/cancel_request":
                 self.cancelled.append((message.get("params") or {}).get("requestId"))
                 self.changed.set()
             elif "method" in message and "id" in message:

@@ -125,3 +125,67 @@ def test_acp_loaded_for_tui_acp_validates_and_dumps_as_the_package_does() -> Non
     deferred, plain = run("deferred"), run("plain")
     assert deferred.pop("deferred") is True and plain.pop("deferred") is False
     assert deferred == plain and plain["error"]
+
+
+def test_a_notifications_params_are_the_packages_dump_and_a_batch_is_its_lines() -> None:
+    """`notification` (a ``session/update`` built without the package's notification model) and
+    `EditorLines.send_many` (a load's replay in one write) put on the wire exactly what the
+    package's model and one ``json.dumps`` line per message gave, for every kind of update."""
+    import asyncio
+    import json
+
+    from tui.editor.face import _dump, notification
+    from tui.editor.lines import EditorLines
+    from tui.editor.shapes import updates_of_settings
+    from tui.protocol import AgentInfo, Info, Note, Plan, TextChunk, Thinking, ToolEnded, ToolUpdated
+    from tui.protocol.events import AgentCommand, Diff, PlanEntry
+
+    shaper = Shaper()
+    events = [
+        TurnStarted(seq=1, turn_id="t", prompt="héllo ✓", origin="user", by=By(kind="owner")),
+        TextChunk(seq=2, turn_id="t", text='a "reply"\n'),
+        Thinking(seq=3, turn_id="t", text="hmm"),
+        Plan(seq=4, turn_id="t", entries=[PlanEntry(content="step", status="pending")]),
+        ToolStarted(seq=5, turn_id="t", call_id="c", name="edit", args={"path": "a"}, locations=["a"]),
+        ToolUpdated(seq=6, turn_id="t", call_id="c", output="out", diffs=[Diff(path="a", old="x", new="y")]),
+        ToolOutput(seq=7, turn_id="t", call_id="c", text="more"),
+        ToolEnded(seq=8, turn_id="t", call_id="c", status="completed", value="42"),
+        TurnEnded(seq=9, turn_id="t", outcome="failed", error="boom"),
+        Note(seq=10, text="a note"),
+    ]
+    updates = [u for e in events for u in shaper.updates(e)]
+    said = AgentInfo(seq=11, commands=[AgentCommand(name="go", description="go on")], mode="ask")
+    updates += updates_of_settings(
+        said, Info(version="0", session_id="s", epoch=1, agent="tester", models=["m1", "m2"])
+    )[1]
+    assert len({u.session_update for u in updates}) >= 9
+    for update in updates:
+        note = schema.SessionNotification(session_id="s", update=update)
+        assert json.dumps(notification("s", update)) == json.dumps(_dump(note))
+
+    class Pipe:
+        def __init__(self) -> None:
+            self.data = b""
+
+        def write(self, data: bytes) -> None:
+            self.data += data
+
+        async def drain(self) -> None:
+            pass
+
+    messages = [
+        {"jsonrpc": "2.0", "method": "session/update", "params": notification("s", u)} for u in updates
+    ]
+    one, many = Pipe(), Pipe()
+
+    async def send() -> None:
+        for message in messages:
+            await EditorLines(None, one).send(message)  # type: ignore[arg-type]
+        await EditorLines(None, many).send_many(messages)  # type: ignore[arg-type]
+
+    asyncio.run(send())
+    assert (
+        many.data
+        == one.data
+        == b"".join((json.dumps(m, separators=(",", ":")) + "\n").encode() for m in messages)
+    )

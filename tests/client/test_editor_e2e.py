@@ -112,6 +112,37 @@ async def test_load_replays_the_whole_session_then_follows_a_turn_sent_from_else
         assert answer.stop_reason == "end_turn" and "I remember 3 prompts" in ed.said(sid)
 
 
+async def test_a_load_replays_the_same_updates_an_editor_following_live_was_sent(acp_tester: Path) -> None:
+    """A load sends its replay in batches (one write each), built without the per-update models
+    of a live update: what the editor reads is the same, message for message, as what an editor
+    following the session live read of the same turns (a prompt, a reply, a thought, a plan, a
+    tool call and its updates with a diff, another client's prompt named)."""
+    (acp_tester / "notes.txt").write_text("first\n")
+    made = tui("send", "--new", "--agent", "tester", "hello", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    async with editor() as live:
+        await live.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await live.conn.resume_session(cwd=str(acp_tester), session_id=sid)
+        for prompt in ("edit the notes", "recall"):
+            code, _, err = await _tui("send", sid, prompt, "--wait")
+            assert code == 0, err
+        await live.until(lambda: "I remember" in live.said(sid), "the live turns")
+        assert {m["params"]["update"]["sessionUpdate"] for m in live.wire} >= {
+            "user_message_chunk",
+            "agent_message_chunk",
+            "agent_thought_chunk",
+            "plan",
+            "tool_call",
+            "tool_call_update",
+        }
+    async with editor() as loaded:
+        await loaded.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await loaded.conn.load_session(cwd=str(acp_tester), session_id=sid)
+    assert len(loaded.wire) > len(live.wire)
+    assert loaded.wire[-len(live.wire) :] == live.wire
+
+
 async def test_resume_follows_without_replaying_and_close_leaves_the_session(acp_tester: Path) -> None:
     made = tui("send", "--new", "--agent", "tester", "hello", "--wait")
     assert made.returncode == 0, made.stderr

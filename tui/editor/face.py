@@ -71,6 +71,9 @@ _ASKING = (CLIENT_METHODS["session_request_permission"], CLIENT_METHODS["elicita
 """The requests that ask the editor a question."""
 _ELICITED: TypeAdapter[schema.CreateElicitationResponse] = TypeAdapter(schema.CreateElicitationResponse)
 
+BACKLOG = 512
+"""The most replayed ``session/update``s held for one write."""
+
 CANCEL_REQUEST = "$/cancel_request"
 """ACP's notification that withdraws a request the editor has not answered."""
 
@@ -103,6 +106,9 @@ class EditorSession:
         self.until = 0
         """The journal's seq a load replays up to before it answers."""
         self.failure: TuiError | None = None
+        self.backlog: list[dict[str, Any]] = []
+        """The ``session/update``s of a load's replay not sent yet: sent together, in one write,
+        as soon as nothing more has arrived to replay (or `BACKLOG` of them wait)."""
         self._pump: asyncio.Task[None] | None = None
 
     # --- following -------------------------------------------------------------------------------
@@ -118,7 +124,11 @@ class EditorSession:
             hold_until = 0.0
             while True:
                 within = max(0.0, hold_until - time.monotonic()) if self.shaper.held else None
+                if self.backlog:
+                    within = 0.0  # what already arrived joins the backlog; then it goes
                 item = await self.watch.step(within)
+                if item is None and self.backlog:
+                    await self._flush()
                 if item is not None and not isinstance(item, (Live, Reconnecting, Gone)):
                     held = self.shaper.held
                     await self._tell_event(item)
@@ -128,6 +138,7 @@ class EditorSession:
                     # Nothing came to end the held piece's line: it goes as it is.
                     await self._tell(self.shaper.flush())
                 if not self.live.is_set() and self.watch.session.last_seq >= self.until:
+                    await self._flush()
                     self.live.set()
                 self._settle()
                 if self.live.is_set():
@@ -138,6 +149,8 @@ class EditorSession:
             self.failure = exc
         except Exception as exc:  # the follower's own failure: each waiting prompt says it
             self.failure = TuiError(f"following session {short_id(self.id)} failed: {exc}")
+        with contextlib.suppress(Exception):
+            await self._flush()
         self.live.set()
         for future in self.pending.values():
             if not future.done():
@@ -161,8 +174,21 @@ class EditorSession:
         await self._tell(updates)
 
     async def _tell(self, updates: list[Update]) -> None:
-        for update in updates:
-            await self.face.tell(self.id, update)
+        """Tell the editor `updates`: at once when live, else (a load's replay) into the backlog."""
+        if self.live.is_set():
+            await self._flush()
+            for update in updates:
+                await self.face.tell(self.id, update)
+            return
+        self.backlog.extend(notification(self.id, update) for update in updates)
+        if len(self.backlog) >= BACKLOG:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        """Send the backlog, in one write."""
+        if self.backlog:
+            backlog, self.backlog = self.backlog, []
+            await self.face.tell_many(backlog)
 
     def _settle(self) -> None:
         """Answer each prompt whose turn ended (or that waits in a held queue)."""
@@ -341,6 +367,7 @@ class EditorSession:
         if not task.done():
             await self.face.withdraw(event.question_id)
             task.cancel()
+        await self._flush()
         await self.face.tell(self.id, acp.update_agent_message_text(f"\n({resolved_text(event)})\n"))
 
     # --- settings --------------------------------------------------------------------------------
@@ -406,6 +433,8 @@ class EditorFace:
         self.elicits = False
         """Whether the editor said it fills forms (``elicitation.form``)."""
         self.conn: Connection | None = None
+        self.lines: EditorLines | None = None
+        """The editor's stdin and stdout, which `conn` speaks on (`tell_many` writes there)."""
         self.sessions: dict[str, EditorSession] = {}
         self._requests: dict[str, Any] = {}
         """The JSON-RPC id of each permission request sent, by question id."""
@@ -414,9 +443,25 @@ class EditorFace:
     async def tell(self, session_id: str, update: Update) -> None:
         """One ``session/update`` to the editor."""
         assert self.conn is not None
-        note = schema.SessionNotification(session_id=session_id, update=update)
         with contextlib.suppress(ConnectionError):
-            await self.conn.send_notification(CLIENT_METHODS["session_update"], _dump(note))
+            await self.conn.send_notification(
+                CLIENT_METHODS["session_update"], notification(session_id, update)
+            )
+
+    async def tell_many(self, notes: list[dict[str, Any]]) -> None:
+        """``session/update``s (`notification`'s) to the editor in order, in one write on stdout.
+
+        Their messages pass none of the connection's observers: `seen` looks at questions only.
+        """
+        if self.lines is None:  # not on stdio: one at a time, through the connection
+            assert self.conn is not None
+            for note in notes:
+                with contextlib.suppress(ConnectionError):
+                    await self.conn.send_notification(CLIENT_METHODS["session_update"], note)
+            return
+        method = CLIENT_METHODS["session_update"]
+        with contextlib.suppress(ConnectionError):
+            await self.lines.send_many([{"jsonrpc": "2.0", "method": method, "params": n} for n in notes])
 
     async def ask(
         self,
@@ -643,6 +688,13 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+def notification(session_id: str, update: Update) -> dict[str, Any]:
+    """The params of a ``session/update``: what dumping `acp.schema.SessionNotification` of
+    `update` gives (its fields in that order, no ``_meta``), without building and validating the
+    notification again around an update tui built."""
+    return {"sessionId": session_id, "update": _dump(update)}
+
+
 async def serve(
     access: SessionAccess,
     *,
@@ -659,9 +711,10 @@ async def serve(
 
     face = EditorFace(access, agent=agent, model=model, client_id=client_id, images=images, redact=redact)
     reader, writer = await stdio_streams(limit=2**20)
+    face.lines = EditorLines(reader, writer)  # every bad line answered with a JSON-RPC error
     conn = Connection(
         build_agent_router(face, use_unstable_protocol=True),  # type: ignore[arg-type]
-        EditorLines(reader, writer),  # every bad line answered with a JSON-RPC error
+        face.lines,
         observers=[face.seen],
         listening=False,
     )

@@ -30,6 +30,8 @@ MAX_DEPTH = 64
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 _READ = 1 << 16
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+"""A message as one line of JSON (what ``json.dumps(message, separators=(",", ":"))`` gives)."""
 
 
 class BadLine(Exception):
@@ -120,7 +122,13 @@ class EditorLines:
         self._lock = asyncio.Lock()
 
     async def send(self, message: dict[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        await self.send_many([message])
+
+    async def send_many(self, messages: list[dict[str, Any]]) -> None:
+        """Send `messages` in order as one write (one drain): a load's replayed updates."""
+        if not messages:
+            return
+        data = "".join([_ENCODE(m) + "\n" for m in messages]).encode("utf-8")
         async with self._lock:
             self._writer.write(data)
             await self._writer.drain()
