@@ -787,6 +787,25 @@ class TestCommands:
             await pilot.press("shift+tab")
             assert app.focused is app.session.prompt
 
+    async def test_enter_typed_fast_sends_the_text_not_a_completion_of_an_earlier_one(
+        self, until: Until
+    ) -> None:
+        """Keys typed fast (a paste, tmux send-keys) arrive before the completions follow them:
+        Enter after "/queue print(1)" sends it, not the "/queue " offered for "/qu"."""
+        link = WorkerLink()
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            await pilot.press(*"/qu")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            # As a terminal delivers a paste: every key queued before the prompt handles one.
+            prompt = app.session.prompt
+            for char in "eue print(1)":
+                prompt.post_message(events.Key(char, char))
+            prompt.post_message(events.Key("enter", "\r"))
+            await until(pilot, lambda: any(r.route == "turn" for r in link.requests))
+            assert app.session.prompt.text == ""
+
     async def test_at_path_completes_files_for_a_local_session(self, until: Until, tmp_path: Path) -> None:
         (tmp_path / "notes.md").write_text("x")
         link = WorkerLink(paths_complete=True)

@@ -87,6 +87,11 @@ class PromptArea(TextArea):
             if box is not None:
                 box.complete_now(self.text, forward=event.key == "tab")
             return
+        if box is not None and box.completing and box.offered_for != self.text:
+            # Keys typed fast (a paste, tmux send-keys) arrive before `Changed`: the completions
+            # shown are those of an earlier text ("/re" → /resume), and Enter must not take one
+            # for "/rewind 1". Offer what completes the text as it is now first.
+            box.refresh_completions(self.text)
         if (
             box is not None
             and box.completing
@@ -176,6 +181,8 @@ class PromptBox(Vertical):
         self.modes: list[AgentChoice] = []
         """The modes an ACP agent offers: ``/mode`` takes them."""
         self._words: list[str] = []
+        self.offered_for: str | None = None
+        """The text the completions shown were made for."""
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="completions")
@@ -194,6 +201,7 @@ class PromptBox(Vertical):
 
     def refresh_completions(self, text: str) -> None:
         """Offer what completes `text`."""
+        self.offered_for = text
         options: list[Option] = []
         self._words = []
         commands = [c for c in complete(text) if c.name != "/mode" or self.modes]  # an agent's modes
