@@ -27,6 +27,7 @@ from tui.protocol.events import Option
 from tui.store import Journal, SessionRecord, StatePaths, save_session
 from tui.store.index import INDEX_FILE, Indexer, SearchIndex, find
 from tui.store.index_query import Query
+from tui.store.index_texts import texts_of
 
 
 def _session(
@@ -301,3 +302,20 @@ def test_a_record_is_looked_at_again_when_saved_or_when_its_journal_changed(stat
         _turn(j, "u2", "print('narwhal')", "narwhal")
     assert {h.title for h in find(state, "narwhal").hits} == {"renamed by hand"}
     assert get_session(state, A).status == "archived"
+
+
+def test_a_calls_arguments_are_words_of_their_own() -> None:
+    """``ask(question='Ship it?', options=[…])``: two arguments' words never join into one."""
+    events = [
+        {"type": "turn_started", "turn_id": "t", "prompt": "p"},
+        {
+            "type": "tool_started",
+            "turn_id": "t",
+            "call_id": "c",
+            "name": "ask",
+            "args": {"a": "ship", "b": "it"},
+        },
+        {"type": "turn_ended", "turn_id": "t", "outcome": "completed", "reply": ""},
+    ]
+    (tool,) = [t for t in texts_of(events) if t.where == "tool"]
+    assert tool.text.split() == ["ship", "it"]

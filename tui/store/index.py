@@ -54,7 +54,7 @@ log = logging.getLogger("tui.store.index")
 
 INDEX_FILE = "index.sqlite"
 """The index's file in the state dir (with its ``-wal`` and ``-shm``)."""
-SCHEMA = 1
+SCHEMA = 2
 """Bumped when what is indexed changes: an index of another schema is rebuilt."""
 BLOCK = 8 << 20
 """Bytes of journal read at once; a long journal is indexed in one transaction per block."""

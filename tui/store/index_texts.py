@@ -109,7 +109,8 @@ def texts_of(events: list[dict[str, Any]]) -> list[Text]:
             call = as_str(get("call_id"))
             names[call] = as_str(get("name"))
             args = get("args") or {}
-            head = [as_str(v) for v in args.values()] if isinstance(args, dict) else [as_str(args)]
+            # One argument a line, as a call's updates add theirs: two arguments' words never join.
+            head = [as_str(v) + "\n" for v in args.values()] if isinstance(args, dict) else [as_str(args)]
             tools[call] = [*head, as_str(get("title")), "\n"]
         elif typ == "turn_started":
             out.append(Text("prompt", "", as_str(get("prompt"))))
