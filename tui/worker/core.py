@@ -376,19 +376,22 @@ class SessionWorker:
             write_atomic(target, data)
         return ImageRef(file=file, name=name or file)
 
+    def _doing(self) -> bool:
+        """Whether the session is doing something: a turn running, a question or a queue waiting,
+        a child followed."""
+        children = self.control.children
+        return bool(
+            self.control.running
+            or self.writer.state.question is not None
+            or self.writer.state.queue
+            or (children is not None and children.following)
+        )
+
     def idle_for(self) -> float:
         """Seconds with no turn, no question, no queue, no open stream, no child followed and no
         event; 0 when busy."""
         now = time.monotonic()
-        children = self.control.children
-        busy = (
-            self.control.running
-            or self.writer.state.question is not None
-            or self.writer.state.queue
-            or len(self.writer.hub)
-            or (children is not None and children.following)
-        )
-        if busy or self.writer.behind:
+        if self._doing() or len(self.writer.hub) or self.writer.behind:
             self.writer.last_activity = now
             return 0.0
         return now - self.writer.last_activity
@@ -398,14 +401,7 @@ class SessionWorker:
         child followed, an event written); 0 when busy. Unlike `idle_for`, a client attached
         with nothing to do does not count: it is what ``tui sessions`` shows as IDLE."""
         now = time.monotonic()
-        children = self.control.children
-        busy = (
-            self.control.running
-            or self.writer.state.question is not None
-            or self.writer.state.queue
-            or (children is not None and children.following)
-        )
-        if busy or self.writer.behind:
+        if self._doing() or self.writer.behind:
             self._busy_at = now
             return 0.0
         return now - max(self._busy_at, self.writer.last_event)
