@@ -134,8 +134,8 @@ def test_a_notifications_params_are_the_packages_dump_and_a_batch_is_its_lines()
     import asyncio
     import json
 
-    from tui.editor.face import _dump, notification
     from tui.editor.lines import EditorLines
+    from tui.editor.session import dump, notification
     from tui.editor.shapes import updates_of_settings
     from tui.protocol import AgentInfo, Info, Note, Plan, TextChunk, Thinking, ToolEnded, ToolUpdated
     from tui.protocol.events import AgentCommand, Diff, PlanEntry
@@ -161,7 +161,7 @@ def test_a_notifications_params_are_the_packages_dump_and_a_batch_is_its_lines()
     assert len({u.session_update for u in updates}) >= 9
     for update in updates:
         note = schema.SessionNotification(session_id="s", update=update)
-        assert json.dumps(notification("s", update)) == json.dumps(_dump(note))
+        assert json.dumps(notification("s", update)) == json.dumps(dump(note))
 
     class Pipe:
         def __init__(self) -> None:

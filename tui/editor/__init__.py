@@ -2,7 +2,8 @@
 
 Its sessions are tui sessions (this machine's, or a remote's through `tui.access`); each one is
 followed through a `SessionWatch`, and what the session says is told to the editor as ACP
-``session/update`` notifications (`tui.editor.shapes`). `tui.editor.face` is the ACP agent side.
+``session/update`` notifications (`tui.editor.shapes`) by an `EditorSession` (`tui.editor.session`).
+`tui.editor.face` is the ACP agent side.
 """
 
 from __future__ import annotations
