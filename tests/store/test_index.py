@@ -25,9 +25,10 @@ from tui.protocol import (
 )
 from tui.protocol.events import Option
 from tui.store import Journal, SessionRecord, StatePaths, save_session
-from tui.store.index import INDEX_FILE, Indexer, SearchIndex, find
+from tui.store.index import INDEX_FILE, SearchIndex, find
 from tui.store.index_query import Query
 from tui.store.index_texts import texts_of
+from tui.store.index_worker import Indexer
 
 
 def _session(

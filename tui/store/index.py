@@ -12,9 +12,10 @@ the words (a journal rewritten by hand) is dropped there.
 A turn is indexed once it ended, its texts joined as the reader sees them (a tool's output whole,
 not piece by piece: a word cut between two pieces is found). Each session's row says how far its
 journal is indexed (``upto``, at a turn's start when a turn is still open) and which file it is
-(its inode): the worker indexes its journal at each turn's end, in a thread (`Indexer`), and every
-search first catches up each session whose journal grew, was replaced, or is new (sessions
-written by an older worker or by hand), so deleting the file only costs a rebuild.
+(its inode): the worker indexes its journal at each turn's end, in a thread (`Indexer`, in
+`tui.store.index_worker`), and every search first catches up each session whose journal grew, was
+replaced, or is new (sessions written by an older worker or by hand), so deleting the file only
+costs a rebuild.
 
 Many processes write it (each worker, each search): WAL mode, a busy timeout, and one short
 transaction per session (or per few MiB of a long journal).
@@ -29,7 +30,6 @@ import logging
 import os
 import re
 import sqlite3
-import threading
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -43,7 +43,6 @@ from tui.store.paths import StatePaths, is_session_id
 
 __all__ = [
     "INDEX_FILE",
-    "Indexer",
     "SearchIndex",
     "find",
     "find_in",
@@ -60,14 +59,9 @@ BLOCK = 8 << 20
 """Bytes of journal read at once; a long journal is indexed in one transaction per block."""
 BUSY = 10.0
 """Seconds a writer waits for another's transaction."""
-GATHER = 0.25
-"""Seconds a worker's indexer waits after a turn's end for more to index in the same go."""
 PREFIX_MOST = 32
 """Words a prefix may start that a search asks for one by one (`SearchIndex._words`); more are
 left to FTS5's prefix query."""
-WORKER_MOST = 16 << 20
-"""Bytes of journal a worker indexes itself at most: a longer backlog (a long session an older
-worker wrote) is left to the next search, in its own process, not to the worker's thread."""
 
 _Row = tuple[int, int, int, str, str, int, int, int, str]
 """A text as inserted: (rowid, session's number, turn, kind, name, start, stop, k, text)."""
@@ -640,68 +634,3 @@ def remove_index(state: StatePaths) -> None:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(str(state.root / INDEX_FILE) + suffix)
-
-
-class Indexer:
-    """A worker's indexing of its session: told at each turn's end, it indexes in a thread of its
-    own, so the journal's writer never waits for the index.
-
-    Args:
-        state: the state dir.
-        session_id: the worker's session.
-    """
-
-    def __init__(self, state: StatePaths, session_id: str) -> None:
-        self.state = state
-        self.session_id = session_id
-        self._due = threading.Event()
-        self._woken = threading.Event()
-        """Set only to end a gathering wait early (`stop`)."""
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.runs = 0
-        """How many times it indexed (for tests)."""
-        self.most = WORKER_MOST
-        """The longest backlog it indexes itself (`WORKER_MOST`)."""
-        self.idle = threading.Event()
-        """Set while nothing is due and nothing runs."""
-        self.idle.set()
-
-    def poke(self) -> None:
-        """Something worth finding was written: index it soon (never waits)."""
-        self.idle.clear()
-        self._due.set()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tui-index", daemon=True)
-            self._thread.start()
-
-    def stop(self) -> None:
-        """No more indexing after the current run (what is left is caught up by the next search)."""
-        self._stopping = True
-        self._due.set()
-        self._woken.set()
-
-    def _run(self) -> None:
-        index: SearchIndex | None = None
-        try:
-            while True:
-                self._due.wait()
-                if self._stopping:
-                    break
-                # What ends within `GATHER` is indexed in one go: a burst of short turns costs
-                # one transaction, not one each, and the writer's thread is left alone meanwhile.
-                self._woken.wait(GATHER)
-                self._due.clear()
-                try:
-                    if index is None:
-                        index = SearchIndex(self.state)
-                    index.index_session(self.session_id, most=self.most)
-                    self.runs += 1
-                except (sqlite3.Error, OSError) as exc:
-                    log.warning("the search index was not updated (%s); the next search catches it up", exc)
-                if not self._due.is_set():
-                    self.idle.set()
-        finally:
-            if index is not None:
-                index.close()
-            self.idle.set()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from tui.protocol import Event
 from tui.protocol.state import SessionState
 from tui.store import SessionPaths, StatePaths
-from tui.store.index import Indexer
+from tui.store.index_worker import Indexer
 from tui.worker.writer import Listener
 
 __all__ = ["INDEXED_AFTER", "keep_index"]
