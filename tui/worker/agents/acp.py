@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import logging
 import mimetypes
 import os
@@ -48,6 +47,7 @@ from tui.worker.agent import (
 from tui.worker.agents import register
 from tui.worker.agents._calls import ToolCalls
 from tui.worker.agents._client import _Client, _sources
+from tui.worker.agents._kept import FORK_FILE, STATE_FILE, Kept, fork_told
 from tui.worker.agents._process import AgentProcess, group_of_session, spawn_agent
 from tui.worker.agents._reach import AgentFiles, confinement, protected_of, reach
 from tui.worker.agents._shapes import (
@@ -71,13 +71,6 @@ log = logging.getLogger("tui.worker.acp")
 
 AUTH_REQUIRED = -32000
 """ACP's error code for "authentication required"."""
-
-STATE_FILE = "acp.json"
-"""In the session's folder: the ACP session id, for ``session/load`` by a later worker."""
-FORK_FILE = "fork.json"
-"""In a forked session's folder until its agent started: the parent's ACP session id
-(``session_id``), the turns of the parent undone (``undone``, ``to_turn``) and what the agent is
-told instead when it cannot fork (``summary``)."""
 
 
 @register("acp")
@@ -107,10 +100,8 @@ class AcpAgent(Agent):
         self.workdir = workdir
         self.files = AgentFiles(workdir, protected or Protected(workdir=workdir.resolve()), self._note)
         """The files served to the agent, by the same rule as its process."""
-        self.state_file = folder / STATE_FILE
-        self.fork_file = folder / FORK_FILE
-        self.rewound_file = folder / "rewound.txt"
-        """What the next prompt tells the agent of a rewind (kept until it is told)."""
+        self.state = Kept(folder)
+        """What the session's folder keeps for a later worker, and the reported cost totals."""
         self.session_id = session_id
         self._kept_model: str | None = None
         self._kept: dict[str, str] = {}
@@ -118,13 +109,6 @@ class AcpAgent(Agent):
         self._process: AgentProcess | None = None
         self._starting: asyncio.Task[AgentProcess] | None = None
         self._turn: TurnIO | None = None
-        seen = self._stored().get("cost_total")
-        self._cost_seen: float | None = float(seen) if isinstance(seen, (int, float)) else None
-        """The ACP session's cost in USD as the agent last reported it (its reports are totals),
-        kept for the next worker (``acp.json``), which loads the same ACP session; None: not known
-        (an agent session loaded whose total no worker kept: its first report is the baseline)."""
-        self._cost_turn = 0.0
-        """What the running turn spent so far: what the agent's totals added while it ran."""
         self._loading = False
         self._calls = ToolCalls(workdir)
         """The running turn's tool calls."""
@@ -173,7 +157,7 @@ class AcpAgent(Agent):
                 f"{exc.strerror or exc}; fix [agents.{self.name}] in config.toml"
             ) from exc
         running = AgentProcess(process, self.name)
-        self._store(pid=process.pid)
+        self.state.store(pid=process.pid)
         log.info("agent %s started: pid %d, %s", self.name, process.pid, " ".join(self.profile.command))
         try:
             await self._handshake(running)
@@ -205,7 +189,7 @@ class AcpAgent(Agent):
         keep_models()
         said = init.agent_info.name if init.agent_info is not None else ""
         self._distrusted = said == "gemini-cli" and gemini_distrusts(self.workdir, self._environment())
-        earlier = self._stored_session()
+        earlier = self.state.stored_session()
         if earlier is not None and running.capabilities.load_session:
             self._loading = True
             try:
@@ -228,7 +212,7 @@ class AcpAgent(Agent):
                 "this agent cannot load its earlier session: this is a new agent session, "
                 "which does not remember the earlier turns"
             )
-        fork = self._fork_asked() if earlier is None else None
+        fork = self.state.fork_asked() if earlier is None else None
         if fork is not None and await self._forked(running, conn, fork):
             return
         try:
@@ -239,15 +223,8 @@ class AcpAgent(Agent):
             raise
         running.session_id = new.session_id
         self._modes(new.modes, new.config_options, new)
-        self._cost_seen = 0.0  # a new agent session's total starts again
-        self._store(session_id=new.session_id, cost_total=0.0)
-
-    def _fork_asked(self) -> dict[str, Any] | None:
-        try:
-            value = json.loads(self.fork_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
+        self.state.cost_seen = 0.0  # a new agent session's total starts again
+        self.state.store(session_id=new.session_id, cost_total=0.0)
 
     async def _forked(self, running: AgentProcess, conn: Any, fork: dict[str, Any]) -> bool:
         """Fork the parent's ACP session (``session/fork``) when the agent offers it: True when it
@@ -274,20 +251,11 @@ class AcpAgent(Agent):
                 running.session_id = answer.session_id
                 self._modes(answer.modes, answer.config_options, answer)
                 # The fork's total holds what its parent spent, counted there: its first is the baseline.
-                self._cost_seen = None
-                self._store(session_id=answer.session_id, cost_total=None)
+                self.state.cost_seen = None
+                self.state.store(session_id=answer.session_id, cost_total=None)
                 why = ""
         if forked is not None:
-            told = ""
-            if undone:
-                turns = f"turn {undone[0]}" if len(undone) == 1 else f"turns {undone[0]}-{undone[-1]}"
-                told = (
-                    f"(This session is a fork of our conversation made before turn {to_turn}: {turns} "
-                    f"of it {'is' if len(undone) == 1 else 'are'} not part of this session, and the files "
-                    f"of this working folder are as they were before turn {to_turn}. Forget what "
-                    f"{'that turn' if len(undone) == 1 else 'those turns'} did and said; look at the "
-                    "files again before relying on them.)"
-                )
+            told = fork_told(undone, to_turn)
             self._note(
                 "the agent forked its own conversation (session/fork): it remembers the turns "
                 f"before turn {to_turn}"
@@ -302,8 +270,10 @@ class AcpAgent(Agent):
             self._note(f"{why}: it is told what came before, turn by turn, with the next prompt")
         with contextlib.suppress(OSError):
             if told:
-                self.rewound_file.write_text("\n".join(t for t in (self._rewound_told(), told) if t))
-            self.fork_file.unlink()
+                self.state.rewound_file.write_text(
+                    "\n".join(t for t in (self.state.rewound_told(), told) if t)
+                )
+            self.state.fork_file.unlink()
         return forked is not None
 
     def _login(self, running: AgentProcess) -> str:
@@ -337,26 +307,10 @@ class AcpAgent(Agent):
         # how it ended and its last stderr lines are what a person needs: wait for them briefly
         await asyncio.wait({running.exited, running.copying}, timeout=1.0, return_when=asyncio.ALL_COMPLETED)
 
-    def _stored(self) -> dict[str, Any]:
-        try:
-            value = json.loads(self.state_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return value if isinstance(value, dict) else {}
-
-    def _store(self, **fields: Any) -> None:
-        from tui.store._atomic import write_atomic
-
-        write_atomic(self.state_file, json.dumps({**self._stored(), **fields}).encode())
-
-    def _stored_session(self) -> str | None:
-        value = self._stored().get("session_id")
-        return value if isinstance(value, str) and value else None
-
     def _end_leftover(self) -> None:
         """End the process group an earlier worker of this session started and left behind (a
         worker killed outright cannot stop its agent; some agents do not stop when stdin ends)."""
-        pid = self._stored().get("pid")
+        pid = self.state.stored().get("pid")
         if not isinstance(pid, int) or pid <= 1:
             return
         if group_of_session(pid, self.session_id):  # still ours, not a reused pid
@@ -392,7 +346,7 @@ class AcpAgent(Agent):
 
     def rewound(self, to_turn: int, turns: Sequence[int]) -> str:
         undone = f"turn {turns[0]}" if len(turns) == 1 else f"turns {turns[0]}-{turns[-1]}"
-        told = self._rewound_told()
+        told = self.state.rewound_told()
         text = (
             f"(The person rewound this session: {undone} of our conversation "
             f"{'was' if len(turns) == 1 else 'were'} undone, and the files of the working folder are "
@@ -400,38 +354,23 @@ class AcpAgent(Agent):
             "look at the files again before relying on them.)"
         )
         with contextlib.suppress(OSError):
-            self.rewound_file.parent.mkdir(parents=True, exist_ok=True)
-            self.rewound_file.write_text("\n".join(t for t in (told, text) if t))
+            self.state.rewound_file.parent.mkdir(parents=True, exist_ok=True)
+            self.state.rewound_file.write_text("\n".join(t for t in (told, text) if t))
         return f"{self.name} is told with the next prompt"
-
-    def _rewound_told(self) -> str:
-        try:
-            return self.rewound_file.read_text()
-        except OSError:
-            return ""
-
-    def _added(self, total: float) -> float:
-        """What the agent's session total `total` adds to the last one it reported."""
-        seen, self._cost_seen = self._cost_seen, total
-        if seen is None:
-            return 0.0  # the first total of a loaded session no worker kept: the baseline
-        if total < seen:
-            return total  # a total started again (a new agent session): all of it is new
-        return total - seen
 
     # --- turns -----------------------------------------------------------------------------------
     async def run_turn(self, turn: TurnIO) -> TurnOutcome:
         self._turn = turn
         self._calls.clear()
-        self._cost_turn = 0.0
-        kept = self._cost_seen
+        self.state.cost_turn = 0.0
+        kept = self.state.cost_seen
         try:
             return await self._prompt(turn)
         finally:
             self._turn = None
-            if self._cost_seen != kept:
+            if self.state.cost_seen != kept:
                 with contextlib.suppress(OSError):
-                    self._store(cost_total=self._cost_seen)
+                    self.state.store(cost_total=self.state.cost_seen)
 
     async def _prompt(self, turn: TurnIO) -> TurnOutcome:
         try:
@@ -440,7 +379,7 @@ class AcpAgent(Agent):
                 return TurnOutcome("interrupted")
             assert running.conn is not None
             said = notes_for_agent(turn)
-            rewound = self._rewound_told()
+            rewound = self.state.rewound_told()
             texts = [text for text in (rewound, said, turn.prompt) if text]
             blocks: list[Any] = [
                 *(acp.text_block(text) for text in texts or [""]),
@@ -452,7 +391,7 @@ class AcpAgent(Agent):
             )
             if rewound:
                 with contextlib.suppress(OSError):
-                    self.rewound_file.unlink()
+                    self.state.rewound_file.unlink()
         except AgentGone as exc:
             await self._drop()
             self._calls.end_all(self._turn, "error", "the agent stopped")
@@ -668,7 +607,7 @@ class AcpAgent(Agent):
         turn = self._turn
         loaded = self._loading and isinstance(update, schema.UsageUpdate) and update.cost is not None
         if loaded and update.cost.currency.upper() == "USD":  # a loaded session's total: counted before
-            self._cost_seen = update.cost.amount
+            self.state.cost_seen = update.cost.amount
         if turn is None or self._loading:
             # a loaded session's history is in the journal already; late chunks have no turn
             return
@@ -676,8 +615,8 @@ class AcpAgent(Agent):
             turn.context(update.used, update.size, cost=cost_text(update.cost) if update.cost else None)
             if update.cost is not None and update.cost.currency.upper() == "USD":
                 # Past the session's budget the worker cancels the prompt (stop reason ``budget``).
-                self._cost_turn += self._added(update.cost.amount)
-                turn.spend(self._cost_turn)
+                self.state.cost_turn += self.state.added(update.cost.amount)
+                turn.spend(self.state.cost_turn)
             return
         if isinstance(update, schema.AgentMessageChunk):
             turn.text(text_of(update.content))
