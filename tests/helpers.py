@@ -208,15 +208,15 @@ def stop_workers(state_dir: Path, *session_ids: str) -> None:
     (their process groups), and wait until their locks are free: workers are detached, so a test
     must not leave them behind."""
     state = StatePaths(state_dir)
-    ids = session_ids or tuple(car.parent.name for car in state.sessions.glob("*/worker.json"))
+    ids = session_ids or tuple(folder.name for folder in state.sessions.glob("*/"))
     live = []
     for sid in ids:
         paths = state.session(sid)
+        if is_live(paths.lock):
+            live.append(paths.lock)  # a worker stopped on request may still be writing its last
         car = read_sidecar(paths.sidecar)
         if car is None:
             continue
-        if is_live(paths.lock):
-            live.append(paths.lock)
         try:
             os.killpg(car.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

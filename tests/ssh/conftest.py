@@ -185,6 +185,8 @@ def machines(
             yield Machines(sshd, here, there, work, capfd)
         finally:
             ssh_link.close_all()
+            # The relays there end with their connections; their folder goes only once they did.
+            wait_until(lambda: not list((there / "relay").glob("*.sock")), "the relays to end")
             stop_workers(there)
             stop_workers(here)
 
