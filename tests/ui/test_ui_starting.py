@@ -1,5 +1,6 @@
 """The app's first screen, drawn before the session is reached (`tui attach`'s way): keys typed
-on it reach the session once it answers; a session that cannot be reached leaves with its
+on it reach the session once it answers, and the command palette opened on it stays until it is
+closed; a session that cannot be reached leaves with its
 error; Ctrl+D leaves at once."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from textual.widgets import Static
+from textual.command import CommandPalette
+from textual.widgets import Input, Static
 
 from tui.access.local import LocalAccess
 from tui.errors import NotFound
@@ -51,8 +53,16 @@ async def test_keys_typed_on_the_first_screen_are_sent_once_the_session_is_reach
             assert starting.entered == ["print(6*7)"]
             assert "x = 1" in _shown(app, "#starting-prompt")  # what was typed is shown meanwhile
             assert not app.reached
+            await pilot.press("ctrl+p", *"the")  # the palette its footer offers, open as the session answers
+            palette = app.screen
+            assert isinstance(palette, CommandPalette)
+            reaching = next(worker for worker in app.workers if worker.name == "reach")
             go.set()
+            await until(pilot, lambda: reaching.is_finished, 30)  # reached: not shown over the palette
+            assert app.screen is palette and palette.query_one(Input).value == "the"
+            await pilot.press("escape")
             await until(pilot, lambda: app.reached and app.screen is app.session, 30)
+            assert app.screen_stack[1:] == [app.session]  # the first screen is not left underneath
             await until(pilot, lambda: len(app.session.transcript.turn_views()) == 2, 30)
             await until(pilot, lambda: not app.session.busy, 30)
             first, turn = (view.record for view in app.session.transcript.turn_views())

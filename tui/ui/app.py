@@ -181,6 +181,9 @@ class TuiApp(App[int]):
         self._reach = reach
         self._starting: StartingScreen | None = None if link is not None else StartingScreen(reaching)
         """The first screen while the session is reached (None once it is, or given a link)."""
+        self._held: Reached | None = None
+        """The session reached while the command palette is open over the first screen: shown
+        once the palette closes."""
         self._session: SessionScreen | None = None
         self.failure: BaseException | None = None
         """Why the session could not be reached (raised again by `tui attach` once the app left)."""
@@ -249,6 +252,12 @@ class TuiApp(App[int]):
             self.run_worker, self._reach_session, thread=True, name="reach", exit_on_error=False
         )
 
+    async def on_starting_screen_uncovered(self, message: StartingScreen.Uncovered) -> None:
+        """The palette opened over the first screen closed: show the session reached meanwhile."""
+        held = self._held
+        if held is not None and not self._exit:
+            await self._show_session(held)
+
     def _reach_session(self) -> None:
         """In a thread: reach the session and import the session screen, then show it."""
         assert self._reach is not None
@@ -271,8 +280,14 @@ class TuiApp(App[int]):
 
     async def _show_session(self, reached: Reached) -> None:
         starting = self._starting
-        if starting is None or self._exit:  # left (Ctrl+D) while the session was reached
+        if starting is None:
             return
+        if self._exit or self.screen is not starting:
+            # Left (Ctrl+D) while the session was reached: its link is closed as the app leaves.
+            # Or the palette is open over the first screen: the session is shown once it closes.
+            self._held = reached
+            return
+        self._held = None
         session = self._make_session(reached)
         await self.switch_screen(session)
         self._starting = None
@@ -303,6 +318,8 @@ class TuiApp(App[int]):
     async def on_unmount(self) -> None:
         if self._session is not None:
             await self.link.close()
+        elif self._held is not None:  # reached, but the app left before showing it
+            await self._held.link.close()
 
     def copy_to_clipboard(self, text: str) -> None:
         """Copy `text` (OSC 52, through SSH). Inside tmux, whose default `set-clipboard external`

@@ -2,7 +2,8 @@
 row, a status row saying what is being reached, and the footer. It imports only Textual's
 `Screen`, `Static` and `Footer`, as a bare app does: the wire models, the link and httpx, and the
 session screen's own widgets load in a thread after it is on the terminal (`TuiApp`), and the
-session screen takes its place once the session answers.
+session screen takes its place once the session answers (once the command palette, if it is
+open over the first screen, has closed: it is not taken away from under the keys).
 
 What is typed meanwhile is shown and kept: the prompts sent with Enter (`entered`) are sent,
 in order, once the session screen is there, and its prompt starts with the rest (`draft`)."""
@@ -47,6 +48,9 @@ class StartingScreen(Screen[None]):
     class Drawn(Message):
         """The whole screen is in, its footer's keys too: the session may be reached now."""
 
+    class Uncovered(Message):
+        """The screen is in front again: what was over it (the command palette) has closed."""
+
     def __init__(self, reaching: str) -> None:
         super().__init__()
         self.reaching = reaching
@@ -64,6 +68,9 @@ class StartingScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._echo()
+
+    def on_screen_resume(self) -> None:
+        self.post_message(self.Uncovered())
 
     def on_key(self, event: events.Key) -> None:
         event.stop()
