@@ -20,30 +20,46 @@ def style(name: str) -> Any:
 
 def test_a_tool_title_keeps_whole_arguments_and_counts_the_rest() -> None:
     args = {
-        "question": "Which checks should run before we deploy this to production today?",
-        "options": ["lint", "types", "tests"],
-        "multiple": False,
-        "freeform": True,
+        "query": "Which checks should run before we deploy this to production today?",
+        "paths": ["lint", "types", "tests"],
+        "regex": False,
+        "all": True,
     }
-    title = tool_title("ask", args, "completed")
+    title = tool_title("search", args, "completed")
     assert title.endswith("… +3 more) · completed"), title
-    assert "multiple=fa" not in title
-    words = title.removeprefix("ask(question='").split("…")[0].split()
-    assert all(w in args["question"].split() for w in words)  # cut between words
+    assert "regex=fa" not in title
+    words = title.removeprefix("search(query='").split("…")[0].split()
+    assert all(w in args["query"].split() for w in words)  # cut between words
 
 
 def test_a_tool_title_leaves_out_arguments_left_out() -> None:
-    title = tool_title("ask", {"question": "Go on?", "options": None, "multiple": False}, "completed")
-    assert title == "ask(question='Go on?', multiple=false) · completed"
+    title = tool_title("search", {"query": "Go on?", "paths": None, "regex": False}, "completed")
+    assert title == "search(query='Go on?', regex=false) · completed"
 
 
 def test_a_tool_title_shows_a_list_by_whole_items_and_code_by_its_first_line() -> None:
-    assert 'options=["alpha", …+4]' in tool_title(
-        "ask", {"question": "pick some", "options": ["alpha", "beta", "gamma", "delta", "epsilon"]}, None
+    assert 'paths=["alpha", "beta", …+3]' in tool_title(
+        "search", {"query": "pick some", "paths": ["alpha", "beta", "gamma", "delta", "epsilon"]}, None
     )
     assert tool_title("run", {"code": "import os\n\nprint(os.getcwd())"}, "completed") == (
         "run: import os (+1 lines) · completed"
     )
+
+
+def test_a_question_s_call_reads_as_the_question_and_its_options_in_words() -> None:
+    """A program's ask() and a model's ask_user read alike, as the question box says them: no
+    Python quotes around the question, no JSON around the options."""
+    asked = tool_title("ask", {"question": "Which?", "options": ["a", "b"]}, None)
+    assert asked == "ask: Which? · a / b · running"
+    model = {"question": "Deploy it's build?", "options": ["yes", "no"], "multiple": False, "freeform": True}
+    assert tool_title("ask_user", model, "completed") == "ask_user: Deploy it's build? · yes / no · completed"
+    labelled = [{"label": "lint", "description": "ruff"}, {"label": "types"}]
+    assert tool_title("ask", {"question": "Run?", "options": labelled, "multiple": True}, "completed") == (
+        "ask: Run? · lint / types (several) · completed"
+    )
+    assert tool_title("ask", {"question": "Your name?"}, "completed") == "ask: Your name? · completed"
+    many = tool_title("ask", {"question": "Pick", "options": [f"option number {n}" for n in range(9)]}, None)
+    assert many.startswith("ask: Pick · option number 0 / option number 1") and "…+" in many
 
 
 def test_an_ended_turn_says_its_number_time_and_duration() -> None:

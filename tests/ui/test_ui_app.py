@@ -362,7 +362,7 @@ class TestAnsweredLines:
             shown = [line.strip() for line in rendered(view).splitlines()]
             assert shown[1:-1] == [
                 "before",
-                "▸ ask(question='Deploy?') · completed",
+                "▸ ask: Deploy? · completed",
                 "answered by alice: prod",
                 "after",
             ]
@@ -384,7 +384,7 @@ class TestAnsweredLines:
             view = app.session.transcript.turn_views()[0]
             await until(pilot, lambda: view.size.height > 0)
             shown = [line.strip() for line in rendered(view).splitlines()]
-            assert shown[1:] == ["▸ ask(question='Deploy?') · completed", "answered by alice: prod", "after"]
+            assert shown[1:] == ["▸ ask: Deploy? · completed", "answered by alice: prod", "after"]
 
 
 class TestHighlight:

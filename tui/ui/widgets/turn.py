@@ -39,7 +39,7 @@ from tui.protocol import (
 )
 from tui.protocol.state import Step, steps
 from tui.protocol.wording import tool_error
-from tui.ui.pieces import outcome_text, prompt_text, tool_title
+from tui.ui.pieces import ASKING, outcome_text, prompt_text, tool_title
 from tui.ui.widgets.diff import diff_text
 from tui.ui.widgets.lines import (
     Block,
@@ -73,8 +73,6 @@ LIVE_TITLE = 2
 """Cells left of a running call's title."""
 LIVE_DIFF = 5
 """Cells left of a running call's diff (under its title, as the call's output)."""
-ASKING = frozenset({"ask", "ask_user"})
-"""Tools that put a question to the people attached: an answered line goes under them."""
 MAKING = threading.RLock()
 """Held while an entry makes its lines or forgets them: the transcript makes the lines of entries
 out of view in a thread, and the app's loop may ask the same entry at the same time."""
