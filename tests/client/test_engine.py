@@ -173,3 +173,42 @@ def test_ray_s_driver_starts_inside_the_app_and_clients_wait_for_a_node_s_loss(s
     engine = RayEngine(state, "127.0.0.1:1")
     assert LocalLink(state, "0" * 16, engine=engine).no_worker_timeout == engine.patience > 10
     assert LocalLink(state, "0" * 16).no_worker_timeout == 10
+
+
+def test_the_status_row_names_the_cluster_node_a_session_runs_on(state_dir: Path) -> None:
+    """A session whose worker runs on a cluster's node (``worker.json``'s ``address``, as the
+    Ray engine's workers write it): the status row says ``ray node HOST``, not ``local``."""
+    from datetime import UTC, datetime
+
+    from tui.link.attachment import Attachment
+    from tui.link.local import LocalLink
+    from tui.ui.widgets.status import StatusRows
+
+    state = StatePaths(state_dir)
+    sid = "0" * 16
+
+    class OnNode(Counting):
+        name = "ray"
+
+        def locate(self, session_id: str) -> WorkerSidecar | None:
+            return WorkerSidecar(
+                pid=1,
+                epoch=1,
+                socket="/nowhere",
+                address="10.0.0.5:4567",
+                started_at=datetime.now(UTC),
+                version="1",
+            )
+
+    def row(link: LocalLink) -> str:
+        status = StatusRows(clock=lambda: 0.0)
+        status.status = Attachment(link).snapshot()
+        return status.link_row()
+
+    assert row(LocalLink(state, sid)).startswith("local · live")
+    link = LocalLink(state, sid, engine=OnNode(state))
+    assert row(link).startswith("ray · live")  # its node is not known until its worker is found
+    link.paths.root.mkdir(parents=True)
+    link.paths.secret.write_text("s3cret\n")
+    link.bridge_client()
+    assert row(link).startswith("ray node 10.0.0.5 · live")

@@ -5,6 +5,7 @@ and a node killed mid-turn: the session comes back on another node from its jour
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -57,6 +58,19 @@ def events(state_dir: Path, sid: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+async def status_where(state_dir: Path, sid: str) -> str:
+    """Where the app's status row says the session runs (`tui attach`'s link, its worker found)."""
+    from tui.access.local import LocalAccess
+    from tui.link.attachment import Attachment
+
+    link = await LocalAccess(StatePaths(state_dir)).link(sid, client_id="tui:test:1")
+    try:
+        link.bridge_client()
+        return Attachment(link).snapshot().where
+    finally:
+        await link.close()
+
+
 def test_a_session_s_worker_runs_in_a_ray_actor(cluster: Any, on_ray: Path, state_dir: Path) -> None:
     out = tui("send", "--new", "--dir", str(on_ray), "print(6*7)", "--wait", timeout=240)
     assert out.returncode == 0, out.stderr
@@ -81,6 +95,7 @@ def test_a_session_s_worker_runs_in_a_ray_actor(cluster: Any, on_ray: Path, stat
     listed = tui("sessions", "--json")
     assert [r["node"] for r in json.loads(listed.stdout) if r["id"] == sid] == ["127.0.0.1"]
     assert f"{sid[:8]}" in (table := tui("sessions").stdout) and "yes, on 127.0.0.1" in table
+    assert asyncio.run(status_where(state_dir, sid)) == "ray node 127.0.0.1"  # and the app's status row
     # The commands reach it, from this machine's state dir.
     attached = tui("attach", sid, input="print(2+3)\n", timeout=120)
     assert attached.returncode == 0, attached.stderr

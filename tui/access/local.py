@@ -129,7 +129,7 @@ class LocalAccess(SessionAccess):
         quiet: float | None = None
         car = self.engine.locate(record.id) if live else None
         version = car.version if car is not None else None
-        node = car.address.rpartition(":")[0].strip("[]") if car is not None and car.address else None
+        node = car.node if car is not None else None
         if car is not None and node is None:
             # A worker on a cluster's node (`node`) is another machine's process: its pid says
             # nothing here, so its memory is not measured.

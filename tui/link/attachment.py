@@ -282,7 +282,7 @@ class Attachment:
             queued=len(s.queue),
             children=dict(s.children),
             turn=s.current if not gone else None,
-            where=self.link.where,
+            where=self.link.place,
             link=link,
             version=s.version or live_version or (info.version if info is not None else ""),
             installed=self.installed,

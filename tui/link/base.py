@@ -233,6 +233,12 @@ class AttachLink(Caller):
     """The session's stop, delete, archive and restart: the access layer that made this link
     (None: a link made otherwise, which cannot do them)."""
 
+    @property
+    def place(self) -> str:
+        """Where the session runs, as the status row says it: `where` unless the link knows
+        better (a worker on a cluster's node: ``ray node 10.0.0.5``)."""
+        return self.where
+
     # --- what a link implements ---------------------------------------------------------------
     @abstractmethod
     async def locate(self) -> Located:

@@ -122,6 +122,7 @@ class Snapshot:
     """The running turn as the reducer keeps it (its calls, their output bounded): read by the
     running turn's view, never changed (None once the worker is gone)."""
     where: str = "local"
+    """Where the session runs (`AttachLink.place`): ``local``, ``ray node 10.0.0.5``, ``remote lab``."""
     link: LinkState = field(default_factory=Live)
     version: str = ""
     """The tui the session's worker runs."""

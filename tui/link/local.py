@@ -66,6 +66,8 @@ class LocalLink(BridgedLink):
         self.paths = state.session(session_id)
         self._client: BridgeClient | None = None
         self._sidecar_seen: Hashable | None = None
+        self._node: str | None = None
+        """The cluster's node the worker was last found on (None: this machine, or not found)."""
         self._old_clients: list[BridgeClient] = []
         self._journal: Journal | None = None
         self._restarts = RestartBudget()
@@ -74,6 +76,14 @@ class LocalLink(BridgedLink):
     @property
     def short(self) -> str:
         return short_id(self.session_id)
+
+    @property
+    def place(self) -> str:
+        """``local`` for a worker of this machine; on a cluster, the engine and the node the
+        worker was last found on (``ray node 10.0.0.5``, ``ray`` before it is found)."""
+        if self.engine.name == LocalEngine.name:
+            return self.where
+        return f"{self.engine.name} node {self._node}" if self._node else self.engine.name
 
     @property
     def retry_hint(self) -> float | None:  # type: ignore[override]
@@ -88,6 +98,8 @@ class LocalLink(BridgedLink):
             return self._client
         car = self.engine.locate(self.session_id)
         self._sidecar_seen = seen if car is not None else None
+        if car is not None:
+            self._node = car.node
         # httpx is imported only once a worker is asked something, not by every command.
         from tui.link.client import BridgeClient
         from tui.link.launch import worker_client

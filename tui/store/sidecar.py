@@ -30,6 +30,12 @@ class WorkerSidecar(BaseModel):
     leaving: bool = False
     """True once the worker is stopping on purpose: a launcher waits for its lock instead."""
 
+    @property
+    def node(self) -> str | None:
+        """The host of `address`: the cluster's node the worker runs on (``10.0.0.5``); None
+        for a worker of this machine."""
+        return self.address.rpartition(":")[0].strip("[]") if self.address else None
+
 
 def read_sidecar(path: Path) -> WorkerSidecar | None:
     """The sidecar at `path`, or None when there is none or it cannot be read."""
