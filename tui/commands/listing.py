@@ -1,13 +1,12 @@
-"""``tui sessions`` (cli.md): this machine's sessions read straight from their folders.
+"""``tui sessions`` (cli.md): this machine's sessions read from the summary the workers keep.
 
-A stopped session is its ``session.json`` (read as JSON and checked field by field, without the
-record's model), its journal's time (one ``stat``) and the absence of ``worker.json`` (another):
-no lock is probed, no worker asked, no task made. A session whose folder holds ``worker.json``
-(a worker runs, or died and left it), has no journal yet (a worker may be starting), or whose
-record the plain check does not take is summed up as before, by `LocalAccess` (its lock probed,
-its worker asked); so are all of them on another machine (``--remote``) or with a ``[cluster]``
-in config.toml. This module imports no model, no HTTP client and no asyncio: the commands it
-does not need are imported only when a session needs them.
+A stopped session is its row in the state dir's summary (`tui.summary`: one SQLite read for all
+of them, checked against the sessions folder by its freshness rule; a session the summary cannot
+vouch for is read from its folder, ``session.json`` checked field by field without the record's
+model). A session a worker holds, or whose record the plain check does not take, is summed up as
+before, by `LocalAccess` (its worker asked); so are all of them on another machine
+(``--remote``) or with a ``[cluster]`` in config.toml. This module imports no model, no HTTP
+client and no asyncio: the commands it does not need are imported only when a session needs them.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,12 +21,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tui.places import config_path, state_dir
+from tui.summary import NONE, SEP, Folder, read
 
 if TYPE_CHECKING:
     from tui.access.base import SessionAccess
     from tui.protocol.web import SessionSummary
 
-__all__ = ["Row", "as_tree", "open_access", "read_folders", "run_sessions"]
+__all__ = ["Row", "as_row", "as_tree", "open_access", "run_sessions"]
 
 
 @dataclass(slots=True)
@@ -79,98 +78,32 @@ class Row:
         }
 
 
-_CREATED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)?")
-"""A record's ``created_at`` as tui writes it; anything else is read through the record's model."""
-
-
 def _when(moment: datetime) -> str:
     text = moment.isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def _read(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        parts = [os.read(fd, 1 << 16)]
-        while len(parts[-1]) == 1 << 16:
-            parts.append(os.read(fd, 1 << 16))
-    finally:
-        os.close(fd)
-    return b"".join(parts)
+def _created(text: str) -> datetime:
+    """A record's ``created_at``; one written without a zone is UTC, as `SessionRecord` reads it."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _row(top: str, name: str, include_archived: bool) -> Row | str | None:
-    """The session of folder `name`: its row, or its id when `LocalAccess` must sum it up, or None
-    when it is not listed (no record; archived, unless `include_archived`)."""
-    folder = f"{top}/{name}"
-    try:
-        raw = _read(folder + "/session.json")
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return name
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        return name
-    if not isinstance(data, dict):
-        return name
-    sid, created, where = data.get("id"), data.get("created_at"), data.get("working_directory")
-    title, agent, model = data.get("title", ""), data.get("agent", "python"), data.get("model")
-    status, parent = data.get("status", "active"), data.get("parent_id")
-    if not (
-        isinstance(sid, str)
-        and isinstance(created, str)
-        and _CREATED.fullmatch(created)
-        and isinstance(where, str)
-        and isinstance(title, str)
-        and isinstance(agent, str)
-        and (model is None or isinstance(model, str))
-        and status in ("active", "archived")
-        and (parent is None or isinstance(parent, str))
-        and data.get("budget") is None
-        and (data.get("for_participant") is None or isinstance(data.get("for_participant"), str))
-    ):
-        return name
-    if status == "archived" and not include_archived:
-        return None
-    if os.path.lexists(folder + "/worker.json"):
-        return name
-    try:
-        updated = datetime.fromtimestamp(os.stat(folder + "/journal.jsonl").st_mtime, UTC)
-    except OSError:
-        return name
+def as_row(got: Folder) -> Row:
+    """The `Row` of a stopped session as the summary (`tui.summary`) holds it."""
+    _, archived, journal_time, title, where, created, agent, model, parent = got[1].split(SEP)
     return Row(
-        id=sid,
-        title=title,
-        folder=where,
-        created_at=datetime.fromisoformat(created),
-        updated_at=updated,
-        agent=agent,
-        model=model,
-        archived=status == "archived",
-        parent_id=parent,
-        state="archived" if status == "archived" else "stopped",
+        got[0],
+        title,
+        where,
+        _created(created),
+        datetime.fromtimestamp(float(journal_time), UTC) if journal_time else None,
+        agent,
+        None if model == NONE else model,
+        archived == "1",
+        None if parent == NONE else parent,
+        "archived" if archived == "1" else "stopped",
     )
-
-
-def read_folders(top: str, *, include_archived: bool) -> list[Row | str]:
-    """Every session under the sessions folder `top`, in the folder's order: a `Row` for each
-    stopped one, the id of each one `LocalAccess` must sum up."""
-    try:
-        entries = [e.name for e in os.scandir(top) if len(e.name) == 16 and e.is_dir()]
-    except FileNotFoundError:
-        return []
-    out: list[Row | str] = []
-    for name in entries:
-        if _ID.fullmatch(name):
-            got = _row(top, name, include_archived)
-            if got is not None:
-                out.append(got)
-    return out
-
-
-_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def _cluster_named() -> bool:
@@ -204,7 +137,7 @@ def run_sessions(args: argparse.Namespace) -> int:
         summed = asyncio.run(access.list_sessions(include_archived=args.all))
         return show(summed, args, access.command)
     root = state_dir(getattr(args, "state_dir", None))
-    found = read_folders(str(root / "sessions"), include_archived=args.all)
+    found = [g if isinstance(g, str) else as_row(g) for g in read(root, include_archived=args.all)]
     asked = [item for item in found if isinstance(item, str)]
     by_id: dict[str, SessionSummary] = {}
     if asked:
@@ -245,9 +178,14 @@ def show(rows: Sequence[Row | SessionSummary], args: argparse.Namespace, command
     table = [("ID", "TITLE", "STATE", "LIVE", "MEMORY", "IDLE", "AGE", "FOLDER")]
     now, home = datetime.now(UTC), os.path.expanduser("~")
     for depth, r in as_tree(list(rows)):
-        live = "yes" if r.live else "no"
         # A child is drawn under its parent, its title indented: ``└ title``.
-        title = "  " * (depth - 1) + "└ " * (depth > 0) + _clip(r.title or "(untitled)", 40)
+        title = _clip(r.title or "(untitled)", 40)
+        if depth:
+            title = "  " * (depth - 1) + "└ " + title
+        if type(r) is Row:  # stopped: no worker to say more
+            table.append((r.id[:8], title, r.state, "no", "-", "-", _age(r, now), _folder(r.folder, home)))
+            continue
+        live = "yes" if r.live else "no"
         if r.outdated:
             live = f"yes, old tui {r.worker_version}"
         if r.live and r.node:
@@ -255,14 +193,10 @@ def show(rows: Sequence[Row | SessionSummary], args: argparse.Namespace, command
         table.append(
             (r.id[:8], title, r.state, live, _memory(r), _idle(r), _age(r, now), _folder(r.folder, home))
         )
-    last = len(table[0]) - 1
-    widths = [max(len(row[i]) for row in table) for i in range(last)]
-    sys.stdout.write(
-        "".join(
-            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:last])) + "  " + row[last] + "\n"
-            for row in table
-        )
-    )
+    # Each cell padded to its column's width (``{:<N}`` pads as `str.ljust` does), the last one not.
+    widths = [max(map(len, column)) for column in list(zip(*table, strict=True))[:-1]]
+    line = "  ".join(f"{{:<{width}}}" for width in widths) + "  {}\n"
+    sys.stdout.write("".join(line.format(*row) for row in table))
     old = sum(r.outdated for r in rows)
     if old:
         from tui import __version__

@@ -1,7 +1,8 @@
 """A worker's share of the search index: its own session indexed at each turn's end, in a thread
 of its own (`Indexer`), so the journal's writer never waits for SQLite. What it leaves (a backlog
 longer than `WORKER_MOST`, a worker killed before it indexed) is caught up by the next search
-(`tui.store.index.SearchIndex.catch_up`).
+(`tui.store.index.SearchIndex.catch_up`). The same thread writes the worker's state (a turn
+running, idle) into the sessions' summary (`tui.summary`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 
 from tui.store.index import SearchIndex
 from tui.store.paths import StatePaths
+from tui.summary import connect, note_state
 
 __all__ = ["GATHER", "WORKER_MOST", "Indexer"]
 
@@ -48,9 +50,25 @@ class Indexer:
         self.idle = threading.Event()
         """Set while nothing is due and nothing runs."""
         self.idle.set()
+        self._told = threading.Lock()
+        """Guards what is due (`_index`, `_state`) between the writer's thread and this one."""
+        self._index = False
+        self._state: str | None = None
 
     def poke(self) -> None:
         """Something worth finding was written: index it soon (never waits)."""
+        with self._told:
+            self._index = True
+        self._wake()
+
+    def note(self, state: str) -> None:
+        """The worker's state changed (``running``, ``idle``): write it into the sessions'
+        summary soon (never waits; only the last one told is written)."""
+        with self._told:
+            self._state = state
+        self._wake()
+
+    def _wake(self) -> None:
         self.idle.clear()
         self._due.set()
         if self._thread is None:
@@ -65,6 +83,7 @@ class Indexer:
 
     def _run(self) -> None:
         index: SearchIndex | None = None
+        summary: sqlite3.Connection | None = None
         try:
             while True:
                 self._due.wait()
@@ -74,6 +93,20 @@ class Indexer:
                 # one transaction, not one each, and the writer's thread is left alone meanwhile.
                 self._woken.wait(GATHER)
                 self._due.clear()
+                with self._told:
+                    told, self._state = self._state, None
+                    due, self._index = self._index, False
+                if told is not None:
+                    try:
+                        if summary is None:
+                            summary = connect(self.state.root)
+                        note_state(summary, self.session_id, told)
+                    except (sqlite3.Error, OSError) as exc:
+                        log.warning("the sessions' summary was not told the state %s (%s)", told, exc)
+                if not due:
+                    if not self._due.is_set():
+                        self.idle.set()
+                    continue
                 try:
                     if index is None:
                         index = SearchIndex(self.state)
@@ -86,4 +119,6 @@ class Indexer:
         finally:
             if index is not None:
                 index.close()
+            if summary is not None:
+                summary.close()
             self.idle.set()

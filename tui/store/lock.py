@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tui.errors import Locked
 from tui.store._atomic import write_atomic
+from tui.summary import lock_held
 
 __all__ = ["EpochFence", "OwnerLock", "is_live"]
 
@@ -71,19 +72,7 @@ class OwnerLock:
 
 def is_live(path: Path) -> bool:
     """Whether a worker holds the lock at `path` (asked without blocking)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
+    return lock_held(os.fspath(path))
 
 
 class EpochFence:

@@ -10,7 +10,7 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from tui.errors import AmbiguousId, NotFound, TuiError, WorkerRunning, os_error
 from tui.protocol.events import Budget
@@ -18,6 +18,7 @@ from tui.protocol.ids import short_id
 from tui.store._atomic import write_atomic
 from tui.store.lock import is_live
 from tui.store.paths import StatePaths, is_session_id
+from tui.summary import note_session
 
 __all__ = [
     "SessionRecord",
@@ -53,6 +54,12 @@ class SessionRecord(BaseModel):
     """The limits it was made with (``--cost`` …); None: config.toml's ``[budget]``. Its journal
     holds them from its first worker on (``budget_set``), and any change since."""
 
+    @field_validator("created_at")
+    @classmethod
+    def _zoned(cls, value: datetime) -> datetime:
+        """A time written without a zone (by hand, by another tool) is UTC, as tui writes it."""
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
 
 def new_session_id() -> str:
     """A fresh random session id."""
@@ -60,9 +67,11 @@ def new_session_id() -> str:
 
 
 def save_session(state: StatePaths, record: SessionRecord) -> None:
-    """Write a session's record atomically (its folder must exist), and touch the sessions
-    folder: the search index (`tui.store.index`) looks at every record only when it changed."""
+    """Write a session's record atomically (its folder must exist), its row of the sessions'
+    summary (`tui.summary`), and touch the sessions folder: the search index (`tui.store.index`)
+    and the summary look at every record only when it changed."""
     write_atomic(state.session(record.id).record, record.model_dump_json(indent=2) + "\n")
+    note_session(state.root, record.id)
     with contextlib.suppress(OSError):
         os.utime(state.sessions)
 

@@ -63,6 +63,7 @@ from tui.protocol.principal import owner_name
 from tui.protocol.state import RESTARTED, SessionState
 from tui.store import Journal, OwnerLock, SessionPaths, SessionRecord, StatePaths
 from tui.store.reading import SessionReader
+from tui.summary import note_session
 from tui.worker.agent import Agent
 from tui.worker.children import Children, ChildStarter
 from tui.worker.control import TurnControl
@@ -449,11 +450,16 @@ class SessionWorker:
         self.release()
 
     def release(self) -> None:
-        """Close the journal and let go of the lock (worker.json and the socket go first)."""
+        """Close the journal and let go of the lock (worker.json and the socket go first, the
+        sessions' summary is told it stopped)."""
         for path in (self.writer.paths.sidecar, self.writer.paths.socket):
             with contextlib.suppress(OSError):
                 path.unlink()
         self.writer.journal.stop_appending()
-        if self.lock is not None:
+        if self.lock is not None and self.lock.held:
+            # Said while the lock is held: a listing that trusts the row sees no worker only
+            # once nothing more is written.
+            paths = self.writer.paths
+            note_session(paths.root.parent.parent, paths.session_id, worker=False, state="stopped")
             self.lock.release()
         self.left.set()

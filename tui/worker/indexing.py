@@ -1,6 +1,8 @@
 """The worker keeps the state dir's search index (`tui.store.index`) current: after each turn's
 end (and a note, an answer or a child's end between turns) its `Indexer` thread indexes the
-journal's new lines, off the journal's write path: the listener only wakes the thread."""
+journal's new lines, off the journal's write path: the listener only wakes the thread. The same
+thread writes the worker's state at each turn's start and end into the sessions' summary
+(`tui.summary`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,10 @@ def keep_index(listeners: list[Listener], paths: SessionPaths) -> Indexer:
     def saw(event: Event, state: SessionState) -> None:
         if event.type in INDEXED_AFTER and state.current is None:
             indexer.poke()
+        if event.type == "turn_started":
+            indexer.note("running")
+        elif event.type == "turn_ended":
+            indexer.note("idle")
 
     listeners.append(saw)
     return indexer

@@ -46,6 +46,7 @@ from tui.store import (
     write_sidecar,
 )
 from tui.store.checkpoint import read_checkpoint
+from tui.summary import note_session
 from tui.worker.agent import Agent, AgentContext
 from tui.worker.agents import make_agent
 from tui.worker.bridge import build_app
@@ -54,7 +55,7 @@ from tui.worker.core import SessionWorker
 from tui.worker.indexing import keep_index
 from tui.worker.notify import watch
 
-__all__ = ["agent_context", "bind_socket", "main"]
+__all__ = ["agent_context", "bind_socket", "main", "take_session"]
 
 log = logging.getLogger("tui.worker")
 
@@ -496,8 +497,7 @@ def main(argv: list[str] | None = None, starter: Callable[[StatePaths], ChildSta
         state = StatePaths.resolve(args.state_dir)
         record = get_session(state, args.session_id)
         paths = state.session(record.id)
-        lock = OwnerLock(paths.lock)
-        lock.acquire()
+        lock = take_session(state, record.id)
     except TuiError as exc:
         print(f"tui worker: {exc}", file=sys.stderr)
         return 3 if isinstance(exc, Locked) else 1
@@ -508,4 +508,20 @@ def main(argv: list[str] | None = None, starter: Callable[[StatePaths], ChildSta
         log.exception("the worker failed")
         return 1
     finally:
+        if lock.held:  # it failed before the session let go: told here instead
+            note_session(state.root, record.id, worker=False, state="stopped")
         lock.release()
+
+
+def take_session(state: StatePaths, session_id: str) -> OwnerLock:
+    """Take session `session_id`'s owner lock, after its row of the sessions' summary says a
+    worker runs (`tui.summary`): a listing that trusts the row probes the lock from then on, so a
+    worker in its first moments (its lock held, no worker.json yet) is not listed as stopped.
+
+    Raises:
+        Conflict: another worker holds it (code ``locked``).
+    """
+    note_session(state.root, session_id, worker=True, state="starting")
+    lock = OwnerLock(state.session(session_id).lock)
+    lock.acquire()
+    return lock
