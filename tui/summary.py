@@ -9,22 +9,24 @@ The session folders stay the truth; a row is a cache of one, written by
   start and end (from its indexing thread), and "stopped" with the journal's size and time just
   before it lets go of the lock;
 - ``tui sessions`` itself, for every folder it had to read (a session new to the table, or one
-  whose folder changed).
+  whose record changed).
+A writer that cannot write its row touches the session's record and the sessions folder, so
+that the next listing reads that session from its folder.
 
 The freshness rule (`read`): the sessions folder is listed once (its names) and its time taken.
 A row is trusted as it is when it says no worker runs and the sessions folder's time is the one
-the whole table was last checked at (every session made, deleted, renamed or archived changes
-it: `save_session` touches it). When that time moved, each row's folder is `stat`ed once and a
-row whose folder changed since it was written is read again from the folder. A row that says a
+the whole table was last checked at (every session made, deleted, renamed or archived moves it:
+`save_session` touches it). When that time moved, each row's folder and record are `stat`ed and a
+row whose folder or record changed since it was written is read again from the folder. A row that says a
 worker runs or ran has its lock probed: held, the worker is asked as before (`LocalAccess`);
-free (the worker ended without saying so: killed), the folder is read as it is. A folder
-missing from the table is read and added; a row whose folder is gone is dropped. With no
-usable table (deleted, another schema, a read-only state dir) every folder is read, and the
-table is made again from them.
+free (its worker ended without saying so: killed; or is about to take it), the folder is read
+as it is. A folder missing from the table is read and added; a row whose folder is gone is
+dropped. With no usable table (deleted, another schema, a read-only state dir) every folder is
+read, and the table is made again from them.
 
-What it cannot see: a record edited by hand in place (its folder's time does not move) until
-the sessions folder's time moves, and a worker of an older tui, which does not write its row
-(``tui restart --outdated`` moves workers to this one).
+What it cannot see: a record edited by hand (not through tui) until the sessions folder's time
+moves (``touch`` it), and a worker of an older tui, which does not write its row (``tui restart
+--outdated`` moves workers to this one).
 
 This module imports only the standard library: ``tui sessions`` reads it before anything else.
 """
@@ -37,7 +39,6 @@ import json
 import os
 import re
 import sqlite3
-import stat
 import time
 
 __all__ = [
@@ -59,25 +60,26 @@ SCHEMA = "1"
 BUSY = 2.0
 """Seconds a writer waits for another's transaction (each is a few rows long)."""
 RACY = 50_000_000
-"""Nanoseconds: a folder's time this close to the clock may yet be shared by a later change in
+"""Nanoseconds: the sessions folder's time this close to the clock may yet be shared by a later change in
 the same clock tick, so the table is not marked checked at it."""
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions(
-    id TEXT PRIMARY KEY, line TEXT NOT NULL, folder_time INTEGER NOT NULL, worker INTEGER NOT NULL,
+    id TEXT PRIMARY KEY, line TEXT NOT NULL, stamp TEXT NOT NULL, worker INTEGER NOT NULL,
     journal_size INTEGER, state TEXT NOT NULL DEFAULT '', seq INTEGER NOT NULL DEFAULT 1);
 """
 # `line`: what `tui sessions` prints of the session, as one text (`Folder`): one value a row
 # to hand from SQLite to Python instead of ten costs a listing of 10,000 a third of its read.
 
-Folder = tuple[str, str, int, int, "int | None"]
-"""A session as the summary holds it: (id, line, the folder's mtime in ns, whether a worker
-holds it or left its ``worker.json``, the journal's size). ``line`` is ``plain``, ``archived``,
-the journal's mtime (empty: no journal), title, folder, ``created_at`` as written, agent, model
-and parent id (``NUL``: none), joined by ``US`` (`SEP`); ``plain`` is ``0`` (and nothing follows)
-for a record `read_folder` does not take as it is (a budget, a time in another form, not JSON,
-another session's id): such a session is summed up by the access layer."""
+Folder = tuple[str, str, str, int, "int | None"]
+"""A session as the summary holds it: (its folder's name, line, its stamp (the folder's and the
+record's mtime in ns, ``FOLDER/RECORD``), whether a worker holds it or left its
+``worker.json``, the journal's size). ``line`` is
+``plain``, ``archived``, the journal's mtime (empty: no journal), the record's id, title, folder,
+``created_at`` as written, agent, model and parent id (``NUL``: none), joined by ``US`` (`SEP`);
+``plain`` is ``0`` (and nothing follows) for a record `read_folder` does not take as it is (a
+budget, a time in another form, not JSON): such a session is summed up by the access layer."""
 
 SEP = "\x1f"
 """What separates the values of a row's ``line`` (no plain record holds it)."""
@@ -116,15 +118,17 @@ def lock_held(path: str) -> bool:
         os.close(fd)
 
 
-def _read(path: str) -> bytes:
+def _read(path: str) -> tuple[bytes, int]:
+    """The file at `path` and its mtime in ns."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
+        when = os.fstat(fd).st_mtime_ns
         parts = [os.read(fd, 1 << 16)]
         while len(parts[-1]) == 1 << 16:
             parts.append(os.read(fd, 1 << 16))
     finally:
         os.close(fd)
-    return b"".join(parts)
+    return b"".join(parts), when
 
 
 def read_folder(top: str, name: str) -> Folder | None:
@@ -133,35 +137,32 @@ def read_folder(top: str, name: str) -> Folder | None:
     it is no session (no record, not a folder)."""
     folder = f"{top}/{name}"
     try:
-        st = os.stat(folder)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        return None
-    try:
-        raw = _read(folder + "/session.json")
-    except FileNotFoundError:
+        folder_time = os.stat(folder).st_mtime_ns
+        raw, record_time = _read(folder + "/session.json")
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
-        raw = b""
+        raw, record_time = b"", 0
+    stamp = f"{folder_time}/{record_time}"
     worker = int(lock_held(folder + "/owner.lock") or os.path.lexists(folder + "/worker.json"))
     try:
         js = os.stat(folder + "/journal.jsonl")
         journal_time, journal_size = repr(js.st_mtime), js.st_size
     except OSError:
         journal_time, journal_size = "", None
-    odd = (name, "0", st.st_mtime_ns, worker, journal_size)
+    odd = (name, "0", stamp, worker, journal_size)
     try:
         data = json.loads(raw)
     except ValueError:
         return odd
     if not isinstance(data, dict):
         return odd
-    created, where, title = data.get("created_at"), data.get("working_directory"), data.get("title", "")
+    sid, created, where = data.get("id"), data.get("created_at"), data.get("working_directory")
+    title = data.get("title", "")
     agent, model, parent = data.get("agent", "python"), data.get("model"), data.get("parent_id")
     status, participant = data.get("status", "active"), data.get("for_participant")
     if not (
-        data.get("id") == name  # a folder copied by hand holds another's id: the access layer says
+        _text(sid)
         and isinstance(created, str)
         and _CREATED.fullmatch(created)
         and _text(where)
@@ -179,6 +180,7 @@ def read_folder(top: str, name: str) -> Folder | None:
             "1",
             "1" if status == "archived" else "0",
             journal_time,
+            str(sid),  # a folder copied by hand holds another's id, and is listed with it
             str(title),
             str(where),
             created,
@@ -187,7 +189,7 @@ def read_folder(top: str, name: str) -> Folder | None:
             NONE if parent is None else str(parent),
         )
     )
-    return (name, line, st.st_mtime_ns, worker, journal_size)
+    return (name, line, stamp, worker, journal_size)
 
 
 def _text(value: object) -> bool:
@@ -230,15 +232,15 @@ def _open(root: str, *, make: bool) -> sqlite3.Connection | None:
 def _upsert(db: sqlite3.Connection, got: Folder, *, worker: bool | None, state: str | None) -> None:
     """Write `got` as its session's row (`worker`, `state`: what the writer knows of them better
     than the folder says; None: the folder's word for a new row, the row's own otherwise)."""
-    sid, line, folder_time, found, size = got
+    sid, line, stamp, found, size = got
     held = found if worker is None else int(worker)
     db.execute(
-        "INSERT INTO sessions(id, line, folder_time, worker, journal_size, state) VALUES(?,?,?,?,?,?) "
-        "ON CONFLICT(id) DO UPDATE SET line=excluded.line, folder_time=excluded.folder_time, "
+        "INSERT INTO sessions(id, line, stamp, worker, journal_size, state) VALUES(?,?,?,?,?,?) "
+        "ON CONFLICT(id) DO UPDATE SET line=excluded.line, stamp=excluded.stamp, "
         "journal_size=excluded.journal_size, seq=seq+1"
         + (", worker=excluded.worker" if worker is not None else "")
         + (", state=excluded.state" if state is not None else ""),
-        (sid, line, folder_time, held, size, state or ("running" if held else "stopped")),
+        (sid, line, stamp, held, size, state or ("running" if held else "stopped")),
     )
 
 
@@ -247,7 +249,8 @@ def note_session(
 ) -> None:
     """Write session `session_id`'s row from its folder as it is now (a record saved, a worker
     starting or leaving: `worker`, `state`). Never raises: when the row cannot be written, the
-    sessions folder is touched, so that the next listing looks at every folder's time."""
+    session's record and the sessions folder are touched, so that the next listing reads the
+    session from its folder."""
     root = os.fspath(root)
     top = f"{root}/sessions"
     try:
@@ -265,8 +268,9 @@ def note_session(
             db.close()
     except (sqlite3.Error, OSError) as exc:
         _log("the sessions' summary %s/%s was not updated (%s)", root, FILE, exc)
-        with contextlib.suppress(OSError):
-            os.utime(top)
+        for path in (f"{top}/{session_id}/session.json", top):
+            with contextlib.suppress(OSError):
+                os.utime(path)
 
 
 def note_state(db: sqlite3.Connection, session_id: str, state: str) -> None:
@@ -300,7 +304,7 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
         mark = os.fstat(fd).st_mtime_ns  # before the names: a change after it moves it again
         names = os.listdir(fd)
         db: sqlite3.Connection | None = None
-        known: dict[str, tuple[str, str, int, int, int]] = {}
+        known: dict[str, tuple[str, str, str, int, int]] = {}
         checked = False
         try:
             db = _open(root, make=True)
@@ -308,8 +312,7 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
                 seen = db.execute("SELECT value FROM meta WHERE key='checked'").fetchone()
                 checked = seen is not None and seen[0] == str(mark)
                 known = {
-                    row[0]: row
-                    for row in db.execute("SELECT id, line, folder_time, worker, seq FROM sessions")
+                    row[0]: row for row in db.execute("SELECT id, line, stamp, worker, seq FROM sessions")
                 }
         except (sqlite3.Error, OSError):
             # No summary to be had (a read-only state dir, a broken file): every folder is read.
@@ -328,7 +331,7 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
                         out.append(name)
                         continue
                     got = read_folder(top, name)  # its row stays: the worker may be starting
-                elif checked or os.stat(name, dir_fd=fd).st_mtime_ns == row[2]:
+                elif checked or _stamp(name, fd) == row[2]:
                     got = row  # the same shape, its seq where the journal's size is
                 else:
                     got = read_folder(top, name)
@@ -358,10 +361,21 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
         os.close(fd)
 
 
+def _stamp(name: str, top: int) -> str:
+    """The times of folder `name` of the sessions folder (its descriptor `top`) and of its record,
+    as a row keeps them: a file made or removed in the folder moves the first, the record
+    rewritten (by tui, which replaces it, or in place by hand) the second."""
+    try:
+        folder = os.stat(name, dir_fd=top).st_mtime_ns
+        return f"{folder}/{os.stat(f'{name}/session.json', dir_fd=top).st_mtime_ns}"
+    except OSError:
+        return ""
+
+
 def _remember(
     db: sqlite3.Connection,
     fresh: list[tuple[str, Folder | None, int | None]],
-    gone: dict[str, tuple[str, str, int, int, int]],
+    gone: dict[str, tuple[str, str, str, int, int]],
     mark: str | None,
 ) -> None:
     """Write what a listing read from the folders: a row only where no one wrote it since it
@@ -375,13 +389,13 @@ def _remember(
                 db.execute("DELETE FROM sessions WHERE id=? AND seq=?", (name, seq))
             elif seq is None:
                 db.execute(
-                    "INSERT OR IGNORE INTO sessions(id, line, folder_time, worker, journal_size, state) "
+                    "INSERT OR IGNORE INTO sessions(id, line, stamp, worker, journal_size, state) "
                     "VALUES(?,?,?,?,?,?)",
                     (*got, "running" if got[3] else "stopped"),
                 )
             else:
                 db.execute(
-                    "UPDATE sessions SET line=?, folder_time=?, worker=?, journal_size=?, seq=seq+1 "
+                    "UPDATE sessions SET line=?, stamp=?, worker=?, journal_size=?, seq=seq+1 "
                     "WHERE id=? AND seq=?",
                     (*got[1:], name, seq),
                 )

@@ -91,9 +91,9 @@ def _created(text: str) -> datetime:
 
 def as_row(got: Folder) -> Row:
     """The `Row` of a stopped session as the summary (`tui.summary`) holds it."""
-    _, archived, journal_time, title, where, created, agent, model, parent = got[1].split(SEP)
+    _, archived, journal_time, sid, title, where, created, agent, model, parent = got[1].split(SEP)
     return Row(
-        got[0],
+        sid,
         title,
         where,
         _created(created),
