@@ -166,6 +166,7 @@ def _write_once(folder: Path, turns: int, *, first_indexed: bool) -> tuple[float
     from tui.protocol import TextChunk, ToolEnded, ToolOutput, ToolStarted, TurnEnded, TurnStarted
     from tui.protocol.state import SessionState
     from tui.store import Journal
+    from tui.summary import note_session
     from tui.worker.indexing import keep_index
     from tui.worker.writer import EventWriter
 
@@ -178,6 +179,8 @@ def _write_once(folder: Path, turns: int, *, first_indexed: bool) -> tuple[float
         paths.record.write_text(
             json.dumps({"id": sid, "created_at": "2026-01-01T00:00:00Z", "working_directory": "/w"})
         )
+        if indexed:
+            note_session(state.root, sid, worker=True, state="starting")  # as a worker starts
         journal = Journal.open_for_append(paths.journal)
         writer = EventWriter(paths, journal, SessionState())
         writer.quiet = True
