@@ -1,8 +1,17 @@
-"""The live fan-out on its own: a follower that stops reading is bounded and told to catch up."""
+"""The live fan-out on its own: a follower that stops reading is bounded and told to catch up, and
+a turn can wait until what it said was written by every follower's stream."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+from helpers import TIMEOUT
+
 from tui.store import JournalLine
+from tui.testing.double import WorkerLink
+from tui.worker import turn as turn_module
+from tui.worker.bridge import _stream
 from tui.worker.hub import BEHIND, CLOSED, Hub
 
 
@@ -57,3 +66,69 @@ async def test_an_event_is_encoded_once_for_every_follower() -> None:
         frames.append(got[0])
     assert frames[0].data == b"id: 1\nevent: text\ndata: xxxxxxxxxx\n\n"
     assert all(frame.data is frames[0].data for frame in frames), "one SSE message, shared"
+
+
+async def test_written_waits_for_every_follower_to_write_what_was_published() -> None:
+    hub = Hub()
+    quick, slow = hub.subscribe("quick"), hub.subscribe("slow")
+    hub.subscribe("presence only", events=False)  # hears no events: not waited for
+    hub.publish(_line(1))
+    written = asyncio.ensure_future(hub.written(TIMEOUT))
+    await quick.next(1.0)
+    quick.wrote(1)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not written.done(), "one follower has not written it yet"
+    await slow.next(1.0)
+    slow.wrote(1)
+    await asyncio.wait_for(written, TIMEOUT)
+    # A follower that subscribed later is not waited for what came before it; one that ends, or
+    # stopped reading past the timeout, is not waited for at all.
+    late = hub.subscribe("late")
+    await asyncio.wait_for(hub.written(TIMEOUT), TIMEOUT)
+    hub.publish(_line(2))
+    hub.unsubscribe(late)
+    written = asyncio.ensure_future(hub.written(TIMEOUT))
+    quick.wrote(2)
+    slow.close()
+    await asyncio.wait_for(written, TIMEOUT)
+    hub.publish(_line(3))
+    await asyncio.wait_for(hub.written(0.01), TIMEOUT)  # quick never writes seq 3
+
+
+async def test_a_turn_hears_once_the_event_stream_has_written_its_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the worker's own event stream: `TurnIO.delivered` returns once the stream has had
+    the text written (it is back for more), not when the text was only queued or taken."""
+    monkeypatch.setattr(turn_module, "DELIVERY_WAIT", TIMEOUT)  # no follower is given up on here
+    link = WorkerLink()
+    worker = link.worker
+    frames = _stream(worker, worker.writer.journal.last_seq, "follower")
+    link.start_turn("hi")
+    turn = await link.agent.began()
+    hub = worker.writer.hub
+    taken = b""
+    while b"id: %d\n" % hub.published not in taken:  # the turn's start, as the journal has it
+        taken += await asyncio.wait_for(anext(frames), TIMEOUT)
+    live = asyncio.ensure_future(anext(frames))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not live.done()  # the stream waits for live events
+    turn.text("first")  # and the statuses that come with it
+    delivered = asyncio.ensure_future(turn.delivered())
+    taken = await asyncio.wait_for(live, TIMEOUT)
+    while b"id: %d\n" % hub.published not in taken:
+        taken += await asyncio.wait_for(anext(frames), TIMEOUT)  # taken, handed to the server
+    assert b'"first"' in taken
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not delivered.done()
+    more = asyncio.ensure_future(anext(frames))  # the server wrote it: the stream asks for more
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert delivered.done()
+    more.cancel()
+    await asyncio.wait([more])
+    await link.end_turn()
+    await link.close()

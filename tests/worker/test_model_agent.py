@@ -49,6 +49,8 @@ class Turn:
         self.answer = answer
         self.spent: dict[str, int] = {}
         self.first_text = asyncio.Event()
+        self.delivered_after: list[str] = []
+        """The reply so far each time the agent waited for the followers (`TurnIO.delivered`)."""
 
     @property
     def reply(self) -> str:
@@ -63,6 +65,9 @@ class Turn:
 
     def thinking(self, text: str) -> None:
         self.events.append(("thinking", text))
+
+    async def delivered(self) -> None:
+        self.delivered_after.append(self.reply)
 
     def plan(self, entries: Any) -> None:
         self.events.append(("plan", entries))

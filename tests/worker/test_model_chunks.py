@@ -141,6 +141,21 @@ async def test_the_first_text_of_a_burst_is_handed_over_before_the_rest_is_read(
     assert "".join(str(text) for _, text in rest) == "tok " * 4999 and len(rest) < 10
 
 
+async def test_nothing_behind_the_first_text_is_read_until_it_was_taken_and_more_asked_for() -> None:
+    """However many turns the loop takes between pydantic-ai taking the first text and asking for
+    more (the model agent sends that text to every follower meanwhile), the burst behind it stays
+    unread: the reader waits for the ask, not for a number of turns."""
+    source = Source(chunk({"role": "assistant"}), *(chunk({"content": "tok "}) for _ in range(5000)))
+    stream = coalesced(source)
+    await anext(stream)  # the role alone
+    assert described(await anext(stream)) == ("content", "tok ")
+    for _ in range(100):  # a follower's stream task, the server's write, the journal …
+        await asyncio.sleep(0)
+    assert len(source.items) == 4999  # before: the reader had read on a slice at each turn
+    rest = [described(c) async for c in stream]
+    assert "".join(str(text) for _, text in rest) == "tok " * 4999
+
+
 async def test_whitespace_stays_alone_for_a_profile_that_drops_it_at_a_part_start() -> None:
     source = Source(chunk({"content": "\n\n"}), chunk({"content": "Hi"}), chunk({"content": "!"}))
     stream = CoalescedStream(cast("AsyncStream[ChatCompletionChunk]", source), whitespace_alone=True)

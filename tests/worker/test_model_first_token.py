@@ -61,3 +61,5 @@ async def test_the_first_text_reaches_a_follower_before_the_burst_behind_it_is_r
         await following
         assert outcome.outcome == "interrupted", outcome.error
         assert turn.reply == "first "  # before the fix: "first " and 250 "tok "
+        # the agent waited for the followers' streams right after the first text, before reading on
+        assert turn.delivered_after[:1] == ["first "]

@@ -36,6 +36,7 @@ from tui.protocol.state import note_line
 from tui.store import SessionPaths, SessionRecord
 
 __all__ = [
+    "DELIVERY_WAIT",
     "Agent",
     "AgentContext",
     "Answer",
@@ -49,6 +50,9 @@ __all__ = [
     "source_header",
     "sources_of",
 ]
+
+DELIVERY_WAIT = 0.1
+"""Seconds `TurnIO.delivered` waits at most for the followers' streams to write what was said."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +168,13 @@ class TurnIO(Protocol):
 
     def thinking(self, text: str) -> None:
         """Stream a chunk of the agent's reasoning (a `thinking` event)."""
+
+    async def delivered(self) -> None:
+        """Return once what the turn said so far has been written to every follower's stream, or
+        after `DELIVERY_WAIT` seconds at most (a follower that stopped reading is not waited for).
+
+        An agent that reads a burst of its provider's stream awaits it after the first text, so
+        that text leaves the worker before the rest is read."""
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         """Show the agent's plan, the whole list each time (a `plan` event)."""

@@ -381,6 +381,7 @@ async def _stream(
                     break
                 yield b"".join(_sse(line) for line in lines)
                 sent = lines[-1].seq
+                sub.wrote(sent)
             while True:
                 got = await sub.next(KEEPALIVE)
                 if got is None:
@@ -404,6 +405,7 @@ async def _stream(
                 if fresh:
                     yield fresh[0].data if len(fresh) == 1 else b"".join(frame.data for frame in fresh)
                     sent = fresh[-1].seq
+                    sub.wrote(sent)  # back here once the server wrote it to the socket
     finally:
         worker.writer.hub.unsubscribe(sub)
         worker.writer.presence_changed(sub)

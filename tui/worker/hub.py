@@ -4,6 +4,10 @@ Publishing never waits: a follower whose client stopped reading fills its queue,
 emptied and marked *behind*; its stream goes back to reading the journal from the last event it
 sent. One stalled client therefore neither holds the others back nor grows memory past
 ``limit`` events or ``limit_bytes`` bytes.
+
+Each stream says what it has written (`Subscription.wrote`), so a turn can wait until what it said
+has left for every follower (`Hub.written`): the model agent does so after the first text of a
+reply, before it reads more of the provider's stream.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class Subscription:
         *,
         events: bool = True,
         quiet: bool = False,
+        written: int = 0,
     ) -> None:
         self.client_id = client_id
         self.who = who
@@ -81,6 +86,9 @@ class Subscription:
         self.closed = False
         self.dropped = 0
         """How many times this follower fell behind (for logs and tests)."""
+        self.written = written
+        """The seq of the last event this stream has written to its client (`wrote`)."""
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
 
     def push(self, frame: Frame) -> None:
@@ -107,6 +115,34 @@ class Subscription:
     def close(self) -> None:
         self.closed = True
         self._wake.set()
+        self.release()
+
+    def wrote(self, seq: int) -> None:
+        """The stream has written every event up to `seq` to its client's socket."""
+        self.written = seq
+        if self._waiters:
+            self.release(seq)
+
+    def written_to(self, seq: int) -> asyncio.Future[None]:
+        """A future set once the stream has written `seq` (or ended)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if self.written >= seq or self.closed:
+            waiter.set_result(None)
+        else:
+            self._waiters = [(wanted, w) for wanted, w in self._waiters if not w.done()]
+            self._waiters.append((seq, waiter))
+        return waiter
+
+    def release(self, seq: int | None = None) -> None:
+        """Set the waiters for `seq` and before it (None: all of them, the stream ends)."""
+        kept: list[tuple[int, asyncio.Future[None]]] = []
+        for wanted, waiter in self._waiters:
+            if seq is None or wanted <= seq:
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                kept.append((wanted, waiter))
+        self._waiters = kept
 
     async def next(self, idle: float) -> list[Frame] | _Signal | bytes | None:
         """Every queued event, or a signal, or a notice, or None when `idle` seconds passed with nothing."""
@@ -141,6 +177,8 @@ class Hub:
         self._live: set[Subscription] = set()
         """The subscriptions events are pushed to."""
         self.closed = False
+        self.published = 0
+        """The seq of the last event published."""
         self._present: tuple[frozenset[Subscription], list[Presence]] | None = None
         """Who is attached, and the open streams it was worked out from (the worker asks after
         every event it appends, so it is worked out again only when they change)."""
@@ -151,7 +189,9 @@ class Hub:
         """A new follower; it receives every event published from now on (with `events` False,
         none: it is counted as attached and hears notices, as the web bridge's followers of one
         shared stream are; `quiet`: see `Subscription.named`)."""
-        sub = Subscription(client_id, self.limit, self.limit_bytes, who, events=events, quiet=quiet)
+        sub = Subscription(
+            client_id, self.limit, self.limit_bytes, who, events=events, quiet=quiet, written=self.published
+        )
         if self.closed:
             # The worker is leaving: a late stream gets the journal (worker_leaving included), then ends.
             sub.close()
@@ -163,15 +203,27 @@ class Hub:
     def unsubscribe(self, sub: Subscription) -> None:
         self._subs.discard(sub)
         self._live.discard(sub)
+        sub.release()
 
     def publish(self, line: JournalLine) -> None:
         """Hand an appended event to every follower (never waits): its SSE message is made once,
         here, and the same bytes go to every stream."""
+        self.published = line.seq
         if not self._live:
             return
         frame = Frame(line.seq, sse_frame(line))
         for sub in self._live:
             sub.push(frame)
+
+    async def written(self, at_most: float) -> None:
+        """Return once every open stream has written the events published so far to its client,
+        or after `at_most` seconds (a follower that stopped reading is not waited for longer)."""
+        seq = self.published
+        waits = [sub.written_to(seq) for sub in self._live if sub.written < seq and not sub.closed]
+        if waits:
+            _, late = await asyncio.wait(waits, timeout=at_most)
+            for waiter in late:
+                waiter.cancel()
 
     def notice(self, text: bytes) -> None:
         """Send every open stream a line that is not an event (an SSE comment)."""

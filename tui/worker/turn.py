@@ -30,7 +30,7 @@ from tui.protocol import (
     ToolUpdated,
     TurnStarted,
 )
-from tui.worker.agent import Answer
+from tui.worker.agent import DELIVERY_WAIT, Answer
 
 if TYPE_CHECKING:
     from tui.worker.control import TurnControl
@@ -99,6 +99,9 @@ class Turn:
     def thinking(self, text: str) -> None:
         if text:
             self._writer.emit_turn(Thinking(turn_id=self.turn_id, text=text))
+
+    async def delivered(self) -> None:
+        await self._writer.hub.written(DELIVERY_WAIT)
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         self._writer.emit_turn(Plan(turn_id=self.turn_id, entries=list(entries)))

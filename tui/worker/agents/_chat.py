@@ -30,7 +30,7 @@ from pydantic_ai.profiles import DEFAULT_THINKING_TAGS
 __all__ = ["SLICE", "CoalescedStream", "CoalescingChatModel"]
 
 SLICE = 0.001
-"""Seconds of reading a burst of chunks before the loop gets a turn (the first text's way out)."""
+"""Seconds of reading a burst of chunks before the loop gets a turn (the worker's other tasks)."""
 
 
 Data = dict[str, Any]
@@ -138,16 +138,19 @@ class CoalescedStream:
         self._next, self._build = _reading(source)
         self._reader: asyncio.Task[None] | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._asked: asyncio.Future[None] | None = None
+        """Set while the reader waits for pydantic-ai to take the first chunk that says something."""
         self._ended = False
         self._error: Exception | None = None
 
     # --- the reading task -------------------------------------------------------------------------
     async def _read(self) -> None:
         # The SDK parses chunks already received without handing the loop back: a burst of
-        # thousands would all be parsed (tens of ms) before pydantic-ai saw the first. So the
-        # first chunk that says something is handed over before the rest is read, and later the
-        # loop gets a turn every SLICE seconds (the first text's way to the journal and the
-        # client; merging goes on over what each slice read).
+        # thousands would all be parsed (tens of ms) before pydantic-ai saw the first. So nothing
+        # more is read after the first chunk that says something until pydantic-ai has taken it
+        # and asks for more (the model agent asks only once that text has left for every
+        # follower), and later the loop gets a turn every SLICE seconds (merging goes on over
+        # what each slice read).
         step = self._next
         loop = asyncio.get_running_loop()
         said = False
@@ -162,7 +165,11 @@ class CoalescedStream:
                 self._wake()
                 if not said and _says_something(chunk):
                     said = True
-                    await asyncio.sleep(0)
+                    self._asked = loop.create_future()
+                    try:
+                        await self._asked
+                    finally:
+                        self._asked = None
                     turn_at = loop.time() + SLICE
                 elif loop.time() >= turn_at:
                     await asyncio.sleep(0)
@@ -188,6 +195,9 @@ class CoalescedStream:
     async def _take(self) -> Data:
         chunks = self._chunks
         if not chunks:
+            asked = self._asked
+            if asked is not None and not asked.done():
+                asked.set_result(None)  # the reader goes on
             if self._reader is None:
                 self._reader = asyncio.get_running_loop().create_task(self._read())
             while not chunks and not self._ended:

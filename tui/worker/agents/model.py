@@ -124,12 +124,18 @@ class _Running:
     quiet spell is sent at once (the first token is never held back), the chunks that follow
     within `interval` wait and go as one event when it ends. A new part, another kind of chunk,
     a tool call and the end of the stream send what waits first, so nothing is lost or reordered.
+    The first text and the first reasoning of each model request set `due`: the stream is read on
+    only once the followers' streams have written it (`TurnIO.delivered`).
     """
 
     turn: TurnIO
     interval: float = OBSERVE_SECONDS
     wrote: str = ""
     calls_made: int = 0
+    said: set[str] = field(default_factory=set)
+    """The kinds (``text``, ``thinking``) sent in this model request so far."""
+    due: bool = False
+    """The first chunk of a kind was just sent: wait for `TurnIO.delivered` before reading on."""
     _kind: str = ""
     """What `_held` is: ``text`` or ``thinking``."""
     _held: list[str] = field(default_factory=list)
@@ -176,6 +182,9 @@ class _Running:
 
     def _send(self, kind: str, chunk: str) -> None:
         self._kind = kind
+        if kind not in self.said:
+            self.said.add(kind)
+            self.due = True
         if kind == "text":
             self.turn.text(chunk)
         else:
@@ -396,6 +405,7 @@ class ModelAgent(Agent):
                     if not PydanticAgent.is_model_request_node(node):
                         continue
                     async with node.stream(run.ctx) as stream:
+                        running.said.clear()
                         async for event in stream:
                             if isinstance(event, PartDeltaEvent):
                                 delta = event.delta
@@ -410,6 +420,11 @@ class ModelAgent(Agent):
                                     running.thinking(event.part.content, new_part=True)
                                 else:
                                     running.flush()
+                            if running.due:
+                                # the first text out to every follower before more is read (a
+                                # burst behind it would otherwise be parsed first)
+                                running.due = False
+                                await running.turn.delivered()
                     # What the turn spent, after each model request: past the session's budget,
                     # no further request is made (the turn ends with stop reason ``budget``).
                     running.flush()  # the reply so far before any line the check says
