@@ -7,6 +7,14 @@ it, several events in one write when it is behind. A follower whose cursor is ol
 journal from its cursor on a stream of its own until it reaches the ring, then joins it: no gap
 and no repeat. Who is attached stays the worker's to count: each follower also holds a
 ``presence`` stream, which carries no events (`tui.worker.bridge`).
+
+A follower that has sent everything the ring holds, on a connection the server lets it write to
+directly (`tui.web.wire`), waits as a `Direct` of the shared stream: each new event is framed once
+(the owner's bytes and a participant's, chunked or not) and written to every such follower's
+transport in one pass, with no task woken and no ASGI layer per follower. One that cannot be
+written now (its transport paused by a client reading slowly, a ping or notice of its own being
+sent, its client gone) is let go and goes on from its own task as before: it reads the ring from
+where it is, waits for its client, and falls behind onto the journal if it must.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -21,8 +30,9 @@ from tui.errors import WorkerUnavailable
 from tui.redact import HOLD, StreamRedactor
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
 from tui.web.streaming import Emit, FollowerStream
+from tui.web.wire import Wire, chunk
 
-__all__ = ["FanOuts", "FollowResponse", "Shared", "private"]
+__all__ = ["Direct", "FanOuts", "FollowResponse", "Shared", "private"]
 
 log = logging.getLogger("tui.web.fanout")
 
@@ -53,6 +63,24 @@ def _seq(message: bytes) -> int | None:
     return int(message[4 : message.index(b"\n")])
 
 
+class Direct:
+    """A caught-up follower the shared stream writes its events to itself (`Shared.hold`)."""
+
+    __slots__ = ("everything", "let_go", "sending", "sent", "wire", "wrote")
+
+    def __init__(self, wire: Wire, sending: asyncio.Lock, *, everything: bool) -> None:
+        self.wire = wire
+        self.sending = sending
+        """The follower's own `emit` holds it while it writes: no event goes in between."""
+        self.everything = everything
+        self.sent = 0
+        """The seq of the last event the follower was sent (or passed over, being private)."""
+        self.wrote = 0.0
+        """When an event was last written to it (monotonic seconds)."""
+        self.let_go = asyncio.Event()
+        """Set when the shared stream stops writing to it: its own task goes on from `sent`."""
+
+
 class Shared:
     """A session's one stream from its worker and the ring of its recent events."""
 
@@ -71,6 +99,9 @@ class Shared:
         self.changed = asyncio.Event()
         self.private: set[int] = set()
         """The seqs in the ring of the events a participant is not sent (`private`)."""
+        self.held: dict[Direct, None] = {}
+        """The caught-up followers written to in one pass as each event arrives, in the order
+        they came."""
         self.redactor = StreamRedactor()
         """Every event is kept in the ring with its secrets taken out (`tui.redact`): what a
         follower of `tui web` is sent never holds them."""
@@ -110,6 +141,8 @@ class Shared:
         finally:
             self._keep(self.redactor.flush())
             self.ended = True
+            for follower in list(self.held):
+                self._let_go_of(follower)
             self._wake()
             self._gone(self)
             await upstream.aclose()
@@ -127,17 +160,61 @@ class Shared:
             self._held = held
         if not messages:
             return
+        before = self.seqs[-1] if self.seqs else self.base
+        frames = []
         for message in messages:
             frame = message + b"\n\n"
             seq = _seq(message) or 0
-            if private(message):
+            mine = private(message)
+            if mine:
                 self.private.add(seq)
             self.seqs.append(seq)
             self.frames.append(frame)
+            frames.append((mine, frame))
             self.size += len(frame)
         if len(self.frames) > RING or self.size > RING_BYTES:
             self._trim()
+        if self.held:
+            self._write_held(before, frames)
         self._wake()
+
+    def _write_held(self, before: int, frames: list[tuple[bool, bytes]]) -> None:
+        """Write the events just kept (`frames`, each with whether it is `private`; they follow
+        seq `before`) to every held follower that was sent everything before them and can be
+        written now; let go of the others."""
+        last = self.seqs[-1]
+        bodies: dict[tuple[bool, bool], bytes] = {}
+        now = time.monotonic()
+        for follower in list(self.held):
+            wire = follower.wire
+            if follower.sent != before or follower.sending.locked() or not wire.writable:
+                self._let_go_of(follower)
+                continue
+            key = (follower.everything, wire.chunked)
+            body = bodies.get(key)
+            if body is None:
+                body = b"".join(f for mine, f in frames if follower.everything or not mine)
+                body = bodies[key] = chunk(body) if body and wire.chunked else body
+            if body:
+                wire.transport.write(body)
+                follower.wrote = now
+            follower.sent = last
+
+    def _let_go_of(self, follower: Direct) -> None:
+        del self.held[follower]
+        follower.let_go.set()
+
+    async def hold(self, follower: Direct, sent: int) -> int:
+        """Write each new event to `follower` (which was sent everything up to `sent`, all the
+        ring holds) until it cannot be written or the stream ends; the seq it was sent up to."""
+        follower.sent = sent
+        follower.let_go.clear()
+        self.held[follower] = None
+        try:
+            await follower.let_go.wait()
+        finally:
+            self.held.pop(follower, None)
+        return follower.sent
 
     def _let_go(self) -> None:
         self._release = None
@@ -242,6 +319,10 @@ class FollowResponse(FollowerStream):
         self.cursor = cursor
         self.everything = handle.participant_id is None
         """The owner's stream: every event; a participant's leaves out the `private` ones."""
+        self.direct: Direct | None = None
+
+    def _wrote(self) -> float:
+        return self.direct.wrote if self.direct is not None else 0.0
 
     async def _replay(self, sent: int, emit: Emit) -> int | None:
         """Send the journal after `sent` from a stream of the follower's own until the ring holds
@@ -297,6 +378,10 @@ class FollowResponse(FollowerStream):
                         await emit(chunk)
                 elif shared.ended:
                     break
+                elif self.wire is not None:
+                    if self.direct is None:
+                        self.direct = Direct(self.wire, self.sending, everything=self.everything)
+                    sent = await shared.hold(self.direct, sent)
                 else:
                     await changed.wait()
 

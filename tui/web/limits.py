@@ -10,6 +10,9 @@ descriptors) for ever. `GuardedH11` is uvicorn's h11 protocol with three bounds:
   closed;
 - a request h11 cannot parse (a 200 KB URL, a malformed header) gets a JSON 400, not plain text.
 
+It also hands each GET request's app a `tui.web.wire.Wire` of its connection, through which the
+fan-out writes an event to many followers in one pass.
+
 Each kind of refusal is logged once a minute with how many there were, never a traceback each.
 """
 
@@ -23,6 +26,7 @@ from typing import Any, ClassVar
 
 from tui.errors import InvalidRequest, RequestTimeout, ServerBusy, TuiError
 from tui.serve import JsonH11, raw_refusal
+from tui.web.wire import WIRE, Wire
 
 __all__ = ["HEAD_TIMEOUT", "GuardedH11", "connection_limit"]
 
@@ -151,6 +155,14 @@ class GuardedH11(JsonH11):
         super().data_received(data)
         if self.cycle is not None:
             self._served = True
+
+    def handle_events(self) -> None:
+        before = self.cycle
+        super().handle_events()
+        cycle = self.cycle
+        # A new request's cycle: its task is made but not yet run, so its app finds the wire.
+        if cycle is not None and cycle is not before and cycle.scope["method"] == "GET":
+            cycle.scope.setdefault("extensions", {})[WIRE] = {"wire": Wire(cycle)}
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._head_timer is not None:

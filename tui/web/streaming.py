@@ -21,6 +21,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream
+from tui.web.wire import Wire
 
 __all__ = ["LEAVING", "Emit", "FollowerStream"]
 
@@ -46,6 +47,11 @@ class FollowerStream(Response):
         self.handle = handle
         self.keepalive = keepalive
         self.on_end = on_end
+        self.sending = asyncio.Lock()
+        """Held while `emit` sends: nothing else may write to the client meanwhile."""
+        self.wire: Wire | None = None
+        """The client's connection, to write to past ASGI (`tui.web.wire`); None when the server
+        gives none."""
         self.status_code = 200
         self.background = None
         self.init_headers(
@@ -63,10 +69,15 @@ class FollowerStream(Response):
     async def _leave(self) -> None:
         """Let go of what this stream follows (shielded, after its presence stream is closed)."""
 
+    def _wrote(self) -> float:
+        """When something was last written to the client past `emit` (monotonic seconds)."""
+        return 0.0
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        lock = asyncio.Lock()
+        lock = self.sending
         last = time.monotonic()
         drained = asyncio.Event()
+        self.wire = Wire.of(scope)
 
         async def emit(chunk: bytes) -> None:
             nonlocal last
@@ -89,8 +100,9 @@ class FollowerStream(Response):
 
         async def ping(tg: anyio.abc.TaskGroup) -> None:
             while True:
-                await anyio.sleep(max(0.05, last + self.keepalive - time.monotonic()))
-                if time.monotonic() - last >= self.keepalive:
+                quiet = max(last, self._wrote())
+                await anyio.sleep(max(0.05, quiet + self.keepalive - time.monotonic()))
+                if time.monotonic() - max(last, self._wrote()) >= self.keepalive:
                     await emit(b": ping\n\n")
 
         async def ended(tg: anyio.abc.TaskGroup) -> None:
