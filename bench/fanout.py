@@ -4,8 +4,9 @@ p99 and max, in interleaved rounds (worker, web, worker, web …), medians of th
 median of the rounds' p99 ratios. The followers and the turn are `bench/soak.py`'s fan-out case
 (lean HTTP/1.0 clients in this process, a turn printing 40 lines 0.1 s apart).
 
-Run with ``.venv/bin/python bench/fanout.py [--followers N] [--rounds N]`` (raise ``ulimit -n``
-past twice the followers). The figures go into docs/performance.md.
+Run with ``.venv/bin/python bench/fanout.py [--followers N] [--rounds N] [--before DIR]``
+(``--before DIR``: also, in each round, `tui web` of another tree, DIR holding its ``tui``, run
+with ``PYTHONPATH=DIR``). The figures go into docs/performance.md.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--followers", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", metavar="DIR", help="a folder holding another tree's tui, run beside")
     args = parser.parse_args()
+    vias = ("worker", "web", "before") if args.before else ("worker", "web")
     # `tui web` keeps a third of its open files as connections, a quarter of those from one
     # address (`tui.web.limits`): every follower here comes from 127.0.0.1.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -35,12 +38,17 @@ async def main() -> None:
     resource.setrlimit(
         resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(hard, wanted), hard)
     )
-    figures: dict[str, list[dict[str, float]]] = {"worker": [], "web": []}
+    figures: dict[str, list[dict[str, float]]] = {via: [] for via in vias}
     for _ in range(args.rounds):
-        for via in ("worker", "web"):
+        for via in vias:
             with tempfile.TemporaryDirectory(prefix="tui-fanout-", dir="/tmp") as d:
                 os.environ["TUI_STATE_DIR"] = d
-                got = await fan_out(Path(d), args.followers, via)
+                if via == "before":
+                    os.environ["PYTHONPATH"] = args.before
+                try:
+                    got = await fan_out(Path(d), args.followers, "worker" if via == "worker" else "web")
+                finally:
+                    os.environ.pop("PYTHONPATH", None)
             row = {k: float(got[f"append→arrival {k} s"]) for k in KEYS}
             refused = {k: v for k, v in got.items() if k.startswith("streams ") and k != "streams ended"}
             if refused:
@@ -51,17 +59,24 @@ async def main() -> None:
             print(
                 f"{via:6} load {row['load']:.1f}: "
                 + ", ".join(f"{k} {row[k] * 1000:,.0f} ms" for k in KEYS)
-                + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via == "web" else ""),
+                + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via != "worker" else ""),
                 flush=True,
             )
-    for via, label in (("worker", "straight on the worker's socket"), ("web", "through tui web")):
+    labels = {
+        "worker": "straight on the worker's socket",
+        "web": "through tui web",
+        "before": f"through tui web of {args.before}",
+    }
+    for via in vias:
         rows = figures[via]
+        label = labels[via]
         medians = ", ".join(f"{k} {statistics.median(r[k] for r in rows) * 1000:,.0f} ms" for k in KEYS)
         print(f"{args.followers:,} followers {label}: {medians}")
-    ratios = [
-        b["p99"] / a["p99"] for a, b in zip(figures["worker"], figures["web"], strict=True) if a["p99"] > 0
-    ]
-    print(f"p99 through tui web / on the worker's socket: {statistics.median(ratios):.2f}x")
+    for via in vias[1:]:
+        ratios = [
+            b["p99"] / a["p99"] for a, b in zip(figures["worker"], figures[via], strict=True) if a["p99"] > 0
+        ]
+        print(f"p99 {labels[via]} / on the worker's socket: {statistics.median(ratios):.2f}x")
 
 
 if __name__ == "__main__":

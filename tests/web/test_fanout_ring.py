@@ -101,3 +101,71 @@ def test_tui_web_considers_a_full_collection_ten_times_less_often(tmp_path: Path
         assert gc.get_threshold() == (before[0], before[1], 100)
     finally:
         gc.set_threshold(*before)
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+class _Wire:
+    """A follower's connection as the shared stream sees it (`tui.web.wire.Wire`)."""
+
+    def __init__(self, *, chunked: bool) -> None:
+        self.transport = _Transport()
+        self.chunked = chunked
+        self.writable = True
+
+
+def _share(seq: int) -> bytes:
+    return b'id: %d\nevent: share_changed\ndata: {"seq":%d}\n\n' % (seq, seq)
+
+
+async def test_caught_up_followers_are_written_in_one_pass_until_one_cannot_be() -> None:
+    """Each held follower gets the new events framed for its connection (a participant's without
+    the share lines); one whose transport is paused is let go of at the seq it was sent."""
+    shared = Shared("sock", "/events", lambda s: None)
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    class _Live(_Upstream):
+        async def aiter_raw(self) -> AsyncIterator[bytes]:
+            while True:
+                yield await queue.get()
+
+    reader = asyncio.create_task(shared._read(_Live([])))  # type: ignore[arg-type]
+    wires = [_Wire(chunked=True), _Wire(chunked=False), _Wire(chunked=True)]
+    followers = [
+        fanout.Direct(wire, asyncio.Lock(), everything=everything)  # type: ignore[arg-type]
+        for wire, everything in zip(wires, (True, True, False), strict=True)
+    ]
+    holding = [asyncio.create_task(shared.hold(f, 0)) for f in followers]
+    try:
+        await asyncio.sleep(0)  # one turn of the loop: the reader and the holds start
+        assert len(shared.held) == 3
+        changed = shared.changed
+        await queue.put(_event(1) + _share(2))
+        async with asyncio.timeout(5):
+            await changed.wait()
+        both, mine = _event(1) + _share(2), _event(1)
+        assert wires[0].transport.written == [b"%x\r\n%b\r\n" % (len(both), both)]
+        assert wires[1].transport.written == [both]
+        assert wires[2].transport.written == [b"%x\r\n%b\r\n" % (len(mine), mine)]
+        assert [f.sent for f in followers] == [2, 2, 2]
+        # The second's client reads slowly: it is let go of, at what it was sent, not written.
+        wires[1].writable = False
+        await queue.put(_event(3))
+        async with asyncio.timeout(5):
+            assert await holding[1] == 2
+        assert wires[1].transport.written == [both]
+        assert wires[0].transport.written[-1] == b"%x\r\n%b\r\n" % (len(_event(3)), _event(3))
+        assert list(shared.held) == [followers[0], followers[2]]
+    finally:
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+    # The stream's end lets go of every follower still held.
+    async with asyncio.timeout(5):
+        assert await asyncio.gather(holding[0], holding[2]) == [3, 3]

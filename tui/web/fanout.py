@@ -196,7 +196,11 @@ class Shared:
                 body = b"".join(f for mine, f in frames if follower.everything or not mine)
                 body = bodies[key] = chunk(body) if body and wire.chunked else body
             if body:
-                wire.transport.write(body)
+                try:
+                    wire.transport.write(body)
+                except (OSError, RuntimeError):
+                    self._let_go_of(follower)
+                    continue
                 follower.wrote = now
             follower.sent = last
 
