@@ -2,7 +2,11 @@
 each text event's delay from its append (its ``at``) to its arrival at each follower, p50, p95,
 p99 and max, in interleaved rounds (worker, web, worker, web …), medians of the rounds and the
 median of the rounds' p99 ratios. The followers and the turn are `bench/soak.py`'s fan-out case
-(lean HTTP/1.0 clients in this process, a turn printing 40 lines 0.1 s apart).
+(lean HTTP/1.0 clients in this process, a turn printing 40 lines 0.1 s apart). Each round also
+says where its tail came from: when the worst event reached its first follower and its last (a
+late first arrival was late before the fan-out wrote it: the worker, the hop to `tui web`, a core
+to run on), the median event's spread from its first follower to its last (the fan-out's own
+cost), and how many events reached no follower within 100 ms.
 
 Run with ``.venv/bin/python bench/fanout.py [--followers N] [--rounds N] [--before DIR]``
 (``--before DIR``: also, in each round, `tui web` of another tree, DIR holding its ``tui``, run
@@ -39,27 +43,44 @@ async def main() -> None:
         resource.RLIMIT_NOFILE, (wanted if hard == resource.RLIM_INFINITY else min(hard, wanted), hard)
     )
     figures: dict[str, list[dict[str, float]]] = {via: [] for via in vias}
+    here = os.getcwd()
     for _ in range(args.rounds):
         for via in vias:
             with tempfile.TemporaryDirectory(prefix="tui-fanout-", dir="/tmp") as d:
                 os.environ["TUI_STATE_DIR"] = d
+                # `python -m tui` puts its working directory first on the path: the state dir, so
+                # that PYTHONPATH says which tree's tui runs.
+                os.chdir(d)
+                path = os.environ.get("PYTHONPATH")
                 if via == "before":
-                    os.environ["PYTHONPATH"] = args.before
+                    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (args.before, path)))
                 try:
                     got = await fan_out(Path(d), args.followers, "worker" if via == "worker" else "web")
                 finally:
-                    os.environ.pop("PYTHONPATH", None)
+                    os.chdir(here)
+                    if path is None:
+                        os.environ.pop("PYTHONPATH", None)
+                    else:
+                        os.environ["PYTHONPATH"] = path
             row = {k: float(got[f"append→arrival {k} s"]) for k in KEYS}
             refused = {k: v for k, v in got.items() if k.startswith("streams ") and k != "streams ended"}
             if refused:
                 print(f"{via:6} not every follower heard the turn: {refused}", flush=True)
             row["cpu"] = float(got.get("tui web CPU s for the turn", 0.0))
+            row["first"] = float(got["worst event: first arrival s"])
+            row["last"] = float(got["worst event: last arrival s"])
+            row["spread"] = float(got["median event: first-to-last arrival s"])
+            row["late"] = float(got["events whose first arrival > 100 ms"])
             row["load"] = float(got["load average (1 min) at start"])
             figures[via].append(row)
             print(
                 f"{via:6} load {row['load']:.1f}: "
                 + ", ".join(f"{k} {row[k] * 1000:,.0f} ms" for k in KEYS)
-                + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via != "worker" else ""),
+                + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via != "worker" else "")
+                + f"; the worst event reached its first follower at {row['first'] * 1000:,.0f} ms,"
+                + f" its last at {row['last'] * 1000:,.0f} ms; first to last, median event"
+                + f" {row['spread'] * 1000:,.0f} ms; {row['late']:.0f} of 40 events reached no follower"
+                + " within 100 ms",
                 flush=True,
             )
     labels = {

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -214,7 +215,7 @@ _AT = re.compile(rb'"at":"([^"]+)"')
 async def _lean_follow(
     open_conn: Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]],
     request: bytes,
-    delays: list[float],
+    delays: list[tuple[int, float]],
     opened: Callable[[], None],
 ) -> str:
     """One follower as cheap as a client can be (HTTP/1.0, no chunking; frames cut by hand), so
@@ -236,7 +237,9 @@ async def _lean_follow(
                 if b"\nevent: text\n" in frame:
                     at = _AT.search(frame)
                     if at:
-                        delays.append((now - datetime.fromisoformat(at.group(1).decode())).total_seconds())
+                        seq = int(frame[4 : frame.index(b"\n")]) if frame.startswith(b"id: ") else 0
+                        appended = datetime.fromisoformat(at.group(1).decode())
+                        delays.append((seq, (now - appended).total_seconds()))
                 elif b"\nevent: turn_ended\n" in frame:
                     return "ended"
         return "closed before turn_ended"
@@ -255,7 +258,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
     sid = create_session(state, working_directory=root).id
     car = start_worker(state, sid, timeout=30.0)
     program = "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(0.1)\n"
-    delays: list[float] = []
+    delays: list[tuple[int, float]] = []
     try:
         if via == "web":
             host, port = url.removeprefix("http://").rsplit(":", 1)
@@ -311,7 +314,13 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(10)
         stop_all(state, sid)
-    flat = sorted(delays)
+    flat = sorted(delay for _, delay in delays)
+    # Each text event's first and last arrival: a late first one was late before the fan-out wrote
+    # it (the worker, the hop to tui web, a core to run on); the spread is the fan-out's own.
+    by_event: dict[int, list[float]] = collections.defaultdict(list)
+    for seq, delay in delays:
+        by_event[seq].append(delay)
+    worst = max(by_event.values(), key=max, default=[-1.0])
 
     def at(q: float) -> float:
         return round(flat[min(len(flat) - 1, int(len(flat) * q))], 3) if flat else -1.0
@@ -325,6 +334,12 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         "append→arrival p95 s": at(0.95),
         "append→arrival p99 s": at(0.99),
         "append→arrival max s": at(1.0),
+        "worst event: first arrival s": round(min(worst), 3),
+        "worst event: last arrival s": round(max(worst), 3),
+        "events whose first arrival > 100 ms": sum(min(d) > 0.1 for d in by_event.values()),
+        "median event: first-to-last arrival s": round(
+            statistics.median(max(d) - min(d) for d in by_event.values()) if by_event else -1.0, 3
+        ),
         "load average (1 min) at start": round(load, 2),
         "status events while opening": statuses,
         **{f"{name} CPU s while opening": round(v, 2) for name, v in opening.items()},

@@ -66,10 +66,12 @@ def _seq(message: bytes) -> int | None:
 class Direct:
     """A caught-up follower the shared stream writes its events to itself (`Shared.hold`)."""
 
-    __slots__ = ("everything", "let_go", "sending", "sent", "wire", "wrote")
+    __slots__ = ("chunked", "everything", "let_go", "sending", "sent", "wire", "wrote")
 
     def __init__(self, wire: Wire, sending: asyncio.Lock, *, everything: bool) -> None:
         self.wire = wire
+        self.chunked = wire.chunked
+        """How its body is framed (asked once its answer's head is sent)."""
         self.sending = sending
         """The follower's own `emit` holds it while it writes: no event goes in between."""
         self.everything = everything
@@ -190,11 +192,11 @@ class Shared:
             if follower.sent != before or follower.sending.locked() or not wire.writable:
                 self._let_go_of(follower)
                 continue
-            key = (follower.everything, wire.chunked)
+            key = (follower.everything, follower.chunked)
             body = bodies.get(key)
             if body is None:
                 body = b"".join(f for mine, f in frames if follower.everything or not mine)
-                body = bodies[key] = chunk(body) if body and wire.chunked else body
+                body = bodies[key] = chunk(body) if body and follower.chunked else body
             if body:
                 try:
                     wire.transport.write(body)
