@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from tui.errors import WorkerUnavailable
-from tui.redact import HOLD, StreamRedactor
+from tui.redact import HOLD, StreamRedactor, load_rules
 from tui.web.forward import KEEPALIVE, OpenStream, RawStream, _unavailable
 from tui.web.streaming import Emit, FollowerStream
 from tui.web.wire import Wire, chunk
@@ -267,6 +267,7 @@ class FanOuts:
     def __init__(self, path: str) -> None:
         self.path = path
         self._shared: dict[str, Shared] = {}
+        self._rules: asyncio.Future[None] | None = None
 
     def _gone(self, shared: Shared) -> None:
         if self._shared.get(shared.socket) is shared:
@@ -280,6 +281,10 @@ class FanOuts:
         """
         shared = self._shared.get(socket)
         if shared is None or shared.ended:
+            if self._rules is None:
+                # Every event is redacted: the detectors are made now, in a thread, not when the
+                # first event arrives and every follower would wait behind them.
+                self._rules = asyncio.get_running_loop().run_in_executor(None, load_rules)
             shared = Shared(socket, self.path, self._gone)
             self._shared[socket] = shared
             shared.opening = asyncio.create_task(shared.open(at))
