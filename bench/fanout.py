@@ -67,6 +67,7 @@ async def main() -> None:
             if refused:
                 print(f"{via:6} not every follower heard the turn: {refused}", flush=True)
             row["cpu"] = float(got.get("tui web CPU s for the turn", 0.0))
+            row["which"] = float(got["worst event: which text event"])
             row["first"] = float(got["worst event: first arrival s"])
             row["last"] = float(got["worst event: last arrival s"])
             row["spread"] = float(got["median event: first-to-last arrival s"])
@@ -77,7 +78,8 @@ async def main() -> None:
                 f"{via:6} load {row['load']:.1f}: "
                 + ", ".join(f"{k} {row[k] * 1000:,.0f} ms" for k in KEYS)
                 + (f"; tui web CPU for the turn {row['cpu']:.2f} s" if via != "worker" else "")
-                + f"; the worst event reached its first follower at {row['first'] * 1000:,.0f} ms,"
+                + f"; the worst event (text {row['which']:.0f} of 40) reached its first follower at"
+                + f" {row['first'] * 1000:,.0f} ms,"
                 + f" its last at {row['last'] * 1000:,.0f} ms; first to last, median event"
                 + f" {row['spread'] * 1000:,.0f} ms; {row['late']:.0f} of 40 events reached no follower"
                 + " within 100 ms",

@@ -320,7 +320,9 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
     by_event: dict[int, list[float]] = collections.defaultdict(list)
     for seq, delay in delays:
         by_event[seq].append(delay)
-    worst = max(by_event.values(), key=max, default=[-1.0])
+    order = sorted(by_event)
+    worst_seq = max(order, key=lambda seq: max(by_event[seq]), default=0)
+    worst = by_event.get(worst_seq, [-1.0])
 
     def at(q: float) -> float:
         return round(flat[min(len(flat) - 1, int(len(flat) * q))], 3) if flat else -1.0
@@ -334,6 +336,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         "append→arrival p95 s": at(0.95),
         "append→arrival p99 s": at(0.99),
         "append→arrival max s": at(1.0),
+        "worst event: which text event": order.index(worst_seq) + 1 if order else 0,
         "worst event: first arrival s": round(min(worst), 3),
         "worst event: last arrival s": round(max(worst), 3),
         "events whose first arrival > 100 ms": sum(min(d) > 0.1 for d in by_event.values()),
