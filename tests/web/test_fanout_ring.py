@@ -138,7 +138,7 @@ async def test_caught_up_followers_are_written_in_one_pass_until_one_cannot_be()
     reader = asyncio.create_task(shared._read(_Live([])))  # type: ignore[arg-type]
     wires = [_Wire(chunked=True), _Wire(chunked=False), _Wire(chunked=True)]
     followers = [
-        fanout.Direct(wire, asyncio.Lock(), everything=everything)  # type: ignore[arg-type]
+        fanout.Direct(wire, asyncio.Lock(), everything=everything, chunked=wire.chunked)  # type: ignore[arg-type]
         for wire, everything in zip(wires, (True, True, False), strict=True)
     ]
     holding = [asyncio.create_task(shared.hold(f, 0)) for f in followers]

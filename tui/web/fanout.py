@@ -68,10 +68,10 @@ class Direct:
 
     __slots__ = ("chunked", "everything", "let_go", "sending", "sent", "wire", "wrote")
 
-    def __init__(self, wire: Wire, sending: asyncio.Lock, *, everything: bool) -> None:
+    def __init__(self, wire: Wire, sending: asyncio.Lock, *, everything: bool, chunked: bool) -> None:
         self.wire = wire
-        self.chunked = wire.chunked
-        """How its body is framed (asked once its answer's head is sent)."""
+        self.chunked = chunked
+        """How its body is framed (`Wire.chunked`)."""
         self.sending = sending
         """The follower's own `emit` holds it while it writes: no event goes in between."""
         self.everything = everything
@@ -335,6 +335,15 @@ class FollowResponse(FollowerStream):
     def _wrote(self) -> float:
         return self.direct.wrote if self.direct is not None else 0.0
 
+    def _direct(self) -> Direct | None:
+        """This follower as the shared stream writes to it; None when its connection cannot be
+        written to past ASGI (no `Wire`, or no body being sent on it)."""
+        if self.direct is None and self.wire is not None:
+            chunked = self.wire.chunked
+            if chunked is not None:
+                self.direct = Direct(self.wire, self.sending, everything=self.everything, chunked=chunked)
+        return self.direct
+
     async def _replay(self, sent: int, emit: Emit) -> int | None:
         """Send the journal after `sent` from a stream of the follower's own until the ring holds
         what comes next; the seq reached, or None when the worker ended that stream."""
@@ -389,10 +398,8 @@ class FollowResponse(FollowerStream):
                         await emit(chunk)
                 elif shared.ended:
                     break
-                elif self.wire is not None:
-                    if self.direct is None:
-                        self.direct = Direct(self.wire, self.sending, everything=self.everything)
-                    sent = await shared.hold(self.direct, sent)
+                elif (direct := self._direct()) is not None:
+                    sent = await shared.hold(direct, sent)
                 else:
                     await changed.wait()
 

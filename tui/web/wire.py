@@ -55,13 +55,16 @@ class Wire:
         )
 
     @property
-    def chunked(self) -> bool:
+    def chunked(self) -> bool | None:
         """Whether a piece of the body goes framed as a chunk (an HTTP/1.1 client) or as it is
-        (HTTP/1.0, the body ends when the connection closes); asked once the head is sent."""
+        (HTTP/1.0, the body ends when the connection closes); None when no body is being sent."""
         if self._chunked is None:
             # h11 frames a piece of a body sent without a length and counts nothing: asking it to
             # frame one byte writes nothing and changes nothing.
-            self._chunked = self._cycle.conn.send(h11.Data(data=b"x")) != b"x"
+            try:
+                self._chunked = self._cycle.conn.send(h11.Data(data=b"x")) != b"x"
+            except h11.LocalProtocolError:
+                return None
         return self._chunked
 
 
