@@ -19,7 +19,7 @@ from helpers import wait_until
 
 from client.helpers import kill_worker, new_session, tui
 from tui.access.local import LocalAccess
-from tui.commands.listing import show
+from tui.commands.listing import Row, as_json_text, show
 from tui.protocol.events import Budget
 from tui.store import StatePaths, archive_session, create_session, get_session, is_live, save_session
 from tui.worker.process import take_session
@@ -79,7 +79,7 @@ def test_sessions_lists_every_kind_of_stopped_session_as_the_access_layer_sums_i
         summed = asyncio.run(LocalAccess(state).list_sessions(include_archived=every))
         listed = tui("sessions", "--json", *flags)
         assert listed.returncode == 0, listed.stderr
-        assert json.loads(listed.stdout) == [s.model_dump(mode="json") for s in summed]
+        assert listed.stdout == json.dumps([s.model_dump(mode="json") for s in summed], indent=2) + "\n"
         ids = [row["id"] for row in json.loads(listed.stdout)]
         assert (made["archived"] in ids) is every and made["broken"] not in ids
         assert {made[k] for k in ("plain", "child", "budget", "offset", "no journal", "crashed")} <= set(ids)
@@ -171,3 +171,14 @@ def test_a_created_at_without_a_zone_is_listed_as_utc(state_dir: Path, tmp_path:
     listed = _as_listed([])
     assert [s["created_at"] for s in listed] == ["2026-01-01T10:00:00Z"] * 2
     assert listed == _truth(state, False)
+
+
+def test_the_json_of_stopped_sessions_is_json_dumps_byte_for_byte() -> None:
+    when = datetime(2026, 1, 1, 10, tzinfo=timezone(timedelta(hours=2)))
+    odd = Row(
+        "a" * 16, 'é "q" \\ \x01 \u2028 😀', "/tmp/ü", when, None, "model", "m-ä", True, "b" * 16, "archived"
+    )
+    plain = Row("c" * 16, "", "/w", when.astimezone(UTC), when, "python", None, False, None)
+    rows = [odd, plain]
+    for listed in ([], rows, rows[::-1]):
+        assert as_json_text(listed) == json.dumps([r.as_json() for r in listed], indent=2)

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from json.encoder import encode_basestring_ascii as _quote  # what json.dumps quotes with, in C
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tui.places import config_path, state_dir
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from tui.access.base import SessionAccess
     from tui.protocol.web import SessionSummary
 
-__all__ = ["Row", "as_row", "as_tree", "open_access", "run_sessions"]
+__all__ = ["Row", "as_json_text", "as_row", "as_tree", "open_access", "run_sessions"]
 
 
 @dataclass(slots=True)
@@ -76,6 +77,68 @@ class Row:
             "idle_timeout": None,
             "node": None,
         }
+
+
+def as_json_text(rows: Sequence[Row | SessionSummary]) -> str:
+    """``json.dumps([...], indent=2)`` of `rows` as dicts, byte for byte, each `Row` written from
+    one template (Python's encoder with an indent is its pure-Python one: 10,000 rows cost it
+    about 80 ms)."""
+    if not rows:
+        return "[]"
+    items = []
+    for r in rows:
+        if type(r) is Row:
+            updated = "null" if r.updated_at is None else _quote(_when(r.updated_at))
+            items.append(
+                _ROW_JSON
+                % (
+                    _quote(r.id),
+                    _quote(r.title),
+                    _quote(r.state),
+                    "true" if r.live else "false",
+                    _quote(r.folder),
+                    _quote(_when(r.created_at)),
+                    updated,
+                    _quote(r.agent),
+                    "null" if r.model is None else _quote(r.model),
+                    "true" if r.archived else "false",
+                    "null" if r.parent_id is None else _quote(r.parent_id),
+                )
+            )
+        else:
+            text = json.dumps(r.as_json() if isinstance(r, Row) else r.model_dump(mode="json"), indent=2)
+            items.append("  " + text.replace("\n", "\n  "))
+    return "[\n" + ",\n".join(items) + "\n]"
+
+
+_ROW_JSON = (
+    "  {\n"
+    + ",\n".join(
+        f'    "{key}": {value}'
+        for key, value in (
+            ("id", "%s"),
+            ("title", "%s"),
+            ("state", "%s"),
+            ("live", "%s"),
+            ("folder", "%s"),
+            ("created_at", "%s"),
+            ("updated_at", "%s"),
+            ("agent", "%s"),
+            ("model", "%s"),
+            ("archived", "%s"),
+            ("parent_id", "%s"),
+            ("memory", "null"),
+            ("idle_seconds", "null"),
+            ("quiet_seconds", "null"),
+            ("worker_version", "null"),
+            ("outdated", "false"),
+            ("idle_timeout", "null"),
+            ("node", "null"),
+        )
+    )
+    + "\n  }"
+)
+"""`Row.as_json` as ``json.dumps(..., indent=2)`` writes it as a list's item, its values to fill."""
 
 
 def _when(moment: datetime) -> str:
@@ -165,11 +228,7 @@ def show(rows: Sequence[Row | SessionSummary], args: argparse.Namespace, command
     """Print `rows` as the table, or as JSON with ``--json``; `command`: a command as the user types
     it for this machine (for the hints)."""
     if args.json:
-        print(
-            json.dumps(
-                [r.as_json() if isinstance(r, Row) else r.model_dump(mode="json") for r in rows], indent=2
-            )
-        )
+        sys.stdout.write(as_json_text(rows) + "\n")
         return 0
     if not rows:
         hint = "" if args.all else f" (`{command('sessions', '--all')}` shows archived ones)"
