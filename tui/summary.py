@@ -314,11 +314,14 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
                 known = {
                     row[0]: row for row in db.execute("SELECT id, line, stamp, worker, seq FROM sessions")
                 }
-        except (sqlite3.Error, OSError):
-            # No summary to be had (a read-only state dir, a broken file): every folder is read.
+        except (sqlite3.Error, OSError) as exc:
+            # Every folder is read; a file that is no summary (torn, another tool's) is made
+            # again from them, unless another process holds it or the state dir is read-only.
             if db is not None:
                 db.close()
-            db, known = None, {}
+            db, known, checked = None, {}, False
+            if isinstance(exc, sqlite3.Error) and not _busy(exc):
+                db = _made_again(root)
         out: list[Folder | str] = []
         fresh: list[tuple[str, Folder | None, int | None]] = []
         for name in names:
@@ -359,6 +362,24 @@ def read(root: str | os.PathLike[str], *, include_archived: bool) -> list[Folder
         return out
     finally:
         os.close(fd)
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether `exc` says another process holds the database (not that it is broken)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _made_again(root: str) -> sqlite3.Connection | None:
+    """A new, empty summary in place of the one at `root` that could not be read (None: it
+    cannot be made)."""
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{root}/{FILE}{suffix}")
+        return _open(root, make=True)
+    except (sqlite3.Error, OSError):
+        return None
 
 
 def _stamp(name: str, top: int) -> str:
