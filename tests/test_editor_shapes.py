@@ -128,9 +128,10 @@ def test_acp_loaded_for_tui_acp_validates_and_dumps_as_the_package_does() -> Non
 
 
 def test_a_notifications_params_are_the_packages_dump_and_a_batch_is_its_lines() -> None:
-    """`notification` (a ``session/update`` built without the package's notification model) and
-    `EditorLines.send_many` (a load's replay in one write) put on the wire exactly what the
-    package's model and one ``json.dumps`` line per message gave, for every kind of update."""
+    """`notification` (a ``session/update`` built without the package's notification model),
+    `Shaper.dumped` (a load's replay, shaped straight into dicts) and `EditorLines.send_many` (a
+    load's replay in one write) put on the wire exactly what the package's model and one
+    ``json.dumps`` line per message gave, for every kind of update."""
     import asyncio
     import json
 
@@ -154,6 +155,10 @@ def test_a_notifications_params_are_the_packages_dump_and_a_batch_is_its_lines()
         Note(seq=10, text="a note"),
     ]
     updates = [u for e in events for u in shaper.updates(e)]
+    # A load's replay dumps them as it shapes them (a prompt, a reply, a thought as plain dicts).
+    replayer = Shaper()
+    dumped = [d for e in events for d in replayer.dumped(e)]
+    assert json.dumps(dumped) == json.dumps([dump(u) for u in updates])
     said = AgentInfo(seq=11, commands=[AgentCommand(name="go", description="go on")], mode="ask")
     updates += updates_of_settings(
         said, Info(version="0", session_id="s", epoch=1, agent="tester", models=["m1", "m2"])

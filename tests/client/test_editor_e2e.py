@@ -511,3 +511,34 @@ async def test_loading_a_session_writes_nothing_to_its_journal_until_the_editor_
     assert [["editor"]] in [
         [p.get("via") for p in line["attached"]] for line in lines if line["type"] == "status"
     ]
+
+
+async def test_a_load_while_a_turn_prints_tells_each_line_once_across_the_seam(
+    state_dir: Path, tmp_path: Path
+) -> None:
+    """A load tells the history up to where the journal stood, read from the journal file, and
+    follows from there: output printed while it loads is neither lost nor told twice."""
+    made = tui("send", "--new", "print('ready')", "--wait")
+    assert made.returncode == 0, made.stderr
+    sid = made.stderr.strip().splitlines()[0]
+    go = Path(sessions()[0]["folder"]) / "go"  # where the session's program sees it
+    program = (
+        "import os, time\n"
+        "i = 0\n"
+        f"while not os.path.exists({str(go)!r}):\n"
+        "    print(f'line {i}', flush=True); i += 1; time.sleep(0.002)\n"
+        "print('done')\n"
+    )
+    sent = tui("send", sid, program)
+    assert sent.returncode == 0, sent.stderr
+    journal = StatePaths(state_dir).session(sid).journal
+    await asyncio.to_thread(wait_until, lambda: b"line 20" in journal.read_bytes(), "the turn printing")
+    async with editor() as ed:
+        await ed.conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        await ed.conn.load_session(cwd=str(tmp_path), session_id=sid)
+        go.touch()  # the turn ends only once the load answered: its last lines come live
+        await ed.until(lambda: "done\n" in ed.said(sid), "the turn's end")
+    said = ed.said(sid)
+    printed = said[said.index("line 0\n") :]
+    count = printed.count("\n") - 1
+    assert printed == "".join(f"line {i}\n" for i in range(count)) + "done\n", printed

@@ -26,6 +26,7 @@ from tui.store import (
     is_live,
     list_sessions,
     read_sidecar,
+    read_span,
     resolve_id,
     save_session,
     socket_path_for,
@@ -184,6 +185,29 @@ def test_a_torn_last_line_is_cut_and_logged(tmp_path: Path, caplog: pytest.LogCa
         assert j.append(TextChunk(turn_id="t", text="next")).seq == 3
     assert "torn" in caplog.text
     assert [line.seq for line in Journal.open_for_reading(path).read_after(0)] == [1, 2, 3]
+
+
+def test_a_span_read_straight_through_holds_the_lines_a_journal_reads(tmp_path: Path) -> None:
+    """`read_span` (a load's replay) gives, of the lines between two seqs, the ones of the types
+    asked for, as `Journal.read_after` reads them; a line written in another layout is read by its
+    JSON; one still being written ends it; a missing journal is empty."""
+    path = tmp_path / "journal.jsonl"
+    assert list(read_span(path, 0, 10)) == []
+    with Journal.open_for_append(path) as j:
+        j.append(_started())
+        for i in range(6):
+            j.append(TextChunk(turn_id="t", text=f"chunk {i}"))
+    with path.open("ab") as f:  # an older layout (type first), then a torn line
+        f.write(b'{"type":"text","seq":8,"at":"2026-01-01T00:00:00Z","turn_id":"t","text":"old"}\n')
+        f.write(b'{"seq":9,"at":"2026-01-01T00:00:00Z","type":"text","turn_id":"t","te')
+    whole = {line.seq: line for line in Journal.open_for_reading(path).read_after(0)}
+    assert sorted(whole) == [1, 2, 3, 4, 5, 6, 7, 8]
+    spans = list(read_span(path, 2, 7, {"text"}))
+    assert spans[-1][0] == 7, "the last seq read comes with each batch"
+    assert [line for _, lines in spans for line in lines] == [whole[s] for s in (3, 4, 5, 6, 7)]
+    assert [line.seq for _, lines in read_span(path, 0, 99) for line in lines] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [line.decode().text for _, lines in read_span(path, 7, 99) for line in lines] == ["old"]
+    assert [lines for _, lines in read_span(path, 0, 99, {"turn_started"})] == [[]]
 
 
 def test_turn_records_page_backwards(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tui.editor.shapes import MODE, Update, prompt_text
 from tui.errors import TuiError
 from tui.link.base import AttachLink
 from tui.link.watch import SessionWatch
-from tui.protocol import Info, Transcript
+from tui.protocol import Info
 
 __all__ = ["EditorFace"]
 
@@ -160,9 +160,9 @@ class EditorFace:
                 await self.conn.send_notification(CANCEL_REQUEST, {"requestId": request_id})
 
     # --- sessions --------------------------------------------------------------------------------
-    async def connect(self, session_id: str, *, replay: bool) -> tuple[AttachLink, SessionWatch, Info, int]:
-        """A link to the session (its worker started if none runs) and a watch on it: from the
-        start of its journal when `replay`, else from now; and the journal's last seq now."""
+    async def connect(self, session_id: str) -> tuple[AttachLink, SessionWatch, Info, int]:
+        """A link to the session (its worker started if none runs), a watch on it from now, its
+        info, and the journal's last seq now (where a load's replay ends and the watch begins)."""
         try:
             sid = await self.access.resolve(session_id)
             await self.access.wake(sid)
@@ -177,10 +177,10 @@ class EditorFace:
         except TuiError as exc:
             await link.close()
             raise request_error(exc) from None
-        return link, SessionWatch(link, Transcript() if replay else now), info, now.cursor
+        return link, SessionWatch(link, now), info, now.cursor
 
     async def _open(self, session_id: str, *, replay: bool) -> EditorSession:
-        link, watch, info, cursor = await self.connect(session_id, replay=replay)
+        link, watch, info, cursor = await self.connect(session_id)
         if link.session_id in self.sessions:
             await self.sessions.pop(link.session_id).close()
         session = EditorSession(self, link, watch, info)

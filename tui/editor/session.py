@@ -30,6 +30,7 @@ from tui.editor.shapes import (
     Shaper,
     Update,
     config_options,
+    dump,
     permission_options,
     resolved_text,
     stop_reason,
@@ -39,6 +40,7 @@ from tui.editor.shapes import (
 from tui.errors import NotFound, TuiError, WorkerUnavailable
 from tui.link.base import AttachLink, Gone, Live, Reconnecting
 from tui.link.changes import Outgoing
+from tui.link.history import history
 from tui.link.watch import AccessEnded, SessionWatch
 from tui.protocol import (
     AgentInfo,
@@ -65,14 +67,30 @@ __all__ = ["BACKLOG", "EditorSession", "dump", "notification", "request_error"]
 BACKLOG = 512
 """The most replayed ``session/update``s held for one write."""
 
+REPLAYED = frozenset(
+    {
+        "turn_started",
+        "text",
+        "thinking",
+        "plan",
+        "tool_started",
+        "tool_updated",
+        "tool_output",
+        "tool_ended",
+        "turn_ended",
+        "note",
+        "agent_info",
+        "model_changed",
+        "question_resolved",
+    }
+)
+"""The events a load's replay reads (`_tell_event` and `Shaper` say nothing of the others, and
+keep nothing of them): the others are skipped in the journal undecoded."""
+
 
 def request_error(exc: TuiError) -> acp.RequestError:
     """A tui error as the editor reads it: its one sentence, its wire code in the data."""
     return acp.RequestError(-32603, str(exc), {"code": exc.code})
-
-
-def dump(model: Any) -> Any:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def notification(session_id: str, update: Update) -> dict[str, Any]:
@@ -112,15 +130,32 @@ class EditorSession:
 
     # --- following -------------------------------------------------------------------------------
     def start(self, until: int = 0) -> None:
-        """Follow the session; a load replays its journal up to seq `until` first."""
+        """Follow the session from the watch's cursor; a load first replays its journal up to seq
+        `until` (the watch's cursor then: the watch starts where the history ends)."""
         self.until = until
-        if self.watch.session.last_seq >= until:
+        if until <= 0:
             self.live.set()
         self._pump = asyncio.create_task(self._run(), name=f"editor {short_id(self.id)}")
 
+    async def _replay(self) -> None:
+        """Tell the editor the session's history, seq 1 to `until`, read once (`history`): the
+        events go straight to the shaper, not through the watch's state, which starts at `until`.
+        The watch's stream opens meanwhile; what it brings waits for the history's end."""
+        self.watch.attachment.start()
+        # Redaction reads every event as a stream does (one between two pieces of output counts).
+        types = None if self.shaper.redact else REPLAYED
+        async for events in history(self.link, self.until, types=types):
+            for event in events:
+                self._replayed(event)
+                if len(self.backlog) >= BACKLOG:
+                    await self._flush()
+        await self._flush()
+
     async def _run(self) -> None:
         try:
-            hold_until = 0.0
+            if not self.live.is_set():
+                await self._replay()
+            hold_until = time.monotonic() + HOLD if self.shaper.held else 0.0
             while True:
                 within = max(0.0, hold_until - time.monotonic()) if self.shaper.held else None
                 if self.backlog:
@@ -136,7 +171,9 @@ class EditorSession:
                 elif self.shaper.held and time.monotonic() >= hold_until:
                     # Nothing came to end the held piece's line: it goes as it is.
                     await self._tell(self.shaper.flush())
-                if not self.live.is_set() and self.watch.session.last_seq >= self.until:
+                if not self.live.is_set() and item is not None:
+                    # The watch's stream is open (a link says so first): the editor is attached
+                    # for whoever asks once the load answers.
                     await self._flush()
                     self.live.set()
                 self._settle()
@@ -155,7 +192,9 @@ class EditorSession:
             if not future.done():
                 future.set_exception(request_error(self.failure))
 
-    async def _tell_event(self, event: Event) -> None:
+    def _track(self, event: Event) -> None:
+        """Keep what a later question and prompt read of `event`: the tool calls running, a
+        turn's usage."""
         if isinstance(event, ToolStarted):
             self.running.append(event.call_id)
         elif isinstance(event, ToolEnded) and event.call_id in self.running:
@@ -164,6 +203,9 @@ class EditorSession:
             self.running.clear()
         if isinstance(event, TurnEnded):
             self.usage[event.turn_id] = dict(event.usage)
+
+    async def _tell_event(self, event: Event) -> None:
+        self._track(event)
         if isinstance(event, QuestionResolved):
             await self._resolved(event)
         updates = self.shaper.updates(event)
@@ -171,6 +213,16 @@ class EditorSession:
             self.info, settings = updates_of_settings(event, self.info)
             updates = [*updates, *settings]
         await self._tell(updates)
+
+    def _replayed(self, event: Event) -> None:
+        """`event` of a load's replay, into the backlog as `_tell_event` would tell it (no
+        question was asked of this editor yet, so a resolution withdraws nothing)."""
+        self._track(event)
+        said = self.shaper.dumped(event)
+        if isinstance(event, (AgentInfo, ModelChanged)):
+            self.info, settings = updates_of_settings(event, self.info)
+            said += [dump(update) for update in settings]
+        self.backlog.extend({"sessionId": self.id, "update": update} for update in said)
 
     async def _tell(self, updates: list[Update]) -> None:
         """Tell the editor `updates`: at once when live, else (a load's replay) into the backlog."""
@@ -226,7 +278,7 @@ class EditorSession:
         """Follow the session again after its worker went away for good (a new one is started)."""
         await self._let_go()
         await self._tell(self.shaper.flush())
-        self.link, self.watch, self.info, _ = await self.face.connect(self.id, replay=False)
+        self.link, self.watch, self.info, _ = await self.face.connect(self.id)
         self.shaper = Shaper(
             own_requests=self.watch.own_requests, own_turns=self.watch.own_turns, redact=self.face.redact
         )

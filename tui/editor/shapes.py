@@ -45,6 +45,7 @@ __all__ = [
     "Shaper",
     "Update",
     "config_options",
+    "dump",
     "permission_options",
     "prompt_text",
     "stop_reason",
@@ -121,12 +122,8 @@ class Shaper:
     def _updates(self, event: Event) -> list[Update]:
         if isinstance(event, TurnStarted):
             self.calls.clear()
-            if event.request_id is not None and event.request_id in self.own_requests:
-                return []
-            text = event.prompt
-            if event.origin == "user":
-                text = f"[{who(event.by, event.client_id)}] {text}"
-            return [acp.update_user_message_text(text)]
+            text = self._prompt(event)
+            return [] if text is None else [acp.update_user_message_text(text)]
         if isinstance(event, TextChunk):
             return [acp.update_agent_message_text(event.text)]
         if isinstance(event, Thinking):
@@ -143,6 +140,29 @@ class Shaper:
             said = note_line(event) if event.by is not None else event.text
             return [acp.update_agent_message_text(f"\n({said})\n")]
         return []
+
+    def dumped(self, event: Event) -> list[dict[str, Any]]:
+        """What `updates` gives for `event`, dumped as the editor reads it (`dump`): a prompt, a
+        reply's text and a thought are built straight as the dicts their models dump (the most
+        of a load's replay), the rest dumped from their models."""
+        if not self.redact:
+            if isinstance(event, TextChunk):
+                return [_chunk("agent_message_chunk", event.text)]
+            if isinstance(event, Thinking):
+                return [_chunk("agent_thought_chunk", event.text)]
+            if isinstance(event, TurnStarted):
+                self.calls.clear()
+                text = self._prompt(event)
+                return [] if text is None else [_chunk("user_message_chunk", text)]
+        return [dump(update) for update in self.updates(event)]
+
+    def _prompt(self, event: TurnStarted) -> str | None:
+        """A turn's prompt as the editor is told it (None: this editor's own, not said back)."""
+        if event.request_id is not None and event.request_id in self.own_requests:
+            return None
+        if event.origin == "user":
+            return f"[{who(event.by, event.client_id)}] {event.prompt}"
+        return event.prompt
 
     def _tool(self, event: ToolStarted | ToolUpdated | ToolOutput | ToolEnded) -> Update:
         call = self.calls.setdefault(event.call_id, _Call())
@@ -195,6 +215,16 @@ class Shaper:
         if call.output:
             content.append(acp.tool_content(acp.text_block(call.output)))
         return content
+
+
+def dump(model: Any) -> Any:
+    """A model of the package as the editor reads it (JSON, by alias, no None)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    """A text chunk update (a prompt, a reply, a thought) as `dump` gives it, keys in its order."""
+    return {"content": {"text": text, "type": "text"}, "sessionUpdate": kind}
 
 
 def _kind(kind: str | None) -> Any:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -60,6 +60,7 @@ __all__ = [
     "Reconnecting",
     "RouteCall",
     "SessionVerbs",
+    "StoredLine",
 ]
 
 
@@ -76,6 +77,24 @@ class SessionVerbs(Protocol):
     async def archive(self, session_id: str) -> None: ...
 
     async def restart(self, session_id: str, *, wait: float = 10.0) -> bool: ...
+
+
+class StoredLine(Protocol):
+    """One event as a session's journal stores it (`tui.store.JournalLine`)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    def decode(self) -> Event:
+        """The typed event.
+
+        Raises:
+            ValueError: the line is not an event this version can read.
+        """
+        ...
 
 
 @dataclass(frozen=True)
@@ -262,6 +281,15 @@ class AttachLink(Caller):
     async def whoami(self) -> Principal:
         """Who this client acts as now (a remote link asks its machine). Default: `principal`."""
         return self.principal
+
+    def stored(
+        self, after: int, until: int, types: Collection[str] | None = None
+    ) -> Generator[tuple[int, Sequence[StoredLine]]] | None:
+        """The session's events with ``after < seq <= until`` (of `types` only, when given) read
+        from its journal file, when this machine holds it: batches in order, each with the last
+        seq read so far (blocking reads: step it in a thread; close it when done). None: the
+        session's events are read through its worker only. Default: None."""
+        return None
 
     def command(self, *words: str) -> str:
         """A command as the user must type it here, e.g. ``tui answer 3f2a --option 1``.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Hashable
+from collections.abc import Collection, Generator, Hashable, Sequence
 from typing import TYPE_CHECKING
 
 from tui.errors import TuiError, WorkerStarting
@@ -22,7 +22,7 @@ from tui.protocol import (
     WorkerLeaving,
 )
 from tui.protocol.ids import Surface, make_client_id, short_id
-from tui.store import Journal, StatePaths
+from tui.store import Journal, JournalLine, StatePaths, read_span
 
 if TYPE_CHECKING:
     from tui.link.client import BridgeClient
@@ -135,6 +135,13 @@ class LocalLink(BridgedLink):
         except ValueError:
             return WorkerLeaving()
         return event if isinstance(event, WorkerLeaving) else None
+
+    def stored(
+        self, after: int, until: int, types: Collection[str] | None = None
+    ) -> Generator[tuple[int, Sequence[JournalLine]]]:
+        """Read from the session's journal file in the state dir (which every node of a cluster
+        mounts), straight through (`read_span`)."""
+        return read_span(self.paths.journal, after, until, types)
 
     async def locate(self) -> Located:
         """Live, starting (a worker is being restarted or is leaving), or gone for good."""

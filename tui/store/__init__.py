@@ -3,7 +3,7 @@
 Everything here is plain files and no Textual; the worker writes, everyone else reads.
 """
 
-from tui.store.journal import Journal, JournalLine, JournalMark
+from tui.store.journal import Journal, JournalLine, JournalMark, read_span
 from tui.store.lock import EpochFence, OwnerLock, is_live
 from tui.store.paths import MAX_SOCKET_PATH, SessionPaths, StatePaths, is_session_id, socket_path_for
 from tui.store.sessions import (
@@ -43,6 +43,7 @@ __all__ = [
     "live_worker",
     "new_session_id",
     "read_sidecar",
+    "read_span",
     "resolve_id",
     "save_session",
     "socket_path_for",

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Collection, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -37,7 +37,7 @@ from tui.protocol import Event, decode_event, now
 from tui.protocol.events import EventBase
 from tui.store.chain import ChainWriter
 
-__all__ = ["Journal", "JournalLine", "JournalMark"]
+__all__ = ["Journal", "JournalLine", "JournalMark", "read_span"]
 
 log = logging.getLogger("tui.store.journal")
 
@@ -96,6 +96,56 @@ def _head(line: bytes) -> tuple[int, str] | None:
     if not isinstance(obj.get("seq"), int) or not isinstance(obj.get("type"), str):
         return None
     return obj["seq"], obj["type"]
+
+
+def read_span(
+    path: Path, after: int, until: int, types: Collection[str] | None = None
+) -> Generator[tuple[int, list[JournalLine]]]:
+    """The lines with ``after < seq <= until`` (of `types` only, when given), in order, in batches
+    of about `_CHUNK` bytes, each with the last seq read so far, read straight through the file
+    once, without the index a `Journal` keeps (a span read once, such as a load's replay). A
+    missing journal reads as empty; a line that is no event (one being written) ends it, as it
+    ends a reader's index.
+    """
+    try:
+        file = path.open("rb")
+    except FileNotFoundError:
+        return
+    match = _HEAD.match
+    names: dict[bytes, str] = {}
+    last = after
+    with file:
+        rest = b""
+        while chunk := file.read(_CHUNK):
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            rest = data[cut:]
+            batch: list[JournalLine] = []
+            for line in data[:cut].split(b"\n")[:-1]:
+                m = match(line)
+                if m is not None:
+                    seq, raw_type = int(m.group(1)), m.group(2)
+                    typ = names.get(raw_type)
+                    if typ is None:
+                        typ = names[raw_type] = raw_type.decode()
+                else:  # not in this version's layout (or blank, or no event at all)
+                    if not line.strip():
+                        continue
+                    head = _head(line)
+                    if head is None:
+                        break
+                    seq, typ = head
+                if seq > until:
+                    break
+                if seq > after:
+                    last = seq
+                    if types is None or typ in types:
+                        batch.append(JournalLine(seq, typ, line))
+            else:
+                yield last, batch
+                continue
+            yield last, batch
+            return
 
 
 class Journal:
