@@ -518,10 +518,10 @@ async def test_a_load_while_a_turn_prints_tells_each_line_once_across_the_seam(
 ) -> None:
     """A load tells the history up to where the journal stood, read from the journal file, and
     follows from there: output printed while it loads is neither lost nor told twice."""
-    made = tui("send", "--new", "print('ready')", "--wait")
+    made = tui("send", "--new", "--dir", str(tmp_path), "print('ready')", "--wait")
     assert made.returncode == 0, made.stderr
     sid = made.stderr.strip().splitlines()[0]
-    go = Path(sessions()[0]["folder"]) / "go"  # where the session's program sees it
+    go = tmp_path / "go"  # in the session's folder, where its program sees it
     program = (
         "import os, time\n"
         "i = 0\n"
