@@ -1,7 +1,9 @@
 """`tui acp` figures: a turn through an editor's ACP connection beside `tui send --wait`, and
 `session/load` of a 1,000-turn session (the whole journal replayed as `session/update`s) beside
 `json.loads` of the same journal's lines, five interleaved rounds, medians and the median of the
-rounds' ratios; and a
+rounds' ratios (through the `acp` package's client, whose own handling of each notification
+counts in the load's time, and through a raw client that reads the lines itself, with the CPU
+`tui acp` spent); and a
 fresh `tui acp` (start, ``initialize``, ``session/new``, one turn) beside ``tui send --new
 PROMPT --wait`` (start, a new session, one turn), in interleaved rounds, medians and the median
 of the rounds' ratios.
@@ -110,6 +112,66 @@ async def editor_figures(sid: str, env: dict[str, str], cwd: str) -> list[tuple[
     return rows
 
 
+async def raw_loads(sid: str, env: dict[str, str], cwd: str) -> list[tuple[str, str]]:
+    """`session/load` as an editor without the `acp` package reads it: the request written, each
+    line read and `json.loads`ed until the answer; beside `json.loads` of the journal, interleaved,
+    and the CPU `tui acp` spent on each load (its own work, whatever the client does)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tui",
+        "acp",
+        env=env,
+        cwd=cwd,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=2**24,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    stdin, stdout = proc.stdin, proc.stdout
+
+    def cpu() -> float:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    async def ask(rid: int, method: str, params: dict[str, Any]) -> int:
+        asked = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        stdin.write(json.dumps(asked).encode() + b"\n")
+        await stdin.drain()
+        told = 0
+        while json.loads(await stdout.readline()).get("id") != rid:
+            told += 1
+        return told
+
+    await ask(0, "initialize", {"protocolVersion": acp.PROTOCOL_VERSION})
+    journal = Path(cwd) / "sessions" / sid / "journal.jsonl"
+    loads, parses, cpus = [], [], []
+    for rid in range(1, LOADS + 2):  # the first load (imports, the first connection) is left out
+        t0 = time.perf_counter()
+        with journal.open("rb") as lines:
+            [json.loads(line) for line in lines]
+        parse = time.perf_counter() - t0
+        c0, t0 = cpu(), time.perf_counter()
+        await ask(rid, "session/load", {"cwd": cwd, "sessionId": sid, "mcpServers": []})
+        if rid > 1:
+            loads.append(time.perf_counter() - t0)
+            cpus.append(cpu() - c0)
+            parses.append(parse)
+    stdin.close()
+    await proc.wait()
+    ratio = statistics.median(a / b for a, b in zip(loads, parses, strict=True))
+    return [
+        (
+            f"session/load read by a raw client (each line json.loads'ed), median of {LOADS}",
+            f"{statistics.median(loads) * 1000:.0f} ms beside json.loads "
+            f"{statistics.median(parses) * 1000:.1f} ms: ratio {ratio:.1f}x; "
+            f"tui acp's CPU {statistics.median(cpus) * 1000:.0f} ms a load",
+        )
+    ]
+
+
 async def fresh_acp(env: dict[str, str], cwd: str) -> dict[str, float]:
     """Seconds from starting `tui acp` to each answer: initialize, session/new, the turn."""
     started = time.perf_counter()
@@ -185,6 +247,7 @@ def main() -> None:
             )
         ]
         rows += asyncio.run(editor_figures(sid, env, state))
+        rows += asyncio.run(raw_loads(sid, env, state))
         width = max(len(r[0]) for r in rows)
         for what, figure in rows:
             print(f"{what.ljust(width)}  {figure}")
