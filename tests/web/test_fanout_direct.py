@@ -19,14 +19,14 @@ from .conftest import Web, wake
 MARK = "every follower heard the turn"
 PROGRAM = (
     "import sys, time\n"
-    "for i in range(32):\n"
+    "for i in range(16):\n"
     "    sys.stdout.write(('x' * 1023 + '\\n') * 128)\n"
     "    sys.stdout.flush()\n"
     "    time.sleep(0.06)\n"
 )
-"""Four MiB of output in some 30 events: more than a client that does not read, the kernel's
-buffers between and the transport's high-water mark hold, so its transport is paused on the
-way."""
+"""Two MiB of output in some 16 events, and as much again in the call's end: more than a client
+that does not read, the kernel's buffers between and the transport's high-water mark hold, so
+its transport is paused on the way."""
 
 Seen = list[tuple[int, str]]
 
@@ -153,6 +153,8 @@ async def test_followers_written_in_one_pass_each_get_exactly_their_events(web: 
         assert (await owner.post(f"{base}/notes", json={"text": MARK})).status_code == 200
         async with asyncio.timeout(TIMEOUT):
             owner1, owner2, vic, owner_raw, vic_raw = await asyncio.gather(*reading)
+            # It reads again, as fast as it can.
+            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
             behind = await _read_raw(slow)
 
         kinds = [kind for _, kind in owner1]
