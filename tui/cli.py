@@ -10,11 +10,13 @@ import argparse
 import contextlib
 import difflib
 import importlib
+import math
 import os
 import re
 import shlex
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from tui import __version__
 from tui.errors import TuiError, UsageError, os_error
@@ -32,7 +34,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "interrupt": ("ID", "end the running turn (its queue is held)", "sessions"),
     "restart": ("ID | --outdated", "move a session to a new worker (a newer tui)", "sessions"),
     "note": ("ID TEXT", "a note the agent reads with its next turn (--now)", "sessions"),
-    "context": ("add|list|remove|push ID", "values the agent is given at each turn", "sessions"),
+    "context": ("ACTION ID", "values the agent is given at each turn: add, list, remove, push", "sessions"),
     "budget": ("ID [--cost USD] …", "show or change its limits: cost, tokens, turns, time", "sessions"),
     "transcript": ("ID [--format F]", "print the whole session (text, markdown, jsonl)", "sessions"),
     "diff": ("ID [--turn N] [--stat]", "what each turn did to the session's files", "sessions"),
@@ -67,8 +69,18 @@ _EXAMPLES = (
 )
 _EXIT_CODES = (
     "  0 done, 1 a turn failed or an error, 2 bad arguments, 3 a question is waiting,",
-    "  4 the session's worker went away, 5 an empty reply, 6 refused (token, share)",
+    "  4 the session's worker went away, 5 an empty reply, 6 refused (token, share),",
+    "  7 stopped at the session's budget (`tui budget ID`)",
 )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line naming the command and its ``--help``
+    (argparse's own are its usage lines and then the error, the top's usage for an option
+    of a command it does not know)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}; `{self.prog} --help` says what it takes\n")
 
 
 def _epilog() -> str:
@@ -118,9 +130,11 @@ def _piped_options(parser: argparse.ArgumentParser) -> None:
         "--from-line", type=int, default=1, metavar="N", help="start at line N of the script (resume a run)"
     )
     group.add_argument("--answers", metavar="FILE", help="answers for expected questions (JSON or TOML)")
-    group.add_argument("--question-timeout", type=float, metavar="S", help="wait S seconds for an answer")
+    group.add_argument(
+        "--question-timeout", type=_wait_seconds, metavar="S", help="wait S seconds for an answer"
+    )
     group.add_argument("--default-answer", metavar="A", help="answer given after --question-timeout")
-    group.add_argument("--timeout", type=float, metavar="S", help="bound the whole run")
+    group.add_argument("--timeout", type=_seconds, metavar="S", help="bound the whole run")
 
 
 def _budget_options(parser: argparse.ArgumentParser, *, new: bool = False) -> None:
@@ -131,6 +145,29 @@ def _budget_options(parser: argparse.ArgumentParser, *, new: bool = False) -> No
     group.add_argument("--tokens", type=int, metavar="N", help="the most tokens in and out, together")
     group.add_argument("--turns", type=int, metavar="N", help="the most turns")
     group.add_argument("--time", metavar="DURATION", help="the most wall time of its turns (30m, 2h)")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``'s value: a number of seconds above 0."""
+    seconds = _number(text)
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 (e.g. 30)")
+    return seconds
+
+
+def _wait_seconds(text: str) -> float:
+    """``--question-timeout``'s value: a number of seconds, 0 (answer at once) or more."""
+    seconds = _number(text)
+    if not 0 <= seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more (e.g. 30)")
+    return seconds
 
 
 def _ray_address(text: str) -> str:
@@ -146,7 +183,7 @@ def _ray_address(text: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line of cli.md."""
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="tui",
         description="Attach a full-screen terminal UI to long-lived agent sessions.",
         epilog=_epilog(),
@@ -172,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_subparsers() -> argparse.ArgumentParser:
     """The parser for ``tui COMMAND …``."""
-    top = argparse.ArgumentParser(prog="tui")
+    top = _Parser(prog="tui")
     _global_options(top)
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -229,7 +266,7 @@ def build_subparsers() -> argparse.ArgumentParser:
     _budget_options(p, new=True)
     p.add_argument("--wait", action="store_true", help="wait for the reply and print it")
     p.add_argument("--queue", action="store_true", help="queue at once behind the running turn")
-    p.add_argument("--timeout", type=float, metavar="S", help="bound the whole command")
+    p.add_argument("--timeout", type=_seconds, metavar="S", help="bound the whole command")
 
     p = add("models", _command("sessions", "run_models"))
     p.add_argument("--json", action="store_true", help="a JSON list of objects")
@@ -432,7 +469,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         i += 1
     first = words[0] if words else None
     if first in _SUBCOMMANDS:
-        return build_subparsers().parse_args(argv)
+        return _parse_command(argv)
     if first == "help":  # `tui help [COMMAND]`: the help, as --help gives it
         rest = argv[i + 1 :]
         if rest and rest[0] in _SUBCOMMANDS:
@@ -460,6 +497,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
         ns.prompt = " ".join(argv[cut + 1 :]) or None
         return ns
     return build_parser().parse_args(argv)
+
+
+def _parse_command(argv: list[str]) -> argparse.Namespace:
+    """``tui COMMAND …``; a word it does not take is refused naming that command (argparse
+    would name the top's usage, `tui [-h] …`, whatever the command)."""
+    ns, extras = build_subparsers().parse_known_args(argv)
+    if extras:
+        prog = f"tui {ns.command}"
+        if ns.command in ("context", "remote"):
+            prog += f" {ns.action}"
+        _Parser(prog=prog).error(f"unrecognized arguments: {' '.join(extras)}")
+    return ns
 
 
 def _distance(a: str, b: str) -> int:

@@ -107,6 +107,27 @@ def test_a_python_session_rewinds_its_files_byte_for_byte_and_forks(state_dir: P
     assert record["parent_id"] == sid
 
 
+def test_a_rewind_with_no_file_to_put_back_offers_no_undo_and_a_wrong_turn_names_the_last(
+    state_dir: Path, work: Path
+) -> None:
+    """/rewind (the app's, here through a script) and `tui rewind` of turns that changed no file:
+    no `--undo` offered for nothing; a turn past the last names the last, in words that hold in
+    the app, the page and the command line alike."""
+    out = tui("send", "--new", "print(1)", "--wait")
+    assert out.returncode == 0, out.stderr
+    sid = out.stderr.strip().splitlines()[0]
+    ran = tui("attach", sid, input="print(2)\n/rewind 2\n/rewind 9\n")
+    assert ran.returncode == 1
+    assert "tui: rewound to before turn 2: no file to put back\n" in ran.stderr
+    assert (
+        "this session has no turn 9; its last is turn 2" in ran.stderr
+        and "`tui transcript ID`" not in ran.stderr
+    )
+    again = tui("rewind", sid, "--to", "1")
+    assert again.returncode == 0, again.stderr
+    assert "rewound to before turn 1: no file to put back\n" in again.stderr and "--undo" not in again.stderr
+
+
 def test_a_folder_too_big_gets_no_checkpoints_and_the_first_screen_says_so(
     state_dir: Path, work: Path
 ) -> None:

@@ -36,6 +36,15 @@ def tui(state: Path, *args: str) -> Ran:
     return Ran(code, out.getvalue(), err.getvalue())
 
 
+def test_web_on_a_loopback_address_says_it_serves_this_machine_only(web: Web) -> None:
+    """`tui web` listens on 127.0.0.1 by default: it names no address another machine cannot reach,
+    and says how to serve others."""
+    assert web.proc.stdout is not None
+    said = "".join(web.proc.stdout.readline() for _ in range(3))  # the token's line, this one, Ctrl+C
+    assert "this machine only" in said and "`tui web --host ADDR --token-file FILE`" in said, said
+    assert "on another machine" not in said and "stop with Ctrl+C" in said
+
+
 def test_share_prints_the_guests_line_and_the_token_works(web: Web, tmp_path: Path) -> None:
     sid = web.session()
     token_file = tmp_path / "guest.token"
@@ -117,7 +126,7 @@ def test_share_refuses_what_makes_no_sense(web: Web) -> None:
     bad = tui(web.state, "share", sid, "--name", "x", "--kind", "viewer", "--turns", "3")
     assert bad.returncode == 2 and "collaborator" in bad.stderr
     ttl = tui(web.state, "share", sid, "--name", "x", "--kind", "viewer", "--ttl", "soon")
-    assert ttl.returncode == 1 and "2h" in ttl.stderr
+    assert ttl.returncode == 2 and "2h" in ttl.stderr  # a bad option: exit 2, as a ttl without its unit
     missing = tui(web.state, "share", "ffffffff", "--name", "x", "--kind", "viewer")
     assert missing.returncode == 1 and "tui sessions" in missing.stderr
 

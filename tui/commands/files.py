@@ -110,6 +110,11 @@ def run_rewind(args: argparse.Namespace) -> int:
         raise UsageError(
             "say which turn to rewind to: `tui rewind ID --to N` (turn N and those after are undone)"
         )
+    if args.to is not None and args.to < 1:
+        raise UsageError(
+            f"--to {args.to}: turns count from 1; `tui rewind {args.id} --to N` undoes turn N and those "
+            f"after (`tui transcript {args.id}` numbers them)"
+        )
     access = open_access(args)
 
     async def body() -> int:
@@ -117,17 +122,15 @@ def run_rewind(args: argparse.Namespace) -> int:
         short = short_id(sid)
         done = await access.rewind(sid, RewindRequest(to_turn=args.to, force=args.force, undo=args.undo))
         count = len(done.files) + done.more
-        files = f"{count} file{'s' if count != 1 else ''} put back"
+        files = f"{count} file{'s' if count != 1 else ''} put back" if count else "no file to put back"
         if args.undo:
             _say(f"session {short}: the files of its last rewind are back as they were before it ({files})")
             return 0
         for path in done.files:
             print(path)
         forced = f"; {len(done.forced)} changed since by someone else were overwritten" if done.forced else ""
-        _say(
-            f"session {short} rewound to before turn {done.to_turn}: {files}{forced}; "
-            f"`tui rewind {short} --undo` puts the files back as they were"
-        )
+        undo = f"; `tui rewind {short} --undo` puts the files back as they were" if count else ""
+        _say(f"session {short} rewound to before turn {done.to_turn}: {files}{forced}{undo}")
         return 0
 
     return _run(body)

@@ -27,7 +27,7 @@ def limits_asked(args: argparse.Namespace) -> dict[str, float | int]:
             asked[name] = value
     if getattr(args, "time", None) is not None:
         try:
-            asked["time"] = parse_duration(args.time, off=True)
+            asked["time"] = parse_duration(args.time, off=True, unit=True)
         except ValueError as exc:
             raise UsageError(f"--time: {exc}") from exc
     return asked

@@ -453,8 +453,8 @@ def run_stop(args: argparse.Namespace) -> int:
 
     if (args.id is not None) + bool(args.all) + (args.idle is not None) != 1:
         raise UsageError(
-            "tui stop ID stops one session; tui stop --all stops every live one; "
-            "tui stop --idle 30m those idle for 30 minutes or more"
+            "say what to stop, one of: `tui stop ID` (one session), `tui stop --all` (every live one), "
+            "`tui stop --idle 30m` (those idle for 30 minutes or more)"
         )
     idle: float | None = None
     if args.idle is not None:

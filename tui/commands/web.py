@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import httpx
 from pydantic import BaseModel
 
-from tui.errors import Refused, TuiError, Unreachable, UsageError, error_from_wire
+from tui.errors import InvalidRequest, Refused, TuiError, Unreachable, UsageError, error_from_wire
 from tui.link.remote import NEEDED, checked_info
 from tui.protocol.ids import short_id
 from tui.protocol.routes import WEB, RouteSpec
@@ -221,7 +221,10 @@ def run_share(args: argparse.Namespace) -> int:
         if args.ttl.strip().isdigit():  # minutes, hours? the command line says which
             t = args.ttl.strip()
             raise UsageError(f"--ttl {t} has no unit; write e.g. {t}m, {t}h or {t}d (units: s, m, h, d, w)")
-        parse_ttl(args.ttl)
+        try:
+            parse_ttl(args.ttl)
+        except InvalidRequest as exc:  # a bad option, refused before anything is made (exit 2)
+            raise UsageError(f"--{exc}") from exc
     person, token, url, page = shares.add(sid, name=args.name, kind=args.kind, ttl=args.ttl, turns=args.turns)
     limits = [person.kind, f"expires {_when(person.expires_at)}"]
     if person.turns is not None:

@@ -202,14 +202,13 @@ async def rewind(attachment: Attachment, rest: str) -> ch.Outcome:
 
     def done(result: RewindDone) -> ch.Outcome:
         count = len(result.files) + result.more
-        files = f"{count} file{'s' if count != 1 else ''} put back"
+        files = f"{count} file{'s' if count != 1 else ''} put back" if count else "no file to put back"
         if undo:
             return ch.Done(
                 "rewind", f"the files of the last rewind are back as they were before it ({files})"
             )
-        return ch.Done(
-            "rewind", f"rewound to before turn {result.to_turn}: {files}; /rewind --undo puts them back"
-        )
+        again = "; /rewind --undo puts them back" if count else ""
+        return ch.Done("rewind", f"rewound to before turn {result.to_turn}: {files}{again}")
 
     return await _call("rewind", attachment.link.call(BRIDGE["rewind"], request), done)
 

@@ -254,7 +254,7 @@ def serve(
     previous = signal.signal(signal.SIGTERM, server.handle_exit)
     try:
         write_atomic(web.server, json.dumps({"url": bridge.url, "pid": os.getpid()}) + "\n")
-        _announce(out, bridge.url, owner, owner_link(bridge.signins, bridge.url, owner.digest))
+        _announce(out, bridge.url, owner, owner_link(bridge.signins, bridge.url, owner.digest), host=host)
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -276,12 +276,19 @@ def owner_link(signins: SignIns, url: str, owner_digest: str) -> str:
     return link(url, signins.new_code(OWNER, owner_digest=owner_digest))
 
 
-def _announce(out: TextIO, url: str, owner: OwnerToken, page: str) -> None:
+def _announce(out: TextIO, url: str, owner: OwnerToken, page: str, *, host: str) -> None:
     print(f"tui web: serving this machine's sessions on {url}", file=out)
     print(f"in a browser (this link signs you in once, for {CODE_TTL // 60} minutes): {page}", file=out)
     if owner.token is not None and owner.written_to is None:
         print(f"owner token (shown once, keep it secret): {owner.token}", file=out)
     if owner.written_to is not None:
         print(f"owner token in {owner.written_to}", file=out)
-    print(f"on another machine: tui remote add NAME {url} --token-file FILE", file=out)
+    if is_loopback(host):  # another machine cannot reach this address
+        print(
+            "this machine only (a loopback address); for others: "
+            "`tui web --host ADDR --token-file FILE`, then there `tui remote add NAME URL --token-file FILE`",
+            file=out,
+        )
+    else:
+        print(f"on another machine: tui remote add NAME {url} --token-file FILE", file=out)
     print("stop with Ctrl+C", file=out, flush=True)

@@ -189,10 +189,9 @@ class TurnFiles:
             raise InvalidRequest("say which turn to rewind to: --to N (the first turn undone)")
         last_turn = max(history.turns, default=0)
         if to_turn > last_turn:
-            raise InvalidRequest(
-                f"this session has no turn {to_turn}: it has {last_turn} "
-                f"turn{'s' if last_turn != 1 else ''}; `tui transcript ID` numbers them"
-            )
+            if not last_turn:
+                raise InvalidRequest(f"this session has no turn {to_turn}: no turn has run yet")
+            raise InvalidRequest(f"this session has no turn {to_turn}; its last is turn {last_turn}")
         first = history.changed.get(history.turns[to_turn])
         if first is None:
             raise InvalidRequest(
