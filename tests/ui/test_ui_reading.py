@@ -489,6 +489,16 @@ class TestSelection:
             assert not routes(link, "interrupt")
 
 
+    async def test_enter_on_a_turn_with_no_tool_output_says_so(self, until: Until) -> None:
+        """The footer offers Enter (Tool output) on every selected turn: one with none says so."""
+        app = TuiApp(WorkerLink(history=history(3)))
+        async with app.run_test(size=(100, 30)) as pilot:
+            await attached(app, pilot, until)
+            await pilot.press("alt+up", "enter")
+            await until(pilot, lambda: any(n.title == "Nothing to show" for n in app._notifications))
+            assert app.session.transcript.selected == "h2"
+
+
 class TestSearch:
     async def test_ctrl_f_finds_a_word_in_an_old_turn_and_enter_moves_to_the_next(self, until: Until) -> None:
         link = WorkerLink(history=history(1_000, {3: "zebra crossing", 700: "a zebra again"}))

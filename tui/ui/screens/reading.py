@@ -271,8 +271,14 @@ class ReadingScreen(Screen[None]):
 
     def action_toggle_tools(self) -> None:
         view = self.transcript.selected_turn
-        if view is not None:
-            view.action_toggle_tools()
+        if view is None:
+            return
+        if not view.has_tools():  # Enter would do nothing: say why, as `t` does
+            number = getattr(view.record, "number", 0)
+            turn = f"Turn {number}" if number else "The selected turn"
+            self.notify(f"{turn} has no tool output.", title="Nothing to show", severity="warning")
+            return
+        view.action_toggle_tools()
 
     def action_open_output(self) -> None:
         record = self._selected_record()
