@@ -488,7 +488,6 @@ class TestSelection:
             assert app.focused is app.session.prompt
             assert not routes(link, "interrupt")
 
-
     async def test_enter_on_a_turn_with_no_tool_output_says_so(self, until: Until) -> None:
         """The footer offers Enter (Tool output) on every selected turn: one with none says so."""
         app = TuiApp(WorkerLink(history=history(3)))
