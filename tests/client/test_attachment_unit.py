@@ -193,13 +193,23 @@ async def test_an_answer_resolves_the_question_with_its_line() -> None:
     await attachment.close()
 
 
+async def test_slash_model_alone_says_what_the_model_is_and_how_to_switch() -> None:
+    attachment = await attached(WorkerLink(agent="model"))
+    assert await attachment.command("/model") == ch.Usage(
+        "/model", "The model is the default; type /model NAME (a [models] profile or PROVIDER:MODEL)."
+    )
+    await attachment.close()
+
+
 async def test_slash_commands_answer_with_what_they_did() -> None:
     link = WorkerLink()
     attachment = await attached(link)
     stats = await attachment.command("/stats")
     assert isinstance(stats, ch.StatsShown) and stats.line.startswith("stats: ")
     assert await attachment.command("/model") == ch.Usage(
-        "/model", "The model is the default; type /model NAME (a [models] profile or PROVIDER:MODEL)."
+        "/model",
+        "This session runs Python, which has no model; `tui --model NAME` starts a model session "
+        "(`tui models` lists them).",
     )
     assert await attachment.command("/model big") == ch.Done("model")
     assert await attachment.command("/nope") == ch.Unknown("/nope")

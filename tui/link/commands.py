@@ -77,6 +77,12 @@ async def model(attachment: Attachment, rest: str) -> ch.Outcome:
         if setting is not None:  # an ACP agent's
             names = [c.value for c in setting.choices]
             return ch.Usage("/model", _offered(agent_model(s.settings), names, "model", "/model NAME"))
+        if info is not None and info.agent == "python":  # no model to name or switch to
+            return ch.Usage(
+                "/model",
+                "This session runs Python, which has no model; `tui --model NAME` starts a model "
+                "session (`tui models` lists them).",
+            )
         offered = list(info.models) if info is not None else []
         text = _offered(s.model or "the default", offered, "model", "/model NAME")
         if not offered:
