@@ -160,15 +160,15 @@ async def test_a_full_disk_mid_turn_refuses_507_and_resumes_with_nothing_lost(
 async def test_a_turn_record_that_cannot_be_written_is_no_hang(
     session: SessionWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = turns_module.write_atomic
+    real = turns_module._write_new
     full = True
 
-    def write_atomic(path: Path, data: bytes | str, *, mode: int = 0o600) -> None:
+    def write_new(path: Path, data: bytes) -> None:
         if full:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real(path, data, mode=mode)
+        real(path, data)
 
-    monkeypatch.setattr(turns_module, "write_atomic", write_atomic)
+    monkeypatch.setattr(turns_module, "_write_new", write_new)
     first = session.control.submit(TurnRequest(prompt="one"))
     await _turn_end(session)
     assert not session.control.running

@@ -153,6 +153,8 @@ class FileCheckpoints:
     _made: bool = field(default=False, init=False, repr=False)
     _watch: FolderWatch | None = field(default=None, init=False, repr=False)
     _skipped: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _named: set[str] = field(default_factory=set, init=False, repr=False)
+    """Paths inotify named to `unchanged`, for the next `snapshot` to read."""
 
     # --- running git ---------------------------------------------------------------------------
     def _env(self, index: Path | None = None, work_tree: Path | None = None) -> dict[str, str]:
@@ -273,9 +275,12 @@ class FileCheckpoints:
         """
         self.init()
         named: set[str] | None = None
+        earlier, self._named = self._named, set()
         watch = self._watcher()
         if watch is not None and self.last is not None and not whole:
             named = watch.seen()
+            if named is not None:
+                named |= earlier
             if named is not None and not named:
                 return Snapshot(self.last, tuple(self._skipped.values()))
             if named is not None and len(named) > _NAMED:
@@ -316,6 +321,22 @@ class FileCheckpoints:
         if paths or self.last is None:
             self.last = self._git("write-tree").decode().strip()
         return Snapshot(self.last, tuple(sorted(self._skipped.values())))
+
+    def unchanged(self) -> Snapshot | None:
+        """The last checkpoint again when inotify says nothing in the folder changed since it was
+        taken: no git runs and nothing blocks, so the event loop may ask (a turn that touched no
+        file costs no thread). None when `snapshot` must look (what inotify named is kept for it)."""
+        last = self.last
+        watch = self._watcher() if self._made and last is not None else None
+        if last is None or watch is None or watch.stale:
+            return None
+        named = watch.seen()
+        if named is None:
+            return None  # the whole folder is read next (`watch.stale` stays set until then)
+        if named or self._named:
+            self._named |= named
+            return None
+        return Snapshot(last, tuple(self._skipped.values()))
 
     def _watcher(self) -> FolderWatch | None:
         if not self.watch:

@@ -6,6 +6,7 @@ the order the turns started, and a page of the last K turns reads K files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -13,9 +14,28 @@ from pydantic import ValidationError
 
 from tui.errors import DiskFull
 from tui.protocol import TurnRecord
-from tui.store._atomic import write_atomic
 
 __all__ = ["TurnStore"]
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Write a record as `write_atomic` does (a reader sees all of it or none), in fewer system
+    calls: the worker holding the session's lock is its one writer, so the temporary file's name
+    is fixed, not drawn."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class TurnStore:
@@ -25,6 +45,7 @@ class TurnStore:
         self.folder = folder
         self._names: list[str] | None = None
         self._ids: set[str] = set()
+        self._made = False
 
     def _listing(self) -> list[str]:
         if self._names is None:
@@ -48,9 +69,12 @@ class TurnStore:
         """
         name = self._name(record)
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            write_atomic(self.folder / name, record.model_dump_json() + "\n")
+            if not self._made:
+                self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._made = True
+            _write_new(self.folder / name, record.model_dump_json().encode() + b"\n")
         except OSError as exc:
+            self._made = False
             raise DiskFull(
                 f"disk full: could not write the turn record {self.folder / name} ({exc.strerror}); "
                 "free some space, then try again",

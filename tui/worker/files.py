@@ -64,6 +64,12 @@ class TurnFiles:
         async with self._lock:
             return await asyncio.to_thread(call)
 
+    async def _snapshot(self) -> Snapshot:
+        """A checkpoint now: the last one, without a thread, when inotify says nothing changed."""
+        async with self._lock:
+            same = self.store.unchanged()
+            return same if same is not None else await asyncio.to_thread(self.store.snapshot)
+
     def start(self) -> None:
         """Get the store ready in the background (its first checkpoint reads every file)."""
         self._prepared = asyncio.create_task(self._prepare(), name="file checkpoints")
@@ -98,7 +104,7 @@ class TurnFiles:
         if not await self._ready():
             return None
         try:
-            return await self._run(self.store.snapshot)
+            return await self._snapshot()
         except FilesError as exc:
             log.warning("no checkpoint at the turn's start: %s", exc)
             return None
@@ -106,8 +112,12 @@ class TurnFiles:
     async def turn_ended(self, turn_id: str, before: Snapshot) -> None:
         """The checkpoint at a turn's end, and what the turn changed: a `files_changed` event."""
         try:
-            after = await self._run(self.store.snapshot)
-            changes = await self._run(lambda: self.store.changes(before.tree, after.tree, LISTED + 1))
+            after = await self._snapshot()
+            changes = (
+                []
+                if after.tree == before.tree
+                else await self._run(lambda: self.store.changes(before.tree, after.tree, LISTED + 1))
+            )
         except FilesError as exc:
             log.warning("no checkpoint at the turn's end: %s", exc)
             return

@@ -151,7 +151,8 @@ class Subscription:
         if not self.items and not self.behind and not self.closed:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), idle)
+                async with asyncio.timeout(idle):  # no task of its own, as `wait_for` makes
+                    await self._wake.wait()
             except TimeoutError:
                 return None
         if self.closed:
