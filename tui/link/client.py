@@ -4,9 +4,10 @@ It talks to a worker over its Unix socket, or to the web bridge with a base URL 
 ``https://host/api/sessions/ID`` and a bearer token, so both links share it. Every refusal is
 mapped to the `tui.errors` tree in one place (`_raise_for`), and every transport failure becomes
 `WorkerUnavailable` (a local worker) or `Unreachable` (another machine), raised from the httpx
-error that caused it. A local worker's requests that answer JSON go through `UnixHttp`
-(`tui/link/raw.py`: one write and one read on a connection kept open, not httpx's machinery);
-its event stream and streamed text through httpx.
+or socket error that caused it. A local worker's requests that answer JSON and its event stream
+go through `UnixHttp` (`tui/link/raw.py`: a request's bytes written on a Unix-socket connection,
+its answer read with asyncio's own stream, not httpx's machinery); its streamed text, remote
+sessions and tests' transports through httpx.
 """
 
 from __future__ import annotations
@@ -196,40 +197,61 @@ class BridgeClient(Caller):
         if reads:
             params["presence"] = "later"
         headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+        path = BRIDGE["events"].path
+        if self._raw is not None:
+            # A local worker's stream: read off the socket as the worker writes it, not through httpx.
+            try:
+                async with self._raw.stream("GET", path, params, headers, self.stream_idle) as answer:
+                    if answer.status != 200:
+                        self._raise_for(answer.status, await answer.read())
+                        raise TuiError(f"{self.label} answered /events with HTTP {answer.status}")
+                    kind = answer.headers.get("content-type", "")
+                    async for item in self._messages(answer.parts(), kind, announce_open):
+                        yield item
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+                raise self._transport_error(exc) from exc
+            return
         timeout = httpx.Timeout(self._http.timeout.connect, read=self.stream_idle)
         try:
             async with self._http.stream(
-                "GET", BRIDGE["events"].path, params=params, headers=headers, timeout=timeout
+                "GET", path, params=params, headers=headers, timeout=timeout
             ) as response:
                 if response.status_code != 200:
                     self._raise_for(response.status_code, await response.aread())
                     raise TuiError(f"{self.label} answered /events with HTTP {response.status_code}")
-                if announce_open:
-                    yield Live()
                 kind = response.headers.get("content-type", "")
-                if not kind.startswith("text/event-stream"):
-                    raise WorkerUnavailable(
-                        f"{self.label} did not answer with an event stream (content type {kind!r})"
-                    )
-                messages = _SseReader()
-                async for chunk in response.aiter_bytes():
-                    complete = messages.feed(chunk)
-                    if messages.retry is not None:
-                        self.retry_hint = messages.retry / 1000.0
-                    if messages.disk_full is not None:
-                        yield Live(disk_full=messages.disk_full)
-                        messages.disk_full = None
-                    for data, sse_id in complete:
-                        try:
-                            event = decode_event(data)
-                        except ValueError as exc:
-                            said = sse_id.decode(errors="replace") if sse_id is not None else None
-                            raise UnreadableEvent(
-                                f"{self.label} sent an event this version cannot read (id {said}): {exc}"
-                            ) from exc
-                        yield event
+                async for item in self._messages(response.aiter_bytes(), kind, announce_open):
+                    yield item
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
+
+    async def _messages(
+        self, parts: AsyncIterator[bytes], kind: str, announce_open: bool
+    ) -> AsyncIterator[Event | Live]:
+        """The events of an open stream's body (`parts`, of content type `kind`)."""
+        if announce_open:
+            yield Live()
+        if not kind.startswith("text/event-stream"):
+            raise WorkerUnavailable(
+                f"{self.label} did not answer with an event stream (content type {kind!r})"
+            )
+        messages = _SseReader()
+        async for chunk in parts:
+            complete = messages.feed(chunk)
+            if messages.retry is not None:
+                self.retry_hint = messages.retry / 1000.0
+            if messages.disk_full is not None:
+                yield Live(disk_full=messages.disk_full)
+                messages.disk_full = None
+            for data, sse_id in complete:
+                try:
+                    event = decode_event(data)
+                except ValueError as exc:
+                    said = sse_id.decode(errors="replace") if sse_id is not None else None
+                    raise UnreadableEvent(
+                        f"{self.label} sent an event this version cannot read (id {said}): {exc}"
+                    ) from exc
+                yield event
 
 
 _MESSAGE = re.compile(rb"id: ([^\n\0]*)\nevent: [^\n]*\ndata: ([^\n]*)\n\n")

@@ -5,21 +5,23 @@ chunked. For those requests httpx builds a `Request`, a `URL`, runs its pool, h1
 each one: most of what a piped turn (one ``POST /turn`` a statement) costs the client. Here a
 request is one write of its bytes on a connection kept open, and its answer read with asyncio's
 own stream: the status line, the headers, the body. The event stream and streamed text stay
-httpx's (`BridgeClient`). A connection is used by one request at a time; one that the worker
-closed while it was idle (or that failed before any byte of the answer came back) is replaced
-and the request sent once more on a new one; a request cut off (a timeout, a cancel) closes
-its connection, whose state is then unknown.
+A connection is used by one request at a time; one that the worker closed while it was idle (or
+that failed before any byte of the answer came back) is replaced and the request sent once more
+on a new one; a request cut off (a timeout, a cancel) closes its connection, whose state is then
+unknown. A streamed answer (the event stream, ``GET /events``) has a connection of its own, read
+chunk by chunk as the worker writes them (`UnixHttp.stream`), and closed when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
-__all__ = ["KEEP", "UnixHttp", "query_string"]
+__all__ = ["KEEP", "Streamed", "UnixHttp", "query_string"]
 
 _HEAD_LIMIT = 1 << 16
 KEEP = 8
@@ -100,6 +102,38 @@ class UnixHttp:
                     continue
                 raise failed.cause from None
 
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        target: str,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        idle: float = 30.0,
+    ) -> AsyncIterator[Streamed]:
+        """A request whose answer is read as it comes, on a connection of its own (closed on leaving).
+
+        Raises:
+            OSError, asyncio.IncompleteReadError, ValueError: the socket could not be reached,
+                or the answer's head was cut short or is not HTTP (`TimeoutError`, an `OSError`:
+                no head within `idle` seconds).
+        """
+        if query:
+            target = f"{target}?{query_string(query)}"
+        head = [
+            f"{method} {target} HTTP/1.1",
+            "host: worker",
+            *(f"{k}: {v}" for k, v in (headers or {}).items()),
+        ]
+        reader, writer = await asyncio.open_unix_connection(self.path, limit=_HEAD_LIMIT)
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+            async with asyncio.timeout(idle):
+                status, answer = _head(await reader.readuntil(b"\r\n\r\n"))
+            yield Streamed(reader, status, answer, idle)
+        finally:
+            writer.close()
+
     def _take(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         while self._idle:
             reader, writer = self._idle.pop()
@@ -144,6 +178,57 @@ class UnixHttp:
         else:
             self._idle.append(conn)
         return status, body
+
+
+class Streamed:
+    """An answer read as it comes (`UnixHttp.stream`): its status, its headers, its body's parts.
+
+    Args:
+        idle: seconds of silence after which reading raises `TimeoutError`.
+    """
+
+    def __init__(
+        self, reader: asyncio.StreamReader, status: int, headers: dict[str, str], idle: float
+    ) -> None:
+        self._reader = reader
+        self.status = status
+        self.headers = headers
+        self.idle = idle
+
+    async def read(self) -> bytes:
+        """The whole body."""
+        return b"".join([part async for part in self.parts()])
+
+    async def parts(self) -> AsyncIterator[bytes]:
+        """The body as the server writes it (a chunk each, when chunked), until it ends.
+
+        Raises:
+            TimeoutError: nothing came for `idle` seconds.
+            asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError: the body was cut
+                short or is not chunked as HTTP says.
+        """
+        reader = self._reader
+        if self.headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                async with asyncio.timeout(self.idle):
+                    size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
+                    if size == 0:
+                        while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, then the blank line
+                            pass
+                        return
+                    data = await reader.readexactly(size)
+                    await reader.readexactly(2)
+                yield data
+        left = int(self.headers["content-length"]) if "content-length" in self.headers else -1
+        while left != 0:
+            async with asyncio.timeout(self.idle):
+                data = await reader.read(65536 if left < 0 else min(left, 65536))
+            if not data:
+                if left > 0:
+                    raise asyncio.IncompleteReadError(b"", left)
+                return
+            left = left - len(data) if left > 0 else left
+            yield data
 
 
 def _head(raw: bytes) -> tuple[int, dict[str, str]]:
