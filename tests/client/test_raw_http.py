@@ -1,6 +1,7 @@
 """`BridgeClient`'s requests to a local worker go through `UnixHttp` (tui/link/raw.py): one
 connection kept open across requests, one the worker let go of replaced without the caller
-seeing it, a chunked answer read whole, a refusal mapped as before, a worker gone said as before.
+seeing it, a chunked answer read whole, a refusal mapped as before, a worker gone said as before;
+and its event stream, read off the socket chunk by chunk (`UnixHttp.stream`), not through httpx.
 The server here is a plain asyncio server on a Unix socket speaking HTTP/1.1 as uvicorn does."""
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tui.errors import NotFound, WorkerGone
-from tui.link.base import RouteCall
+from tui.link.base import Live, RouteCall
 from tui.link.client import BridgeClient
+from tui.protocol import TextChunk
 from tui.protocol.messages import NoteRequest
 from tui.protocol.routes import BRIDGE
 
@@ -113,3 +115,49 @@ async def test_a_refusal_is_its_error_and_a_worker_gone_says_so(tmp_path: Path) 
             await gone.handle(RouteCall(BRIDGE["note"], NoteRequest(text="x")))
     finally:
         await gone.close()
+
+
+def _text(seq: int, text: str) -> bytes:
+    data = json.dumps(
+        {"seq": seq, "at": "2026-01-01T00:00:00Z", "type": "text", "turn_id": "t-1", "text": text}
+    )
+    return b"id: %d\nevent: text\ndata: %s\n\n" % (seq, data.encode())
+
+
+async def test_the_event_stream_is_read_off_the_socket_across_chunks_until_the_worker_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heads: list[str] = []
+
+    async def stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append((await reader.readuntil(b"\r\n\r\n")).decode())
+        head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        writer.write(head.encode())
+        one, two, three = _text(1, "a"), _text(2, "b"), _text(3, "c")
+        # An event cut across two chunks, two events in one chunk, then a chunk cut short.
+        for part in (one[:10], one[10:] + two, three):
+            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+        writer.write(b"ff\r\nid: 4")
+        await writer.drain()
+        writer.close()
+
+    sock = str(tmp_path / "w.sock")
+    listening = await asyncio.start_unix_server(stream, sock)
+    client = BridgeClient(socket_path=sock, label="the worker of x", timeout=5.0)
+
+    def not_httpx(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a local worker's event stream went through httpx")
+
+    monkeypatch.setattr(client._http, "stream", not_httpx)
+    got: list[object] = []
+    try:
+        with pytest.raises(WorkerGone, match="the worker of x is not answering"):
+            async for item in client.events(0, client_id="script:x", announce_open=True):
+                got.append(item)
+    finally:
+        await client.close()
+        listening.close()
+    assert heads[0].startswith("GET /events?cursor=0&client_id=script%3Ax HTTP/1.1\r\n")
+    assert "accept: text/event-stream" in heads[0].lower()
+    assert isinstance(got[0], Live)
+    assert [(e.seq, e.text) for e in got[1:] if isinstance(e, TextChunk)] == [(1, "a"), (2, "b"), (3, "c")]

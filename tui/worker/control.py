@@ -392,7 +392,6 @@ class TurnControl:
         return self._answered_by
 
     async def _run(self, turn: Turn) -> None:
-        log.info("turn %s started (%s, %d characters)", turn.turn_id, turn.started.origin, len(turn.prompt))
         files = self.files
         before = None
         self._time_budget(turn)
@@ -433,7 +432,16 @@ class TurnControl:
                 worked=round(turn.worked, 3),
             )
         )
-        log.info("turn %s ended %s", turn.turn_id, result.outcome)
+        # One line a turn, at its end (the journal says when it started): a script's turns are
+        # many and short, and each line logged costs as much as one of its events.
+        log.info(
+            "turn %s (%s, %d characters) ended %s after %.3f s",
+            turn.turn_id,
+            turn.started.origin,
+            len(turn.prompt),
+            result.outcome,
+            turn.worked,
+        )
         self.turn = None
         if turn.over_budget and self.agent.name != "python" and not self.writer.leaving:
             # Someone is asked, from any client, whether to raise the limit and go on: the
