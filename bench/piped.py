@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from tui.codemode import Limits, PythonSession
@@ -62,6 +63,31 @@ async def direct(programs: list[str], workdir: str) -> float:
             result = await session.execute(source=source)
             assert result.status == "completed", result
         return time.perf_counter() - started
+
+
+def gaps(state: str, last: int) -> dict[str, float]:
+    """Where the wall time of the last `last` turns went, medians in ms, from the journal's own
+    times: the worker from ``turn_started`` to the reply's first ``text`` (the request's answer,
+    the checkpoint, the program's round trip to the sandbox), from that ``text`` to ``status:
+    idle`` (the turn's end written), and from ``status: idle`` to the next ``turn_started`` (the
+    event stream to the client, the client, its next ``POST /turn``, the worker reading it)."""
+    journal = next(Path(state, "sessions").glob("*/journal.jsonl"))
+    parts: dict[str, list[float]] = {"start → text": [], "text → idle": [], "idle → next start": []}
+    began = text = idle = None
+    for line in journal.read_text().splitlines()[-6 * last :]:
+        event = json.loads(line)
+        at = datetime.fromisoformat(event["at"].replace("Z", "+00:00")).timestamp()
+        if event["type"] == "turn_started":
+            if idle is not None:
+                parts["idle → next start"].append(at - idle)
+            began, text, idle = at, None, None
+        elif event["type"] == "text" and began is not None and text is None:
+            text = at
+            parts["start → text"].append(at - began)
+        elif event["type"] == "status" and event["state"] == "idle" and text is not None:
+            parts["text → idle"].append(at - text)
+            idle, began, text = at, None, None
+    return {name: statistics.median(values) * 1000 for name, values in parts.items() if values}
 
 
 def python_i(programs: list[str], rounds: int = 3) -> float:
@@ -114,11 +140,18 @@ def main() -> None:
                     ),
                 )
             )
+            if output == "text":
+                for name, ms in gaps(state, TURNS - 1).items():
+                    rows.append((f"  {name}, median of the journal's times", f"{ms:.2f} ms"))
         workdir = tempfile.mkdtemp(prefix="tui-bench-direct-")
         took = asyncio.run(direct(programs, workdir))
         rows.append((f"{TURNS} programs straight into one warm PythonSession", f"{took:.2f} s"))
         rows.append(("  per program", f"{took / TURNS * 1000:.2f} ms"))
-        piped_per = float(rows[3][1].split()[0])
+        piped_per = float(
+            next(value for name, value in rows if name.endswith("text: per turn (after the first)")).split()[
+                0
+            ]
+        )
         baseline = python_i(programs) * 1000
         rows.append(("`python -i < script`, per statement (after the first)", f"{baseline:.3f} ms"))
         rows.append(("piped turn (text) / `python -i` statement", f"{piped_per / baseline:.0f}x"))
