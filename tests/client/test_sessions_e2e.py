@@ -45,6 +45,9 @@ def test_the_user_story(state_dir: Path) -> None:
     again = tui("send", short, "print('late')", "--wait")
     assert again.returncode == 3 and "Proceed?" in again.stderr
 
+    several = tui("answer", short, "--option", "1", "--option", "2")  # a mistake: exit 2, how to answer
+    assert several.returncode == 2 and "takes one option, not several:" in several.stderr, several.stderr
+    assert f"tui answer {short} --option 1" in several.stderr
     answered = tui("answer", sid[:5], "--option", "1")
     assert answered.returncode == 0, answered.stderr
     got = tui("send", short, "print(x)", "--wait")

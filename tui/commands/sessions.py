@@ -392,6 +392,12 @@ def run_answer(args: argparse.Namespace) -> int:
             if not 1 <= n <= len(labels):
                 raise UsageError(f"there is no option {n}:\n" + describe_question(link, question))
             selected.append(labels[n - 1])
+        if len(selected) > 1 and not question.multiple:  # the worker would refuse it, saying less
+            raise UsageError(
+                "this question takes one option, not several:\n" + describe_question(link, question)
+            )
+        if args.text is not None and not question.freeform:
+            raise UsageError("this question takes only its options:\n" + describe_question(link, question))
         await link.answer(question.question_id, selected, args.text)
         said = ", ".join([*selected, *([repr(args.text)] if args.text is not None else [])])
         return f"answered {question.text!r} with {said}"
