@@ -38,6 +38,7 @@ def made(state_dir: Path) -> str:
         (["rewind", "ID", "--to", "0"], "--to 0: turns count from 1; `tui rewind"),
         (["budget", "ID", "--time", "2"], "'2' has no unit; write e.g. 2s, 2m or 2h"),
         (["share", "ID", "--name", "ana", "--kind", "viewer", "--ttl", "0s"], "--ttl '0s' must be longer"),
+        (["search", "line", "--since", "2"], "--since 2 has no unit; write e.g. 2h, 2d or 2w"),
         (["stop"], "say what to stop, one of: `tui stop ID` (one session), `tui stop --all`"),
     ],
 )
@@ -57,3 +58,13 @@ def test_help_lists_every_exit_code_and_keeps_its_columns() -> None:
     listed = out.stdout.split("Sessions (here")[1].split("Examples:")[0]
     rows = [line for line in listed.splitlines() if line.startswith("  ")]
     assert rows and {len(line) - len(line[30:].lstrip()) for line in rows} == {31}, rows
+
+
+def test_send_new_of_a_prompt_that_is_not_python_makes_no_session(state_dir: Path) -> None:
+    out = tui("send", "--new", "print(1", "--wait")
+    assert out.returncode == 1
+    assert (
+        out.stderr
+        == "tui: the prompt is not valid Python: line 1: '(' was never closed; no session was made\n"
+    )
+    assert not (state_dir / "sessions").exists() or not any((state_dir / "sessions").iterdir())

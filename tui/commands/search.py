@@ -40,9 +40,12 @@ def _state(args: argparse.Namespace) -> StatePaths:
 def _since(text: str) -> datetime:
     """``2h``, ``3d`` (that long ago) or an ISO date or time."""
     try:
-        return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+        return datetime.now(UTC) - timedelta(seconds=parse_duration(text, unit=True))
     except ValueError:
         pass
+    t = text.strip()
+    if t.replace(".", "", 1).isdigit():  # `2`: seconds or days? the command line says which
+        raise UsageError(f"--since {t} has no unit; write e.g. {t}h, {t}d or {t}w (units: s m h d w)")
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

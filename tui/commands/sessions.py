@@ -190,6 +190,9 @@ async def send(
     link: AttachLink | None = None
     watch: SessionWatch | None = None
     parent: str | None = None
+    if target is None and args.wait and _new_runs_python(args) and (why := syntax_error(prompt)) is not None:
+        _say(f"the prompt is not valid Python: {why}; no session was made", err)
+        return FAILED
     try:
         async with asyncio.timeout(args.timeout):
             if target is None:
@@ -250,6 +253,17 @@ async def send(
             await watch.close()
         if link is not None:
             await link.close()
+
+
+def _new_runs_python(args: argparse.Namespace) -> bool:
+    """Whether ``tui send --new`` makes a python session here (``--agent``, else config.toml's
+    ``default_agent``); another machine's default is its own, known once the session is made."""
+    from tui.config import load_config
+
+    if getattr(args, "remote", None):
+        return getattr(args, "agent", None) == "python"
+    agent = getattr(args, "agent", None) or ("model" if getattr(args, "model", None) else None)
+    return (agent or load_config().default_agent) == "python"
 
 
 async def _parent(access: SessionAccess, given: str) -> str:
