@@ -127,7 +127,7 @@ def _piped_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--keep-going", action="store_true", help="run the rest after a failed turn")
     group.add_argument("--whole", action="store_true", help="send the whole script as one program")
     group.add_argument(
-        "--from-line", type=int, default=1, metavar="N", help="start at line N of the script (resume a run)"
+        "--from-line", type=_line, default=1, metavar="N", help="start at line N of the script (resume a run)"
     )
     group.add_argument("--answers", metavar="FILE", help="answers for expected questions (JSON or TOML)")
     group.add_argument(
@@ -168,6 +168,13 @@ def _wait_seconds(text: str) -> float:
     if not 0 <= seconds < math.inf:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds, 0 or more (e.g. 30)")
     return seconds
+
+
+def _line(text: str) -> int:
+    """``--from-line``'s value: a line of the script, 1 its first."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a line of the script; its first is 1")
+    return int(text)
 
 
 def _ray_address(text: str) -> str:

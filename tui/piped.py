@@ -386,6 +386,12 @@ class _Run:
                 item = pending if pending is not None else await inputs.next()
                 pending = None
                 if item is None:
+                    if first is None and inputs.ended and start > max(inputs.lines, 1):
+                        lines = f"{inputs.lines} line{'s' if inputs.lines != 1 else ''}"
+                        self.say(
+                            f"--from-line {start} is past the script's end (it has {lines}); nothing was run"
+                        )
+                        return 2
                     break
                 if not item.text.strip():
                     continue

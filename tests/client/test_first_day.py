@@ -39,6 +39,7 @@ def made(state_dir: Path) -> str:
         (["budget", "ID", "--time", "2"], "'2' has no unit; write e.g. 2s, 2m or 2h"),
         (["share", "ID", "--name", "ana", "--kind", "viewer", "--ttl", "0s"], "--ttl '0s' must be longer"),
         (["search", "line", "--since", "2"], "--since 2 has no unit; write e.g. 2h, 2d or 2w"),
+        (["attach", "ID", "--from-line", "0"], "'0' is not a line of the script; its first is 1"),
         (["stop"], "say what to stop, one of: `tui stop ID` (one session), `tui stop --all`"),
     ],
 )

@@ -256,6 +256,9 @@ def test_a_script_line_that_is_not_python_fails_and_says_what_was_not_run(state_
     )
     resumed = tui("attach", sid[:8], "--from-line", "3", input=script)
     assert (resumed.returncode, resumed.stdout) == (0, "three\nfour\n"), resumed.stderr
+    past = tui("attach", sid[:8], "--from-line", "9", input=script)  # a line the script does not have
+    assert (past.returncode, past.stdout) == (2, ""), past.stderr
+    assert past.stderr == "tui: --from-line 9 is past the script's end (it has 4 lines); nothing was run\n"
 
 
 def test_a_question_in_a_script_says_what_was_left_and_the_rest_resumes(state_dir: Path) -> None:
