@@ -37,7 +37,6 @@ from tui.worker.hub import Hub, Subscription
 __all__ = [
     "CHECKPOINT_EVERY",
     "DISK_RETRY",
-    "FENCE_EVERY",
     "HELD_OUTPUT",
     "PRESENCE_EVERY",
     "EventWriter",
@@ -56,10 +55,6 @@ HELD_OUTPUT = 1024 * 1024
 this, output is dropped (counted, and said in a note where it was) until space is back."""
 CHECKPOINT_EVERY = 2000
 """Events between two checkpoints of the state (one is also written when the worker leaves)."""
-FENCE_EVERY = 0.01
-"""Seconds between two looks at the session's epoch file while events are written: a turn's
-burst of events costs one `stat`, and a newer worker is still heard of within this time."""
-
 Listener = Callable[[Event, SessionState], None]
 """Told of each event once it is written, applied and published, with the state after it."""
 
@@ -90,11 +85,8 @@ class EventWriter:
         self.quiet = False
         """No `status` follows each event (while the worker says it started)."""
         self.fence: EpochFence | None = None
-        """The session's epoch file, asked before an append (at most every `FENCE_EVERY`
-        seconds): once a newer worker took the session, nothing more is written (the process
-        sets it)."""
-        self._fence_at = -FENCE_EVERY
-        """When the fence was last asked (monotonic)."""
+        """The session's epoch file, asked before each append: once a newer worker took the
+        session, nothing more is written (the process sets it)."""
         self.on_fenced: Callable[[int], None] | None = None
         """Called once, with the newer worker's epoch, when the fence stops this one."""
         self.fenced: int | None = None
@@ -246,12 +238,8 @@ class EventWriter:
         """Refuse to write once a newer worker of the session started (on another machine)."""
         assert self.fence is not None
         if self.fenced is None:
-            now = time.monotonic()
-            if now - self._fence_at < FENCE_EVERY:
-                return
             newer = self.fence.newer()
             if newer is None:
-                self._fence_at = now
                 return
             self.fenced = newer
             log.error(
