@@ -69,3 +69,8 @@ def test_send_new_of_a_prompt_that_is_not_python_makes_no_session(state_dir: Pat
         == "tui: the prompt is not valid Python: line 1: '(' was never closed; no session was made\n"
     )
     assert not (state_dir / "sessions").exists() or not any((state_dir / "sessions").iterdir())
+
+
+def test_stop_all_with_no_live_worker_says_nothing_was_stopped(state_dir: Path) -> None:
+    out = tui("stop", "--all")
+    assert (out.returncode, out.stderr) == (0, "tui: no session has a live worker; nothing was stopped\n")

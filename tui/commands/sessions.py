@@ -494,6 +494,14 @@ def run_stop(args: argparse.Namespace) -> int:
             await access.stop(row.id)
             why = f"idle {_span(row.idle_seconds or 0)}, " if idle is not None else ""
             _say(f"stopped session {short_id(row.id)} ({why}{_memory(row)} freed)")
+        if not live:
+            none = (
+                f"no worker has been idle {args.idle} or more"
+                if idle is not None
+                else "no session has a live worker"
+            )
+            _say(f"{none}; nothing was stopped")
+            return 0
         count = "1 session" if len(live) == 1 else f"{len(live)} sessions"
         _say(f"{count} stopped; what they held in memory is gone, their transcripts stay")
         return 0
