@@ -146,3 +146,15 @@ async def test_a_revoked_share_says_so_not_that_the_worker_is_gone(until: Until)
         await until(pilot, lambda: [n for n in app._notifications if n.severity == "error"])
         titles = [n.title for n in app._notifications if n.severity == "error"]
         assert titles == ["The share was revoked"]
+
+
+async def test_the_palette_offers_interrupt_only_while_a_turn_runs(until: Until) -> None:
+    """Chosen on an idle session it did nothing, and said nothing."""
+    link = WorkerLink()
+    app = TuiApp(link)
+    async with app.run_test() as pilot:
+        await started(app, pilot, until)
+        assert "Session: interrupt the running turn" not in palette(app)
+        link.start_turn("slow()")
+        await until(pilot, lambda: app.session.busy)
+        assert "Session: interrupt the running turn" in palette(app)

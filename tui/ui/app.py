@@ -428,7 +428,7 @@ class TuiApp(App[int]):
             return
         may = session.principal.may
         # What this client may not do is not offered (asked anyway, the session refuses in one line).
-        if may("write"):
+        if may("write") and session.busy:  # with no turn running it would do nothing
             yield SystemCommand("Session: interrupt the running turn", "End the turn now", session.interrupt)
         yield SystemCommand("Session: detach", "Leave; the worker keeps running", self.action_detach)
         if may("owner"):
