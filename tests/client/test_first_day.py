@@ -40,6 +40,10 @@ def made(state_dir: Path) -> str:
         (["share", "ID", "--name", "ana", "--kind", "viewer", "--ttl", "0s"], "--ttl '0s' must be longer"),
         (["search", "line", "--since", "2"], "--since 2 has no unit; write e.g. 2h, 2d or 2w"),
         (["attach", "ID", "--from-line", "0"], "'0' is not a line of the script; its first is 1"),
+        (
+            ["share", "ID", "--name", "bo", "--kind", "collaborator", "--turns", "-2"],
+            "--turns takes 0 or more",
+        ),
         (["stop"], "say what to stop, one of: `tui stop ID` (one session), `tui stop --all`"),
     ],
 )

@@ -217,6 +217,8 @@ def run_share(args: argparse.Namespace) -> int:
         raise UsageError(f"`{say} share {words[0]}` needs --name N and --kind viewer|collaborator")
     if args.turns is not None and args.kind != "collaborator":
         raise UsageError("--turns limits a collaborator's turns; a viewer sends none")
+    if args.turns is not None and args.turns < 0:
+        raise UsageError(f"--turns takes 0 or more, not {args.turns}")
     if args.ttl:
         if args.ttl.strip().isdigit():  # minutes, hours? the command line says which
             t = args.ttl.strip()
