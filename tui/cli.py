@@ -455,19 +455,22 @@ _HABITS = {
 """Words typed from other tools' habit, each refused in one line naming the command meant (a
 bare word would otherwise start a session with it as its first prompt)."""
 
-_VALUED = ("--state-dir", "--remote", "--dir", "--agent")
-"""Options before a command's name that take a value (so the value is not read as the command)."""
+
+def _valued() -> set[str]:
+    """Options before a command's name that take a value (so the value, `tui --model smart`'s
+    `smart`, is not read as the command or a misspelling of one): every one of `tui [PROMPT]`'s."""
+    return {name for action in build_parser()._actions if action.nargs != 0 for name in action.option_strings}
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse a command line: ``tui [PROMPT]``, ``tui -- PROMPT`` or ``tui COMMAND …``."""
     # Global options that take a value hide the command's position; skip them.
-    i, words = 0, []
+    i, words, valued = 0, [], _valued()
     while i < len(argv):
         a = argv[i]
         if a == "--":
             break
-        if a in _VALUED and i + 1 < len(argv):
+        if a in valued and i + 1 < len(argv):
             i += 2
             continue
         if not a.startswith("-"):

@@ -78,3 +78,14 @@ def test_send_new_of_a_prompt_that_is_not_python_makes_no_session(state_dir: Pat
 def test_stop_all_with_no_live_worker_says_nothing_was_stopped(state_dir: Path) -> None:
     out = tui("stop", "--all")
     assert (out.returncode, out.stderr) == (0, "tui: no session has a live worker; nothing was stopped\n")
+
+
+def test_the_value_of_an_option_before_the_prompt_is_never_read_as_a_command() -> None:
+    """`tui --model smart` (a profile's name, two edits from `share`) was refused as a misspelt
+    command; so was `tui --default-answer yes` (`web`)."""
+    from tui.cli import parse
+
+    assert parse(["--model", "smart"]).model == "smart"
+    assert parse(["--default-answer", "yes", "--time", "2h"]).default_answer == "yes"
+    out = tui("--model", "smart")
+    assert out.returncode == 1 and "there is no model 'smart'" in out.stderr, out.stderr
