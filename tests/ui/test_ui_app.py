@@ -808,7 +808,7 @@ class TestCommands:
 
     async def test_at_path_completes_files_for_a_local_session(self, until: Until, tmp_path: Path) -> None:
         (tmp_path / "notes.md").write_text("x")
-        link = WorkerLink(paths_complete=True)
+        link = WorkerLink(paths_complete=True, agent="model", prompt_syntax="text")
         app = TuiApp(link)
         async with app.run_test() as pilot:
             await started(app, pilot, until)
@@ -817,6 +817,27 @@ class TestCommands:
             await until(pilot, lambda: app.session.prompt_box.completing)
             await pilot.press("tab")
             assert app.session.prompt.text == "@notes.md "
+
+    async def test_at_path_in_a_python_session_puts_the_file_in_as_a_string(
+        self, until: Until, tmp_path: Path
+    ) -> None:
+        """`@notes.md` is no Python: the program would fail; `'notes.md'` is what it means."""
+        (tmp_path / "notes.md").write_text("x")
+        (tmp_path / "src").mkdir()
+        link = WorkerLink(paths_complete=True)
+        app = TuiApp(link)
+        async with app.run_test() as pilot:
+            await started(app, pilot, until)
+            app.session.prompt_box.root = tmp_path
+            await pilot.press(*"text = @n")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("tab")
+            assert app.session.prompt.text == "text = 'notes.md' "
+            app.session.prompt.clear()
+            await pilot.press("@", "s")
+            await until(pilot, lambda: app.session.prompt_box.completing)
+            await pilot.press("tab")
+            assert app.session.prompt.text == "@src/"  # a folder goes on completing
 
     async def test_exit_stops_the_worker_and_exit_delete_deletes(self, until: Until) -> None:
         link = WorkerLink()

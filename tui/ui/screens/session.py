@@ -248,6 +248,7 @@ class SessionScreen(CommandScreen):
             self.transcript.verbatim = info.reply_format == "verbatim"
             self.prompt_box.agent_commands = list(info.commands)
             self.prompt_box.models = list(info.models)
+            self.prompt_box.python = info.prompt_syntax == "python"
         await self.transcript.load(transcript.turns, has_more=transcript.has_more)
         for record in transcript.turns:
             if record.by.kind == "owner":

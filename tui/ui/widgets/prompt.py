@@ -174,6 +174,10 @@ class PromptBox(Vertical):
         self.root = root
         self.agent_commands: list[AgentCommand] = []
         """The agent's own slash commands (``/info`` and ``agent_info``): they complete too."""
+        self.python = False
+        """Whether a prompt is a Python program (``/info``'s ``prompt_syntax``): a file taken from
+        ``@path``'s completions goes in as a string literal, ``'notes.md'``, as ``@notes.md`` is
+        no Python."""
         self.models: list[str] = []
         """The model profiles ``/model`` takes (from the worker's ``/info``)."""
         self.agent_models: list[AgentChoice] = []
@@ -310,6 +314,8 @@ class PromptBox(Vertical):
         text = prompt.text
         if word.startswith("@"):
             head = text[: len(text) - len(text.rsplit(None, 1)[-1])]
+            if self.python and not word.endswith("/"):  # a folder goes on completing as @path
+                word = repr(word[1:])
             new = head + word + ("" if word.endswith("/") else " ")
         else:
             new = word
