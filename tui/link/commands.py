@@ -77,7 +77,7 @@ async def model(attachment: Attachment, rest: str) -> ch.Outcome:
         if setting is not None:  # an ACP agent's
             names = [c.value for c in setting.choices]
             return ch.Usage("/model", _offered(agent_model(s.settings), names, "model", "/model NAME"))
-        if info is not None and info.agent == "python":  # no model to name or switch to
+        if info is not None and info.agent == "python" and not info.models:  # none to name or switch to
             return ch.Usage(
                 "/model",
                 "This session runs Python, which has no model; `tui --model NAME` starts a model "
