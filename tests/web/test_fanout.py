@@ -18,6 +18,8 @@ import httpx
 import pytest
 from helpers import Sse, eventually, read_sse
 
+from tui.protocol import Presence
+from tui.protocol.wording import attached_text
 from tui.web.participants import ParticipantStore
 from tui.web.paths import WebPaths
 
@@ -90,6 +92,15 @@ async def test_fifty_followers_share_one_worker_stream_and_each_gets_every_event
         assert any(e.type == "text" for e in seen[0])
         assert all([(e.seq, e.type) for e in got] == first for got in seen)
         assert (await _stats(c, sid))["streams"] == 1
+
+        # Its status says each person once, with how many streams: its size does not grow with them.
+        attached = [e for e in seen[0] if e.type == "status"][-1].data["attached"]
+        assert attached == [
+            {"name": "root", "kind": "owner", "via": ["script"], "streams": {"script": FOLLOWERS}},
+            {"name": "ana", "kind": "viewer", "via": ["script"], "streams": {}},
+        ]
+        people = [Presence.model_validate(p) for p in attached]
+        assert attached_text(people) == f"root · {FOLLOWERS} scripts, ana (viewer) · script"
 
         # A follower that comes late from far back replays from its cursor, then joins the rest.
         late = await stack.enter_async_context(

@@ -4,15 +4,22 @@ a turn can wait until what it said was written by every follower's stream."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 from helpers import TIMEOUT
 
-from tui.store import JournalLine
+from tui.protocol import Presence
+from tui.protocol.state import SessionState
+from tui.protocol.wording import attached_text
+from tui.store import Journal, JournalLine
+from tui.store.paths import SessionPaths
 from tui.testing.double import WorkerLink
 from tui.worker import turn as turn_module
 from tui.worker.bridge import _stream
 from tui.worker.hub import BEHIND, CLOSED, Hub
+from tui.worker.writer import PRESENCE_EVERY, EventWriter
 
 
 def _line(seq: int, size: int = 10) -> JournalLine:
@@ -132,3 +139,71 @@ async def test_a_turn_hears_once_the_event_stream_has_written_its_text(
     await asyncio.wait([more])
     await link.end_turn()
     await link.close()
+
+
+def test_a_thousand_streams_of_one_person_are_one_presence_with_their_count() -> None:
+    hub = Hub()
+    root, ana = Presence(name="root"), Presence(name="ana", kind="viewer")
+    subs = [hub.subscribe(f"page:h:{i}", root, events=False) for i in range(1000)]
+    hub.subscribe("tui:h:1", root)
+    hub.subscribe("tui:h:2", ana)
+    people = hub.present
+    assert [(p.name, p.via, p.streams) for p in people] == [
+        ("root", ["browser", "terminal"], {"browser": 1000}),
+        ("ana", ["terminal"], {}),
+    ]
+    assert attached_text(people) == "root · 1000 browsers, terminal, ana (viewer)"
+    big = len(json.dumps([p.model_dump() for p in people]))
+    for sub in subs[2:]:
+        hub.unsubscribe(sub)
+    assert len(json.dumps([p.model_dump() for p in hub.present])) == big - 3, (
+        "1000 became 2: three digits fewer"
+    )
+
+
+class _Clock(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves only when the test moves it."""
+
+    now = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+def test_a_burst_of_streams_opening_is_told_in_two_statuses_the_last_naming_everyone(tmp_path: Path) -> None:
+    async def burst(loop: _Clock) -> list[list[Presence]]:
+        journal = Journal.open_for_append(tmp_path / "journal.jsonl")
+        writer = EventWriter(SessionPaths(tmp_path, "s"), journal, SessionState())
+        said: list[list[Presence]] = []
+        writer.listeners.append(lambda event, _: said.append(list(getattr(event, "attached", []))))
+        root = Presence(name="root")
+        subs = []
+        for i in range(300):
+            subs.append(writer.hub.subscribe(f"page:h:{i}", root, events=False))
+            writer.presence_changed()
+            loop.now += PRESENCE_EVERY / 1000  # 300 streams within 0.075 s of the loop's clock
+        await asyncio.sleep(0)
+        assert len(said) == 1, "the first stream is told at once, the rest wait for the interval"
+        loop.now += PRESENCE_EVERY
+        for _ in range(3):
+            await asyncio.sleep(0)  # the timer due on the loop's clock runs (no time passes)
+        assert len(said) == 2
+        # Streams closing within the next interval: one status more, the state after the last.
+        for sub in subs[1:]:
+            writer.hub.unsubscribe(sub)
+            writer.presence_changed(sub)
+        loop.now += PRESENCE_EVERY
+        for _ in range(3):
+            await asyncio.sleep(0)
+        journal.close()
+        return said
+
+    with asyncio.Runner(loop_factory=_Clock) as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, _Clock)
+        said = runner.run(burst(loop))
+    assert [[(p.name, p.streams) for p in people] for people in said] == [
+        [("root", {})],
+        [("root", {"browser": 300})],
+        [("root", {})],
+    ]

@@ -10,6 +10,7 @@ import stat
 import httpx
 from helpers import RUNS_UNTIL_STOPPED, TIMEOUT, Sse, eventually, wait_until
 
+from tui.protocol import Presence
 from tui.store import read_sidecar
 from worker.conftest import Worker
 
@@ -185,7 +186,7 @@ async def test_the_status_says_what_each_person_is_attached_with(worker: Worker)
         lambda e: e.type == "status" and bool(e.data["attached"]) and len(e.data["attached"][0]["via"]) == 2
     )
     assert status.data["attached"] == [
-        {"name": getpass.getuser(), "kind": "owner", "via": ["script", "terminal"]}
+        {"name": getpass.getuser(), "kind": "owner", "via": ["script", "terminal"], "streams": {}}
     ]
     assert one.task is not None
 
@@ -198,7 +199,9 @@ async def test_a_participant_the_web_bridge_names_is_attached_with_their_share(w
     status = await follower.until(
         lambda e: e.type == "status" and any(p["name"] == "carol" for p in e.data["attached"])
     )
-    assert {"name": "carol", "kind": "collaborator", "via": ["script"]} in status.data["attached"]
+    assert {"name": "carol", "kind": "collaborator", "via": ["script"], "streams": {}} in status.data[
+        "attached"
+    ]
     sent = await worker.client().post("/turn", json={"prompt": "1"}, headers={"X-Tui-By": by})
     assert sent.status_code == 202, sent.text
     started = await follower.until(lambda e: e.type == "turn_started")
@@ -215,12 +218,15 @@ async def test_many_streams_opening_at_once_are_told_in_a_few_statuses(worker: W
     cursor = (await worker.client().get("/transcript", params={"limit": 0})).json()["cursor"]
     followers = [worker.follow(cursor, client_id=f"script:test:{i}") for i in range(count)]
 
+    def streams(e: Sse) -> int:
+        return int(Presence.model_validate(e.data["attached"][0]).counts().get("script", 0))
+
     def everyone(e: Sse) -> bool:
-        return e.type == "status" and bool(e.data["attached"]) and len(e.data["attached"][0]["via"]) == count
+        return e.type == "status" and bool(e.data["attached"]) and streams(e) == count
 
     await followers[0].until(everyone)
     statuses = [e for e in followers[0].events if e.type == "status"]
-    assert len(statuses) < count, [len(e.data["attached"][0]["via"]) for e in statuses]
+    assert len(statuses) < count, [streams(e) for e in statuses if e.data["attached"]]
     for follower in followers:
         assert follower.task is not None
         follower.task.cancel()

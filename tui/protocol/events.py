@@ -7,6 +7,7 @@ error, since a newer worker may send more.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -93,7 +94,16 @@ class Presence(BaseModel):
     name: str
     kind: Literal["owner", "collaborator", "viewer"] = "owner"
     via: list[str] = []
-    """What this person is attached with, one label an open stream (``terminal``, ``script`` …)."""
+    """What this person is attached with, each label once (``terminal``, ``script`` …); an older
+    worker wrote one label an open stream, which `counts` still reads."""
+    streams: dict[str, int] = {}
+    """How many open streams a label of `via` stands for, where more than one (absent: one), so
+    a status says a person's thousand browser tabs in a few bytes."""
+
+    def counts(self) -> dict[str, int]:
+        """Each label of `via` and how many open streams this person has with it."""
+        said = Counter(self.via)
+        return {label: self.streams.get(label, n) for label, n in sorted(said.items())}
 
 
 class Option(BaseModel):

@@ -4,7 +4,6 @@ by the reducer (`tui.protocol.state`, which also exports these names) and by wha
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Literal
 
 from tui.protocol.events import (
@@ -199,12 +198,10 @@ def attached_text(people: list[Presence] | tuple[Presence, ...]) -> str:
 
 def _person(p: Presence) -> str:
     name = p.name if p.kind == "owner" else f"{p.name} ({p.kind})"
-    if not p.via or p.via == ["terminal"]:
+    counts = p.counts()
+    if not counts or counts == {"terminal": 1}:
         return name
-    counts = Counter(p.via)
-    return (
-        name + " · " + ", ".join(f"{n} {label}s" if n > 1 else label for label, n in sorted(counts.items()))
-    )
+    return name + " · " + ", ".join(f"{n} {label}s" if n > 1 else label for label, n in counts.items())
 
 
 _STOPS_SAID: dict[str | None, str] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
+from collections import Counter, deque
 from typing import Final, NamedTuple
 
 from tui.protocol import Presence
@@ -250,7 +250,7 @@ class Hub:
     @property
     def present(self) -> list[Presence]:
         """Who the open streams are for, each name once (owner first, then by name), with what
-        each is attached with."""
+        each is attached with (each label once, `Presence.streams` counting the streams)."""
         open_now = frozenset(s for s in self._subs if s.who is not None and not s.closed)
         if self._present is None or self._present[0] != open_now:
             self._present = (open_now, self._people(open_now))
@@ -259,14 +259,21 @@ class Hub:
     @staticmethod
     def _people(subs: frozenset[Subscription]) -> list[Presence]:
         people: dict[str, Presence] = {}
-        via: dict[str, list[str]] = {}
+        via: dict[str, Counter[str]] = {}
         for sub in subs:
             assert sub.who is not None
             people.setdefault(sub.who.name, sub.who)
-            via.setdefault(sub.who.name, []).append(client_label(sub.client_id) or "client")
+            via.setdefault(sub.who.name, Counter())[client_label(sub.client_id) or "client"] += 1
         order = {"owner": 0, "collaborator": 1, "viewer": 2}
+        # Each label once, with how many streams it stands for: a status grows with the people
+        # and what they attach with, not with the streams (1,000 tabs of one person are one entry).
         return [
-            p.model_copy(update={"via": sorted(via[p.name])})
+            p.model_copy(
+                update={
+                    "via": sorted(via[p.name]),
+                    "streams": {label: n for label, n in sorted(via[p.name].items()) if n > 1},
+                }
+            )
             for p in sorted(people.values(), key=lambda p: (order[p.kind], p.name))
         ]
 

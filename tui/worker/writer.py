@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -104,7 +105,7 @@ class EventWriter:
         self.disk_full: DiskFull | None = None
         """Why the last write failed, until a write succeeds again."""
         self._last_status: tuple[object, ...] | None = None
-        self._presence_at = -PRESENCE_EVERY
+        self._presence_at = -math.inf
         self._presence_later: asyncio.TimerHandle | None = None
         self._held: list[EventBase] = []
         """A running turn's events a full disk held back, in order; written before anything else."""
@@ -443,14 +444,17 @@ class EventWriter:
         elif sub is not None and not sub.named:
             return
         elif not (self.leaving or self.quiet or self.hub.closed or self._presence_later):
-            wait = self._presence_at + PRESENCE_EVERY - time.monotonic()
+            # At most one such status each PRESENCE_EVERY, timed by the loop's clock: the first
+            # of a burst at once, then one when the interval ends, naming who is attached then.
+            loop = asyncio.get_running_loop()
+            wait = self._presence_at + PRESENCE_EVERY - loop.time()
             if wait > 0:
-                self._presence_later = asyncio.get_running_loop().call_later(wait, self._presence_due)
+                self._presence_later = loop.call_later(wait, self._presence_due)
             else:
                 self._presence_due()
 
     def _presence_due(self) -> None:
         self._presence_later = None
-        self._presence_at = time.monotonic()
+        self._presence_at = asyncio.get_running_loop().time()
         if self.hub.present and not (self.leaving or self.quiet or self.hub.closed):
             self._maybe_status()
