@@ -6,11 +6,12 @@ median of the rounds' p99 ratios. The followers and the turn are `bench/soak.py`
 says where its tail came from: when the worst event reached its first follower and its last (a
 late first arrival was late before the fan-out wrote it: the worker, the hop to `tui web`, a core
 to run on), the median event's spread from its first follower to its last (the fan-out's own
-cost), and how many events reached no follower within 100 ms.
+cost), how many events reached no follower within 100 ms, and the bytes of the largest `status`
+(each is written to every follower) and how many were written while the followers attached.
 
 Run with ``.venv/bin/python bench/fanout.py [--followers N] [--rounds N] [--before DIR]``
-(``--before DIR``: also, in each round, `tui web` of another tree, DIR holding its ``tui``, run
-with ``PYTHONPATH=DIR``). The figures go into docs/performance.md.
+(``--before DIR``: also, in each round, `tui web` and the session's worker of another tree, DIR
+holding its ``tui``, run with ``PYTHONPATH=DIR``). The figures go into docs/performance.md.
 """
 
 from __future__ import annotations
@@ -20,12 +21,20 @@ import asyncio
 import os
 import resource
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 from soak import fan_out
 
+from tui.link import launch
+from tui.link.launch import worker_command
+
 KEYS = ("p50", "p95", "p99", "max")
+
+
+def _worker_of_path(state_root: Path, session_id: str) -> list[str]:
+    return [sys.executable, "-m", "tui.commands.worker", "--state-dir", str(state_root), session_id]
 
 
 async def main() -> None:
@@ -54,9 +63,13 @@ async def main() -> None:
                 path = os.environ.get("PYTHONPATH")
                 if via == "before":
                     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (args.before, path)))
+                    # The session's worker of that tree too (what a `status` says is the worker's):
+                    # not isolated, so that PYTHONPATH says which tree's worker runs.
+                    launch.worker_command = _worker_of_path
                 try:
                     got = await fan_out(Path(d), args.followers, "worker" if via == "worker" else "web")
                 finally:
+                    launch.worker_command = worker_command
                     os.chdir(here)
                     if path is None:
                         os.environ.pop("PYTHONPATH", None)
@@ -73,6 +86,8 @@ async def main() -> None:
             row["spread"] = float(got["median event: first-to-last arrival s"])
             row["late"] = float(got["events whose first arrival > 100 ms"])
             row["load"] = float(got["load average (1 min) at start"])
+            row["status"] = float(got.get("largest status bytes", 0))
+            row["statuses"] = float(got.get("status events while opening", 0))
             figures[via].append(row)
             print(
                 f"{via:6} load {row['load']:.1f}: "
@@ -82,7 +97,9 @@ async def main() -> None:
                 + f" {row['first'] * 1000:,.0f} ms,"
                 + f" its last at {row['last'] * 1000:,.0f} ms; first to last, median event"
                 + f" {row['spread'] * 1000:,.0f} ms; {row['late']:.0f} of 40 events reached no follower"
-                + " within 100 ms",
+                + " within 100 ms"
+                + f"; largest status {row['status']:,.0f} bytes, {row['statuses']:.0f} written while the"
+                + " followers attached",
                 flush=True,
             )
     labels = {

@@ -345,6 +345,7 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
         ),
         "load average (1 min) at start": round(load, 2),
         "status events while opening": statuses,
+        "largest status bytes": _largest_status(state, sid),
         **{f"{name} CPU s while opening": round(v, 2) for name, v in opening.items()},
         **{f"{name} CPU s for the turn": round(v, 2) for name, v in spent.items()},
     }
@@ -352,6 +353,12 @@ async def fan_out(root: Path, count: int, via: str) -> dict[str, float | int | s
 
 def _statuses(state: StatePaths, sid: str) -> int:
     return state.session(sid).journal.read_bytes().count(b'"type":"status"')
+
+
+def _largest_status(state: StatePaths, sid: str) -> int:
+    """The bytes of the largest `status` in the journal: each is written to every follower."""
+    lines = state.session(sid).journal.read_bytes().splitlines()
+    return max((len(line) for line in lines if b'"type":"status"' in line), default=0)
 
 
 def _cpu_ticks(pid: int) -> int:
