@@ -50,6 +50,10 @@ class TestSlash:
         assert needs("/context") is None and needs("/context", "remove ci") == "owner"
         assert needs("/rewind", "3") == "owner"
 
+    def test_help_says_how_to_undo_a_rewind(self) -> None:
+        rewind = find("/rewind", "tui")
+        assert rewind is not None and "/rewind --undo" in rewind.help
+
     def test_stats_read_the_same_everywhere(self) -> None:
         line = format_stats(
             Stats(turns=2, tokens_in=5, tokens_out=7, uptime=12.7, events=30, attached=["ann"])

@@ -76,7 +76,7 @@ COMMANDS: tuple[SlashCommand, ...] = (
     SlashCommand(
         "/rewind",
         "/rewind N [--force]",
-        "put the files and the conversation back as they were before turn N",
+        "files and conversation back as before turn N (/rewind --undo: the files as before it)",
         "owner",
     ),
     SlashCommand("/find", "/find TEXT", "find TEXT in the whole session (Ctrl+F)", None, _TUI),
