@@ -343,8 +343,10 @@ class TestIdleMemory:
         self, session: PythonSession
     ) -> None:
         """asyncio (6 MiB of every session), inspect, traceback and typing are imported by the
-        first program that needs them (a top-level ``await``, an error), not by the runner."""
-        held = "sorted(m for m in ('asyncio', 'inspect', 'traceback', 'typing') if m in sys.modules)"
+        first program that needs them (a top-level ``await``, an error), not by the runner; ast
+        (0.6 MiB) and platform by none (the builtin _ast compiles, the version is sys.version's)."""
+        names = "('asyncio', 'inspect', 'traceback', 'typing', 'ast', 'platform')"
+        held = f"sorted(m for m in {names} if m in sys.modules)"
         result = await session.execute(source=f"import sys\nprint(1)\n{held}")
         assert (result.status, result.output, result.value) == ("completed", "1\n", [])
         failed = await session.execute(source="1 / 0")

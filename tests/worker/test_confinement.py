@@ -54,14 +54,19 @@ class Home:
     token: Path
 
     def snapshot(self) -> dict[str, str]:
-        """Every file and folder of the home folder (the private folders of the worker aside) and
-        each file's digest."""
+        """Every file and folder of the home folder (the private folders of the worker and the
+        state dir's forking process aside) and each file's digest."""
         seen: dict[str, str] = {}
         for path in sorted(self.root.rglob("*")):
             relative = str(path.relative_to(self.root))
             if (
                 relative.startswith(
-                    (".local/state/tui/sessions/", ".local/state/tui/index.sqlite", "agent-state")
+                    (
+                        ".local/state/tui/sessions/",
+                        ".local/state/tui/index.sqlite",
+                        ".local/state/tui/forker.",
+                        "agent-state",
+                    )
                 )
                 and self.journal != path
             ):

@@ -11,14 +11,13 @@ tool replies, interrupt); the pump thread ships output, both the Python-level wr
 
 from __future__ import annotations
 
-import ast
+import _ast
 import contextlib
 import errno
 import fcntl
 import json
 import linecache
 import os
-import platform
 import resource
 import select
 import signal
@@ -29,7 +28,8 @@ import time
 import types
 
 TYPE_CHECKING = False  # typing is not imported either: an idle interpreter holds none of these
-if TYPE_CHECKING:  # asyncio (6 MiB) and traceback are imported when first needed
+if TYPE_CHECKING:  # asyncio (6 MiB) and traceback are imported when first needed; ast (0.6 MiB) and
+    # platform never: compiling needs only the builtin _ast, the version is sys.version's
     import asyncio
     import traceback
     from typing import Any
@@ -43,9 +43,11 @@ READ_SIZE = 65536  # os.read allocates this much each call: keep it small for fa
 FLUSH_SECONDS = 0.01
 PIPE_CHECK_SECONDS = 0.001
 HERE = os.path.abspath(__file__)
-TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+TOP_LEVEL_AWAIT = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 CO_COROUTINE = 0x0080
 """``inspect.CO_COROUTINE``: the flag of code with a top-level ``await`` (inspect is not imported)."""
+TRIM_AFTER = 5.0
+"""Seconds with no program after which the runner hands the heap it freed back to the system, once."""
 
 
 class LimitExceeded(Exception):
@@ -470,9 +472,11 @@ class Runner:
         threading.Thread(target=self.control, name="control", daemon=True).start()
         threading.Thread(target=self.pump, name="pump", daemon=True).start()
         os.register_at_fork(after_in_child=self.after_fork)
-        self.channel.message(t="ready", python=platform.python_version())
+        self.channel.message(t="ready", python=sys.version.split()[0])
         while True:
-            self.runs_ready.acquire()
+            if not self.runs_ready.acquire(timeout=TRIM_AFTER):
+                trim_heap()  # once per idle spell: a program's freed memory stays counted otherwise
+                self.runs_ready.acquire()
             message = self.runs.pop(0)
             self.busy = True
             self.wake_pump()
@@ -495,10 +499,10 @@ class Runner:
         for tool in message.get("tools", []):
             namespace[tool["name"]] = self.make_tool(tool["name"], tool["properties"], tool["description"])
         try:
-            tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST | TOP_LEVEL_AWAIT, dont_inherit=True)
+            tree = compile(source, filename, "exec", _ast.PyCF_ONLY_AST | TOP_LEVEL_AWAIT, dont_inherit=True)
             last = None
-            if tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body[-1].value)
+            if tree.body and isinstance(tree.body[-1], _ast.Expr):
+                last = _ast.Expression(tree.body[-1].value)
                 del tree.body[-1]
             body = compile(tree, filename, "exec", TOP_LEVEL_AWAIT, dont_inherit=True)
             tail = (
@@ -636,6 +640,15 @@ def to_json(value: Any, depth: int = 0) -> Any:
         pairs = {k: to_json(v, depth + 1) for k, v in value.items()}
         return NOT_JSON if any(v is NOT_JSON for v in pairs.values()) else pairs
     return NOT_JSON
+
+
+def trim_heap() -> None:
+    """Return the C heap's free pages to the system (glibc's ``malloc_trim``), through ctypes
+    when the confinement or a program has loaded it; nothing where the C library has no such call."""
+    ctypes = sys.modules.get("ctypes")
+    if ctypes is not None:
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None).malloc_trim(0)
 
 
 def load_confinement() -> types.ModuleType:

@@ -6,9 +6,8 @@ collector's walks (so a forked worker does not write to those pages when it coll
 a worker per request on ``forker.sock``: the child starts a new session, moves to the session's
 folder, takes the launcher's environment and the log it was handed as stderr, and runs
 `tui.worker.process.main` as ``python -I -m tui.commands.worker`` would. One runs per state dir
-(``forker.lock``); it leaves once, for `LINGER` seconds, it has had no worker of its own and
-fewer than `FORK_FROM` workers run in the state dir, when its socket is gone, or when asked by a
-launcher whose code is not the code it imported.
+(``forker.lock``); it leaves once, for `LINGER` seconds, it has had no worker of its own, when its
+socket is gone, or when asked by a launcher whose code is not the code it imported.
 """
 
 from __future__ import annotations
@@ -30,8 +29,7 @@ from pathlib import Path
 
 from tui.commands.worker import _uvicorn_without_its_command_line, local_access
 from tui.errors import TuiError
-from tui.link.forking import FORK_FROM, LINGER, code_key, forker_socket
-from tui.link.launch import live_worker_count
+from tui.link.forking import LINGER, code_key, forker_socket
 from tui.store import OwnerLock, StatePaths
 
 
@@ -78,6 +76,11 @@ def _warm() -> None:
         "anyio.streams.stapled",
         "anyio.streams.tls",
         "python_multipart",
+        "anyio._backends._asyncio",
+        "uvicorn.lifespan.off",
+        "tui.worker.agents.python",
+        "pwd",
+        "encodings.unicode_escape",
     ):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
@@ -162,11 +165,7 @@ def serve(state: StatePaths) -> int:
             if children:
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since > LINGER:
-                # No worker of its own: it stays while the state dir still has the workers that
-                # started it (the next session may come minutes later), else it leaves.
-                if live_worker_count(state) < FORK_FROM:
-                    return 0
-                quiet_since = time.monotonic()
+                return 0  # no worker of its own: the next launcher starts one again
             try:
                 if path.stat().st_ino != ours:
                     return 0

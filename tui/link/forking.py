@@ -1,15 +1,15 @@
 """Workers forked from one process per state dir, so that what every worker imports is in memory
-once: the client side (`forked`, `start_forker`); the forking process is `tui.commands.forker`.
+once: the client side (`forked`, `forker_ready`); the forking process is `tui.commands.forker`.
 
 A worker started on its own holds about 31 MiB of PSS, almost all of it the modules it imports
 (asyncio, pydantic and the wire models' validators, uvicorn, Starlette, tui's). The forking
 process imports them once and forks a worker per session, so those pages are shared (a forked
-worker holds about 15 MiB of its own). It is started, detached and isolated like a worker
-(``python -I -m tui.commands.forker``, in the state dir, which no program nor agent can see),
-once `FORK_FROM` workers run in the state dir; it leaves once it has had no worker of its own
-for `LINGER` seconds while fewer than `FORK_FROM` run there, and refuses (and leaves) when the
-installed code is not the code it imported (`code_key`). A launcher that cannot use it starts
-the worker on its own, as before.
+worker holds about 13 MiB of its own). It is started, detached and isolated like a worker
+(``python -I -m tui.commands.forker``, in the state dir, which no program nor agent can see), by
+the launcher of the state dir's first worker, which waits for it and has that worker forked too;
+it leaves once it has had no worker of its own for `LINGER` seconds, and refuses (and leaves)
+when the installed code is not the code it imported (`code_key`). A launcher that cannot use it
+starts the worker on its own, as before.
 
 The request is one JSON line on ``forker.sock`` (the session, the launcher's environment, the
 code key) with the worker's log as a passed file descriptor; the answer is ``{"pid": N}``, then
@@ -27,19 +27,20 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import tui
 
-__all__ = ["FORK_FROM", "LINGER", "Forked", "code_key", "forked", "forker_socket", "start_forker"]
+__all__ = ["LINGER", "Forked", "code_key", "forked", "forker_command", "forker_ready", "forker_socket"]
 
-FORK_FROM = 3
-"""Workers already running in the state dir before the next one is forked."""
 LINGER = 5.0
-"""Seconds the forking process stays with no worker of its own (and fewer than `FORK_FROM` in
-the state dir) before it leaves."""
+"""Seconds the forking process stays with no worker of its own before it leaves."""
 ANSWER_WITHIN = 2.0
 """Seconds a launcher waits for the forking process's answer before it starts the worker itself."""
+READY_WITHIN = 10.0
+"""Seconds a launcher waits for a forking process to listen (it imports what a worker imports:
+about as long as a worker takes to start) before it starts the worker itself."""
 
 
 def forker_socket(state_root: Path) -> Path:
@@ -136,22 +137,36 @@ def forked(state_root: Path, session_id: str, env: dict[str, str], log: int) -> 
     return started
 
 
-def start_forker(state_root: Path, live_workers: int, running: bool) -> None:
-    """Start the state dir's forking process, detached, when `FORK_FROM` other workers run and
-    none is `running` (a second one started meanwhile finds the first's lock and leaves)."""
-    if live_workers < FORK_FROM or running:
-        return
-    try:
-        with open(state_root / "forker.log", "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-m", "tui.commands.forker", "--state-dir", str(state_root)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-                cwd=state_root,
-            )
-    except OSError:
-        return
-    threading.Thread(target=proc.wait, name=f"reap forker {proc.pid}", daemon=True).start()
+def forker_command(state_root: Path) -> list[str]:
+    """The forking process's command line: isolated as a worker's (`tui.link.launch.worker_command`)."""
+    return [sys.executable, "-I", "-m", "tui.commands.forker", "--state-dir", str(state_root)]
+
+
+def forker_ready(state_root: Path, running: bool, deadline: float) -> bool:
+    """Whether the state dir's forking process listens, starting it (detached) when none is
+    `running`, and waiting for it until `deadline` (monotonic) at most."""
+    path = forker_socket(state_root)
+    proc: subprocess.Popen[bytes] | None = None
+    if not running:
+        try:
+            with open(state_root / "forker.log", "ab") as log:
+                proc = subprocess.Popen(
+                    forker_command(state_root),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=log,
+                    start_new_session=True,
+                    close_fds=True,
+                    cwd=state_root,
+                )
+        except OSError:
+            return False
+        threading.Thread(target=proc.wait, name=f"reap forker {proc.pid}", daemon=True).start()
+    deadline = min(deadline, time.monotonic() + READY_WITHIN)
+    pause = 0.005
+    while not path.exists():
+        if time.monotonic() > deadline or (proc is not None and proc.returncode is not None):
+            return False
+        time.sleep(pause)
+        pause = min(0.05, pause * 1.5)
+    return True

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Protocol
 
 from tui.errors import WorkerStarting, WorkerUnavailable, os_error
-from tui.link.forking import FORK_FROM, forked, process_runs, start_forker
+from tui.link.forking import forked, forker_ready, forker_socket, process_runs
 from tui.protocol.ids import short_id
 from tui.store import SessionPaths, StatePaths, WorkerSidecar, live_worker, read_sidecar
 from tui.store import is_live as _lock_is_live
@@ -36,7 +36,6 @@ __all__ = [
     "bridge_endpoint",
     "is_live",
     "live_sidecar",
-    "live_worker_count",
     "start_worker",
     "start_worker_async",
     "stop_worker",
@@ -207,11 +206,14 @@ def start_worker(
         proc: _Started | None = None
         if worker_command is _WORKER_COMMAND:  # not when a test or a bench changed the command
             proc = forked(state.root, session_id, env, log.fileno())
+            # None listens (the state dir's first worker, or the last one left): start it, and
+            # fork this worker too. One that listens but did not fork is not waited for again.
+            if proc is None and not forker_socket(state.root).exists():
+                running = _lock_is_live(state.root / "forker.lock")
+                if forker_ready(state.root, running, deadline - 1.0):
+                    proc = forked(state.root, session_id, env, log.fileno())
         if proc is None:
             proc = _popen_worker(state, session_id, paths, env, log)
-            if worker_command is _WORKER_COMMAND:
-                running = _lock_is_live(state.root / "forker.lock")
-                start_forker(state.root, live_worker_count(state, session_id), running)
     # Reap it whenever it ends, so no zombie lingers while this process lives on.
     threading.Thread(target=proc.wait, name=f"reap worker {proc.pid}", daemon=True).start()
     if isinstance(proc, subprocess.Popen):
@@ -241,18 +243,6 @@ def _popen_worker(
         cwd=paths.root,
         env=env,
     )
-
-
-def live_worker_count(state: StatePaths, but: str | None = None) -> int:
-    """How many sessions of the state dir (but `but`) have a live worker, counted up to `FORK_FROM`."""
-    count = 0
-    for sidecar in state.sessions.glob("*/worker.json"):
-        session_id = sidecar.parent.name
-        if session_id != but and _lock_is_live(state.session(session_id).lock):
-            count += 1
-            if count >= FORK_FROM:
-                break
-    return count
 
 
 class _Started(Protocol):
