@@ -54,8 +54,9 @@ class Home:
     token: Path
 
     def snapshot(self) -> dict[str, str]:
-        """Every file and folder of the home folder (the private folders of the worker and the
-        state dir's forking process aside) and each file's digest."""
+        """Every file and folder of the home folder (the private files of the workers, the
+        sessions' summary they keep and the state dir's forking process aside) and each file's
+        digest."""
         seen: dict[str, str] = {}
         for path in sorted(self.root.rglob("*")):
             relative = str(path.relative_to(self.root))
@@ -64,6 +65,7 @@ class Home:
                     (
                         ".local/state/tui/sessions/",
                         ".local/state/tui/index.sqlite",
+                        ".local/state/tui/summary.sqlite",
                         ".local/state/tui/forker.",
                         "agent-state",
                     )
