@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tui.protocol.events import Diff, PlanEntry, Presence, QueueItem
 from tui.protocol.messages import PendingQuestion, ToolRecord, TurnRecord
-from tui.protocol.wording import RUNNING, attached_text, steps, tool_error, who
+from tui.protocol.wording import ASKING, RUNNING, attached_text, question_words, steps, tool_error, who
 
 __all__ = [
     "ASKING",
@@ -54,8 +54,6 @@ __all__ = [
     "turn_view",
 ]
 
-ASKING = frozenset({"ask", "ask_user"})
-"""Tools that put a question to the people attached: their box and answered line say it."""
 
 _PLAN_MARKS = {"completed": "✓ ", "in_progress": "▸ ", "pending": "○ "}
 
@@ -232,7 +230,7 @@ def _text(value: Any) -> str:
 
 def tool_view(tool: ToolRecord) -> ToolView:
     """A tool call in words: its code, or its arguments one a line, its output, diffs and value."""
-    title = tool.title or tool.name
+    title = tool.title or question_words(tool.name, tool.args) or tool.name
     code = tool.args.get("code")
     args = ""
     if not isinstance(code, str):

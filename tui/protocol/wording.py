@@ -4,7 +4,7 @@ by the reducer (`tui.protocol.state`, which also exports these names) and by wha
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from tui.protocol.events import (
     AgentChoice,
@@ -28,6 +28,7 @@ from tui.protocol.ids import BY_PARENT, client_label
 from tui.protocol.messages import ToolRecord, Transcript, TurnRecord
 
 __all__ = [
+    "ASKING",
     "RUNNING",
     "Step",
     "agent_mode",
@@ -41,6 +42,7 @@ __all__ = [
     "model_line",
     "new_worker_line",
     "note_line",
+    "question_words",
     "restart_loses",
     "rewound_line",
     "setting_line",
@@ -59,6 +61,57 @@ __all__ = [
 
 RUNNING = "running"
 """A tool call's status until it ends."""
+ASKING = frozenset({"ask", "ask_user"})
+"""Tools that put a question to the people attached (a program's ``ask``, a model's
+``ask_user``): their call reads as the question and its options in words (`question_words`)."""
+QUESTION_WIDTH = 90
+"""How long a question's first line may read on its call's line."""
+OPTIONS_WIDTH = 52
+"""How long a question's options may read before the rest are counted, not shown."""
+
+
+def first_line(text: str, limit: int) -> str:
+    """The first line of `text` that says something, cut at `limit`, and how many lines follow
+    (``x = 1 (+3 lines)``); "" when none does."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0].strip()
+    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    return first + more
+
+
+def _labels(options: list[Any], limit: int) -> str:
+    """A question's options by their labels, ``staging / prod``: whole labels, then how many
+    more (``a / b / …+3``)."""
+    labels = [
+        str(o["label"]) if isinstance(o, dict) and "label" in o else o if isinstance(o, str) else str(o)
+        for o in options
+    ]
+    shown: list[str] = []
+    for label in labels:
+        if shown and len(" / ".join([*shown, label])) + 6 > limit:
+            break
+        shown.append(label if len(label) <= limit else label[: limit - 1] + "…")
+    rest = len(labels) - len(shown)
+    return " / ".join([*shown, *([f"…+{rest}"] if rest else [])])
+
+
+def question_words(name: str, args: dict[str, Any]) -> str | None:
+    """A question's call (`ASKING`) in words, as the question itself reads: ``ask: Deploy? ·
+    staging / prod`` (``(several)`` when more than one may be chosen). None when the call is not
+    a question's or its arguments are not a question's. The app's call line and the page's call
+    card both say it."""
+    question = args.get("question")
+    options = args.get("options")
+    if name not in ASKING or not isinstance(question, str) or not isinstance(options, list | None):
+        return None
+    parts = [f"{name}: {first_line(question, QUESTION_WIDTH) or '…'}"]
+    if options:
+        parts.append(_labels(options, OPTIONS_WIDTH) + (" (several)" if args.get("multiple") else ""))
+    return " · ".join(parts)
 
 
 def tool_record(event: ToolStarted) -> ToolRecord:

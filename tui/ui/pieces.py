@@ -17,6 +17,8 @@ from rich.text import Text
 
 from tui.protocol import By, TurnRecord
 from tui.protocol.state import who
+from tui.protocol.wording import ASKING, question_words
+from tui.protocol.wording import first_line as _first_line
 from tui.terminal import visible
 
 __all__ = [
@@ -32,11 +34,6 @@ __all__ = [
 
 TITLE_WIDTH = 52
 """How long a tool call's arguments may read before the rest are counted, not shown."""
-QUESTION_WIDTH = 90
-"""How long a question's first line may read on its call's line."""
-ASKING = frozenset({"ask", "ask_user"})
-"""Tools that put a question to the people attached (a program's ``ask``, a model's
-``ask_user``): their line says the question and its options in words."""
 
 
 def _value(value: Any, limit: int) -> str:
@@ -63,47 +60,6 @@ def _value(value: Any, limit: int) -> str:
     return cut + "…" + (text[0] if isinstance(value, str) else "")
 
 
-def _first_line(code: str, limit: int) -> str:
-    lines = [ln for ln in code.splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    first = lines[0].strip()
-    more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
-    if len(first) > limit:
-        first = first[: limit - 1] + "…"
-    return first + more
-
-
-def _labels(options: list[Any], limit: int) -> str:
-    """A question's options by their labels, ``staging / prod``: whole labels, then how many
-    more (``a / b / …+3``)."""
-    labels = [
-        str(o["label"]) if isinstance(o, dict) and "label" in o else o if isinstance(o, str) else str(o)
-        for o in options
-    ]
-    shown: list[str] = []
-    for label in labels:
-        if shown and len(" / ".join([*shown, label])) + 6 > limit:
-            break
-        shown.append(label if len(label) <= limit else label[: limit - 1] + "…")
-    rest = len(labels) - len(shown)
-    return " / ".join([*shown, *([f"…+{rest}"] if rest else [])])
-
-
-def _question_title(name: str, args: dict[str, Any], state: str) -> str | None:
-    """A question's call in words, as the question itself reads: ``ask: Deploy? · staging / prod
-    · completed`` (``(several)`` when more than one may be chosen). None when its arguments are
-    not a question's."""
-    question = args.get("question")
-    options = args.get("options")
-    if not isinstance(question, str) or not isinstance(options, list | None):
-        return None
-    parts = [f"{name}: {_first_line(question, QUESTION_WIDTH) or '…'}"]
-    if options:
-        parts.append(_labels(options, TITLE_WIDTH) + (" (several)" if args.get("multiple") else ""))
-    return " · ".join([*parts, state])
-
-
 def tool_title(
     name: str, args: dict[str, Any], status: str | None, *, title: str | None = None, kind: str | None = None
 ) -> str:
@@ -124,8 +80,8 @@ def _tool_title(
     state = status or "running"
     if title:
         return " · ".join(x for x in (_first_line(title, 90), kind, state) if x)
-    if name in ASKING and (asked := _question_title(name, args, state)) is not None:
-        return asked
+    if (asked := question_words(name, args)) is not None:
+        return f"{asked} · {state}"
     code = args.get("code") if isinstance(args.get("code"), str) else None
     if code is not None:
         rest = {k: v for k, v in args.items() if k != "code"}
