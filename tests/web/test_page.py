@@ -380,6 +380,9 @@ def test_a_question_of_several_choices_or_free_text_is_answered_from_the_page(we
     page.click("#question button:has-text('Answer')")
     page.wait_for_selector(".line.answered:has-text('answered by') >> text=a, c")
     page.wait_for_selector("#transcript :text(\"['a', 'c']\")")
+    # The call's card says the question and its options, as the terminal's line does.
+    card = page.wait_for_selector(".tool .tname:has-text('ask: Which?')")
+    assert card.inner_text() == "ask: Which? · a / b / c (several)"
     _turn(web, sid, "print('hello', ask('Your name?'))")
     page.wait_for_selector("#question .freeform").fill("Ada")
     page.press("#question .freeform", "Enter")
@@ -493,5 +496,15 @@ def test_turns_a_rewind_undid_show_as_rewound_on_the_open_page_at_once(
         page.wait_for_selector(".turn[data-number='2'] .outcome.rewound")
         assert page.query_selector(".turn[data-number='1'] .outcome.rewound") is None
         assert sorted(p.name for p in folder.iterdir()) == ["f1.txt"]
+        # The rewind's line stays where the rewind happened once the next turn runs: after the
+        # turns it undid, above the next turn's header (not under it).
+        _turn(web, sid, "print('after')")
+        page.wait_for_selector(".turn[data-number='4'] .outcome.completed")
+        order = page.eval_on_selector_all(
+            "#transcript .turn .head, #transcript .line",
+            "ns => ns.map(n => n.classList.contains('head') ? n.innerText.split(/\\s/)[0] : n.innerText)",
+        )
+        said = next(n for n, text in enumerate(order) if text.startswith("rewound to before turn 2"))
+        assert order.index("#3") < said < order.index("#4"), order
     finally:
         web.stop()

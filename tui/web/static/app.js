@@ -726,8 +726,9 @@ function turnNode(t, replyFormat) {
     el("span", { class: "outcome " + t.outcome, text: t.outcome }),
     t.rewound ? el("span", { class: "outcome rewound", text: "rewound" }) : null,
   );
-  const article = el("article", { class: "turn", "data-turn": t.turn_id, "data-number": t.number.slice(1) }, head);
-  for (const line of t.before) article.appendChild(el("div", { class: "line " + line.style, text: line.text }));
+  // The lines said before the turn (a rewind, a note) come above its header, where they were said.
+  const before = t.before.map((line) => el("div", { class: "line " + line.style, text: line.text }));
+  const article = el("article", { class: "turn", "data-turn": t.turn_id, "data-number": t.number.slice(1) }, ...before, head);
   article.appendChild(el("pre", { class: "prompt", text: t.prompt }));
   if (t.thinking) article.appendChild(el("details", { class: "thinking" }, el("summary", { text: "thinking" }), el("pre", { text: t.thinking })));
   if (t.plan.length) article.appendChild(el("ol", { class: "plan" }, ...t.plan.map((p) => el("li", { text: p }))));
