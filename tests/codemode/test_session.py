@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import eventually
@@ -20,6 +25,7 @@ from tui.codemode import (
     SessionBusy,
     Tool,
 )
+from tui.codemode.sandbox import CHILD_SCRIPT, INTERPRETER_FLAGS
 
 
 async def run_out(session: PythonSession, first: ProgramResult) -> tuple[str, ProgramResult]:
@@ -345,7 +351,10 @@ class TestIdleMemory:
         """asyncio (6 MiB of every session), inspect, traceback and typing are imported by the
         first program that needs them (a top-level ``await``, an error), not by the runner; ast
         (0.6 MiB) and platform by none (the builtin _ast compiles, the version is sys.version's)."""
-        names = "('asyncio', 'inspect', 'traceback', 'typing', 'ast', 'platform')"
+        # nor pathlib, ipaddress and urllib, which tui's own editable-install finder (``pip
+        # install -e .``) imports: the runner processes the venv's .pth files all but that one
+        names = "('asyncio', 'inspect', 'traceback', 'typing', 'ast', 'platform', 'pathlib', 'ipaddress', "
+        names += "'urllib')"
         held = f"sorted(m for m in {names} if m in sys.modules)"
         result = await session.execute(source=f"import sys\nprint(1)\n{held}")
         assert (result.status, result.output, result.value) == ("completed", "1\n", [])
@@ -353,6 +362,60 @@ class TestIdleMemory:
         assert failed.status == "error" and "ZeroDivisionError" in failed.error.traceback  # type: ignore[union-attr]
         awaited = await session.execute(source="import asyncio\nawait asyncio.sleep(0)\n6 * 7")
         assert awaited.value == 42
+
+
+class TestSitePackages:
+    async def test_a_program_imports_what_the_venv_has_installed(self, session: PythonSession) -> None:
+        """The runner adds the venv's site-packages itself (the interpreter starts with -S)."""
+        source = "import sys, platformdirs\n"
+        source += "(sys.prefix, platformdirs.__file__.startswith(sys.prefix), callable(exit))"
+        result = await session.execute(source=source)
+        assert (result.status, result.value) == ("completed", [sys.prefix, True, True])
+
+    def test_every_pth_file_is_processed_as_site_does_but_tui_own_editable_finder(
+        self, tmp_path: Path
+    ) -> None:
+        """In a venv of its own, against ``site`` at start-up: path lines that exist are added, import
+        lines run in sorted name order, another project's editable install imports; tui's own
+        ``.pth`` is passed over."""
+        venv = tmp_path / "venv"
+        (venv / "bin").mkdir(parents=True)
+        (venv / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+        (venv / "pyvenv.cfg").write_text("include-system-site-packages = false\n")
+        packages = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+        (packages / "installed").mkdir(parents=True)
+        (packages / "installed" / "__init__.py").write_text("")
+        (tmp_path / "other_src").mkdir()
+        (tmp_path / "other_src" / "other.py").write_text("")
+        seen = "import sys; sys.seen = [*getattr(sys, 'seen', []), {!r}]\n"
+        (packages / "__editable__.tui-0.1.0.pth").write_text(seen.format("tui"))
+        (packages / "__editable__.other-1.0.pth").write_text(
+            f"{tmp_path / 'other_src'}\n" + seen.format("other")
+        )
+        (packages / "zz.pth").write_text(f"# a comment\n{tmp_path / 'missing'}\n" + seen.format("zz"))
+        probe = (
+            "import importlib.util, json, sys\n"
+            "if sys.flags.no_site:\n"
+            f"    spec = importlib.util.spec_from_file_location('runner', {str(CHILD_SCRIPT)!r})\n"
+            "    runner = importlib.util.module_from_spec(spec)\n"
+            "    spec.loader.exec_module(runner)\n"
+            "    runner.start_site()\n"
+            "import installed, other\n"
+            "print(json.dumps([sys.prefix, sys.path, sys.seen, callable(exit)]))"
+        )
+
+        def started(*flags: str) -> Any:
+            command = [str(venv / "bin" / "python"), *flags, "-c", probe]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            return json.loads(done.stdout)
+
+        prefix, path, seen_by_site, exits = started("-I")
+        assert (prefix, exits) == (str(venv), True) and "tui" in seen_by_site
+        assert str(tmp_path / "other_src") in path and str(tmp_path / "missing") not in path
+        without_tui = [name for name in seen_by_site if name != "tui"]
+        assert without_tui[:2] == ["other", "zz"]
+        assert started(*INTERPRETER_FLAGS) == [prefix, path, without_tui, True]
 
 
 class TestAwait:

@@ -61,6 +61,9 @@ CHILD_PATH = "/run/tui-codemode/child.py"
 CONFINE_SCRIPT = CHILD_SCRIPT.with_name("_child_confine.py")
 """What the runner loads beside itself to confine itself (the seccomp filter, Landlock)."""
 CONFINE_PATH = "/run/tui-codemode/_child_confine.py"
+INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
+"""Isolated, no bytecode written, UTF-8; ``-S``: the runner does what ``site`` does at start-up itself
+(`_child.start_site`), leaving out tui's own editable-install finder, which a program cannot use."""
 _counter = itertools.count(1)
 
 
@@ -176,7 +179,7 @@ def plan_sandbox(
 def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected: Protected) -> SandboxPlan:
     version = _bwrap_version(bwrap)
     argv = bwrap_command(
-        [sys.executable, "-I", "-B", "-X", "utf8", CHILD_PATH],
+        [sys.executable, *INTERPRETER_FLAGS, CHILD_PATH],
         bwrap=bwrap,
         workdir=workdir,
         protected=protected,
@@ -231,7 +234,7 @@ def _landlock_plan(workdir: Path, abi: int, cgroup: PidsCgroup | None, protected
         f"mounts, keyrings, bpf, perf events and tracing; no capabilities; {signals}; "
         f"empty environment; {_processes(cgroup, nproc)}"
     )
-    argv = [sys.executable, "-I", "-B", "-X", "utf8", str(CHILD_SCRIPT)]
+    argv = [sys.executable, *INTERPRETER_FLAGS, str(CHILD_SCRIPT)]
     return SandboxPlan(
         argv=_in_cgroup(argv, cgroup),
         description=description,
