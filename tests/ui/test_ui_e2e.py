@@ -4,6 +4,7 @@ two apps on one session."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -12,12 +13,14 @@ from pathlib import Path
 import pytest
 from helpers import RUNS_UNTIL_STOPPED
 from textual.geometry import Region
+from textual.pilot import Pilot
+from textual.widgets import Input
 
 from tui.access.local import LocalAccess
 from tui.link.base import Live
 from tui.store import StatePaths, read_sidecar
 from tui.ui import TuiApp
-from tui.ui.widgets.question import QuestionPanel
+from tui.ui.widgets.question import OPTIONS_ONLY, QuestionPanel
 from tui.ui.widgets.turn import TurnView
 
 Until = Callable[..., Awaitable[None]]
@@ -29,6 +32,11 @@ for i in range(3):
     print(i)
 x = ask("Deploy where?", options=["staging", "prod"])
 print("chose", x)"""
+
+TYPED = """a = ask("Again?", ["yes", "no"])
+print("typed", a)
+b = ask("Sure?", ["yes", "no"], freeform=False)
+print("chose", b)"""
 
 
 @pytest.fixture
@@ -48,6 +56,22 @@ async def session(state_dir: Path, tmp_path: Path) -> AsyncIterator[tuple[LocalA
 
 def ended(app: TuiApp) -> list[TurnView]:
     return app.session.transcript.turn_views()
+
+
+async def holding_question(
+    app: TuiApp,
+    pilot: Pilot[None],
+    until: Until,
+    after: QuestionPanel | None = None,
+) -> QuestionPanel:
+    """The question shown (a new one, `after` another) once it holds the focus."""
+
+    def holding() -> bool:
+        panels = [p for p in app.session.query(QuestionPanel) if p is not after]
+        return bool(panels) and app.focused is not None and panels[0] in app.focused.ancestors
+
+    await until(pilot, holding, 30)
+    return next(p for p in app.session.query(QuestionPanel) if p is not after)
 
 
 class TestOnARealWorker:
@@ -81,6 +105,38 @@ class TestOnARealWorker:
             assert "chose prod" in ended(again)[0].record.reply
             await until(pilot, lambda: again.session.query_one("#away").display, 30)
         await other.close()
+
+    async def test_typing_at_a_question_starts_the_typed_answer_or_says_it_takes_options(
+        self, session: tuple[LocalAccess, str], state_dir: Path, until: Until
+    ) -> None:
+        """Tried as a new user would: typing while the options hold the focus was dropped, and
+        the Enter after it answered with the highlighted option."""
+        access, sid = session
+        app = TuiApp(await access.link(sid, client_id="tui:test:1"), state_dir=state_dir)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, app.session.attached.is_set, 30)
+            app.session.submit(TYPED)
+            first = await holding_question(app, pilot, until)
+            assert app.focused is first.query_one("#choices")
+            await pilot.press(*"abc")
+            line = first.query_one("#freeform", Input)
+            assert line.value == "abc"
+            assert app.focused is line
+            await pilot.press("enter")
+            second = await holding_question(app, pilot, until, after=first)
+            assert not second.query("#freeform")
+            await pilot.press("x")
+            await until(pilot, lambda: any(n.message == OPTIONS_ONLY for n in app._notifications))
+            await pilot.press("2", "enter")  # a digit still chooses: no
+            await until(pilot, lambda: ended(app) and not app.session.busy, 30)
+            assert "typed abc" in ended(app)[-1].record.reply
+            assert "chose no" in ended(app)[-1].record.reply
+        journal = StatePaths(state_dir).session(sid).journal.read_text().splitlines()
+        resolved = [json.loads(line) for line in journal if '"question_resolved"' in line]
+        assert [(r.get("selected") or [], r.get("freeform")) for r in resolved] == [
+            ([], "abc"),
+            (["no"], None),
+        ]
 
     async def test_a_killed_worker_is_restarted_and_its_turn_shown_failed(
         self, session: tuple[LocalAccess, str], state_dir: Path, until: Until

@@ -4,6 +4,8 @@ question allows one, Esc dismisses. A viewer reads it and is told who may answer
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual import events, on
 from textual.app import ComposeResult
@@ -19,6 +21,15 @@ __all__ = ["QuestionPanel"]
 
 VIEWER_HINT = "You are viewing: only the owner and collaborators answer this question"
 """What a viewer reads under a question instead of the keys that answer it."""
+
+OPTIONS_ONLY = "This question takes one of its options: ↑↓ or 1-9 choose, Enter answers"
+"""What typing says when the question takes no typed answer."""
+
+OPTIONS_ONLY_SEVERAL = "This question takes its options only: Space or 1-9 pick, Enter answers"
+"""The same, for a question that takes several options."""
+
+NOTICE_SECONDS = 5.0
+"""How long that notice shows; typing on while it shows does not repeat it."""
 
 
 class QuestionPanel(Vertical):
@@ -65,6 +76,8 @@ class QuestionPanel(Vertical):
         """Whether this client may answer (a viewer reads the question, and is told who answers)."""
         self.picked: set[int] = set()
         """The options picked so far (a question that takes several)."""
+        self._told_at = -NOTICE_SECONDS
+        """When typing was last told the question takes options only (monotonic seconds)."""
 
     def compose(self) -> ComposeResult:
         question = self.question
@@ -75,7 +88,8 @@ class QuestionPanel(Vertical):
             placeholder = (
                 "or type an answer, Enter sends" if question.options else "type an answer, Enter sends"
             )
-            yield Input(placeholder=placeholder, id="freeform")
+            # Not selected on focus: a key typed at the options moves here and the next must not replace it.
+            yield Input(placeholder=placeholder, id="freeform", select_on_focus=False)
         yield Static(self._hint(), id="question-hint", markup=False)
 
     def _option(self, index: int) -> Text:
@@ -164,17 +178,21 @@ class QuestionPanel(Vertical):
             return
         if isinstance(focused, Input):
             return
-        if event.character and event.character.isdigit() and q.options:
+        if event.character and event.character.isdigit() and 1 <= int(event.character) <= len(q.options):
             number = int(event.character)
-            if 1 <= number <= len(q.options):
-                event.stop()
-                event.prevent_default()
-                if q.multiple:
-                    self.toggle(number - 1)
-                else:  # picked, not sent: Enter answers (a permission is never given by a stray digit)
-                    choices = self.query_one("#choices", OptionList)
-                    choices.highlighted = number - 1
-                    choices.focus()
+            event.stop()
+            event.prevent_default()
+            if q.multiple:
+                self.toggle(number - 1)
+            else:  # picked, not sent: Enter answers (a permission is never given by a stray digit)
+                choices = self.query_one("#choices", OptionList)
+                choices.highlighted = number - 1
+                choices.focus()
+        elif event.is_printable and self.may_answer and not (event.key == "space" and q.multiple):
+            # Typing is never dropped: it starts the typed answer, or is told it has nowhere to go.
+            event.stop()
+            event.prevent_default()
+            self._typed_elsewhere(event.character or "")
         elif event.key == "enter" and q.multiple:
             event.stop()
             event.prevent_default()
@@ -183,6 +201,21 @@ class QuestionPanel(Vertical):
                 self.post_message(self.Answered(q.question_id, selected, None))
             else:
                 self.notify("Pick one or more first (Space or 1-9), then Enter.", title="Nothing picked")
+
+    def _typed_elsewhere(self, character: str) -> None:
+        """A printable key that chooses no option: the first of a typed answer when the question
+        takes one (the freeform line gets the focus and the character), else a one-line notice."""
+        freeform = self.query("#freeform").results(Input)
+        line = next(freeform, None)
+        if line is not None:
+            line.insert_text_at_cursor(character)
+            line.focus()
+            return
+        now = time.monotonic()
+        if now - self._told_at >= NOTICE_SECONDS:  # once for a run of keys, not once a key
+            self._told_at = now
+            told = OPTIONS_ONLY_SEVERAL if self.question.multiple else OPTIONS_ONLY
+            self.notify(told, title="Options only", timeout=NOTICE_SECONDS)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "toggle_highlighted":
