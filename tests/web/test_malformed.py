@@ -22,6 +22,12 @@ def test_malformed_requests_get_json_refusals(web: Web) -> None:
     events = f"/api/sessions/{sid}/events"
     for last_id in ("☃".encode(), b"1_0", "²".encode(), b"9" * 4301, b"1" * 5000):
         _refused(viewer.get(events, headers={"Last-Event-ID": last_id}), 400, "invalid_request")
+    # A cursor given under another name is refused, naming it, not followed from 0.
+    with viewer.stream("GET", events, params={"after": "abc"}) as after:  # it was followed from 0
+        assert after.status_code == 400
+        after.read()
+    _refused(after, 400, "invalid_request")
+    assert after.json()["field"] == "after" and "cursor=N" in after.json()["detail"]
     _refused(owner.delete(f"/api/sessions/{sid}/queue/%E2%98%83%00"), 404, "not_found")
     _refused(owner.delete(f"/api/sessions/{sid}/queue/{'q' * 10_000}"), 404, "not_found")
     _refused(owner.get("/api/sessions/"), 404, "not_found")

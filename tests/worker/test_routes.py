@@ -72,6 +72,11 @@ async def test_bad_requests_get_clear_codes_and_the_worker_keeps_serving(worker:
         assert isinstance(body["detail"], str) and body["detail"]
     wrong_type = (await client.post("/turn", json={"prompt": 42})).json()
     assert "prompt" in wrong_type["detail"] and wrong_type["field"] == "prompt"
+    # A cursor under another name is refused, naming it (it was followed from 0, as a stream).
+    async with client.stream("GET", "/events", params={"after": "abc"}) as refused:
+        assert refused.status_code == 400
+        after = json.loads(await refused.aread())
+    assert after["error"] == "invalid_request" and after["field"] == "after" and "cursor=N" in after["detail"]
     ended = await worker.turn("print('fine')")
     assert ended["reply"] == "fine\n"
 

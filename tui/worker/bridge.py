@@ -104,6 +104,10 @@ def _sse(line: JournalLine) -> bytes:
     return sse_frame(line)
 
 
+EVENTS_PARAMS = frozenset({"cursor", "client_id", "presence"})
+"""The query parameters ``GET /events`` takes; any other is refused (400 ``invalid_request``)."""
+
+
 def build_app(worker: SessionWorker) -> ASGIApp:
     """The bridge app of one worker: the routes of `tui.protocol.routes.BRIDGE`.
 
@@ -116,6 +120,15 @@ def build_app(worker: SessionWorker) -> ASGIApp:
         return worker.info()
 
     async def events(request: Request) -> Response:
+        # A parameter the stream does not take (``after=5``, ``since=5``) is refused: followed
+        # from 0 instead, a client would be sent the whole journal again without a word.
+        for name in request.query_params:
+            if name not in EVENTS_PARAMS:
+                raise InvalidRequest(
+                    f"{name[:40]}: /events takes no such parameter; the cursor is cursor=N "
+                    "(the events after seq N; 0 from the start)",
+                    field=name[:40],
+                )
         cursor = int_param(request, "cursor", 0)
         last_id = seq_header(request)
         if last_id is not None:
