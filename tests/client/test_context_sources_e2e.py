@@ -98,8 +98,12 @@ def test_context_add_refuses_what_makes_no_sense(state_dir: Path) -> None:
     sid = new_session(state_dir, "x = 1")
     both = tui("context", "add", sid[:8], "x", "--cmd", "date", "--push")
     assert both.returncode == 2 and "give one of --cmd" in both.stderr
-    fast = tui("context", "add", sid[:8], "x", "--cmd", "date", "--every", "0.1")
-    assert fast.returncode == 1 and "at most once a second" in fast.stderr
+    # An --every out of bounds is a usage error refused before anything is asked (no such
+    # session needed): exit 2, one line saying the bounds.
+    for every in ("0", "0.1", "nan"):
+        fast = tui("context", "add", "nosuch", "x", "--cmd", "date", "--every", every)
+        assert fast.returncode == 2 and fast.stderr.count("\n") == 1, fast.stderr
+        assert f"--every: how often the source is read, 1 to 86,400 seconds, not {every}" in fast.stderr
     pushed = tui("context", "push", sid[:8], "nothing", input="x")
     assert pushed.returncode == 1 and "no context source 'nothing'" in pushed.stderr
     # More than a request may carry: one line saying so and what to do, no traceback.

@@ -103,8 +103,14 @@ def _seconds_old(seconds: float) -> str:
 
 def run_context(args: argparse.Namespace) -> int:
     """``tui context add|list|remove|push ID …``: the sources whose values the agent is given."""
-    from tui.protocol.messages import MAX_PUSH, ContextAddRequest
+    from tui.protocol.messages import MAX_EVERY, MAX_PUSH, ContextAddRequest
 
+    if args.action == "add" and args.every is not None and not 1 <= args.every <= MAX_EVERY:
+        # Refused here, before anything is asked: a usage error, not the worker's refusal.
+        raise UsageError(
+            f"--every: how often the source is read, 1 to {MAX_EVERY:,} seconds, not {args.every:g}; "
+            "e.g. --every 60"
+        )
     access = open_access(args)
     action = args.action
 

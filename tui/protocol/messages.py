@@ -216,6 +216,8 @@ class Noted(_Wire):
 
 CONTEXT_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 """What a context source's name may be (it goes in a route's path)."""
+MAX_EVERY = 86400
+"""The longest a context source may wait between two reads, in seconds (a day)."""
 
 
 class ContextAddRequest(_Body):
@@ -226,7 +228,7 @@ class ContextAddRequest(_Body):
     """A file (relative to the session's folder) read in the sandbox every `every` seconds."""
     push: bool = False
     """The value is pushed from outside (``POST /context/{name}/push``)."""
-    every: float = Field(default=0.0, ge=0, le=86400)
+    every: float = Field(default=0.0, ge=0, le=MAX_EVERY)
     why: str = Field(default="", max_length=500)
     """What the source is for, shown to the agent beside its value."""
 
