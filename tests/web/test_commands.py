@@ -147,6 +147,10 @@ def test_remote_add_checks_the_server_and_keeps_no_token(web: Web, tmp_path: Pat
     assert header.split() == ["NAME", "URL", "TOKEN", "FILE"]
     assert row.split() == ["lab", web.url, str(token_file)]
     assert header.index("URL") == row.index(web.url) and "\t" not in listed.stdout
+    # A name not set up: said so, with the names there are (not how to add it).
+    nope = tui(client_state, "remote", "remove", "nope")
+    assert nope.returncode == 1 and "tui remote add" not in nope.stderr, nope.stderr
+    assert "no remote named 'nope' to remove: the remotes are lab (`tui remote list`" in nope.stderr
     assert tui(client_state, "remote", "remove", "lab").returncode == 0
     assert "lab" not in tui(client_state, "remote", "list").stdout
 

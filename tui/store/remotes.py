@@ -100,9 +100,17 @@ def add_remote(state: StatePaths, remote: Remote) -> None:
 
 
 def remove_remote(state: StatePaths, name: str) -> None:
-    """Forget a remote (NotFound when there is none of that name)."""
-    get_remote(state, name)
-    _write(state, [r for r in list_remotes(state) if r.name != name])
+    """Forget a remote.
+
+    Raises:
+        NotFound: there is none of that name (the sentence names those there are).
+    """
+    remotes = list_remotes(state)
+    if not any(r.name == name for r in remotes):
+        names = ", ".join(r.name for r in remotes)
+        there = f"the remotes are {names} (`tui remote list` shows them)" if names else "none is set up"
+        raise NotFound(f"no remote named {name!r} to remove: {there}")
+    _write(state, [r for r in remotes if r.name != name])
 
 
 def _write(state: StatePaths, remotes: list[Remote]) -> None:
