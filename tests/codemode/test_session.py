@@ -25,7 +25,7 @@ from tui.codemode import (
     SessionBusy,
     Tool,
 )
-from tui.codemode.sandbox import CHILD_SCRIPT, INTERPRETER_FLAGS
+from tui.codemode.sandbox import INTERPRETER_FLAGS, SITE_SCRIPT
 
 
 async def run_out(session: PythonSession, first: ProgramResult) -> tuple[str, ProgramResult]:
@@ -396,10 +396,10 @@ class TestSitePackages:
         probe = (
             "import importlib.util, json, sys\n"
             "if sys.flags.no_site:\n"
-            f"    spec = importlib.util.spec_from_file_location('runner', {str(CHILD_SCRIPT)!r})\n"
-            "    runner = importlib.util.module_from_spec(spec)\n"
-            "    spec.loader.exec_module(runner)\n"
-            "    runner.start_site()\n"
+            f"    spec = importlib.util.spec_from_file_location('site_start', {str(SITE_SCRIPT)!r})\n"
+            "    start = importlib.util.module_from_spec(spec)\n"
+            "    spec.loader.exec_module(start)\n"
+            "    start.start_site()\n"
             "import installed, other\n"
             "print(json.dumps([sys.prefix, sys.path, sys.seen, callable(exit)]))"
         )

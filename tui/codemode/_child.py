@@ -46,9 +46,6 @@ HERE = os.path.abspath(__file__)
 TOP_LEVEL_AWAIT = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 CO_COROUTINE = 0x0080
 """``inspect.CO_COROUTINE``: the flag of code with a top-level ``await`` (inspect is not imported)."""
-OWN_EDITABLE = "__editable__.tui-"
-"""How the ``.pth`` file of tui's own editable install (``pip install -e .``) begins: its finder
-imports pathlib, re, ipaddress and urllib (2.2 MiB) to map a package the sandbox hides anyway."""
 TRIM_AFTER = 5.0
 """Seconds with no program after which the runner hands the heap it freed back to the system, once."""
 
@@ -250,7 +247,7 @@ class Runner:
         confine = self.config.get("confine")
         seccomp = self.config.get("seccomp")
         if confine or seccomp:
-            confinement = load_confinement()
+            confinement = load_beside("_child_confine")
             if confine:
                 confinement.confine_self(confine)
             if seccomp:
@@ -654,42 +651,13 @@ def trim_heap() -> None:
             ctypes.CDLL(None).malloc_trim(0)
 
 
-def start_site() -> None:
-    """What ``site`` does at start-up (the interpreter runs with ``-S``), all but tui's own finder.
-
-    ``site.main()`` itself: the venv's (and, where its ``pyvenv.cfg`` says so, the system's)
-    site-packages on ``sys.path``, each one's ``.pth`` files processed in sorted name order (path
-    lines added when they exist, ``import`` lines run), ``exit``, ``help`` and the others, and
-    ``sitecustomize``; only the ``.pth`` of tui's editable install is passed over (`is_own_editable`).
-    """
-    import site  # its module is all it costs here: 90 objects; os, io and stat are loaded already
-
-    process = site.addpackage
-
-    def addpackage(sitedir: Any, name: Any, known_paths: set[str] | None) -> set[str] | None:
-        if is_own_editable(str(name)):
-            return known_paths
-        return process(sitedir, name, known_paths)
-
-    site.addpackage = addpackage
-    try:
-        site.main()
-    finally:
-        site.addpackage = process
-
-
-def is_own_editable(name: str) -> bool:
-    """Whether a ``.pth`` file is tui's own editable install's (``__editable__.tui-0.1.0.pth``;
-    another project's, even ``tui_extra``'s, begins ``__editable__.tui_extra-``)."""
-    return name.startswith(OWN_EDITABLE) and name.endswith(".pth")
-
-
-def load_confinement() -> types.ModuleType:
-    """``_child_confine.py``, beside this file: confinement (namespaces, Landlock, seccomp)."""
+def load_beside(name: str) -> types.ModuleType:
+    """The module ``NAME.py`` beside this file (the interpreter runs isolated: no script folder is
+    on ``sys.path``): ``_child_site`` (the start-up) and ``_child_confine`` (confinement)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(HERE), "_child_confine.py")
-    spec = importlib.util.spec_from_file_location("_child_confine", path)
+    path = os.path.join(os.path.dirname(HERE), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise OSError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -704,7 +672,7 @@ def cpu_time() -> float:
 
 
 def main() -> None:
-    start_site()
+    load_beside("_child_site").start_site()
     config = json.loads(sys.argv[1])
     runner = Runner(config)
     runner.setup()

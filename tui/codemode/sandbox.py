@@ -61,9 +61,12 @@ CHILD_PATH = "/run/tui-codemode/child.py"
 CONFINE_SCRIPT = CHILD_SCRIPT.with_name("_child_confine.py")
 """What the runner loads beside itself to confine itself (the seccomp filter, Landlock)."""
 CONFINE_PATH = "/run/tui-codemode/_child_confine.py"
+SITE_SCRIPT = CHILD_SCRIPT.with_name("_child_site.py")
+"""What the runner loads beside itself to start as ``site`` would (`INTERPRETER_FLAGS`)."""
+SITE_PATH = "/run/tui-codemode/_child_site.py"
 INTERPRETER_FLAGS = ("-I", "-S", "-B", "-X", "utf8")
 """Isolated, no bytecode written, UTF-8; ``-S``: the runner does what ``site`` does at start-up itself
-(`_child.start_site`), leaving out tui's own editable-install finder, which a program cannot use."""
+(`_child_site.start_site`), leaving out tui's own editable-install finder, which a program cannot use."""
 _counter = itertools.count(1)
 
 
@@ -183,7 +186,7 @@ def _bwrap_plan(workdir: Path, bwrap: str, cgroup: PidsCgroup | None, protected:
         bwrap=bwrap,
         workdir=workdir,
         protected=protected,
-        files={str(CHILD_SCRIPT): CHILD_PATH, str(CONFINE_SCRIPT): CONFINE_PATH},
+        files={str(CHILD_SCRIPT): CHILD_PATH, str(CONFINE_SCRIPT): CONFINE_PATH, str(SITE_SCRIPT): SITE_PATH},
         env=_program_env(workdir, "/tmp"),
     )
     nproc = cgroup is None and os.geteuid() != 0
