@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -202,11 +202,8 @@ class BridgeClient(Caller):
             # A local worker's stream: read off the socket as the worker writes it, not through httpx.
             try:
                 async with self._raw.stream("GET", path, params, headers, self.stream_idle) as answer:
-                    if answer.status != 200:
-                        self._raise_for(answer.status, await answer.read())
-                        raise TuiError(f"{self.label} answered /events with HTTP {answer.status}")
-                    kind = answer.headers.get("content-type", "")
-                    async for item in self._messages(answer.parts(), kind, announce_open):
+                    opened = (answer.status, answer.headers.get("content-type", ""), answer.read)
+                    async for item in self._messages(*opened, answer.parts(), announce_open):
                         yield item
             except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
                 raise self._transport_error(exc) from exc
@@ -216,19 +213,25 @@ class BridgeClient(Caller):
             async with self._http.stream(
                 "GET", path, params=params, headers=headers, timeout=timeout
             ) as response:
-                if response.status_code != 200:
-                    self._raise_for(response.status_code, await response.aread())
-                    raise TuiError(f"{self.label} answered /events with HTTP {response.status_code}")
-                kind = response.headers.get("content-type", "")
-                async for item in self._messages(response.aiter_bytes(), kind, announce_open):
+                opened = (response.status_code, response.headers.get("content-type", ""), response.aread)
+                async for item in self._messages(*opened, response.aiter_bytes(), announce_open):
                     yield item
         except httpx.TransportError as exc:
             raise self._transport_error(exc) from exc
 
     async def _messages(
-        self, parts: AsyncIterator[bytes], kind: str, announce_open: bool
+        self,
+        status: int,
+        kind: str,
+        read: Callable[[], Awaitable[bytes]],
+        parts: AsyncIterator[bytes],
+        announce_open: bool,
     ) -> AsyncIterator[Event | Live]:
-        """The events of an open stream's body (`parts`, of content type `kind`)."""
+        """The events of an answered stream's body (`parts`, of content type `kind`); a refusal
+        (`status` not 200, its body `read` whole) raised as its error."""
+        if status != 200:
+            self._raise_for(status, await read())
+            raise TuiError(f"{self.label} answered /events with HTTP {status}")
         if announce_open:
             yield Live()
         if not kind.startswith("text/event-stream"):
